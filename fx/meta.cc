@@ -1,0 +1,116 @@
+#include "fx/meta.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fx {
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::string TensorMeta::to_string() const {
+  std::string out =
+      absl::StrCat(short_dtype_name(dtype), "[", absl::StrJoin(sizes, ", "), "]");
+  if (memory_format != c10::MemoryFormat::Contiguous) {
+    absl::StrAppend(&out, "{", absl::StrJoin(strides, ", "), "}");
+  }
+  return out;
+}
+
+bool operator==(const TensorMeta& a, const TensorMeta& b) {
+  return a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype &&
+         a.device == b.device && a.requires_grad == b.requires_grad &&
+         a.memory_format == b.memory_format;
+}
+
+std::vector<int64_t> strides_for(const std::vector<int64_t>& sizes,
+                                 c10::MemoryFormat memory_format) {
+  const size_t n = sizes.size();
+  std::vector<int64_t> strides(n);
+  auto fill = [&](const std::vector<size_t>& order) {  // innermost first
+    int64_t stride = 1;
+    for (size_t d : order) {
+      strides[d] = stride;
+      stride *= std::max<int64_t>(sizes[d], 1);
+    }
+  };
+  std::vector<size_t> order;
+  if (memory_format == c10::MemoryFormat::ChannelsLast && n == 4) {
+    order = {1, 3, 2, 0};
+  } else if (memory_format == c10::MemoryFormat::ChannelsLast3d && n == 5) {
+    order = {1, 4, 3, 2, 0};
+  } else {
+    for (size_t d = n; d-- > 0;) order.push_back(d);
+  }
+  fill(order);
+  return strides;
+}
+
+c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,
+                                   const std::vector<int64_t>& strides) {
+  auto matches = [&](c10::MemoryFormat f) {
+    std::vector<int64_t> expected = strides_for(sizes, f);
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] != 1 && expected[d] != strides[d]) return false;
+    }
+    return true;
+  };
+  if (matches(c10::MemoryFormat::Contiguous)) {
+    return c10::MemoryFormat::Contiguous;
+  }
+  if (sizes.size() == 4 && matches(c10::MemoryFormat::ChannelsLast)) {
+    return c10::MemoryFormat::ChannelsLast;
+  }
+  if (sizes.size() == 5 && matches(c10::MemoryFormat::ChannelsLast3d)) {
+    return c10::MemoryFormat::ChannelsLast3d;
+  }
+  return c10::MemoryFormat::Preserve;
+}
+
+std::string short_dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::ComplexHalf: return "c32";
+    case c10::ScalarType::ComplexFloat: return "c64";
+    case c10::ScalarType::ComplexDouble: return "c128";
+    case c10::ScalarType::Bool: return "b8";
+    case c10::ScalarType::BFloat16: return "bf16";
+    default: return c10::toString(dtype);
+  }
+}
+
+std::string InputGuard::to_string() const {
+  switch (kind) {
+    case Kind::kValue:
+      return "== " + value;
+    case Kind::kTensorList: {
+      std::vector<std::string> parts;
+      for (const InputGuard& e : elements) parts.push_back(e.to_string());
+      return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+    }
+    case Kind::kTensor: {
+      std::string dims;
+      if (check_sizes) {
+        dims = absl::StrJoin(sizes, ", ");
+      } else {
+        std::vector<std::string> q(dim, "?");
+        dims = absl::StrJoin(q, ", ");
+      }
+      return absl::StrCat(short_dtype_name(dtype), "[", dims, "] on ",
+                          device.str());
+    }
+  }
+  return "";
+}
+
+}  // namespace fx

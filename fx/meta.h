@@ -1,0 +1,143 @@
+// Meta: a typed key/value map on every Node, for what passes and analyses
+// learn about it (torch.fx's node.meta).
+//
+//   node->meta().set(fx::kModulePath, std::string("layer1.0.conv1"));
+//   if (const fx::TensorMeta* tm = node->meta().get(fx::kTensorMeta)) ...
+//
+// Keys are typed: MetaKey<T> names an entry and the type stored under it, so
+// a lookup never needs a cast. Passes may define their own keys. Iteration
+// (keys()) is in sorted key order, so printing is deterministic.
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/ScalarType.h>
+
+namespace fx {
+
+template <typename T>
+struct MetaKey {
+  std::string_view name;
+};
+
+class Meta {
+ public:
+  template <typename T>
+  void set(const MetaKey<T>& key, T value) {
+    entries_[std::string(key.name)] = std::move(value);
+  }
+
+  // The value stored under `key`, or nullptr if there is none (or it was
+  // stored with another type).
+  template <typename T>
+  const T* get(const MetaKey<T>& key) const {
+    auto it = entries_.find(key.name);
+    return it == entries_.end() ? nullptr : std::any_cast<T>(&it->second);
+  }
+  template <typename T>
+  T* get_mutable(const MetaKey<T>& key) {
+    auto it = entries_.find(key.name);
+    return it == entries_.end() ? nullptr : std::any_cast<T>(&it->second);
+  }
+
+  bool contains(std::string_view name) const {
+    return entries_.find(name) != entries_.end();
+  }
+  void erase(std::string_view name) {
+    auto it = entries_.find(name);
+    if (it != entries_.end()) entries_.erase(it);
+  }
+  bool empty() const { return entries_.empty(); }
+  // Sorted.
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& entry : entries_) out.push_back(entry.first);
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::any, std::less<>> entries_;
+};
+
+// Shape, strides, dtype and device of a tensor value, as torch.fx's
+// ShapeProp records (its TensorMetadata).
+struct TensorMeta {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  bool requires_grad = false;
+  // The format the strides follow (contiguous, channels_last, ...), or
+  // Preserve when they follow none.
+  c10::MemoryFormat memory_format = c10::MemoryFormat::Contiguous;
+
+  int64_t numel() const;
+  // "f32[1, 3, 224, 224]"; strides are shown when not contiguous:
+  // "f32[3, 2]{1, 3}".
+  std::string to_string() const;
+  friend bool operator==(const TensorMeta& a, const TensorMeta& b);
+  friend bool operator!=(const TensorMeta& a, const TensorMeta& b) {
+    return !(a == b);
+  }
+};
+
+// The memory format `strides` follow for `sizes`, or Preserve if none.
+c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,
+                                   const std::vector<int64_t>& strides);
+// Contiguous strides for `sizes` in `memory_format`.
+std::vector<int64_t> strides_for(const std::vector<int64_t>& sizes,
+                                 c10::MemoryFormat memory_format);
+// "f32", "i64", "b8", ...
+std::string short_dtype_name(c10::ScalarType dtype);
+
+// What the trace assumed about one input of the traced program. The tracer
+// stores it on each placeholder (key kGuard); a GraphModule checks it on every
+// call and rejects inputs that break it with fx::GuardError.
+struct InputGuard {
+  enum class Kind : uint8_t {
+    // A tensor: dtype, device and rank always; sizes when `sizes` is set,
+    // i.e. when the traced program read sizes and so was specialized to them.
+    kTensor,
+    // A non-tensor input (int, double, bool, string) whose value was baked
+    // into the graph: it must be equal.
+    kValue,
+    // A list of tensors, one guard per element.
+    kTensorList,
+  };
+  Kind kind = Kind::kTensor;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  int64_t dim = 0;
+  bool check_sizes = false;
+  std::vector<int64_t> sizes;
+  // For kValue: the value printed as in the graph (e.g. "3", "True", "'x'").
+  std::string value;
+  // For kTensorList.
+  std::vector<InputGuard> elements;
+
+  // "f32[1, 3, 224, 224] on cpu", "f32[?, ?] on cpu", "== 3".
+  std::string to_string() const;
+};
+
+// Well-known keys.
+inline constexpr MetaKey<TensorMeta> kTensorMeta{"tensor_meta"};
+// For nodes producing a tuple or list of tensors (an op with several
+// outputs, a leaf module returning a tuple): one entry per element.
+inline constexpr MetaKey<std::vector<TensorMeta>> kTensorMetaList{
+    "tensor_meta_list"};
+// The qualified path of the module whose forward produced the node
+// ("layer1.0.conv1"); "" for the root.
+inline constexpr MetaKey<std::string> kModulePath{"module_path"};
+// A C++ backtrace of the call that the tracer recorded (only with
+// TraceOptions::record_stack_traces).
+inline constexpr MetaKey<std::string> kStackTrace{"stack_trace"};
+inline constexpr MetaKey<InputGuard> kGuard{"guard"};
+
+}  // namespace fx
