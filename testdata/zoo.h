@@ -1,0 +1,34 @@
+// The model zoo: LibTorch models written as LibTorch users write them, each
+// with deterministic weights and example inputs, for the tests of the tracer,
+// the interpreter, the code generator and the passes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace testdata {
+
+struct ZooModel {
+  std::string name;                           // e.g. "resnet18"
+  std::shared_ptr<torch::nn::Module> module;  // the root module, in eval() mode
+                                              // unless noted
+  // Calls the module's typed forward on boxed inputs and boxes the result
+  // (Tensor -> IValue, std::tuple -> IValue tuple, nested tuples nested).
+  std::function<c10::IValue(std::vector<c10::IValue>)> forward;
+  std::vector<c10::IValue> example_inputs;  // deterministic (seeded) inputs
+};
+
+// Names of all zoo models, in a fixed order.
+std::vector<std::string> zoo_model_names();
+
+// Builds a model with deterministic weights (seeded inside: torch::manual_seed)
+// and non-trivial BatchNorm running statistics/affine params (random, positive
+// variances), so conv/bn folding tests are meaningful. Throws
+// std::invalid_argument for unknown names.
+ZooModel make_zoo_model(const std::string& name);
+
+}  // namespace testdata
