@@ -217,6 +217,7 @@ void Graph::check_insert_point() const {
 }
 
 void Graph::insert(Node* node) {
+  ++version_;
   const InsertionGuard::InsertPoint& p = insert_point_;
   detail::NodeLink* anchor =
       p.anchor ? static_cast<detail::NodeLink*>(p.anchor) : &root_;
@@ -368,6 +369,7 @@ void Graph::erase_node(Node* node) {
   }
   node->unlink_uses();
   unlink(node);
+  ++version_;
   node->erased_ = true;
   --size_;
   if (node == output_) output_ = nullptr;

@@ -217,6 +217,10 @@ class Graph {
   // args and kwargs.
   std::string tabular() const;
 
+  // Incremented by every edit (nodes created, erased, moved, args changed),
+  // so that a GraphModule can tell its compiled form is stale.
+  uint64_t version() const { return version_; }
+
   // The module that owns this graph (a GraphModule), if any; set by it.
   const GraphOwner* owner() const { return owner_; }
   void set_owner(const GraphOwner* owner) { owner_ = owner; }
@@ -247,6 +251,7 @@ class Graph {
   mutable int live_ranges_ = 0;
   Node* output_ = nullptr;
   const GraphOwner* owner_ = nullptr;
+  uint64_t version_ = 0;
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph);

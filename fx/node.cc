@@ -88,6 +88,7 @@ void Node::refresh_uses() {
   for (const auto& kv : kwargs_) collect(kv.second);
 
   unlink_uses();
+  ++graph_->version_;
   // Distinct, in order of first use.
   if (inputs.size() <= 16) {
     for (Node* n : inputs) {
@@ -203,6 +204,7 @@ void Node::prepend(Node* x) {
   }
   graph_->unlink(x);
   graph_->link_before(this, x);
+  ++graph_->version_;
 }
 
 void Node::append(Node* x) {
@@ -213,6 +215,7 @@ void Node::append(Node* x) {
   }
   graph_->unlink(x);
   graph_->link_before(detail::NodeLink::next, x);
+  ++graph_->version_;
 }
 
 std::vector<Node*> Node::replace_all_uses_with(

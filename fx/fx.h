@@ -1,0 +1,21 @@
+// fx for LibTorch: capture and transform torch::nn::Module programs.
+//
+//   #include "fx/fx.h"
+//
+//   fx::GraphModule gm = fx::symbolic_trace(model, example_input);  // trace
+//   for (fx::Node* n : gm->graph().nodes()) { ... }                  // inspect, edit
+//   gm->recompile();
+//   at::Tensor y = gm(x).toTensor();                                 // run
+//
+// Parts, each usable alone:
+//   fx/graph.h          the IR: Graph, Node, Argument, Target
+//   fx/tracer.h         symbolic_trace, Tracer, fx::call, fx::wrap
+//   fx/graph_module.h   GraphModule: a torch::nn::Module running a graph
+//   interpreter/interpreter.h   Interpreter: node-by-node execution
+#pragma once
+
+#include "fx/errors.h"
+#include "fx/graph.h"
+#include "fx/graph_module.h"
+#include "fx/tracer.h"
+#include "interpreter/interpreter.h"

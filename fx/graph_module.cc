@@ -1,0 +1,352 @@
+#include "fx/graph_module.h"
+
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "fx/errors.h"
+#include "fx/operator_schemas.h"
+#include "interpreter/executor.h"
+
+namespace fx {
+namespace {
+
+// The empty modules a GraphModule creates to hold tensors at qualified
+// paths ("layer1" and "0" for "layer1.0.conv1.weight"), as torch.fx does.
+class AttributeModule : public torch::nn::Module {
+ public:
+  AttributeModule() : torch::nn::Module("Module") {}
+  void set_parameter(const std::string& name, const at::Tensor& tensor) {
+    parameters_[name] = tensor;
+  }
+};
+
+std::string format_sizes(c10::IntArrayRef sizes) {
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
+}
+
+std::string input_name(const std::string& name, size_t index) {
+  return absl::StrCat("input ", index, " ('", name, "')");
+}
+
+[[noreturn]] void guard_failure(const std::string& what) {
+  throw GuardError(absl::StrCat(
+      "GraphModule ", what,
+      "; the graph was traced for other inputs: trace the model again with "
+      "an example input like this one (fx::symbolic_trace)"));
+}
+
+void check_tensor(const InputGuard& g, const c10::IValue& value,
+                  const std::string& who) {
+  if (!value.isTensor()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " must be a Tensor, got ", value.tagKind()));
+  }
+  const at::Tensor& t = value.toTensor();
+  if (!t.defined()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " is an undefined tensor"));
+  }
+  if (t.scalar_type() != g.dtype) {
+    guard_failure(absl::StrCat(who, " has dtype ",
+                               format_dtype(t.scalar_type()),
+                               " but the trace saw ", format_dtype(g.dtype)));
+  }
+  if (t.device() != g.device) {
+    guard_failure(absl::StrCat(who, " is on ", t.device().str(),
+                               " but the trace saw ", g.device.str()));
+  }
+  if (t.dim() != g.dim) {
+    guard_failure(absl::StrCat(who, " has ", t.dim(),
+                               " dimensions but the trace saw ", g.dim));
+  }
+  if (g.check_sizes && t.sizes() != c10::IntArrayRef(g.sizes)) {
+    guard_failure(absl::StrCat(
+        who, " has shape ", format_sizes(t.sizes()), " but the traced code read "
+        "the sizes of its example input ", format_sizes(g.sizes),
+        " (C++ reads sizes as plain integers, so the graph is specialized to "
+        "them)"));
+  }
+}
+
+void check_guard(const InputGuard& g, const c10::IValue& value,
+                 const std::string& who) {
+  switch (g.kind) {
+    case InputGuard::Kind::kTensor:
+      check_tensor(g, value, who);
+      return;
+    case InputGuard::Kind::kTensorList: {
+      if (!value.isList()) {
+        throw GuardError(absl::StrCat("GraphModule ", who,
+                                      " must be a list of tensors, got ",
+                                      value.tagKind()));
+      }
+      auto list = value.toListRef();
+      if (list.size() != g.elements.size()) {
+        guard_failure(absl::StrCat(who, " has ", list.size(),
+                                   " tensors but the trace saw ",
+                                   g.elements.size()));
+      }
+      for (size_t i = 0; i < list.size(); ++i) {
+        check_tensor(g.elements[i], list[i], absl::StrCat(who, "[", i, "]"));
+      }
+      return;
+    }
+    case InputGuard::Kind::kValue: {
+      std::string got;
+      try {
+        got = ivalue_to_argument(value, nullptr, [](const at::Tensor&) {
+                return Argument("<tensor>");
+              }).to_string();
+      } catch (const GraphError&) {
+        got = value.tagKind();
+      }
+      if (got != g.value) {
+        guard_failure(absl::StrCat(who, " is ", got, " but the trace saw ",
+                                   g.value,
+                                   ", which is baked into the graph"));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+GraphModuleImpl::GraphModuleImpl(const std::shared_ptr<torch::nn::Module>& root,
+                                 std::unique_ptr<Graph> graph,
+                                 Attributes attributes)
+    : torch::nn::Module("GraphModule"), graph_(std::move(graph)) {
+  if (!graph_) throw GraphError("GraphModule: the graph is null");
+  take_attributes(root, std::move(attributes));
+  graph_->set_owner(this);
+  recompile();
+}
+
+GraphModuleImpl::GraphModuleImpl(std::unique_ptr<Graph> graph,
+                                 Attributes attributes)
+    : GraphModuleImpl(nullptr, std::move(graph), std::move(attributes)) {}
+
+GraphModuleImpl::~GraphModuleImpl() {
+  if (graph_) graph_->set_owner(nullptr);
+}
+
+void GraphModuleImpl::take_attributes(
+    const std::shared_ptr<torch::nn::Module>& root, Attributes attributes) {
+  std::map<std::string, at::Tensor> root_parameters, root_buffers;
+  if (root) {
+    for (const auto& item : root->named_parameters(/*recurse=*/true)) {
+      root_parameters.emplace(item.key(), item.value());
+    }
+    for (const auto& item : root->named_buffers(/*recurse=*/true)) {
+      root_buffers.emplace(item.key(), item.value());
+    }
+  }
+  // Leaf modules first, so that tensors under a leaf's path reuse it.
+  for (Node* n : graph_->find_nodes(Opcode::kCallModule)) {
+    const std::string& path = n->target().str();
+    if (leaves_.count(path)) continue;
+    auto it = attributes.modules.find(path);
+    if (it == attributes.modules.end()) {
+      throw GraphError(absl::StrCat(
+          "GraphModule: call_module target '", path,
+          "' has no module: pass it in Attributes::modules "
+          "(fx::make_leaf_module)"));
+    }
+    register_leaf_module(path, it->second);
+  }
+  for (Node* n : graph_->find_nodes(Opcode::kGetAttr)) {
+    const std::string& path = n->target().str();
+    if (tensors_.count(path)) continue;
+    if (auto it = attributes.parameters.find(path);
+        it != attributes.parameters.end()) {
+      register_tensor_attribute(path, it->second, /*is_parameter=*/true);
+    } else if (auto it = attributes.buffers.find(path);
+               it != attributes.buffers.end()) {
+      register_tensor_attribute(path, it->second, /*is_parameter=*/false);
+    } else if (auto it = root_parameters.find(path);
+               it != root_parameters.end()) {
+      register_tensor_attribute(path, it->second, /*is_parameter=*/true);
+    } else if (auto it = root_buffers.find(path); it != root_buffers.end()) {
+      register_tensor_attribute(path, it->second, /*is_parameter=*/false);
+    } else {
+      throw GraphError(absl::StrCat(
+          "GraphModule: get_attr target '", path,
+          "' is not a parameter or buffer of the root module nor in the "
+          "given Attributes"));
+    }
+  }
+  traced_training_ = attributes.traced_training;
+  if (traced_training_) train(*traced_training_);
+}
+
+torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
+                                                  std::string* leaf_name) {
+  std::vector<std::string> parts = absl::StrSplit(path, '.');
+  for (const std::string& part : parts) {
+    if (part.empty()) {
+      throw GraphError(absl::StrCat("'", path,
+                                    "' is not a valid qualified path"));
+    }
+  }
+  *leaf_name = parts.back();
+  parts.pop_back();
+  torch::nn::Module* current = this;
+  for (const std::string& part : parts) {
+    auto children = current->named_children();
+    if (auto* child = children.find(part)) {
+      current = child->get();
+    } else {
+      current = current->register_module(part,
+                                          std::make_shared<AttributeModule>())
+                    .get();
+    }
+  }
+  return *current;
+}
+
+void GraphModuleImpl::register_tensor_attribute(const std::string& path,
+                                                at::Tensor tensor,
+                                                bool is_parameter) {
+  std::string name;
+  torch::nn::Module& parent = parent_module(path, &name);
+  const at::Tensor* existing_param = parent.named_parameters(false).find(name);
+  const at::Tensor* existing_buffer = parent.named_buffers(false).find(name);
+  const at::Tensor* existing = existing_param ? existing_param : existing_buffer;
+  if (existing != nullptr) {
+    bool same_kind = (existing_param != nullptr) == is_parameter;
+    if (existing->unsafeGetTensorImpl() != tensor.unsafeGetTensorImpl() ||
+        !same_kind) {
+      auto* container = dynamic_cast<AttributeModule*>(&parent);
+      if (container == nullptr || !is_parameter || !same_kind) {
+        throw GraphError(absl::StrCat(
+            "GraphModule: cannot replace '", path,
+            "' (a ", existing_param ? "parameter" : "buffer",
+            " of a leaf module, the GraphModule itself, or of another "
+            "kind); register the new tensor under a new name"));
+      }
+      container->set_parameter(name, tensor);
+    }
+  } else if (is_parameter) {
+    parent.register_parameter(name, tensor, tensor.requires_grad());
+  } else {
+    parent.register_buffer(name, tensor);
+  }
+  tensors_[path] = std::move(tensor);
+  is_parameter_[path] = is_parameter;
+}
+
+void GraphModuleImpl::register_leaf_module(const std::string& path,
+                                           LeafModule module) {
+  if (!module.module || !module.forward) {
+    throw GraphError(absl::StrCat("GraphModule: the leaf module for '", path,
+                                  "' needs a module and a forward"));
+  }
+  std::string name;
+  torch::nn::Module& parent = parent_module(path, &name);
+  if (parent.named_children().find(name)) {
+    parent.replace_module(name, module.module);
+  } else {
+    parent.register_module(name, module.module);
+  }
+  leaves_[path] = std::move(module);
+}
+
+at::Tensor GraphModuleImpl::get_attr(const std::string& path) const {
+  auto it = tensors_.find(path);
+  if (it == tensors_.end()) {
+    throw GraphError(absl::StrCat("GraphModule has no tensor attribute '",
+                                  path, "'"));
+  }
+  return it->second;
+}
+
+const LeafModule* GraphModuleImpl::leaf_module(const std::string& path) const {
+  auto it = leaves_.find(path);
+  return it == leaves_.end() ? nullptr : &it->second;
+}
+
+bool GraphModuleImpl::has_tensor_attribute(const std::string& path) const {
+  return tensors_.count(path) > 0;
+}
+
+bool GraphModuleImpl::has_leaf_module(const std::string& path) const {
+  return leaves_.count(path) > 0;
+}
+
+void GraphModuleImpl::recompile() {
+  graph_->lint();
+  ExecutionEnvironment env;
+  env.tensor = [this](const std::string& path) { return get_attr(path); };
+  env.module = [this](const std::string& path) { return leaf_module(path); };
+  executor_ = std::make_unique<Executor>(*graph_, env);
+  guards_.clear();
+  for (Node* n : graph_->placeholders()) {
+    Guard g;
+    g.name = n->target().str();
+    if (const InputGuard* ig = n->meta().get(kGuard)) {
+      g.guard = *ig;
+      g.present = true;
+    }
+    guards_.push_back(std::move(g));
+  }
+  compiled_version_ = graph_->version();
+}
+
+void GraphModuleImpl::check_inputs(
+    const std::vector<c10::IValue>& inputs) const {
+  if (graph_->version() != compiled_version_) {
+    throw GraphError(
+        "GraphModule: the graph was edited after the last recompile(): call "
+        "recompile() before running it");
+  }
+  if (inputs.size() != guards_.size()) {
+    std::vector<std::string> names;
+    for (const Guard& g : guards_) names.push_back(g.name);
+    throw GuardError(absl::StrCat("GraphModule takes ", guards_.size(),
+                                  " input(s) (", absl::StrJoin(names, ", "),
+                                  ") but ", inputs.size(), " were given"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (guards_[i].present) {
+      check_guard(guards_[i].guard, inputs[i],
+                  input_name(guards_[i].name, i));
+    }
+  }
+  if (traced_training_ && is_training() != *traced_training_) {
+    auto mode = [](bool training) { return training ? "training" : "eval"; };
+    throw GuardError(absl::StrCat(
+        "GraphModule was traced in ", mode(*traced_training_),
+        " mode but is in ", mode(is_training()),
+        " mode now: the traced graph has the behaviour of ",
+        mode(*traced_training_),
+        " mode baked in (dropout, batch_norm statistics); put the model in ",
+        mode(is_training()), " mode and trace it again"));
+  }
+}
+
+c10::IValue GraphModuleImpl::forward(std::vector<c10::IValue> inputs) {
+  check_inputs(inputs);
+  return executor_->run(std::move(inputs));
+}
+
+std::shared_ptr<GraphModuleImpl> GraphModuleImpl::copy() const {
+  Attributes attributes;
+  for (const auto& [path, tensor] : tensors_) {
+    (is_parameter_.at(path) ? attributes.parameters : attributes.buffers)
+        .emplace(path, tensor);
+  }
+  attributes.modules = leaves_;
+  attributes.traced_training = traced_training_;
+  auto copy = std::make_shared<GraphModuleImpl>(graph_->clone(),
+                                                std::move(attributes));
+  if (!traced_training_) copy->train(is_training());
+  return copy;
+}
+
+void GraphModuleImpl::pretty_print(std::ostream& stream) const {
+  stream << "GraphModule";
+}
+
+}  // namespace fx

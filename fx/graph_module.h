@@ -1,0 +1,136 @@
+// GraphModule: a torch::nn::Module that runs a Graph (torch.fx's
+// GraphModule).
+//
+//   fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({1, 3, 224, 224}));
+//   std::cout << gm->graph();                  // edit it, then:
+//   gm->recompile();
+//   at::Tensor y = gm(x).toTensor();           // or gm->forward({x})
+//   gm->named_parameters();                    // "conv1.weight", ...
+//
+// A GraphModule owns only what its graph uses: the parameters, buffers and
+// constants named by get_attr nodes and the leaf modules named by
+// call_module nodes, registered under the same qualified paths as in the
+// traced model (so named_parameters(), to(), parameters() for an optimizer
+// all work). Tensors are shared with the model, not copied, as in torch.fx:
+// a BatchNorm traced in training mode updates the model's running stats.
+//
+// The graph runs through an Executor compiled by recompile() (the
+// constructor calls it): operators resolved once, values freed after their
+// last use. Before running, forward checks each input against the guards the
+// tracer recorded (dtype, device, rank, and the sizes the traced code read)
+// and the training mode the trace was made in; a mismatch throws
+// fx::GuardError saying what to do.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "fx/graph.h"
+#include "fx/leaf_module.h"
+
+namespace fx {
+
+class Executor;
+
+// What a GraphModule takes besides its graph: tensors and leaf modules by
+// qualified path. Entries here win over the root module's.
+struct Attributes {
+  std::map<std::string, at::Tensor> parameters;
+  // Buffers, and constants captured by the tracer (`_tensor_constant0`).
+  std::map<std::string, at::Tensor> buffers;
+  std::map<std::string, LeafModule> modules;
+  // The training mode the graph was traced in, when it matters: forward
+  // refuses to run in the other mode, whose behaviour (dropout, batch_norm
+  // statistics) the trace did not record.
+  std::optional<bool> traced_training;
+};
+
+class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
+ public:
+  // Takes each get_attr target from `attributes` or else from `root` (its
+  // named_parameters() and named_buffers()), and each call_module target
+  // from `attributes.modules`. Throws fx::GraphError naming a target that
+  // is found in neither.
+  GraphModuleImpl(const std::shared_ptr<torch::nn::Module>& root,
+                  std::unique_ptr<Graph> graph, Attributes attributes = {});
+  GraphModuleImpl(std::unique_ptr<Graph> graph, Attributes attributes);
+  ~GraphModuleImpl() override;
+
+  Graph& graph() { return *graph_; }
+  const Graph& graph() const { return *graph_; }
+
+  // Rebuilds the executor after the graph was edited; lints the graph
+  // first. forward throws fx::GraphError if the graph changed since.
+  void recompile();
+
+  // Runs the graph: one input per placeholder, in order. (The only
+  // forward, so that a GraphModule can sit in a torch::nn::Sequential or
+  // AnyModule; the holder's gm(x, y) is the shorthand.)
+  c10::IValue forward(std::vector<c10::IValue> inputs);
+
+  // The tensor a get_attr node with target `path` reads.
+  at::Tensor get_attr(const std::string& path) const;
+  // The leaf module at `path`, or nullptr.
+  const LeafModule* leaf_module(const std::string& path) const;
+  bool has_tensor_attribute(const std::string& path) const override;
+  bool has_leaf_module(const std::string& path) const override;
+  // Adds (or replaces) a parameter, buffer or leaf module at a qualified
+  // path, creating empty parent modules as needed. For passes that make new
+  // tensors (folded weights); call recompile() afterwards.
+  void register_tensor_attribute(const std::string& path, at::Tensor tensor,
+                                 bool is_parameter);
+  void register_leaf_module(const std::string& path, LeafModule module);
+
+  // The training mode the graph was traced in, if it is guarded.
+  std::optional<bool> traced_training() const { return traced_training_; }
+  // A GraphModule with a copy of this graph that shares this one's
+  // tensors and leaf modules (edit the copy freely).
+  std::shared_ptr<GraphModuleImpl> copy() const;
+
+  void pretty_print(std::ostream& stream) const override;
+
+ private:
+  void take_attributes(const std::shared_ptr<torch::nn::Module>& root,
+                       Attributes attributes);
+  torch::nn::Module& parent_module(const std::string& path,
+                                   std::string* leaf_name);
+  void check_inputs(const std::vector<c10::IValue>& inputs) const;
+
+  std::unique_ptr<Graph> graph_;
+  std::map<std::string, at::Tensor> tensors_;
+  std::map<std::string, bool> is_parameter_;
+  std::map<std::string, LeafModule> leaves_;
+  std::optional<bool> traced_training_;
+  std::unique_ptr<Executor> executor_;
+  uint64_t compiled_version_ = 0;
+  struct Guard {
+    std::string name;
+    InputGuard guard;
+    bool present = false;
+  };
+  std::vector<Guard> guards_;
+};
+
+// The module holder, as TORCH_MODULE(GraphModule) would declare it, plus
+// a call operator taking the inputs directly: gm(x, y) == gm->forward({x, y}).
+class GraphModule : public torch::nn::ModuleHolder<GraphModuleImpl> {
+ public:
+  using torch::nn::ModuleHolder<GraphModuleImpl>::ModuleHolder;
+  using Impl = GraphModuleImpl;
+
+  template <typename... Inputs>
+  c10::IValue operator()(Inputs&&... inputs) {
+    return get()->forward(std::vector<c10::IValue>{
+        c10::IValue(std::forward<Inputs>(inputs))...});
+  }
+};
+
+}  // namespace fx

@@ -1,0 +1,78 @@
+// Operator schemas: between a node's args/kwargs and an operator's boxed
+// stack (torch.fx's operator_schemas.py).
+//
+// An aten call is recorded with the arguments its caller wrote: positional
+// ones up to the last that differs from its default, keyword-only ones
+// (after `*` in the schema) as kwargs when they differ from their default:
+//
+//   aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1)
+//     stack (x, y, 1)   ->  args (%x, %y)           kwargs {}
+//     stack (x, y, 2)   ->  args (%x, %y)           kwargs {alpha: 2}
+//
+// and bound back to a full stack, with defaults filled in and each value
+// converted to the type the schema wants (int lists, Tensor?[] lists, dtype
+// as int, ...), when it runs.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include "fx/argument.h"
+#include "fx/target.h"
+
+namespace fx {
+
+using IValueKwargs = std::vector<std::pair<std::string, c10::IValue>>;
+
+// `value` converted to what a schema argument of type `type` takes: None for
+// an optional, typed lists (List<Tensor>, List<optional<Tensor>>,
+// List<int64_t>, ...), an int for a double, ... Throws fx::GraphError
+// naming both types when the value cannot be one of `type`.
+c10::IValue coerce_to_type(c10::IValue value, const c10::TypePtr& type);
+
+// The full boxed stack for `schema`: positional args, then kwargs by name,
+// then defaults. Throws fx::GraphError for too many positional args, an
+// unknown or repeated keyword, a missing argument without default, or a
+// value of the wrong type (naming the argument and the schema).
+std::vector<c10::IValue> bind_arguments(const c10::FunctionSchema& schema,
+                                        std::vector<c10::IValue> args,
+                                        IValueKwargs kwargs);
+
+// Whether bind_arguments would succeed for these values' types.
+bool arguments_fit(const c10::FunctionSchema& schema,
+                   const std::vector<c10::IValue>& args,
+                   const IValueKwargs& kwargs);
+
+// An Argument that holds no Node as an IValue of schema type `type` (or,
+// with a null type, of its natural type: int lists become IntLists, mixed
+// lists GenericLists, tuples Tuples).
+c10::IValue argument_to_ivalue(const Argument& arg,
+                               const c10::TypePtr& type = nullptr);
+
+// An IValue as an Argument; tensors go through `tensor_to_argument`.
+// `real_type` (the schema argument's real_type, may be null) tells ints that
+// are dtypes, layouts or memory formats.
+Argument ivalue_to_argument(
+    const c10::IValue& value, const c10::TypePtr& real_type,
+    const std::function<Argument(const at::Tensor&)>& tensor_to_argument);
+
+// Splits a full list of Arguments (one per schema argument) into the args
+// and kwargs a caller would have written: see the header comment.
+std::pair<std::vector<Argument>, Kwargs> split_arguments(
+    const c10::FunctionSchema& schema, std::vector<Argument> full);
+
+// The overload of aten::<method_name> that call_method would call with these
+// values (args[0] is the tensor), chosen as the first, in a fixed order, whose
+// schema they fit. Throws fx::GraphError listing the overloads tried.
+c10::OperatorHandle resolve_method(const std::string& method_name,
+                                   const std::vector<c10::IValue>& args,
+                                   const IValueKwargs& kwargs);
+
+// "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+std::string schema_string(const c10::FunctionSchema& schema);
+
+}  // namespace fx

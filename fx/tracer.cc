@@ -1,0 +1,840 @@
+#include "fx/tracer.h"
+
+#include <atomic>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Backtrace.h>
+#include <torch/library.h>
+#include <torch/utils.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "fx/errors.h"
+#include "fx/internal/proxy.h"
+#include "fx/internal/shape_inference.h"
+#include "fx/operator_schemas.h"
+
+namespace fx {
+
+struct Tracer::Session {
+  Tracer* tracer;
+  uint64_t id;
+  std::unique_ptr<Graph> graph;
+  std::shared_ptr<torch::nn::Module> root;
+  // Parameters and buffers of root, by identity.
+  absl::flat_hash_map<const c10::TensorImpl*, std::string> attribute_paths;
+  // The node each real tensor seen so far stands for: its get_attr node, or
+  // the last in-place operator applied to it.
+  absl::flat_hash_map<const c10::TensorImpl*, Node*> tensor_nodes;
+  absl::flat_hash_map<const torch::nn::Module*, std::string> module_paths;
+  std::vector<std::string> module_stack;
+  // getitem nodes the tracer made for multi-output calls; unused ones are
+  // removed at the end (torch.fx makes them only when indexed).
+  std::vector<Node*> getitems;
+  std::vector<Node*> placeholders;
+  int64_t constants = 0;
+  bool read_sizes = false;
+  Session* enclosing = nullptr;
+
+  void record(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  Node* getitem(Node* container, int64_t index);
+  c10::IValue wrap_outputs(Node* node, const c10::IValue& value,
+                           const std::string& what);
+  void annotate(Node* node, const std::vector<Argument>& args);
+  std::string location() const;
+};
+
+namespace {
+
+std::atomic<uint64_t> next_session_id{1};
+thread_local Tracer::Session* current_session = nullptr;
+// > 0 while tracer code (not user code) runs: size reads are not noticed.
+thread_local int internal_depth = 0;
+
+class InternalScope {
+ public:
+  InternalScope() { ++internal_depth; }
+  ~InternalScope() { --internal_depth; }
+};
+
+// Runs user code (forward) at depth 0 even if a trace was started from
+// inside tracer code.
+class UserScope {
+ public:
+  UserScope() : saved_(internal_depth) { internal_depth = 0; }
+  ~UserScope() { internal_depth = saved_; }
+
+ private:
+  int saved_;
+};
+
+// Sets the thread's DeferredInit state for the trace and restores it after.
+class DispatchState {
+ public:
+  DispatchState(bool included, bool excluded)
+      : included_(c10::impl::tls_is_dispatch_key_included(
+            c10::DispatchKey::DeferredInit)),
+        excluded_(c10::impl::tls_is_dispatch_key_excluded(
+            c10::DispatchKey::DeferredInit)) {
+    c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::DeferredInit,
+                                             included);
+    c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::DeferredInit,
+                                             excluded);
+  }
+  ~DispatchState() {
+    c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::DeferredInit,
+                                             included_);
+    c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::DeferredInit,
+                                             excluded_);
+  }
+
+ private:
+  bool included_;
+  bool excluded_;
+};
+
+// No trace records while opaque code (a leaf module, a wrapped function)
+// runs on zero-filled inputs.
+class SuspendTracing {
+ public:
+  SuspendTracing()
+      : saved_(current_session), state_(/*included=*/false, /*excluded=*/true) {
+    current_session = nullptr;
+  }
+  ~SuspendTracing() { current_session = saved_; }
+
+ private:
+  Tracer::Session* saved_;
+  DispatchState state_;
+};
+
+// Buffers of a module, restored after it ran on zeros for its outputs'
+// metadata (a BatchNorm in training mode would update running stats).
+class BufferSnapshot {
+ public:
+  explicit BufferSnapshot(torch::nn::Module& module) {
+    for (auto& buffer : module.buffers(/*recurse=*/true)) {
+      if (buffer.defined()) saved_.emplace_back(buffer, buffer.clone());
+    }
+  }
+  ~BufferSnapshot() {
+    torch::NoGradGuard no_grad;
+    for (auto& [buffer, copy] : saved_) buffer.copy_(copy);
+  }
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+};
+
+std::string op_name(const c10::OperatorHandle& op) {
+  return Target(op).to_string();
+}
+
+const char* kWorkaround =
+    "To trace past it: make the code that needs the value a leaf module "
+    "(call it through fx::call and list its path in "
+    "TraceOptions::leaf_modules or override Tracer::is_leaf_module), wrap the "
+    "function that needs it with fx::wrap, or pass the value as a non-tensor "
+    "input (it is then baked into the graph and guarded).";
+
+bool is_data_dependent(const c10::OperatorHandle& op) {
+  if (op.hasTag(at::Tag::data_dependent_output)) return true;
+  const std::string& name = op.schema().name();
+  return name == "aten::item" || name == "aten::_local_scalar_dense" ||
+         name == "aten::is_nonzero" || name == "aten::allclose" ||
+         name == "aten::equal";
+}
+
+// Factories whose result C++ code fills through data_ptr (torch::tensor,
+// from a std::vector): they run for real and become constants.
+bool is_uninitialized_factory(const c10::OperatorHandle& op,
+                              const std::vector<c10::IValue>& args) {
+  const std::string& name = op.schema().name();
+  if (name != "aten::empty" && name != "aten::empty_strided") return false;
+  for (const c10::IValue& a : args) {
+    if (a.isTensor()) return false;
+  }
+  return true;
+}
+
+// For each return, the index of the argument it writes and returns (in-place
+// and out= operators), or -1.
+std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
+  std::vector<int> out;
+  for (const auto& r : schema.returns()) {
+    int index = -1;
+    const c10::AliasInfo* ra = r.alias_info();
+    if (ra && ra->isWrite()) {
+      const auto& params = schema.arguments();
+      for (size_t i = 0; i < params.size(); ++i) {
+        const c10::AliasInfo* pa = params[i].alias_info();
+        if (pa && pa->isWrite() && pa->beforeSets() == ra->beforeSets()) {
+          index = static_cast<int>(i);
+          break;
+        }
+      }
+    }
+    out.push_back(index);
+  }
+  return out;
+}
+
+void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+              torch::jit::Stack* stack) {
+  c10::impl::ExcludeDispatchKeyGuard exclude(c10::DispatchKey::DeferredInit);
+  Tracer::Session* session = current_session;
+  if (session == nullptr) {
+    size_t n = op.schema().arguments().size();
+    for (const c10::IValue& v : torch::jit::last(*stack, n)) {
+      if (v.isTensor() && internal::as_proxy(v.toTensor())) {
+        throw TraceError(absl::StrCat(
+            op_name(op),
+            " was called on a proxy tensor after its trace ended (or on "
+            "another thread): a module kept a tensor from tracing. Do not "
+            "store tensors computed in forward on the module."));
+      }
+    }
+    // Not one of ours (another library using DeferredInit): pass it on.
+    op.redispatchBoxed(
+        keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                   c10::DispatchKey::DeferredInit),
+        stack);
+    return;
+  }
+  session->record(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(_, DeferredInit, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+}  // namespace
+
+namespace internal {
+void note_size_read(uint64_t session) {
+  if (internal_depth == 0 && current_session != nullptr &&
+      current_session->id == session) {
+    current_session->read_sizes = true;
+  }
+}
+}  // namespace internal
+
+namespace detail {
+Tracer* active_tracer() {
+  return current_session != nullptr ? current_session->tracer : nullptr;
+}
+}  // namespace detail
+
+// --- Session -----------------------------------------------------------------
+
+std::string Tracer::Session::location() const {
+  if (module_stack.empty() || module_stack.back().empty()) return "";
+  return absl::StrCat(" (in module '", module_stack.back(), "')");
+}
+
+void Tracer::Session::annotate(Node* node, const std::vector<Argument>& args) {
+  std::string path;
+  if (!module_stack.empty()) {
+    path = module_stack.back();
+  } else {
+    // Without fx::call, a call that uses a parameter belongs to the
+    // parameter's module.
+    for (const Argument& a : args) {
+      if (!a.is_node() || a.to_node()->op() != Opcode::kGetAttr) continue;
+      const std::string& target = a.to_node()->target().str();
+      size_t dot = target.rfind('.');
+      if (dot != std::string::npos && !absl::StartsWith(target, "_tensor_constant")) {
+        path = target.substr(0, dot);
+        break;
+      }
+    }
+  }
+  if (!path.empty()) node->meta().set(kModulePath, path);
+  if (tracer->options_.record_stack_traces) {
+    node->meta().set(kStackTrace, c10::get_backtrace(/*frames_to_skip=*/3));
+  }
+}
+
+Node* Tracer::Session::getitem(Node* container, int64_t index) {
+  Node* n = tracer->create_node(Opcode::kCallFunction, Target(fx::getitem()),
+                                {container, index}, {}, "");
+  getitems.push_back(n);
+  return n;
+}
+
+void Tracer::Session::record(const c10::OperatorHandle& op,
+                             torch::jit::Stack* stack) {
+  InternalScope internal;
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& params = schema.arguments();
+  std::vector<c10::IValue> args(
+      std::make_move_iterator(stack->end() - params.size()),
+      std::make_move_iterator(stack->end()));
+  torch::jit::drop(*stack, params.size());
+
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) {
+      internal::ProxyImpl* p = internal::as_proxy(v.toTensor());
+      if (p && p->session() != id) {
+        throw TraceError(absl::StrCat(
+            op_name(op), " was called on a proxy tensor of another trace",
+            location(), ": do not keep tensors from one trace for the next"));
+      }
+    }
+  }
+
+  if (is_data_dependent(op)) {
+    if (schema.name() == "aten::equal" && args.size() == 2 &&
+        args[0].isTensor() && args[1].isTensor()) {
+      // x == x needs no data: C++ MultiheadAttention asks torch::equal(q, k).
+      internal::ProxyImpl* a = internal::as_proxy(args[0].toTensor());
+      internal::ProxyImpl* b = internal::as_proxy(args[1].toTensor());
+      bool same = args[0].toTensor().is_same(args[1].toTensor()) ||
+                  (a && b && a->node() == b->node());
+      if (same) {
+        stack->emplace_back(true);
+        return;
+      }
+    }
+    throw TraceError(absl::StrCat(
+        op_name(op), location(),
+        " needs the data of a tensor, which does not exist while tracing: the "
+        "program's control flow or values depend on the input's data, which "
+        "a graph cannot record. ",
+        kWorkaround));
+  }
+  if (op.hasTag(at::Tag::dynamic_output_shape)) {
+    throw TraceError(absl::StrCat(
+        op_name(op), location(),
+        " returns a tensor whose shape depends on the input's data, which a "
+        "graph traced with fixed shapes cannot record. ",
+        kWorkaround));
+  }
+  if (is_uninitialized_factory(op, args)) {
+    for (c10::IValue& a : args) stack->push_back(std::move(a));
+    op.callBoxed(stack);
+    return;
+  }
+
+  // Arguments.
+  std::vector<Argument> full;
+  full.reserve(args.size());
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      full.push_back(ivalue_to_argument(
+          args[i], params[i].real_type(),
+          [this](const at::Tensor& t) { return tracer->create_arg(t); }));
+    }
+  } catch (const GraphError& e) {
+    throw TraceError(absl::StrCat(op_name(op), location(), ": ", e.msg()));
+  }
+
+  // Outputs' metadata.
+  const std::vector<int> written = written_arguments(schema);
+  bool all_written = !written.empty();
+  for (int w : written) all_written = all_written && w >= 0;
+  const bool view_in_place = op.hasTag(at::Tag::inplace_view);
+  std::vector<internal::InferredOutput> outputs;
+  if (all_written && !view_in_place) {
+    for (int w : written) {
+      internal::InferredOutput out;
+      if (args[w].isTensor()) {
+        out.tensor = internal::tensor_meta_of(args[w].toTensor());
+      } else {
+        out.kind = internal::InferredOutput::Kind::kValue;
+      }
+      outputs.push_back(std::move(out));
+    }
+    ++tracer->stats_.in_place;
+  } else {
+    internal::InferenceTier tier;
+    try {
+      outputs = internal::infer_outputs(op, args, &tier);
+    } catch (const c10::Error& e) {
+      throw TraceError(absl::StrCat(op_name(op), " failed on the example "
+                                    "inputs' shapes while tracing",
+                                    location(), ": ",
+                                    e.what_without_backtrace()));
+    }
+    switch (tier) {
+      case internal::InferenceTier::kRule: ++tracer->stats_.shape_rule; break;
+      case internal::InferenceTier::kMetaKernel:
+        ++tracer->stats_.meta_kernel;
+        break;
+      case internal::InferenceTier::kShapeFunction:
+        ++tracer->stats_.shape_function;
+        break;
+      case internal::InferenceTier::kRealKernel:
+        ++tracer->stats_.real_kernel;
+        break;
+    }
+  }
+
+  // An operator that only answers a question about shapes (aten::size,
+  // aten::stride, aten::numel, ...) leaves no node: its answer is a
+  // constant of this trace, which is therefore specialized.
+  bool returns_tensors = false;
+  for (const auto& out : outputs) {
+    returns_tensors =
+        returns_tensors || out.kind != internal::InferredOutput::Kind::kValue;
+  }
+  bool writes = false;
+  for (const auto& p : params) {
+    writes = writes || (p.alias_info() && p.alias_info()->isWrite());
+  }
+  if (!returns_tensors && !writes && !schema.returns().empty()) {
+    read_sizes = true;
+    for (auto& out : outputs) stack->push_back(std::move(out.value));
+    return;
+  }
+
+  auto [node_args, node_kwargs] = split_arguments(schema, full);
+  Node* node = tracer->create_node(Opcode::kCallFunction, Target(op),
+                                   std::move(node_args),
+                                   std::move(node_kwargs), "");
+  annotate(node, full);
+  if (outputs.size() == 1 &&
+      outputs[0].kind == internal::InferredOutput::Kind::kTensor) {
+    node->meta().set(kTensorMeta, outputs[0].tensor);
+  } else if (!outputs.empty()) {
+    std::vector<TensorMeta> metas;
+    for (const auto& out : outputs) {
+      if (out.kind == internal::InferredOutput::Kind::kTensor) {
+        metas.push_back(out.tensor);
+      }
+    }
+    if (metas.size() == outputs.size()) {
+      node->meta().set(kTensorMetaList, std::move(metas));
+    }
+  }
+
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    internal::InferredOutput& out = outputs[r];
+    const bool single = outputs.size() == 1;
+    if (written[r] >= 0) {
+      // In-place: return the written tensor itself, which from now on
+      // stands for this node.
+      c10::IValue& target = args[written[r]];
+      if (target.isTensor()) {
+        const at::Tensor& t = target.toTensor();
+        if (internal::ProxyImpl* p = internal::as_proxy(t)) {
+          p->set_node(single ? node : getitem(node, r));
+          if (view_in_place) p->set_meta(out.tensor);
+        } else {
+          if (view_in_place) {
+            throw TraceError(absl::StrCat(
+                op_name(op), location(),
+                " changes the shape of a parameter or constant in place; "
+                "fx cannot trace that: use the out-of-place operator"));
+          }
+          tensor_nodes[t.unsafeGetTensorImpl()] =
+              single ? node : getitem(node, r);
+        }
+      }
+      stack->push_back(target);
+      continue;
+    }
+    switch (out.kind) {
+      case internal::InferredOutput::Kind::kTensor: {
+        Node* value = single ? node : getitem(node, r);
+        if (!single) value->meta().set(kTensorMeta, out.tensor);
+        stack->push_back(tracer->create_proxy(value, out.tensor));
+        break;
+      }
+      case internal::InferredOutput::Kind::kTensorList: {
+        Node* list = single ? node : getitem(node, r);
+        c10::List<at::Tensor> proxies;
+        for (size_t i = 0; i < out.tensors.size(); ++i) {
+          Node* item = getitem(list, static_cast<int64_t>(i));
+          item->meta().set(kTensorMeta, out.tensors[i]);
+          proxies.push_back(tracer->create_proxy(item, out.tensors[i]));
+        }
+        stack->emplace_back(std::move(proxies));
+        break;
+      }
+      case internal::InferredOutput::Kind::kValue:
+        read_sizes = true;
+        stack->push_back(std::move(out.value));
+        break;
+    }
+  }
+}
+
+c10::IValue Tracer::Session::wrap_outputs(Node* node, const c10::IValue& value,
+                                          const std::string& what) {
+  if (value.isTensor()) {
+    TensorMeta meta = internal::tensor_meta_of(value.toTensor());
+    meta.requires_grad = false;
+    node->meta().set(kTensorMeta, meta);
+    return tracer->create_proxy(node, meta);
+  }
+  if (value.isTuple() || value.isList()) {
+    std::vector<c10::IValue> items =
+        value.isTuple() ? value.toTupleRef().elements().vec()
+                        : value.toListRef().vec();
+    std::vector<c10::IValue> wrapped;
+    for (size_t i = 0; i < items.size(); ++i) {
+      wrapped.push_back(wrap_outputs(getitem(node, static_cast<int64_t>(i)),
+                                     items[i], what));
+    }
+    if (value.isTuple()) return c10::ivalue::Tuple::create(std::move(wrapped));
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (auto& w : wrapped) list.push_back(w.toTensor());
+      return list;
+    }
+    c10::impl::GenericList list(value.toList().elementType());
+    for (auto& w : wrapped) list.push_back(std::move(w));
+    return list;
+  }
+  if (value.isNone()) return value;
+  throw TraceError(absl::StrCat(
+      what, " returned a ", value.tagKind(),
+      ": fx runs opaque calls on zero-filled inputs while tracing, so a "
+      "non-tensor result would be a made-up value. Return tensors from it, "
+      "or trace through it"));
+}
+
+// --- Tracer ------------------------------------------------------------------
+
+Tracer::Tracer(TraceOptions options) : options_(std::move(options)) {}
+
+Tracer::~Tracer() = default;
+
+bool Tracer::is_leaf_module(const torch::nn::Module& /*module*/,
+                            const std::string& qualified_path) {
+  return options_.leaf_modules.count(qualified_path) > 0;
+}
+
+Node* Tracer::create_node(Opcode op, const Target& target,
+                          std::vector<Argument> args, Kwargs kwargs,
+                          const std::string& name) {
+  return session_->graph->create_node(op, target, std::move(args),
+                                      std::move(kwargs), name);
+}
+
+Argument Tracer::create_arg(const at::Tensor& tensor) {
+  Session& s = *session_;
+  if (internal::ProxyImpl* p = internal::as_proxy(tensor)) return p->node();
+  const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  if (auto it = s.tensor_nodes.find(impl); it != s.tensor_nodes.end()) {
+    return it->second;
+  }
+  Node* node;
+  if (auto it = s.attribute_paths.find(impl); it != s.attribute_paths.end()) {
+    node = create_node(Opcode::kGetAttr, Target(it->second), {}, {}, "");
+  } else {
+    std::string name = absl::StrCat("_tensor_constant", s.constants++);
+    attributes_.buffers[name] = tensor;
+    node = create_node(Opcode::kGetAttr, Target(name), {}, {}, "");
+  }
+  node->meta().set(kTensorMeta, internal::tensor_meta_of(tensor));
+  s.tensor_nodes[impl] = node;
+  return node;
+}
+
+at::Tensor Tracer::create_proxy(Node* node, const TensorMeta& meta) {
+  return internal::make_proxy(session_->id, node, meta);
+}
+
+std::string Tracer::module_path(const torch::nn::Module& module) const {
+  auto it = session_->module_paths.find(&module);
+  if (it == session_->module_paths.end()) {
+    throw TraceError(absl::StrCat(
+        "fx::call: module ", module.name(),
+        " is not a submodule of the traced module (modules are found by "
+        "identity among root->named_modules())"));
+  }
+  return it->second;
+}
+
+void Tracer::push_module_path(const std::string& path) {
+  session_->module_stack.push_back(path);
+}
+
+void Tracer::pop_module_path() { session_->module_stack.pop_back(); }
+
+namespace {
+
+std::vector<Argument> input_arguments(Tracer& tracer,
+                                      const std::vector<c10::IValue>& inputs) {
+  std::vector<Argument> args;
+  for (const c10::IValue& v : inputs) {
+    args.push_back(ivalue_to_argument(
+        v, nullptr, [&](const at::Tensor& t) { return tracer.create_arg(t); }));
+  }
+  return args;
+}
+
+}  // namespace
+
+c10::IValue Tracer::call_leaf_module(const std::string& path, LeafModule leaf,
+                                     std::vector<c10::IValue> inputs) {
+  InternalScope internal;
+  if (path.empty()) {
+    throw TraceError("the root module cannot be a leaf module");
+  }
+  Node* node;
+  try {
+    node = create_node(Opcode::kCallModule, Target(path),
+                       input_arguments(*this, inputs), {}, "");
+  } catch (const GraphError& e) {
+    throw TraceError(absl::StrCat("fx::call(", path, "): ", e.msg()));
+  }
+  session_->annotate(node, {});
+  node->meta().set(kModulePath, path);
+  c10::IValue result;
+  {
+    SuspendTracing suspend;
+    BufferSnapshot snapshot(*leaf.module);
+    torch::NoGradGuard no_grad;
+    std::vector<c10::IValue> zeros;
+    for (const c10::IValue& v : inputs) {
+      zeros.push_back(internal::zeros_like_value(v));
+    }
+    try {
+      result = leaf.forward(zeros);
+    } catch (const c10::Error& e) {
+      throw TraceError(absl::StrCat(
+          "leaf module '", path, "' failed on zero-filled inputs of the "
+          "example shapes (fx runs it so to learn its outputs' shapes): ",
+          e.what_without_backtrace()));
+    }
+  }
+  ++stats_.opaque_calls;
+  attributes_.modules[path] = std::move(leaf);
+  return session_->wrap_outputs(node, result,
+                                absl::StrCat("leaf module '", path, "'"));
+}
+
+c10::IValue Tracer::call_function(const Function* function,
+                                  const BoxedFunction& impl,
+                                  std::vector<c10::IValue> inputs) {
+  InternalScope internal;
+  Node* node;
+  try {
+    node = create_node(Opcode::kCallFunction, Target(function),
+                       input_arguments(*this, inputs), {}, "");
+  } catch (const GraphError& e) {
+    throw TraceError(absl::StrCat(function->name(), ": ", e.msg()));
+  }
+  session_->annotate(node, node->args());
+  c10::IValue result;
+  {
+    SuspendTracing suspend;
+    torch::NoGradGuard no_grad;
+    std::vector<c10::IValue> zeros;
+    for (const c10::IValue& v : inputs) {
+      zeros.push_back(internal::zeros_like_value(v));
+    }
+    try {
+      result = impl(zeros);
+    } catch (const c10::Error& e) {
+      throw TraceError(absl::StrCat(
+          "wrapped function ", function->name(),
+          " failed on zero-filled inputs of the example shapes (fx runs it "
+          "so to learn its outputs' shapes): ",
+          e.what_without_backtrace()));
+    }
+  }
+  ++stats_.opaque_calls;
+  return session_->wrap_outputs(
+      node, result, absl::StrCat("wrapped function ", function->name()));
+}
+
+Argument Tracer::output_argument(const c10::IValue& value) {
+  if (value.isTensor()) {
+    return value.toTensor().defined() ? create_arg(value.toTensor())
+                                      : Argument();
+  }
+  if (value.isTuple() || value.isList()) {
+    std::vector<Argument> elems;
+    auto items = value.isTuple() ? value.toTupleRef().elements().vec()
+                                 : value.toListRef().vec();
+    for (const c10::IValue& e : items) elems.push_back(output_argument(e));
+    return value.isTuple() ? Argument::tuple(std::move(elems))
+                           : Argument::list(std::move(elems));
+  }
+  try {
+    return ivalue_to_argument(value, nullptr, [](const at::Tensor&) {
+      return Argument();
+    });
+  } catch (const GraphError&) {
+    throw TraceError(absl::StrCat(
+        "forward returned a ", value.tagKind(),
+        ", which a graph cannot return: return tensors, tuples or lists of "
+        "them, or plain values"));
+  }
+}
+
+std::unique_ptr<Graph> Tracer::trace(
+    const std::shared_ptr<torch::nn::Module>& root, const BoxedForward& forward,
+    const std::vector<c10::IValue>& example_inputs) {
+  attributes_ = Attributes();
+  stats_ = TraceStats();
+  auto session = std::make_unique<Session>();
+  session->tracer = this;
+  session->id = next_session_id++;
+  session->graph = std::make_unique<Graph>();
+  session->root = root;
+  if (root) {
+    for (const auto& item : root->named_parameters(/*recurse=*/true)) {
+      session->attribute_paths.emplace(item.value().unsafeGetTensorImpl(),
+                                       item.key());
+    }
+    for (const auto& item : root->named_buffers(/*recurse=*/true)) {
+      if (item.value().defined()) {
+        session->attribute_paths.emplace(item.value().unsafeGetTensorImpl(),
+                                         item.key());
+      }
+    }
+    for (const auto& item :
+         root->named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+      session->module_paths.emplace(item.value().get(), item.key());
+    }
+  }
+  if (!options_.input_names.empty() &&
+      options_.input_names.size() != example_inputs.size()) {
+    throw TraceError(absl::StrCat(
+        "TraceOptions::input_names has ", options_.input_names.size(),
+        " names for ", example_inputs.size(), " example inputs"));
+  }
+
+  // Install the session for this thread; everything is undone on exit.
+  session_ = std::move(session);
+  Session* s = session_.get();
+  s->enclosing = current_session;
+  struct Uninstall {
+    Tracer* tracer;
+    ~Uninstall() {
+      current_session = tracer->session_->enclosing;
+      // Keep the session (and graph) only while tracing.
+    }
+  } uninstall{this};
+  current_session = s;
+  DispatchState dispatch(/*included=*/true, /*excluded=*/false);
+
+  try {
+    std::vector<c10::IValue> inputs;
+    {
+      InternalScope internal;
+      for (size_t i = 0; i < example_inputs.size(); ++i) {
+        std::string name = options_.input_names.empty()
+                               ? (example_inputs.size() == 1
+                                      ? std::string("x")
+                                      : absl::StrCat("x", i))
+                               : options_.input_names[i];
+        Node* ph = create_node(Opcode::kPlaceholder, Target(name), {}, {}, name);
+        s->placeholders.push_back(ph);
+        const c10::IValue& v = example_inputs[i];
+        InputGuard guard;
+        auto tensor_guard = [](const at::Tensor& t) {
+          InputGuard g;
+          g.kind = InputGuard::Kind::kTensor;
+          g.dtype = t.scalar_type();
+          g.device = t.device();
+          g.dim = t.dim();
+          g.sizes = t.sizes().vec();
+          return g;
+        };
+        if (v.isTensor() && v.toTensor().defined()) {
+          const at::Tensor& t = v.toTensor();
+          if (internal::as_proxy(t)) {
+            throw TraceError(absl::StrCat(
+                "example input ", i, " is a proxy of another trace"));
+          }
+          TensorMeta meta = internal::tensor_meta_of(t);
+          meta.requires_grad = false;
+          ph->meta().set(kTensorMeta, meta);
+          inputs.push_back(create_proxy(ph, meta));
+          guard = tensor_guard(t);
+        } else if (v.isTensorList()) {
+          c10::List<at::Tensor> proxies;
+          guard.kind = InputGuard::Kind::kTensorList;
+          std::vector<TensorMeta> metas;
+          auto list = v.toTensorVector();
+          for (size_t j = 0; j < list.size(); ++j) {
+            TensorMeta meta = internal::tensor_meta_of(list[j]);
+            meta.requires_grad = false;
+            Node* item = s->getitem(ph, static_cast<int64_t>(j));
+            item->meta().set(kTensorMeta, meta);
+            proxies.push_back(create_proxy(item, meta));
+            guard.elements.push_back(tensor_guard(list[j]));
+            metas.push_back(meta);
+          }
+          ph->meta().set(kTensorMetaList, std::move(metas));
+          inputs.emplace_back(std::move(proxies));
+        } else if (v.isNone() || v.isInt() || v.isDouble() || v.isBool() ||
+                   v.isString()) {
+          guard.kind = InputGuard::Kind::kValue;
+          guard.value = ivalue_to_argument(v, nullptr, [](const at::Tensor&) {
+                          return Argument();
+                        }).to_string();
+          inputs.push_back(v);
+        } else {
+          throw TraceError(absl::StrCat(
+              "example input ", i, " is a ", v.tagKind(),
+              "; fx traces tensors, lists of tensors, and ints, doubles, "
+              "bools and strings (which it bakes into the graph)"));
+        }
+        ph->meta().set(kGuard, std::move(guard));
+      }
+    }
+
+    c10::IValue out;
+    {
+      UserScope user;
+      out = forward(inputs);
+    }
+
+    InternalScope internal;
+    create_node(Opcode::kOutput, Target("output"), {output_argument(out)}, {},
+                "output");
+    for (auto it = s->getitems.rbegin(); it != s->getitems.rend(); ++it) {
+      if ((*it)->users().empty()) s->graph->erase_node(*it);
+    }
+    stats_.read_sizes = s->read_sizes;
+    if (s->read_sizes) {
+      for (Node* ph : s->placeholders) {
+        InputGuard* g = ph->meta().get_mutable(kGuard);
+        g->check_sizes = g->kind == InputGuard::Kind::kTensor;
+        for (InputGuard& e : g->elements) e.check_sizes = true;
+      }
+    }
+    s->graph->lint();
+  } catch (const TraceError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    std::string hint;
+    if (absl::StrContains(what, "fx proxy tensor")) {
+      hint =
+          " (the program read a tensor's data directly, e.g. data_ptr(), "
+          "accessor() or a tensor built from it in place; that depends on "
+          "data. Create constant tensors outside forward, e.g. with "
+          "register_buffer in the constructor.) ";
+      hint += kWorkaround;
+    }
+    throw TraceError(absl::StrCat("tracing failed", s->location(), ": ", what,
+                                  hint));
+  }
+  if (root) attributes_.traced_training = root->is_training();
+  stats_.nodes = static_cast<int64_t>(s->graph->size());
+  std::unique_ptr<Graph> graph = std::move(s->graph);
+  return graph;
+}
+
+Attributes Tracer::take_attributes() { return std::move(attributes_); }
+
+GraphModule symbolic_trace(const std::shared_ptr<torch::nn::Module>& root,
+                           const BoxedForward& forward,
+                           const std::vector<c10::IValue>& example_inputs,
+                           const TraceOptions& options) {
+  Tracer tracer(options);
+  std::unique_ptr<Graph> graph = tracer.trace(root, forward, example_inputs);
+  return GraphModule(root, std::move(graph), tracer.take_attributes());
+}
+
+}  // namespace fx

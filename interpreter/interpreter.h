@@ -1,0 +1,88 @@
+// Interpreter: runs a GraphModule node by node (torch.fx's Interpreter).
+//
+// Each opcode has a virtual method receiving the node's target and its
+// arguments with node references replaced by their values; run_node
+// dispatches to them. Subclass to observe or change execution:
+//
+//   class CountingInterpreter : public fx::Interpreter {
+//    public:
+//     using fx::Interpreter::Interpreter;
+//     c10::IValue call_function(const fx::Node& node, const fx::Target& target,
+//                               std::vector<c10::IValue> args,
+//                               fx::IValueKwargs kwargs) override {
+//       ++calls;
+//       return fx::Interpreter::call_function(node, target, std::move(args),
+//                                             std::move(kwargs));
+//     }
+//     int calls = 0;
+//   };
+//
+// A failing node raises fx::ExecutionError("While executing %conv2d = ...").
+// Values are freed after their last use. Unlike GraphModule::forward, run()
+// checks no guards: interpreting is for analyses on any input.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "fx/graph_module.h"
+#include "fx/operator_schemas.h"
+
+namespace fx {
+
+class Interpreter {
+ public:
+  explicit Interpreter(GraphModule module);
+  virtual ~Interpreter();
+
+  // Runs the graph on one value per placeholder and returns its output.
+  c10::IValue run(std::vector<c10::IValue> inputs);
+
+  // Runs one node: fetches its arguments and calls the method of its
+  // opcode.
+  virtual c10::IValue run_node(const Node& node);
+
+  virtual c10::IValue placeholder(const Node& node, const Target& target,
+                                  std::vector<c10::IValue> args,
+                                  IValueKwargs kwargs);
+  virtual c10::IValue get_attr(const Node& node, const Target& target,
+                               std::vector<c10::IValue> args,
+                               IValueKwargs kwargs);
+  virtual c10::IValue call_function(const Node& node, const Target& target,
+                                    std::vector<c10::IValue> args,
+                                    IValueKwargs kwargs);
+  virtual c10::IValue call_module(const Node& node, const Target& target,
+                                  std::vector<c10::IValue> args,
+                                  IValueKwargs kwargs);
+  virtual c10::IValue call_method(const Node& node, const Target& target,
+                                  std::vector<c10::IValue> args,
+                                  IValueKwargs kwargs);
+  virtual c10::IValue output(const Node& node, const Target& target,
+                             std::vector<c10::IValue> args,
+                             IValueKwargs kwargs);
+
+  GraphModule& module() { return module_; }
+
+ protected:
+  // The node's args and kwargs with node references replaced by values.
+  std::pair<std::vector<c10::IValue>, IValueKwargs> fetch_args_kwargs_from_env(
+      const Node& node);
+  // An Argument with node references replaced by values.
+  c10::IValue materialize(const Argument& arg);
+  // The value of a node computed so far in this run.
+  const c10::IValue& value_of(const Node& node) const;
+
+  GraphModule module_;
+  absl::flat_hash_map<const Node*, c10::IValue> env_;
+
+ private:
+  // For each node, the nodes whose last use it is.
+  absl::flat_hash_map<const Node*, std::vector<const Node*>> last_uses_;
+  std::vector<c10::IValue> inputs_;
+  size_t next_input_ = 0;
+};
+
+}  // namespace fx
