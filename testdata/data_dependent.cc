@@ -1,5 +1,7 @@
 #include "testdata/data_dependent.h"
 
+#include "fx/tracer.h"
+
 namespace testdata {
 
 torch::Tensor GateImpl::forward(torch::Tensor x) {
@@ -21,6 +23,13 @@ DataDependentNetImpl::DataDependentNetImpl(int64_t image_size,
 torch::Tensor DataDependentNetImpl::forward(torch::Tensor x) {
   x = conv(x);
   x = gate->forward(x);
+  x = torch::flatten(x, 1);
+  return fc(x);
+}
+
+torch::Tensor LeafGateNetImpl::forward(torch::Tensor x) {
+  x = conv(x);
+  x = fx::call(gate, x);
   x = torch::flatten(x, 1);
   return fc(x);
 }

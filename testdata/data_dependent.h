@@ -1,6 +1,6 @@
 // A network with data-dependent control flow: Gate's forward branches on the
 // sign of the sum of its input, so a symbolic tracer cannot follow it unless
-// Gate is treated as a leaf module. No torchvision counterpart.
+// Gate is treated as a leaf module (LeafGateNet). No torchvision counterpart.
 #pragma once
 
 #include <cstdint>
@@ -30,5 +30,15 @@ class DataDependentNetImpl : public torch::nn::Module {
   torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(DataDependentNet);
+
+// The same network with the gate called through fx::call, so that a tracer
+// that keeps "gate" as a leaf module can trace it: the gate becomes one
+// call_module node and runs for real in the GraphModule.
+class LeafGateNetImpl : public DataDependentNetImpl {
+ public:
+  using DataDependentNetImpl::DataDependentNetImpl;
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(LeafGateNet);
 
 }  // namespace testdata

@@ -82,6 +82,7 @@ std::vector<std::string> zoo_model_names() {
       "mobilenet_v2", "transformer_encoder",
       "lstm_tagger",  "unet",
       "inplace_ops",  "data_dependent",
+      "data_dependent_leaf",
   };
 }
 
@@ -123,6 +124,11 @@ ZooModel make_zoo_model(const std::string& name) {
   }
   if (name == "data_dependent") {
     return zoo_model(name, DataDependentNet(), image(2, 3, 8, 8));
+  }
+  if (name == "data_dependent_leaf") {
+    ZooModel zoo = zoo_model(name, LeafGateNet(), image(2, 3, 8, 8));
+    zoo.leaf_modules = {"gate"};
+    return zoo;
   }
   throw std::invalid_argument("unknown zoo model: " + name);
 }

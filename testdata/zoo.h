@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct ZooModel {
   // (Tensor -> IValue, std::tuple -> IValue tuple, nested tuples nested).
   std::function<c10::IValue(std::vector<c10::IValue>)> forward;
   std::vector<c10::IValue> example_inputs;  // deterministic (seeded) inputs
+  // Submodules to trace as leaf modules (fx::TraceOptions::leaf_modules).
+  std::set<std::string> leaf_modules;
 };
 
 // Names of all zoo models, in a fixed order.

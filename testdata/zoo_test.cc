@@ -107,7 +107,8 @@ TEST_CASE("zoo_model_names lists every model once, in a fixed order") {
   CHECK(names == std::vector<std::string>{
                      "mlp", "lenet", "resnet18", "resnet50", "mobilenet_v2",
                      "transformer_encoder", "lstm_tagger", "unet",
-                     "inplace_ops", "data_dependent"});
+                     "inplace_ops", "data_dependent",
+                     "data_dependent_leaf"});
 }
 
 TEST_CASE("make_zoo_model rejects unknown names") {
@@ -126,6 +127,7 @@ TEST_CASE("every zoo model runs in eval mode with the expected output shape") {
       {"unet", "[1, 2, 64, 64]"},
       {"inplace_ops", "[2, 10]"},
       {"data_dependent", "[2, 3]"},
+      {"data_dependent_leaf", "[2, 3]"},
   };
   REQUIRE(expected.size() == zoo_model_names().size());
   torch::NoGradGuard no_grad;

@@ -1,6 +1,7 @@
 #include "fx/internal/proxy.h"
 
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/WrapDimMinimal.h>
 
 namespace fx {
 namespace internal {
@@ -69,6 +70,7 @@ c10::IntArrayRef ProxyImpl::strides_custom() const {
 }
 int64_t ProxyImpl::size_custom(int64_t d) const {
   noticed();
+  d = c10::maybe_wrap_dim(d, dim_custom(), /*wrap_scalar=*/false);
   return sizes_and_strides_.size_at_unchecked(d);
 }
 int64_t ProxyImpl::dim_custom() const {
@@ -104,6 +106,7 @@ c10::SymIntArrayRef ProxyImpl::sym_strides_custom() const {
 }
 c10::SymInt ProxyImpl::sym_size_custom(int64_t d) const {
   noticed();
+  d = c10::maybe_wrap_dim(d, dim_custom(), /*wrap_scalar=*/false);
   return c10::SymInt(sizes_and_strides_.size_at_unchecked(d));
 }
 c10::SymInt ProxyImpl::sym_numel_custom() const {

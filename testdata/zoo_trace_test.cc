@@ -1,0 +1,161 @@
+// Traces every zoo model and checks the GraphModule against eager.
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "testdata/data_dependent.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using testdata::make_zoo_model;
+using testdata::ZooModel;
+
+fx::GraphModule trace(const ZooModel& model) {
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
+                            options);
+}
+
+// Bitwise equality of (nested) outputs.
+void check_equal(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor()) {
+    REQUIRE(b.isTensor());
+    CHECK(a.toTensor().sizes() == b.toTensor().sizes());
+    CHECK(torch::equal(a.toTensor(), b.toTensor()));
+    return;
+  }
+  REQUIRE(a.isTuple());
+  REQUIRE(b.isTuple());
+  const auto& x = a.toTupleRef().elements();
+  const auto& y = b.toTupleRef().elements();
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i) check_equal(x[i], y[i]);
+}
+
+// Checks, node by node, that the metadata recorded while tracing is the
+// metadata of the value computed at run time.
+class MetaChecker : public fx::Interpreter {
+ public:
+  using fx::Interpreter::Interpreter;
+  c10::IValue run_node(const fx::Node& node) override {
+    c10::IValue value = fx::Interpreter::run_node(node);
+    if (const fx::TensorMeta* tm = node.meta().get(fx::kTensorMeta)) {
+      ++checked;
+      INFO(node.format_node());
+      REQUIRE(value.isTensor());
+      const at::Tensor& t = value.toTensor();
+      CHECK(tm->sizes == t.sizes().vec());
+      CHECK(tm->dtype == t.scalar_type());
+      CHECK(tm->device == t.device());
+      // Strides matter only where they are observable: dense layouts.
+      if (t.is_non_overlapping_and_dense()) {
+        CHECK(tm->strides == t.strides().vec());
+      }
+    }
+    return value;
+  }
+  int checked = 0;
+};
+
+const std::vector<std::string> kTraceable = {
+    "mlp",         "lenet",       "resnet18",    "resnet50",
+    "mobilenet_v2", "transformer_encoder", "lstm_tagger", "unet",
+    "inplace_ops", "data_dependent_leaf"};
+
+TEST_CASE("every traceable zoo model runs as a GraphModule exactly as eager") {
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : kTraceable) {
+    INFO(name);
+    ZooModel model = make_zoo_model(name);
+    fx::GraphModule gm = trace(model);
+    gm->graph().lint();
+    c10::IValue expected = model.forward(model.example_inputs);
+    check_equal(gm->forward(model.example_inputs), expected);
+    // Twice: values are freed after their last use, nothing is stale.
+    check_equal(gm->forward(model.example_inputs), expected);
+    fx::Interpreter interpreter(gm);
+    check_equal(interpreter.run(model.example_inputs), expected);
+  }
+}
+
+TEST_CASE("tracing is deterministic: the same graph text every time") {
+  for (const std::string& name : kTraceable) {
+    INFO(name);
+    ZooModel a = make_zoo_model(name);
+    ZooModel b = make_zoo_model(name);
+    CHECK(trace(a)->graph().to_string() == trace(b)->graph().to_string());
+  }
+}
+
+TEST_CASE("metadata recorded while tracing matches run time, node by node") {
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : kTraceable) {
+    INFO(name);
+    ZooModel model = make_zoo_model(name);
+    MetaChecker checker(trace(model));
+    checker.run(model.example_inputs);
+    CHECK(checker.checked > 0);
+  }
+}
+
+TEST_CASE("ResNet-50 traces without running a real kernel") {
+  ZooModel model = make_zoo_model("resnet50");
+  fx::Tracer tracer;
+  auto graph = tracer.trace(model.module, model.forward, model.example_inputs);
+  const fx::TraceStats& stats = tracer.stats();
+  CHECK(stats.real_kernel == 0);
+  CHECK(stats.opaque_calls == 0);
+  CHECK(stats.nodes == static_cast<int64_t>(graph->size()));
+  CHECK(graph->find_nodes(fx::Opcode::kCallFunction, fx::op("aten::conv2d"))
+            .size() == 53);
+  CHECK(graph->find_nodes(fx::Opcode::kCallFunction,
+                          fx::op("aten::batch_norm"))
+            .size() == 53);
+}
+
+TEST_CASE("data-dependent control flow fails with the op, the place and a way out") {
+  ZooModel model = make_zoo_model("data_dependent");
+  auto before = model.module->named_parameters();
+  std::vector<at::Tensor> copies;
+  for (const auto& p : before) copies.push_back(p.value().clone());
+  try {
+    trace(model);
+    FAIL("tracing a data-dependent model must fail");
+  } catch (const fx::TraceError& e) {
+    std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("aten::item"));
+    CHECK_THAT(what, Catch::Contains("needs the data of a tensor"));
+    CHECK_THAT(what, Catch::Contains("leaf module"));
+    CHECK_THAT(what, Catch::Contains("fx::wrap"));
+  }
+  // The module and the thread are as before.
+  size_t i = 0;
+  for (const auto& p : model.module->named_parameters()) {
+    CHECK(torch::equal(p.value(), copies[i++]));
+  }
+  CHECK_FALSE(fx::is_tracing());
+  CHECK_FALSE(c10::impl::tls_is_dispatch_key_included(
+      c10::DispatchKey::DeferredInit));
+  // ... and eager still runs.
+  CHECK_NOTHROW(model.forward(model.example_inputs));
+}
+
+TEST_CASE("the leaf gate is one call_module node and takes both branches") {
+  torch::NoGradGuard no_grad;
+  ZooModel model = make_zoo_model("data_dependent_leaf");
+  fx::GraphModule gm = trace(model);
+  auto calls = gm->graph().find_nodes(fx::Opcode::kCallModule);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0]->target().str() == "gate");
+  CHECK(gm->leaf_module("gate") != nullptr);
+  auto x = model.example_inputs[0].toTensor();
+  for (double sign : {1.0, -1.0}) {
+    auto input = x.abs() * sign + sign;
+    CHECK(torch::equal(gm(input).toTensor(),
+                       model.forward({input}).toTensor()));
+  }
+}
+
+}  // namespace
