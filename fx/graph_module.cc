@@ -3,10 +3,11 @@
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/cpp_codegen.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/errors.h"
-#include "fx/operator_schemas.h"
+#include "fx/guards.h"
 #include "interpreter/executor.h"
 
 namespace fx {
@@ -21,96 +22,6 @@ class AttributeModule : public torch::nn::Module {
     parameters_[name] = tensor;
   }
 };
-
-std::string format_sizes(c10::IntArrayRef sizes) {
-  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
-}
-
-std::string input_name(const std::string& name, size_t index) {
-  return absl::StrCat("input ", index, " ('", name, "')");
-}
-
-[[noreturn]] void guard_failure(const std::string& what) {
-  throw GuardError(absl::StrCat(
-      "GraphModule ", what,
-      "; the graph was traced for other inputs: trace the model again with "
-      "an example input like this one (fx::symbolic_trace)"));
-}
-
-void check_tensor(const InputGuard& g, const c10::IValue& value,
-                  const std::string& who) {
-  if (!value.isTensor()) {
-    throw GuardError(absl::StrCat("GraphModule ", who,
-                                  " must be a Tensor, got ", value.tagKind()));
-  }
-  const at::Tensor& t = value.toTensor();
-  if (!t.defined()) {
-    throw GuardError(absl::StrCat("GraphModule ", who,
-                                  " is an undefined tensor"));
-  }
-  if (t.scalar_type() != g.dtype) {
-    guard_failure(absl::StrCat(who, " has dtype ",
-                               format_dtype(t.scalar_type()),
-                               " but the trace saw ", format_dtype(g.dtype)));
-  }
-  if (t.device() != g.device) {
-    guard_failure(absl::StrCat(who, " is on ", t.device().str(),
-                               " but the trace saw ", g.device.str()));
-  }
-  if (t.dim() != g.dim) {
-    guard_failure(absl::StrCat(who, " has ", t.dim(),
-                               " dimensions but the trace saw ", g.dim));
-  }
-  if (g.check_sizes && t.sizes() != c10::IntArrayRef(g.sizes)) {
-    guard_failure(absl::StrCat(
-        who, " has shape ", format_sizes(t.sizes()), " but the traced code read "
-        "the sizes of its example input ", format_sizes(g.sizes),
-        " (C++ reads sizes as plain integers, so the graph is specialized to "
-        "them)"));
-  }
-}
-
-void check_guard(const InputGuard& g, const c10::IValue& value,
-                 const std::string& who) {
-  switch (g.kind) {
-    case InputGuard::Kind::kTensor:
-      check_tensor(g, value, who);
-      return;
-    case InputGuard::Kind::kTensorList: {
-      if (!value.isList()) {
-        throw GuardError(absl::StrCat("GraphModule ", who,
-                                      " must be a list of tensors, got ",
-                                      value.tagKind()));
-      }
-      auto list = value.toListRef();
-      if (list.size() != g.elements.size()) {
-        guard_failure(absl::StrCat(who, " has ", list.size(),
-                                   " tensors but the trace saw ",
-                                   g.elements.size()));
-      }
-      for (size_t i = 0; i < list.size(); ++i) {
-        check_tensor(g.elements[i], list[i], absl::StrCat(who, "[", i, "]"));
-      }
-      return;
-    }
-    case InputGuard::Kind::kValue: {
-      std::string got;
-      try {
-        got = ivalue_to_argument(value, nullptr, [](const at::Tensor&) {
-                return Argument("<tensor>");
-              }).to_string();
-      } catch (const GraphError&) {
-        got = value.tagKind();
-      }
-      if (got != g.value) {
-        guard_failure(absl::StrCat(who, " is ", got, " but the trace saw ",
-                                   g.value,
-                                   ", which is baked into the graph"));
-      }
-      return;
-    }
-  }
-}
 
 }  // namespace
 
@@ -310,8 +221,7 @@ void GraphModuleImpl::check_inputs(
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (guards_[i].present) {
-      check_guard(guards_[i].guard, inputs[i],
-                  input_name(guards_[i].name, i));
+      check_input(guards_[i].guard, inputs[i], guards_[i].name, i);
     }
   }
   if (traced_training_ && is_training() != *traced_training_) {
@@ -343,6 +253,44 @@ std::shared_ptr<GraphModuleImpl> GraphModuleImpl::copy() const {
                                                 std::move(attributes));
   if (!traced_training_) copy->train(is_training());
   return copy;
+}
+
+std::string GraphModuleImpl::code() const {
+  return codegen::emit_forward(*graph_).text();
+}
+
+std::string GraphModuleImpl::print_readable() const {
+  codegen::CodegenOptions options;
+  options.tensor_meta_comments = true;
+  codegen::Forward forward = codegen::emit_forward(*graph_, options);
+  std::string out = "class GraphModule : public torch::nn::Module {\n public:\n";
+  absl::StrAppend(&out, "  ", forward.signature, " {\n");
+  for (absl::string_view line : absl::StrSplit(forward.body, '\n')) {
+    if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
+  }
+  absl::StrAppend(&out, "  }\n");
+  if (!forward.tensors.empty() || !forward.leaf_modules.empty()) {
+    absl::StrAppend(&out, "\n private:\n");
+  }
+  for (const auto& member : forward.tensors) {
+    std::string shape;
+    auto it = tensors_.find(member.path);
+    if (it != tensors_.end()) {
+      TensorMeta meta;
+      meta.sizes = it->second.sizes().vec();
+      meta.strides = it->second.strides().vec();
+      meta.dtype = it->second.scalar_type();
+      meta.memory_format = memory_format_of(meta.sizes, meta.strides);
+      shape = ": " + meta.to_string();
+    }
+    absl::StrAppend(&out, "  at::Tensor ", member.name, ";  // ", member.path,
+                    shape, "\n");
+  }
+  for (const auto& member : forward.leaf_modules) {
+    absl::StrAppend(&out, "  fx::LeafModule ", member.name, ";  // ",
+                    member.path, "\n");
+  }
+  return out + "};\n";
 }
 
 void GraphModuleImpl::pretty_print(std::ostream& stream) const {

@@ -76,6 +76,13 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // AnyModule; the holder's gm(x, y) is the shorthand.)
   c10::IValue forward(std::vector<c10::IValue> inputs);
 
+  // The C++ of forward, as the code generator emits it (torch.fx's
+  // gm.code): one statement per node calling the typed aten entry points.
+  std::string code() const;
+  // A class around code(), each statement annotated with its value's shape
+  // and dtype, and the members it uses (torch.fx's print_readable).
+  std::string print_readable() const;
+
   // The tensor a get_attr node with target `path` reads.
   at::Tensor get_attr(const std::string& path) const;
   // The leaf module at `path`, or nullptr.

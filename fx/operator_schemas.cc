@@ -447,3 +447,21 @@ c10::OperatorHandle resolve_method(const std::string& method_name,
 }
 
 }  // namespace fx
+
+namespace fx {
+
+c10::OperatorHandle resolve_method(const Node& node) {
+  auto stand_in = [](const Argument& a) -> c10::IValue {
+    if (a.is_node()) return at::Tensor();
+    return argument_to_ivalue(map_arg(a, [](Node*) { return Argument(); }));
+  };
+  std::vector<c10::IValue> args;
+  for (const Argument& a : node.args()) args.push_back(stand_in(a));
+  IValueKwargs kwargs;
+  for (const auto& kv : node.kwargs()) {
+    kwargs.emplace_back(kv.first, stand_in(kv.second));
+  }
+  return resolve_method(node.target().str(), args, kwargs);
+}
+
+}  // namespace fx

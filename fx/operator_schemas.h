@@ -22,6 +22,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "fx/argument.h"
+#include "fx/node.h"
 #include "fx/target.h"
 
 namespace fx {
@@ -71,6 +72,10 @@ std::pair<std::vector<Argument>, Kwargs> split_arguments(
 c10::OperatorHandle resolve_method(const std::string& method_name,
                                    const std::vector<c10::IValue>& args,
                                    const IValueKwargs& kwargs);
+
+// The operator a call_method node calls: resolve_method with each node
+// argument standing in as a tensor.
+c10::OperatorHandle resolve_method(const Node& node);
 
 // "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
 std::string schema_string(const c10::FunctionSchema& schema);

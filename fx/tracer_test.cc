@@ -124,4 +124,34 @@ TEST_CASE("a random op draws new numbers on every run") {
   CHECK_FALSE(torch::equal(a, b));
 }
 
+TEST_CASE("code() is the forward in C++, one statement per node") {
+  torch::manual_seed(0);
+  Mlp model;
+  auto x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(gm->code() ==
+        "at::Tensor forward(at::Tensor x) {\n"
+        "  fx::check_tensor_input(x, \"x\", 0, at::ScalarType::Float, "
+        "at::Device(\"cpu\"), 2, c10::nullopt);\n"
+        "  at::Tensor& fc1_weight = fc1_weight_;\n"
+        "  auto t = at::_ops::t::call(fc1_weight);\n"
+        "  at::Tensor& fc1_bias = fc1_bias_;\n"
+        "  auto addmm = at::_ops::addmm::call(fc1_bias, x, t, 1, 1);  "
+        "x.reset();  t.reset();\n"
+        "  auto relu = at::_ops::relu::call(addmm);  addmm.reset();\n"
+        "  at::Tensor& fc2_weight = fc2_weight_;\n"
+        "  auto t_1 = at::_ops::t::call(fc2_weight);\n"
+        "  at::Tensor& fc2_bias = fc2_bias_;\n"
+        "  auto addmm_1 = at::_ops::addmm::call(fc2_bias, relu, t_1, 1, 1);  "
+        "relu.reset();  t_1.reset();\n"
+        "  return addmm_1;\n"
+        "}\n");
+  std::string readable = gm->print_readable();
+  CHECK_THAT(readable,
+             Catch::Contains("auto relu = at::_ops::relu::call(addmm);  "
+                             "addmm.reset();  // f32[2, 8]"));
+  CHECK_THAT(readable,
+             Catch::Contains("at::Tensor fc1_weight_;  // fc1.weight: f32[8, 4]"));
+}
+
 }  // namespace

@@ -253,23 +253,8 @@ class Compiler {
     if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
       inst.op = n.target().op();
     } else if (n.op() == Opcode::kCallMethod) {
-      // Resolve the overload with each node argument standing in as a tensor.
-      std::vector<c10::IValue> args;
-      IValueKwargs kwargs;
-      auto stand_in = [](Node*) { return Argument(); };
       try {
-        for (const Argument& a : n.args()) {
-          args.push_back(a.is_node() ? c10::IValue(at::Tensor())
-                                     : argument_to_ivalue(map_arg(a, stand_in)));
-        }
-        for (const auto& kv : n.kwargs()) {
-          kwargs.emplace_back(kv.first,
-                              kv.second.is_node()
-                                  ? c10::IValue(at::Tensor())
-                                  : argument_to_ivalue(map_arg(kv.second,
-                                                               stand_in)));
-        }
-        inst.op = resolve_method(n.target().str(), args, kwargs);
+        inst.op = resolve_method(n);
       } catch (const GraphError& e) {
         fail(n, e.msg());
       }

@@ -1,0 +1,71 @@
+// C++ code generation: a Graph as a C++ forward that calls the typed aten
+// entry points (at::_ops::<op>::call) directly, one statement per node, node
+// names as variable names, values released after their last use (torch.fx's
+// generated Python, in C++). Deterministic byte for byte.
+//
+//   graph():
+//       %x : [#users=1] = placeholder[target=x]
+//       %fc_weight : [#users=1] = get_attr[target=fc.weight]
+//       %t : [#users=1] = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
+//       %fc_bias : [#users=1] = get_attr[target=fc.bias]
+//       %addmm : [#users=1] = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {})
+//       return addmm
+//
+//   at::Tensor forward(at::Tensor x) {
+//     fx::check_tensor_input(x, "x", 0, at::ScalarType::Float, at::Device("cpu"), 2, c10::nullopt);
+//     at::Tensor& fc_weight = fc_weight_;
+//     auto t = at::_ops::t::call(fc_weight);
+//     at::Tensor& fc_bias = fc_bias_;
+//     auto addmm = at::_ops::addmm::call(fc_bias, x, t, 1, 1);  x.reset();  t.reset();
+//     return addmm;
+//   }
+//
+// Parameters, buffers and constants are members (fc_weight_ above), leaf
+// modules are fx::LeafModule members called through their boxed forward, and
+// registered functions are called through the registry: the class that holds
+// the forward binds them (see Forward).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/jit_type.h>
+
+#include "fx/graph.h"
+
+namespace fx {
+namespace codegen {
+
+struct Forward {
+  // "at::Tensor forward(at::Tensor x)"
+  std::string signature;
+  // The statements, each line indented by two spaces, ending in a newline.
+  std::string body;
+  struct Member {
+    std::string name;  // "fc_weight_"
+    std::string path;  // "fc.weight"
+  };
+  // Tensors (at::Tensor members) and leaf modules (fx::LeafModule members)
+  // the body refers to, in order of first use.
+  std::vector<Member> tensors;
+  std::vector<Member> leaf_modules;
+
+  // signature + " {\n" + body + "}\n"
+  std::string text() const;
+};
+
+struct CodegenOptions {
+  // Annotate each statement with its value's metadata when known:
+  //   auto relu = at::_ops::relu::call(conv2d);  // f32[1, 64, 112, 112]
+  bool tensor_meta_comments = false;
+  // Check the placeholders' guards at the top of forward.
+  bool guards = true;
+};
+
+// The forward of `graph`. Throws fx::GraphError for what C++ cannot express
+// (an operator argument of a type the emitter does not know, such as a
+// Dimname).
+Forward emit_forward(const Graph& graph, const CodegenOptions& options = {});
+
+}  // namespace codegen
+}  // namespace fx

@@ -1,0 +1,137 @@
+#include "fx/guards.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/argument.h"
+#include "fx/errors.h"
+#include "fx/operator_schemas.h"
+
+namespace fx {
+namespace {
+
+std::string format_sizes(c10::IntArrayRef sizes) {
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
+}
+
+std::string describe_input(const std::string& name, size_t index) {
+  return absl::StrCat("input ", index, " ('", name, "')");
+}
+
+[[noreturn]] void guard_failure(const std::string& what) {
+  throw GuardError(absl::StrCat(
+      "GraphModule ", what,
+      "; the graph was traced for other inputs: trace the model again with "
+      "an example input like this one (fx::symbolic_trace)"));
+}
+
+void check_tensor(const at::Tensor& t, const std::string& who,
+                  c10::ScalarType dtype, c10::Device device, int64_t dim,
+                  c10::optional<c10::IntArrayRef> sizes) {
+  if (!t.defined()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " is an undefined tensor"));
+  }
+  if (t.scalar_type() != dtype) {
+    guard_failure(absl::StrCat(who, " has dtype ",
+                               format_dtype(t.scalar_type()),
+                               " but the trace saw ", format_dtype(dtype)));
+  }
+  if (t.device() != device) {
+    guard_failure(absl::StrCat(who, " is on ", t.device().str(),
+                               " but the trace saw ", device.str()));
+  }
+  if (t.dim() != dim) {
+    guard_failure(absl::StrCat(who, " has ", t.dim(),
+                               " dimensions but the trace saw ", dim));
+  }
+  if (sizes && t.sizes() != *sizes) {
+    guard_failure(absl::StrCat(
+        who, " has shape ", format_sizes(t.sizes()),
+        " but the traced code read the sizes of its example input ",
+        format_sizes(*sizes),
+        " (C++ reads sizes as plain integers, so the graph is specialized to "
+        "them)"));
+  }
+}
+
+void check_tensor_value(const InputGuard& g, const c10::IValue& value,
+                        const std::string& who) {
+  if (!value.isTensor()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " must be a Tensor, got ", value.tagKind()));
+  }
+  check_tensor(value.toTensor(), who, g.dtype, g.device, g.dim,
+               g.check_sizes ? c10::optional<c10::IntArrayRef>(g.sizes)
+                             : c10::nullopt);
+}
+
+void check_length(size_t length, const std::string& who, size_t expected) {
+  if (length != expected) {
+    guard_failure(absl::StrCat(who, " has ", length,
+                               " tensors but the trace saw ", expected));
+  }
+}
+
+void check_value(const c10::IValue& value, const std::string& who,
+                 const std::string& expected) {
+  std::string got;
+  try {
+    got = ivalue_to_argument(value, nullptr, [](const at::Tensor&) {
+            return Argument("<tensor>");
+          }).to_string();
+  } catch (const GraphError&) {
+    got = value.tagKind();
+  }
+  if (got != expected) {
+    guard_failure(absl::StrCat(who, " is ", got, " but the trace saw ",
+                               expected, ", which is baked into the graph"));
+  }
+}
+
+}  // namespace
+
+void check_tensor_input(const at::Tensor& tensor, const std::string& name,
+                        size_t index, c10::ScalarType dtype,
+                        c10::Device device, int64_t dim,
+                        c10::optional<c10::IntArrayRef> sizes) {
+  check_tensor(tensor, describe_input(name, index), dtype, device, dim, sizes);
+}
+
+void check_input(const InputGuard& guard, const c10::IValue& value,
+                 const std::string& name, size_t index) {
+  const std::string who = describe_input(name, index);
+  switch (guard.kind) {
+    case InputGuard::Kind::kTensor:
+      check_tensor_value(guard, value, who);
+      return;
+    case InputGuard::Kind::kTensorList: {
+      if (!value.isList()) {
+        throw GuardError(absl::StrCat("GraphModule ", who,
+                                      " must be a list of tensors, got ",
+                                      value.tagKind()));
+      }
+      auto list = value.toListRef();
+      check_length(list.size(), who, guard.elements.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        check_tensor_value(guard.elements[i], list[i],
+                           absl::StrCat(who, "[", i, "]"));
+      }
+      return;
+    }
+    case InputGuard::Kind::kValue:
+      check_value(value, who, guard.value);
+      return;
+  }
+}
+
+void check_list_input(const std::vector<at::Tensor>& list,
+                      const std::string& name, size_t index, size_t length) {
+  check_length(list.size(), describe_input(name, index), length);
+}
+
+void check_value_input(const c10::IValue& value, const std::string& name,
+                       size_t index, const std::string& expected) {
+  check_value(value, describe_input(name, index), expected);
+}
+
+}  // namespace fx

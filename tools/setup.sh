@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what fx for LibTorch builds and tests with, from Debian 12's
+# archive only: libtorch, Bazel (offline, with its platforms and Java rules),
+# Catch2, abseil, graphviz, and Python torch/torchvision (the torch.fx
+# reference the benchmarks compare against). Does nothing when all are there.
+set -euo pipefail
+
+packages=(
+  libtorch-dev
+  bazel-bootstrap
+  bazel-platforms
+  bazel-rules-java
+  catch2
+  libabsl-dev
+  graphviz
+  python3-torch
+  python3-torchvision
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "installing: ${missing[*]}" >&2
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
