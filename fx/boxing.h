@@ -78,6 +78,15 @@ struct FunctionTraits<R (C::*)(Args...)> : FunctionTraits<R(Args...)> {};
 template <typename C, typename R, typename... Args>
 struct FunctionTraits<R (C::*)(Args...) const> : FunctionTraits<R(Args...)> {};
 
+// The signature of a function pointer, function, or lambda (its call
+// operator).
+template <typename F, typename = void>
+struct CallableTraits : FunctionTraits<decltype(&F::operator())> {};
+template <typename F>
+struct CallableTraits<F, std::enable_if_t<std::is_pointer_v<F> ||
+                                          std::is_function_v<F>>>
+    : FunctionTraits<std::remove_pointer_t<F>> {};
+
 // Calls `f` on inputs unboxed as Args.
 template <typename R, typename ArgsTuple, typename F, size_t... I>
 c10::IValue call_unboxed(F& f, const std::vector<c10::IValue>& inputs,
@@ -116,9 +125,7 @@ std::function<c10::IValue(const std::vector<c10::IValue>&)> box(
 template <typename F>
 std::function<c10::IValue(const std::vector<c10::IValue>&)> box_function(
     F f, std::string name = "function") {
-  using Traits = detail::FunctionTraits<
-      std::conditional_t<std::is_pointer_v<F> || std::is_function_v<F>,
-                         std::remove_pointer_t<F>, decltype(&F::operator())>>;
+  using Traits = detail::CallableTraits<F>;
   return detail::box<typename Traits::Return, typename Traits::ArgsTuple>(
       std::move(name), std::move(f));
 }

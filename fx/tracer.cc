@@ -809,7 +809,8 @@ std::unique_ptr<Graph> Tracer::trace(
   } catch (const c10::Error& e) {
     std::string what = e.what_without_backtrace();
     std::string hint;
-    if (absl::StrContains(what, "fx proxy tensor")) {
+    if (absl::StrContains(what, "fx proxy tensor") ||
+        absl::StrContains(what, "storage")) {
       hint =
           " (the program read a tensor's data directly, e.g. data_ptr(), "
           "accessor() or a tensor built from it in place; that depends on "

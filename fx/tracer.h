@@ -72,7 +72,8 @@ struct TraceOptions {
   // through fx::call (used by the default Tracer::is_leaf_module).
   std::set<std::string> leaf_modules;
   // Record a C++ backtrace of each recorded call in its node's meta
-  // (kStackTrace). Slow: for debugging.
+  // (kStackTrace). Slow: for debugging. The program's own frames are named
+  // only when it is linked with -rdynamic.
   bool record_stack_traces = false;
 };
 

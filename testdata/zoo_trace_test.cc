@@ -1,4 +1,5 @@
 // Traces every zoo model and checks the GraphModule against eager.
+#include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
 #include "fx/fx.h"
@@ -113,6 +114,48 @@ TEST_CASE("ResNet-50 traces without running a real kernel") {
   CHECK(graph->find_nodes(fx::Opcode::kCallFunction,
                           fx::op("aten::batch_norm"))
             .size() == 53);
+}
+
+// Records the CPU allocations made while it is installed.
+class CountingAllocator : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+  c10::DataPtr allocate(size_t bytes) const override {
+    largest = std::max(largest, bytes);
+    total += bytes;
+    return base_->allocate(bytes);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return base_->raw_deleter();
+  }
+  mutable size_t largest = 0;
+  mutable size_t total = 0;
+
+ private:
+  c10::Allocator* base_;
+};
+
+TEST_CASE("tracing ResNet-50 allocates no activation-sized buffer") {
+  ZooModel model = make_zoo_model("resnet50");
+  c10::Allocator* base = c10::GetCPUAllocator();
+  CountingAllocator counting(base);
+  constexpr uint8_t kPriority = 255;
+  c10::SetCPUAllocator(&counting, kPriority);
+  std::unique_ptr<fx::Graph> graph;
+  try {
+    fx::Tracer tracer;
+    graph = tracer.trace(model.module, model.forward, model.example_inputs);
+  } catch (...) {
+    c10::SetCPUAllocator(base, kPriority);
+    throw;
+  }
+  c10::SetCPUAllocator(base, kPriority);
+  INFO("largest allocation " << counting.largest << " bytes, total "
+                             << counting.total);
+  // ResNet-50's smallest activation at 224x224 (1x2048x7x7 floats) is
+  // 401 KB, its largest 3.2 MB.
+  CHECK(counting.largest < 64 * 1024);
+  CHECK(graph->size() > 400);
 }
 
 TEST_CASE("data-dependent control flow fails with the op, the place and a way out") {

@@ -1,0 +1,805 @@
+// benchmark: fx for LibTorch and Python torch.fx, side by side.
+//
+//   bazel run //tools:benchmark                 full run (a few minutes)
+//   bazel run //tools:benchmark -- --quick      smoke run: fewer repetitions,
+//                                               chains of 1k and 10k nodes only
+//   bazel run //tools:benchmark -- --threads=2 --repeats=20
+//
+// Measures tracing (per zoo model, and on chains of n additions, for
+// scaling), forward time (eager, GraphModule, Interpreter on ResNet-18 and on
+// a chain of 1,000 tiny ops) and the CPU memory allocated while tracing
+// ResNet-50. The Python columns come from tools/pyfx_reference.py, run here
+// with /usr/bin/python3 (Debian's torch 1.13 and torchvision 0.14) before the
+// C++ measurements, so that the two never compete for the cores. Figures are
+// medians after a warm-up; variants of a forward measurement alternate round
+// by round so that drift on a shared machine hits them alike. The report
+// ends with the performance targets, each PASS or MISS.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <c10/core/CPUAllocator.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "fx/fx.h"
+#include "testdata/zoo.h"
+
+ABSL_FLAG(bool, quick, false,
+          "smoke run: fewer repetitions, chains of 1k and 10k nodes only, no "
+          "10k-node Python trace");
+ABSL_FLAG(int, threads, 2,
+          "intra-op threads (at::set_num_threads, torch.set_num_threads)");
+ABSL_FLAG(int, repeats, 0,
+          "timed runs per trace figure and rounds per forward figure "
+          "(0: 20, or 3 with --quick)");
+
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+constexpr char kPythonScript[] = "tools/pyfx_reference.py";
+// The runfiles directory of this workspace, to find the script when the
+// binary is run directly rather than through `bazel run`.
+constexpr char kRunfilesWorkspace[] = ".runfiles/fx_libtorch/";
+const std::vector<std::string> kPythonModels = {"resnet18", "resnet50",
+                                                "mobilenet_v2"};
+constexpr int64_t kForwardChainLength = 1000;
+// A forward of the chain takes a few ms: each sample times this many calls.
+constexpr int kChainCallsPerSample = 10;
+// The largest activation of ResNet-50 on 1x3x224x224: 1x64x112x112 floats.
+constexpr int64_t kLargestActivationBytes = 64 * 112 * 112 * sizeof(float);
+
+// --- Timing --------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
+  return n % 2 == 1 ? samples[n / 2]
+                    : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+}
+
+// Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
+// timed_run returns the milliseconds of the part it measures.
+double median_ms(const std::function<double()>& timed_run, int repeats) {
+  timed_run();
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) samples.push_back(timed_run());
+  return median(samples);
+}
+
+// Median milliseconds per call of each variant. After a warm-up call of
+// each, every round times `calls_per_sample` calls of each variant, in
+// order on even rounds and in reverse order on odd ones.
+std::vector<double> interleaved_ms(
+    const std::vector<std::function<void()>>& variants, int rounds,
+    int calls_per_sample = 1) {
+  for (const auto& variant : variants) variant();
+  std::vector<std::vector<double>> samples(variants.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+      auto start = Clock::now();
+      for (int call = 0; call < calls_per_sample; ++call) variants[v]();
+      samples[v].push_back(ms_since(start) / calls_per_sample);
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) medians.push_back(median(std::move(s)));
+  return medians;
+}
+
+// --- Formatting ----------------------------------------------------------
+
+std::string fixed(std::optional<double> value, int decimals) {
+  if (!value) return "n/a";
+  return absl::StrFormat("%.*f", decimals, *value);
+}
+
+std::string times(std::optional<double> ratio) {
+  return ratio ? absl::StrFormat("%.2fx", *ratio) : "n/a";
+}
+
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b == 0) return std::nullopt;
+  return *a / *b;
+}
+
+// A plain-text table: the first `left_columns` columns left-aligned (labels),
+// the others right-aligned (numbers).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, size_t left_columns = 1)
+      : rows_{std::move(header)}, left_columns_(left_columns) {}
+
+  void add_row(std::vector<std::string> row) {
+    row.resize(rows_[0].size());
+    rows_.push_back(std::move(row));
+  }
+
+  void print(std::ostream& out) const {
+    std::vector<size_t> widths(rows_[0].size(), 0);
+    for (const auto& row : rows_) {
+      for (size_t c = 0; c < row.size(); ++c) {
+        widths[c] = std::max(widths[c], row[c].size());
+      }
+    }
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      print_row(out, rows_[r], widths, left_columns_);
+      if (r == 0) print_rule(out, widths);
+    }
+  }
+
+ private:
+  static void print_row(std::ostream& out, const std::vector<std::string>& row,
+                        const std::vector<size_t>& widths,
+                        size_t left_columns) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::string pad(widths[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      line += c < left_columns ? row[c] + pad : pad + row[c];
+    }
+    // No trailing blanks after an empty last column.
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << "  " << line << "\n";
+  }
+
+  static void print_rule(std::ostream& out, const std::vector<size_t>& widths) {
+    size_t total = 0;
+    for (size_t w : widths) total += w;
+    out << "  " << std::string(total + 2 * (widths.size() - 1), '-') << "\n";
+  }
+
+  std::vector<std::vector<std::string>> rows_;
+  size_t left_columns_;
+};
+
+void print_section(const std::string& title, const Table& table,
+                   const std::vector<std::string>& notes = {}) {
+  std::cout << "\n" << title << "\n";
+  table.print(std::cout);
+  for (const std::string& note : notes) std::cout << "  " << note << "\n";
+}
+
+// --- The Python reference ------------------------------------------------
+
+// The `key value` lines of tools/pyfx_reference.py, or why there are none.
+struct PythonReference {
+  std::string unavailable;  // empty when the script ran
+  std::map<std::string, std::string> values;
+
+  std::optional<double> number(const std::string& key) const {
+    auto it = values.find(key);
+    double value;
+    if (it == values.end() || !absl::SimpleAtod(it->second, &value)) {
+      return std::nullopt;
+    }
+    return value;
+  }
+  std::string text(const std::string& key) const {
+    auto it = values.find(key);
+    return it == values.end() ? "n/a" : it->second;
+  }
+};
+
+// The script: beside `bazel run`'s working directory (the runfiles root of
+// the workspace), or in the runfiles of a directly run binary.
+std::optional<std::string> find_python_script(const std::string& argv0) {
+  for (const std::string& path :
+       {std::string(kPythonScript),
+        argv0 + kRunfilesWorkspace + kPythonScript}) {
+    if (std::filesystem::exists(path)) return path;
+  }
+  return std::nullopt;
+}
+
+// Runs `command` (stderr merged into stdout) and returns its output lines and
+// exit status.
+std::pair<std::vector<std::string>, int> run_command(
+    const std::string& command) {
+  std::vector<std::string> lines;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {lines, -1};
+  std::string line;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    line += buffer;
+    if (line.back() != '\n') continue;
+    line.pop_back();
+    lines.push_back(std::move(line));
+    line.clear();
+  }
+  if (!line.empty()) lines.push_back(line);
+  int status = pclose(pipe);
+  return {lines, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+PythonReference run_python_reference(const std::string& argv0, int threads,
+                                     int repeats, bool quick) {
+  PythonReference ref;
+  std::optional<std::string> script = find_python_script(argv0);
+  if (access(kPython, X_OK) != 0) {
+    ref.unavailable = absl::StrCat(kPython, " not found");
+    return ref;
+  }
+  if (!script) {
+    ref.unavailable = absl::StrCat(kPythonScript, " not found in runfiles");
+    return ref;
+  }
+  std::string command =
+      absl::StrFormat("%s %s --threads=%d --repeats=%d%s", kPython, *script,
+                      threads, repeats, quick ? " --quick" : "");
+  std::cerr << "running " << command << " ...\n";
+  auto [lines, status] = run_command(command);
+  for (const std::string& line : lines) {
+    // Only `key value` lines; warnings and tracebacks have more words.
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (absl::StartsWith(line, "error ")) {
+      ref.unavailable = std::string(absl::StripPrefix(line, "error "));
+    } else if (words.size() == 2) {
+      ref.values[words[0]] = words[1];
+    }
+  }
+  if (status != 0 && ref.unavailable.empty()) {
+    ref.unavailable = lines.empty() ? absl::StrCat("exit status ", status)
+                                    : lines.back();
+  }
+  if (!ref.unavailable.empty()) ref.values.clear();
+  return ref;
+}
+
+// --- 1. Trace time per model -----------------------------------------------
+
+struct ModelTrace {
+  std::string name;
+  fx::TraceStats stats;
+  double trace_ms = 0;           // fx::Tracer::trace
+  double symbolic_trace_ms = 0;  // fx::symbolic_trace: trace + GraphModule
+};
+
+fx::TraceOptions trace_options(const testdata::ZooModel& model) {
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  return options;
+}
+
+// Median time of fx::Tracer::trace with a fresh Tracer each time (the graph
+// is destroyed outside the timed part).
+double median_trace_ms(const testdata::ZooModel& model, int repeats,
+                       fx::TraceStats* stats) {
+  return median_ms(
+      [&] {
+        fx::Tracer tracer(trace_options(model));
+        auto start = Clock::now();
+        std::unique_ptr<fx::Graph> graph =
+            tracer.trace(model.module, model.forward, model.example_inputs);
+        double ms = ms_since(start);
+        *stats = tracer.stats();
+        return ms;
+      },
+      repeats);
+}
+
+ModelTrace measure_model_trace(const std::string& name, int repeats) {
+  testdata::ZooModel model = testdata::make_zoo_model(name);
+  ModelTrace result{name};
+  result.trace_ms = median_trace_ms(model, repeats, &result.stats);
+  result.symbolic_trace_ms = median_ms(
+      [&] {
+        auto start = Clock::now();
+        fx::GraphModule gm = fx::symbolic_trace(
+            model.module, model.forward, model.example_inputs,
+            trace_options(model));
+        return ms_since(start);
+      },
+      repeats);
+  return result;
+}
+
+std::vector<ModelTrace> measure_model_traces(int repeats) {
+  std::vector<ModelTrace> traces;
+  for (const std::string& name : testdata::zoo_model_names()) {
+    if (name == "data_dependent") continue;  // untraceable by design
+    std::cerr << "tracing " << name << "\n";
+    traces.push_back(measure_model_trace(name, repeats));
+  }
+  return traces;
+}
+
+void print_model_traces(const std::vector<ModelTrace>& traces,
+                        const PythonReference& py) {
+  Table table({"model", "nodes", "trace ms", "+GM ms", "shape_rule",
+               "meta_kernel", "shape_fn", "real_kernel", "in_place",
+               "py nodes", "py ms", "py/C++"});
+  for (const ModelTrace& t : traces) {
+    bool in_python = std::count(kPythonModels.begin(), kPythonModels.end(),
+                                t.name) > 0;
+    std::optional<double> py_ms;
+    if (in_python) py_ms = py.number("trace_ms." + t.name);
+    table.add_row({t.name, std::to_string(t.stats.nodes), fixed(t.trace_ms, 2),
+                   fixed(t.symbolic_trace_ms, 2),
+                   std::to_string(t.stats.shape_rule),
+                   std::to_string(t.stats.meta_kernel),
+                   std::to_string(t.stats.shape_function),
+                   std::to_string(t.stats.real_kernel),
+                   std::to_string(t.stats.in_place),
+                   in_python ? py.text("nodes." + t.name) : "",
+                   in_python ? fixed(py_ms, 2) : "",
+                   in_python ? times(ratio(py_ms, t.trace_ms)) : ""});
+  }
+  print_section(
+      "1. Trace time per model (median ms)", table,
+      {"trace ms: fx::Tracer::trace, a fresh Tracer each run. +GM ms: "
+       "fx::symbolic_trace (trace + GraphModule).",
+       "shape_rule .. in_place: where output metadata came from "
+       "(Tracer::stats()).",
+       "py: torch.fx.symbolic_trace (trace + GraphModule) of torchvision's "
+       "model; py/C++ = py ms / trace ms.",
+       "C++ records aten ops and get_attr nodes, torch.fx stops at "
+       "nn.Module calls: node counts differ."});
+}
+
+// --- 2. Trace time scaling -------------------------------------------------
+
+// forward: n additions of 1, as pyfx_reference.py's Chain.
+class ChainImpl : public torch::nn::Module {
+ public:
+  explicit ChainImpl(int64_t n) : n_(n) {}
+
+  at::Tensor forward(at::Tensor x) {
+    for (int64_t i = 0; i < n_; ++i) x = x + 1;
+    return x;
+  }
+
+ private:
+  int64_t n_;
+};
+TORCH_MODULE(Chain);
+
+struct ChainTrace {
+  int64_t n = 0;
+  double ms = 0;
+  double us_per_node() const { return ms * 1e3 / n; }
+};
+
+ChainTrace measure_chain_trace(int64_t n, int repeats) {
+  Chain chain(n);
+  fx::BoxedForward forward = fx::box_forward(chain.ptr());
+  std::vector<c10::IValue> inputs = {torch::zeros({1})};
+  double ms = median_ms(
+      [&] {
+        fx::Tracer tracer;
+        auto start = Clock::now();
+        std::unique_ptr<fx::Graph> graph =
+            tracer.trace(chain.ptr(), forward, inputs);
+        return ms_since(start);
+      },
+      repeats);
+  return {n, ms};
+}
+
+std::vector<ChainTrace> measure_chain_traces(int repeats, bool quick) {
+  std::vector<int64_t> lengths = {1000, 10000};
+  if (!quick) lengths.push_back(100000);
+  std::vector<ChainTrace> traces;
+  for (int64_t n : lengths) {
+    std::cerr << "tracing a chain of " << n << "\n";
+    // A 100k-node trace takes about a second: fewer runs.
+    traces.push_back(
+        measure_chain_trace(n, n >= 100000 ? std::min(repeats, 3) : repeats));
+  }
+  return traces;
+}
+
+void print_chain_traces(const std::vector<ChainTrace>& traces,
+                        const PythonReference& py) {
+  Table table({"chain n", "C++ trace ms", "C++ us/node", "py trace ms",
+               "py us/node", "py/C++"});
+  for (const ChainTrace& t : traces) {
+    std::optional<double> py_ms;
+    if (t.n <= 10000) py_ms = py.number(absl::StrCat("chain_trace_ms.", t.n));
+    std::optional<double> py_us;
+    if (py_ms) py_us = *py_ms * 1e3 / t.n;
+    table.add_row({std::to_string(t.n), fixed(t.ms, 1),
+                   fixed(t.us_per_node(), 3), fixed(py_ms, 1), fixed(py_us, 2),
+                   times(ratio(py_ms, t.ms))});
+  }
+  std::vector<std::string> notes = {
+      "forward: `x = x + 1` n times on a 1-element tensor. Python: 10k is "
+      "one run (skipped with --quick),",
+      "100k is not run (torch.fx 1.13 traces in quadratic time)."};
+  if (traces.size() > 1) {
+    notes.push_back(absl::StrFormat(
+        "per-node time at %d vs %d nodes: %s", traces.back().n,
+        traces.front().n,
+        times(traces.back().us_per_node() / traces.front().us_per_node())));
+  }
+  print_section("2. Trace time scaling", table, notes);
+}
+
+// --- 3. Forward time -------------------------------------------------------
+
+// Milliseconds per call, under torch::NoGradGuard.
+struct ForwardTimes {
+  double eager = 0;
+  double graph_module = 0;
+  double interpreter = 0;
+};
+
+// Times eager, GraphModule and Interpreter runs of `model`, interleaved,
+// after checking that the three agree.
+ForwardTimes measure_forward(const std::shared_ptr<torch::nn::Module>& root,
+                             const fx::BoxedForward& forward,
+                             const std::vector<c10::IValue>& inputs,
+                             int rounds, int calls_per_sample) {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::symbolic_trace(root, forward, inputs);
+  fx::Interpreter interpreter(gm);
+  at::Tensor expected = forward(inputs).toTensor();
+  TORCH_CHECK(torch::equal(expected, gm->forward(inputs).toTensor()) &&
+                  torch::equal(expected, interpreter.run(inputs).toTensor()),
+              "the GraphModule or Interpreter output differs from eager");
+  std::vector<double> ms = interleaved_ms(
+      {[&] { forward(inputs); }, [&] { gm->forward(inputs); },
+       [&] { interpreter.run(inputs); }},
+      rounds, calls_per_sample);
+  return {ms[0], ms[1], ms[2]};
+}
+
+ForwardTimes measure_resnet18_forward(int rounds) {
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  return measure_forward(model.module, model.forward, model.example_inputs,
+                         rounds, 1);
+}
+
+ForwardTimes measure_chain_forward(int rounds) {
+  Chain chain(kForwardChainLength);
+  return measure_forward(chain.ptr(), fx::box_forward(chain.ptr()),
+                         {torch::zeros({1})}, rounds, kChainCallsPerSample);
+}
+
+// In the units of the table: ms for ResNet-18, us per op for the chain.
+struct ForwardRow {
+  std::string label;
+  std::optional<double> cpp;
+  std::optional<double> python;
+};
+
+void print_forward(const ForwardTimes& resnet, const ForwardTimes& chain,
+                   const PythonReference& py) {
+  const double us_per_op = 1e3 / kForwardChainLength;
+  std::optional<double> py_resnet_eager = py.number("resnet18_eager_ms");
+  std::optional<double> py_resnet_gm = py.number("resnet18_gm_ms");
+  std::optional<double> py_chain_eager = py.number("chain_eager_us_per_op");
+  std::optional<double> py_chain_gm = py.number("chain_gm_us_per_op");
+  std::optional<double> py_chain_interp = py.number("chain_interp_us_per_op");
+  auto percent_over = [](std::optional<double> a, std::optional<double> b) {
+    std::optional<double> r = ratio(a, b);
+    return r ? absl::StrFormat("%+.2f%%", (*r - 1) * 100) : "n/a";
+  };
+  auto difference = [](std::optional<double> a, std::optional<double> b) {
+    return a && b ? fixed(*a - *b, 3) : "n/a";
+  };
+
+  Table table({"workload", "measure", "C++", "Python"}, 2);
+  table.add_row({"ResNet-18 1x3x224x224", "eager ms", fixed(resnet.eager, 2),
+                 fixed(py_resnet_eager, 2)});
+  table.add_row({"", "GraphModule ms", fixed(resnet.graph_module, 2),
+                 fixed(py_resnet_gm, 2)});
+  table.add_row({"", "Interpreter ms", fixed(resnet.interpreter, 2),
+                 fixed(py.number("resnet18_interp_ms"), 2)});
+  table.add_row({"", "GraphModule overhead",
+                 percent_over(resnet.graph_module, resnet.eager),
+                 percent_over(py_resnet_gm, py_resnet_eager)});
+  table.add_row({"", "Interpreter / eager",
+                 times(resnet.interpreter / resnet.eager),
+                 times(ratio(py.number("resnet18_interp_ms"),
+                             py_resnet_eager))});
+  const std::string chain_label =
+      absl::StrFormat("chain of %d x + 1", kForwardChainLength);
+  table.add_row({chain_label, "eager us/op", fixed(chain.eager * us_per_op, 3),
+                 fixed(py_chain_eager, 3)});
+  table.add_row({"", "GraphModule us/op",
+                 fixed(chain.graph_module * us_per_op, 3),
+                 fixed(py_chain_gm, 3)});
+  table.add_row({"", "Interpreter us/op",
+                 fixed(chain.interpreter * us_per_op, 3),
+                 fixed(py_chain_interp, 3)});
+  table.add_row({"", "GraphModule overhead us/node",
+                 difference(chain.graph_module * us_per_op,
+                            chain.eager * us_per_op),
+                 difference(py_chain_gm, py_chain_eager)});
+  table.add_row({"", "Interpreter / eager",
+                 times(chain.interpreter / chain.eager),
+                 times(ratio(py_chain_interp, py_chain_eager))});
+  print_section(
+      "3. Forward time (median, no grad, variants interleaved round by round)",
+      table,
+      {"C++: model.forward, gm->forward, fx::Interpreter::run. Python: "
+       "torchvision's resnet18 or the",
+       "chain, torch.fx GraphModule, torch.fx.Interpreter.run. TorchScript "
+       "is not measured."});
+}
+
+// --- 4. Allocation during tracing ------------------------------------------
+
+// Counts CPU allocations and hands them to the allocator it replaced. The
+// DataPtrs it returns carry that allocator's deleter, so tensors allocated
+// while counting outlive the counting.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  void reset(c10::Allocator* delegate) {
+    delegate_ = delegate;
+    count_ = 0;
+    total_bytes_ = 0;
+    largest_bytes_ = 0;
+  }
+
+  c10::DataPtr allocate(size_t n) const override {
+    ++count_;
+    total_bytes_ += n;
+    size_t largest = largest_bytes_.load();
+    while (n > largest && !largest_bytes_.compare_exchange_weak(largest, n)) {
+    }
+    return delegate_->allocate(n);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return delegate_->raw_deleter();
+  }
+
+  int64_t count() const { return count_; }
+  int64_t total_bytes() const { return total_bytes_; }
+  int64_t largest_bytes() const { return largest_bytes_; }
+
+ private:
+  c10::Allocator* delegate_ = nullptr;
+  mutable std::atomic<int64_t> count_{0};
+  mutable std::atomic<int64_t> total_bytes_{0};
+  mutable std::atomic<size_t> largest_bytes_{0};
+};
+
+struct AllocationCount {
+  int64_t count = 0;
+  int64_t total_bytes = 0;
+  int64_t largest_bytes = 0;
+};
+
+// Runs `fn` with every CPU allocation counted. c10::SetCPUAllocator replaces
+// the allocator only at a priority at least that of the current one (the
+// default CPU allocator is registered at 0), so both the counting allocator
+// and the restored one are set at the highest priority. The counting
+// allocator is never destroyed: storages keep a pointer to the allocator
+// that made them (for resizing).
+AllocationCount count_cpu_allocations(const std::function<void()>& fn) {
+  constexpr uint8_t kHighestPriority = 255;
+  static CountingAllocator* counting = new CountingAllocator;
+  c10::Allocator* previous = c10::GetCPUAllocator();
+  counting->reset(previous);
+  c10::SetCPUAllocator(counting, kHighestPriority);
+  try {
+    fn();
+  } catch (...) {
+    c10::SetCPUAllocator(previous, kHighestPriority);
+    throw;
+  }
+  c10::SetCPUAllocator(previous, kHighestPriority);
+  return {counting->count(), counting->total_bytes(),
+          counting->largest_bytes()};
+}
+
+struct ResNet50Allocations {
+  AllocationCount trace;
+  AllocationCount forward;  // an eager forward, to show what counting sees
+};
+
+ResNet50Allocations measure_resnet50_allocations() {
+  testdata::ZooModel model = testdata::make_zoo_model("resnet50");
+  auto trace = [&] {
+    fx::Tracer tracer(trace_options(model));
+    tracer.trace(model.module, model.forward, model.example_inputs);
+  };
+  trace();  // warm-up: one-time initialisations are not the trace's
+  ResNet50Allocations result;
+  result.trace = count_cpu_allocations(trace);
+  torch::NoGradGuard no_grad;
+  result.forward =
+      count_cpu_allocations([&] { model.forward(model.example_inputs); });
+  return result;
+}
+
+std::string bytes(int64_t n) {
+  return absl::StrFormat("%d B (%.2f MB)", n, n / 1e6);
+}
+
+void print_allocations(const ResNet50Allocations& a) {
+  Table table({"ResNet-50, 1x3x224x224", "allocations", "largest",
+               "total", "largest / activation"});
+  auto row = [](const std::string& label, const AllocationCount& c) {
+    return std::vector<std::string>{
+        label, std::to_string(c.count), bytes(c.largest_bytes),
+        bytes(c.total_bytes),
+        absl::StrFormat("%.4f", static_cast<double>(c.largest_bytes) /
+                                    kLargestActivationBytes)};
+  };
+  table.add_row(row("Tracer::trace", a.trace));
+  table.add_row(row("eager forward (reference)", a.forward));
+  print_section(
+      "4. CPU allocation during tracing (counting c10::Allocator)", table,
+      {"largest activation: 1x64x112x112 floats = " +
+       bytes(kLargestActivationBytes) + "."});
+}
+
+// --- Targets ---------------------------------------------------------------
+
+struct TargetCheck {
+  std::string target;
+  std::string measured;
+  std::optional<bool> pass;  // nullopt: not measured in this run
+};
+
+void print_targets(const std::vector<TargetCheck>& checks) {
+  Table table({"target", "measured", "result"}, 3);
+  for (const TargetCheck& c : checks) {
+    table.add_row({c.target, c.measured,
+                   !c.pass ? "n/a" : (*c.pass ? "PASS" : "MISS")});
+  }
+  print_section("Targets", table);
+}
+
+struct Results {
+  std::vector<ModelTrace> model_traces;
+  std::vector<ChainTrace> chain_traces;
+  ForwardTimes resnet18;
+  ForwardTimes chain;
+  ResNet50Allocations allocations;
+};
+
+std::vector<TargetCheck> check_targets(const Results& r,
+                                       const PythonReference& py) {
+  std::vector<TargetCheck> checks;
+  auto resnet50 = std::find_if(
+      r.model_traces.begin(), r.model_traces.end(),
+      [](const ModelTrace& t) { return t.name == "resnet50"; });
+  std::optional<double> py_resnet50 = py.number("trace_ms.resnet50");
+  std::optional<double> speedup = ratio(py_resnet50, resnet50->trace_ms);
+  checks.push_back(
+      {"ResNet-50 trace <= 1/4 of Python's",
+       absl::StrFormat("%.2f ms vs %s ms: %s faster (with GraphModule: %s)",
+                       resnet50->trace_ms, fixed(py_resnet50, 2),
+                       times(speedup),
+                       times(ratio(py_resnet50, resnet50->symbolic_trace_ms))),
+       speedup ? std::optional<bool>(*speedup >= 4) : std::nullopt});
+
+  const ChainTrace& first = r.chain_traces.front();
+  const ChainTrace& last = r.chain_traces.back();
+  if (last.n == 100000) {
+    double growth = last.us_per_node() / first.us_per_node();
+    checks.push_back({"chain trace per node, 100k vs 1k <= 1.5x",
+                      absl::StrFormat("%.3f vs %.3f us/node: %.2fx",
+                                      last.us_per_node(), first.us_per_node(),
+                                      growth),
+                      growth <= 1.5});
+    checks.push_back({"chain of 100k traced in < 2 s",
+                      absl::StrFormat("%.0f ms", last.ms), last.ms < 2000});
+  } else {
+    checks.push_back({"chain trace per node, 100k vs 1k <= 1.5x",
+                      "not run (--quick)", std::nullopt});
+    checks.push_back(
+        {"chain of 100k traced in < 2 s", "not run (--quick)", std::nullopt});
+  }
+
+  double overhead_us =
+      (r.chain.graph_module - r.chain.eager) * 1e3 / kForwardChainLength;
+  checks.push_back({"GraphModule overhead on the chain <= 0.2 us/node",
+                    absl::StrFormat("%.3f us/node", overhead_us),
+                    overhead_us <= 0.2});
+  double overhead_percent =
+      (r.resnet18.graph_module / r.resnet18.eager - 1) * 100;
+  checks.push_back({"GraphModule overhead on ResNet-18 <= 2%",
+                    absl::StrFormat("%+.2f%%", overhead_percent),
+                    overhead_percent <= 2});
+  double interpreter_ratio = r.chain.interpreter / r.chain.eager;
+  checks.push_back({"Interpreter on the chain <= 1.5x eager",
+                    absl::StrFormat("%.2fx", interpreter_ratio),
+                    interpreter_ratio <= 1.5});
+  int64_t largest = r.allocations.trace.largest_bytes;
+  checks.push_back(
+      {"ResNet-50 trace allocates no activation (largest < 3.2 MB)",
+       bytes(largest), largest < kLargestActivationBytes});
+  return checks;
+}
+
+// --- Report ----------------------------------------------------------------
+
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one, five, fifteen;
+  file >> one >> five >> fifteen;
+  return file ? absl::StrJoin({one, five, fifteen}, " ") : "n/a";
+}
+
+void print_header(int threads, int repeats, bool quick,
+                  const PythonReference& py, const std::string& load_before) {
+  std::cout << "fx for LibTorch benchmark (" << (quick ? "--quick" : "full")
+            << " run)\n"
+            << "machine: nproc " << sysconf(_SC_NPROCESSORS_ONLN)
+            << ", load average " << load_before << " before, "
+            << load_average() << " after\n"
+            << "threads: " << threads
+            << " (at::set_num_threads, torch.set_num_threads); repeats: "
+            << repeats << " (medians after a warm-up)\n"
+            << "C++: libtorch " << TORCH_VERSION << "; Python: ";
+  if (py.unavailable.empty()) {
+    std::cout << kPython << ", torch " << py.text("torch_version")
+              << ", torchvision " << py.text("torchvision_version")
+              << ", threads " << py.text("threads") << "\n";
+  } else {
+    std::cout << "n/a (" << py.unavailable << ")\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fx for LibTorch and Python torch.fx, side by side: trace time, "
+      "forward time, allocations.\n  bazel run //tools:benchmark -- "
+      "[--quick] [--threads=N] [--repeats=N]");
+  absl::ParseCommandLine(argc, argv);
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const int repeats = absl::GetFlag(FLAGS_repeats) > 0
+                          ? absl::GetFlag(FLAGS_repeats)
+                          : (quick ? 3 : 20);
+  at::set_num_threads(threads);
+  const std::string load_before = load_average();
+
+  PythonReference py = run_python_reference(argv[0], threads, repeats, quick);
+  Results r;
+  r.model_traces = measure_model_traces(repeats);
+  r.chain_traces = measure_chain_traces(repeats, quick);
+  std::cerr << "timing forward passes\n";
+  r.resnet18 = measure_resnet18_forward(repeats);
+  r.chain = measure_chain_forward(repeats);
+  std::cerr << "counting allocations\n";
+  r.allocations = measure_resnet50_allocations();
+
+  print_header(threads, repeats, quick, py, load_before);
+  print_model_traces(r.model_traces, py);
+  print_chain_traces(r.chain_traces, py);
+  print_forward(r.resnet18, r.chain, py);
+  print_allocations(r.allocations);
+  print_targets(check_targets(r, py));
+  return 0;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Python torch.fx reference figures for tools/benchmark.cc.
+
+Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
+  - torch.fx.symbolic_trace of torchvision's resnet18, resnet50, mobilenet_v2;
+  - symbolic_trace of a chain of n `x = x + 1` (n = 1,000 and 10,000; torch.fx
+    1.13 traces in quadratic time, so 10,000 is measured once, and skipped
+    with --quick);
+  - forward times, interleaved round by round under torch.no_grad(): ResNet-18
+    eager / fx GraphModule / fx Interpreter, and the same on the 1,000-op chain.
+
+Prints one `key value` line per figure (milliseconds, microseconds per op,
+counts); on failure prints `error <reason>` and exits with status 1.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+try:
+    import torch
+    import torch.fx
+    import torchvision
+except ImportError as e:
+    print(f"error {e}")
+    sys.exit(1)
+
+TRACE_MODELS = ["resnet18", "resnet50", "mobilenet_v2"]
+FORWARD_CHAIN_LENGTH = 1000
+# Chain forward samples time this many calls each (one call is a few ms).
+CHAIN_CALLS_PER_SAMPLE = 10
+
+
+class Chain(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = x + 1
+        return x
+
+
+def median_seconds(fn, repeats, warmup=True):
+    """Median wall time of fn() over `repeats` runs, after one warm-up run."""
+    if warmup:
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def interleaved_seconds(variants, rounds, calls_per_sample=1):
+    """Median seconds per call of each variant (a dict name -> fn).
+
+    Variants alternate within each round (ABC, then CBA, ...) so that drift
+    on a shared machine affects them alike.
+    """
+    for fn in variants.values():
+        fn()
+    names = list(variants)
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            fn = variants[name]
+            start = time.perf_counter()
+            for _ in range(calls_per_sample):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls_per_sample)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def emit(key, value):
+    print(f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}",
+          flush=True)
+
+
+def trace_models(repeats):
+    for name in TRACE_MODELS:
+        model = getattr(torchvision.models, name)().eval()
+        emit(f"trace_ms.{name}",
+             median_seconds(lambda: torch.fx.symbolic_trace(model), repeats) * 1e3)
+        emit(f"nodes.{name}", len(torch.fx.symbolic_trace(model).graph.nodes))
+
+
+def trace_chains(repeats, quick):
+    chain = Chain(1000)
+    emit("chain_trace_ms.1000",
+         median_seconds(lambda: torch.fx.symbolic_trace(chain), repeats) * 1e3)
+    if not quick:
+        # About 17 s on the reference machine: one run, no warm-up.
+        chain = Chain(10000)
+        emit("chain_trace_ms.10000",
+             median_seconds(lambda: torch.fx.symbolic_trace(chain), 1,
+                            warmup=False) * 1e3)
+
+
+def forward_times(rounds):
+    with torch.no_grad():
+        model = torchvision.models.resnet18().eval()
+        gm = torch.fx.symbolic_trace(model)
+        interpreter = torch.fx.Interpreter(gm)
+        x = torch.randn(1, 3, 224, 224)
+        t = interleaved_seconds({"eager": lambda: model(x),
+                                 "gm": lambda: gm(x),
+                                 "interp": lambda: interpreter.run(x)}, rounds)
+        for variant, seconds in t.items():
+            emit(f"resnet18_{variant}_ms", seconds * 1e3)
+
+        chain = Chain(FORWARD_CHAIN_LENGTH)
+        gm = torch.fx.symbolic_trace(chain)
+        interpreter = torch.fx.Interpreter(gm)
+        x = torch.zeros(1)
+        t = interleaved_seconds({"eager": lambda: chain(x),
+                                 "gm": lambda: gm(x),
+                                 "interp": lambda: interpreter.run(x)},
+                                rounds, CHAIN_CALLS_PER_SAMPLE)
+        for variant, seconds in t.items():
+            emit(f"chain_{variant}_us_per_op",
+                 seconds * 1e6 / FORWARD_CHAIN_LENGTH)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=10,
+                        help="timed runs (or interleaved rounds) per figure")
+    parser.add_argument("--quick", action="store_true",
+                        help="skip the 10,000-node chain trace")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    emit("torch_version", torch.__version__)
+    emit("torchvision_version", torchvision.__version__)
+    emit("threads", torch.get_num_threads())
+    trace_models(args.repeats)
+    trace_chains(args.repeats, args.quick)
+    forward_times(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
