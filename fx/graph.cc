@@ -381,6 +381,7 @@ void Graph::erase_node(Node* node) {
 }
 
 void Graph::free_erased() const {
+  if (erased_.empty()) return;
   for (Node* n : erased_) delete n;
   erased_.clear();
 }

@@ -20,6 +20,7 @@
 //       return relu
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <iosfwd>
@@ -246,9 +247,11 @@ class Graph {
   absl::flat_hash_set<std::string> used_names_;
   absl::flat_hash_map<std::string, int64_t> next_suffix_;
 
-  // Erased nodes are kept here while a NodeRange is alive.
+  // Erased nodes are kept here while a NodeRange is alive. The count is
+  // atomic so that threads may iterate one graph at once (e.g. several
+  // Interpreters over one GraphModule); editing is single-threaded.
   mutable std::vector<Node*> erased_;
-  mutable int live_ranges_ = 0;
+  mutable std::atomic<int> live_ranges_{0};
   Node* output_ = nullptr;
   const GraphOwner* owner_ = nullptr;
   uint64_t version_ = 0;

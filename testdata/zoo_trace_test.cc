@@ -101,6 +101,20 @@ TEST_CASE("metadata recorded while tracing matches run time, node by node") {
   }
 }
 
+TEST_CASE("no zoo model needs a real kernel to trace") {
+  for (const std::string& name : kTraceable) {
+    INFO(name);
+    ZooModel model = make_zoo_model(name);
+    fx::TraceOptions options;
+    options.leaf_modules = model.leaf_modules;
+    fx::Tracer tracer(options);
+    tracer.trace(model.module, model.forward, model.example_inputs);
+    CHECK(tracer.stats().real_kernel == 0);
+    CHECK(tracer.stats().opaque_calls ==
+          static_cast<int64_t>(model.leaf_modules.size()));
+  }
+}
+
 TEST_CASE("ResNet-50 traces without running a real kernel") {
   ZooModel model = make_zoo_model("resnet50");
   fx::Tracer tracer;

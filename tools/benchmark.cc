@@ -96,12 +96,12 @@ double median_ms(const std::function<double()>& timed_run, int repeats) {
   return median(samples);
 }
 
-// Median milliseconds per call of each variant. After a warm-up call of
-// each, every round times `calls_per_sample` calls of each variant, in
-// order on even rounds and in reverse order on odd ones.
-std::vector<double> interleaved_ms(
+// Milliseconds per call of each variant, one sample per round. After a
+// warm-up call of each, every round times `calls_per_sample` calls of each
+// variant, in order on even rounds and in reverse order on odd ones.
+std::vector<std::vector<double>> interleaved_samples_ms(
     const std::vector<std::function<void()>>& variants, int rounds,
-    int calls_per_sample = 1) {
+    int calls_per_sample) {
   for (const auto& variant : variants) variant();
   std::vector<std::vector<double>> samples(variants.size());
   for (int round = 0; round < rounds; ++round) {
@@ -112,9 +112,23 @@ std::vector<double> interleaved_ms(
       samples[v].push_back(ms_since(start) / calls_per_sample);
     }
   }
-  std::vector<double> medians;
-  for (auto& s : samples) medians.push_back(median(std::move(s)));
-  return medians;
+  return samples;
+}
+
+// Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
+// the same round cancels the drift between rounds.
+double median_paired_ratio(const std::vector<double>& a,
+                           const std::vector<double>& b) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size(); ++i) ratios.push_back(a[i] / b[i]);
+  return median(std::move(ratios));
+}
+
+double median_paired_difference(const std::vector<double>& a,
+                                const std::vector<double>& b) {
+  std::vector<double> differences;
+  for (size_t i = 0; i < a.size(); ++i) differences.push_back(a[i] - b[i]);
+  return median(std::move(differences));
 }
 
 // --- Formatting ----------------------------------------------------------
@@ -449,19 +463,25 @@ void print_chain_traces(const std::vector<ChainTrace>& traces,
 
 // --- 3. Forward time -------------------------------------------------------
 
-// Milliseconds per call, under torch::NoGradGuard.
+// Forward figures of one workload, in its unit (ms per call for ResNet-18,
+// us per op for the chain): medians over rounds, and medians of the
+// per-round comparisons with eager. Missing for Python when it did not run.
 struct ForwardTimes {
-  double eager = 0;
-  double graph_module = 0;
-  double interpreter = 0;
+  std::optional<double> eager;
+  std::optional<double> graph_module;
+  std::optional<double> interpreter;
+  std::optional<double> graph_module_over_eager;   // a ratio
+  std::optional<double> graph_module_minus_eager;  // in the unit
+  std::optional<double> interpreter_over_eager;    // a ratio
 };
 
-// Times eager, GraphModule and Interpreter runs of `model`, interleaved,
-// after checking that the three agree.
+// Times eager, GraphModule and Interpreter runs under torch::NoGradGuard,
+// interleaved, after checking that the three agree. `scale` converts ms
+// per call to the workload's unit.
 ForwardTimes measure_forward(const std::shared_ptr<torch::nn::Module>& root,
                              const fx::BoxedForward& forward,
                              const std::vector<c10::IValue>& inputs,
-                             int rounds, int calls_per_sample) {
+                             int rounds, int calls_per_sample, double scale) {
   torch::NoGradGuard no_grad;
   fx::GraphModule gm = fx::symbolic_trace(root, forward, inputs);
   fx::Interpreter interpreter(gm);
@@ -469,86 +489,96 @@ ForwardTimes measure_forward(const std::shared_ptr<torch::nn::Module>& root,
   TORCH_CHECK(torch::equal(expected, gm->forward(inputs).toTensor()) &&
                   torch::equal(expected, interpreter.run(inputs).toTensor()),
               "the GraphModule or Interpreter output differs from eager");
-  std::vector<double> ms = interleaved_ms(
+  std::vector<std::vector<double>> ms = interleaved_samples_ms(
       {[&] { forward(inputs); }, [&] { gm->forward(inputs); },
        [&] { interpreter.run(inputs); }},
       rounds, calls_per_sample);
-  return {ms[0], ms[1], ms[2]};
+  const std::vector<double>& eager = ms[0];
+  const std::vector<double>& graph_module = ms[1];
+  const std::vector<double>& interpreted = ms[2];
+  return {median(eager) * scale,
+          median(graph_module) * scale,
+          median(interpreted) * scale,
+          median_paired_ratio(graph_module, eager),
+          median_paired_difference(graph_module, eager) * scale,
+          median_paired_ratio(interpreted, eager)};
 }
 
 ForwardTimes measure_resnet18_forward(int rounds) {
   testdata::ZooModel model = testdata::make_zoo_model("resnet18");
   return measure_forward(model.module, model.forward, model.example_inputs,
-                         rounds, 1);
+                         rounds, 1, 1.0);
 }
 
 ForwardTimes measure_chain_forward(int rounds) {
   Chain chain(kForwardChainLength);
   return measure_forward(chain.ptr(), fx::box_forward(chain.ptr()),
-                         {torch::zeros({1})}, rounds, kChainCallsPerSample);
+                         {torch::zeros({1})}, rounds, kChainCallsPerSample,
+                         1e3 / kForwardChainLength);
 }
 
-// In the units of the table: ms for ResNet-18, us per op for the chain.
-struct ForwardRow {
-  std::string label;
-  std::optional<double> cpp;
-  std::optional<double> python;
-};
+// The same figures from pyfx_reference.py: `<workload>_eager<unit>`, ...
+ForwardTimes python_forward(const PythonReference& py,
+                            const std::string& workload,
+                            const std::string& unit) {
+  auto get = [&](const std::string& key) { return py.number(workload + key); };
+  return {get("_eager" + unit),
+          get("_gm" + unit),
+          get("_interp" + unit),
+          get("_gm_over_eager"),
+          get("_gm_minus_eager" + unit),
+          get("_interp_over_eager")};
+}
+
+std::string percent_over(std::optional<double> ratio) {
+  return ratio ? absl::StrFormat("%+.2f%%", (*ratio - 1) * 100) : "n/a";
+}
+
+// Rows of one workload; the GraphModule overhead in percent, or else in the
+// unit per node.
+void add_forward_rows(Table* table, const std::string& workload,
+                      const std::string& unit, int decimals,
+                      bool overhead_in_percent, const ForwardTimes& cpp,
+                      const ForwardTimes& python) {
+  table->add_row({workload, "eager " + unit, fixed(cpp.eager, decimals),
+                  fixed(python.eager, decimals)});
+  table->add_row({"", "GraphModule " + unit, fixed(cpp.graph_module, decimals),
+                  fixed(python.graph_module, decimals)});
+  table->add_row({"", "Interpreter " + unit, fixed(cpp.interpreter, decimals),
+                  fixed(python.interpreter, decimals)});
+  if (overhead_in_percent) {
+    table->add_row({"", "GraphModule overhead",
+                    percent_over(cpp.graph_module_over_eager),
+                    percent_over(python.graph_module_over_eager)});
+  } else {
+    table->add_row({"", "GraphModule overhead us/node",
+                    fixed(cpp.graph_module_minus_eager, decimals),
+                    fixed(python.graph_module_minus_eager, decimals)});
+  }
+  table->add_row({"", "Interpreter / eager",
+                  times(cpp.interpreter_over_eager),
+                  times(python.interpreter_over_eager)});
+}
 
 void print_forward(const ForwardTimes& resnet, const ForwardTimes& chain,
                    const PythonReference& py) {
-  const double us_per_op = 1e3 / kForwardChainLength;
-  std::optional<double> py_resnet_eager = py.number("resnet18_eager_ms");
-  std::optional<double> py_resnet_gm = py.number("resnet18_gm_ms");
-  std::optional<double> py_chain_eager = py.number("chain_eager_us_per_op");
-  std::optional<double> py_chain_gm = py.number("chain_gm_us_per_op");
-  std::optional<double> py_chain_interp = py.number("chain_interp_us_per_op");
-  auto percent_over = [](std::optional<double> a, std::optional<double> b) {
-    std::optional<double> r = ratio(a, b);
-    return r ? absl::StrFormat("%+.2f%%", (*r - 1) * 100) : "n/a";
-  };
-  auto difference = [](std::optional<double> a, std::optional<double> b) {
-    return a && b ? fixed(*a - *b, 3) : "n/a";
-  };
-
   Table table({"workload", "measure", "C++", "Python"}, 2);
-  table.add_row({"ResNet-18 1x3x224x224", "eager ms", fixed(resnet.eager, 2),
-                 fixed(py_resnet_eager, 2)});
-  table.add_row({"", "GraphModule ms", fixed(resnet.graph_module, 2),
-                 fixed(py_resnet_gm, 2)});
-  table.add_row({"", "Interpreter ms", fixed(resnet.interpreter, 2),
-                 fixed(py.number("resnet18_interp_ms"), 2)});
-  table.add_row({"", "GraphModule overhead",
-                 percent_over(resnet.graph_module, resnet.eager),
-                 percent_over(py_resnet_gm, py_resnet_eager)});
-  table.add_row({"", "Interpreter / eager",
-                 times(resnet.interpreter / resnet.eager),
-                 times(ratio(py.number("resnet18_interp_ms"),
-                             py_resnet_eager))});
-  const std::string chain_label =
-      absl::StrFormat("chain of %d x + 1", kForwardChainLength);
-  table.add_row({chain_label, "eager us/op", fixed(chain.eager * us_per_op, 3),
-                 fixed(py_chain_eager, 3)});
-  table.add_row({"", "GraphModule us/op",
-                 fixed(chain.graph_module * us_per_op, 3),
-                 fixed(py_chain_gm, 3)});
-  table.add_row({"", "Interpreter us/op",
-                 fixed(chain.interpreter * us_per_op, 3),
-                 fixed(py_chain_interp, 3)});
-  table.add_row({"", "GraphModule overhead us/node",
-                 difference(chain.graph_module * us_per_op,
-                            chain.eager * us_per_op),
-                 difference(py_chain_gm, py_chain_eager)});
-  table.add_row({"", "Interpreter / eager",
-                 times(chain.interpreter / chain.eager),
-                 times(ratio(py_chain_interp, py_chain_eager))});
+  add_forward_rows(&table, "ResNet-18 1x3x224x224", "ms", 2,
+                   /*overhead_in_percent=*/true, resnet,
+                   python_forward(py, "resnet18", "_ms"));
+  add_forward_rows(&table,
+                   absl::StrFormat("chain of %d x + 1", kForwardChainLength),
+                   "us/op", 3, /*overhead_in_percent=*/false, chain,
+                   python_forward(py, "chain", "_us_per_op"));
   print_section(
       "3. Forward time (median, no grad, variants interleaved round by round)",
       table,
       {"C++: model.forward, gm->forward, fx::Interpreter::run. Python: "
        "torchvision's resnet18 or the",
        "chain, torch.fx GraphModule, torch.fx.Interpreter.run. TorchScript "
-       "is not measured."});
+       "is not measured.",
+       "Overheads and ratios: medians of the per-round comparisons with "
+       "eager."});
 }
 
 // --- 4. Allocation during tracing ------------------------------------------
@@ -719,17 +749,15 @@ std::vector<TargetCheck> check_targets(const Results& r,
         {"chain of 100k traced in < 2 s", "not run (--quick)", std::nullopt});
   }
 
-  double overhead_us =
-      (r.chain.graph_module - r.chain.eager) * 1e3 / kForwardChainLength;
+  double overhead_us = *r.chain.graph_module_minus_eager;
   checks.push_back({"GraphModule overhead on the chain <= 0.2 us/node",
                     absl::StrFormat("%.3f us/node", overhead_us),
                     overhead_us <= 0.2});
-  double overhead_percent =
-      (r.resnet18.graph_module / r.resnet18.eager - 1) * 100;
+  double overhead_percent = (*r.resnet18.graph_module_over_eager - 1) * 100;
   checks.push_back({"GraphModule overhead on ResNet-18 <= 2%",
                     absl::StrFormat("%+.2f%%", overhead_percent),
                     overhead_percent <= 2});
-  double interpreter_ratio = r.chain.interpreter / r.chain.eager;
+  double interpreter_ratio = *r.chain.interpreter_over_eager;
   checks.push_back({"Interpreter on the chain <= 1.5x eager",
                     absl::StrFormat("%.2fx", interpreter_ratio),
                     interpreter_ratio <= 1.5});

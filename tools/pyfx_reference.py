@@ -7,7 +7,8 @@ Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
     1.13 traces in quadratic time, so 10,000 is measured once, and skipped
     with --quick);
   - forward times, interleaved round by round under torch.no_grad(): ResNet-18
-    eager / fx GraphModule / fx Interpreter, and the same on the 1,000-op chain.
+    eager / fx GraphModule / fx Interpreter, and the same on the 1,000-op chain,
+    with the medians of the per-round comparisons with eager.
 
 Prints one `key value` line per figure (milliseconds, microseconds per op,
 counts); on failure prints `error <reason>` and exits with status 1.
@@ -56,7 +57,7 @@ def median_seconds(fn, repeats, warmup=True):
 
 
 def interleaved_seconds(variants, rounds, calls_per_sample=1):
-    """Median seconds per call of each variant (a dict name -> fn).
+    """Seconds per call of each variant (a dict name -> fn), one per round.
 
     Variants alternate within each round (ABC, then CBA, ...) so that drift
     on a shared machine affects them alike.
@@ -72,7 +73,7 @@ def interleaved_seconds(variants, rounds, calls_per_sample=1):
             for _ in range(calls_per_sample):
                 fn()
             samples[name].append((time.perf_counter() - start) / calls_per_sample)
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return samples
 
 
 def emit(key, value):
@@ -100,29 +101,41 @@ def trace_chains(repeats, quick):
                             warmup=False) * 1e3)
 
 
+def emit_forward(workload, unit, scale, samples):
+    """Medians of eager, gm, interp (seconds * scale, in `unit`), and the
+    medians of their per-round comparisons with eager (tools/benchmark.cc's
+    keys)."""
+    eager = samples["eager"]
+    for variant, s in samples.items():
+        emit(f"{workload}_{variant}{unit}", statistics.median(s) * scale)
+    emit(f"{workload}_gm_minus_eager{unit}",
+         statistics.median(g - e for g, e in zip(samples["gm"], eager)) * scale)
+    for variant in ("gm", "interp"):
+        emit(f"{workload}_{variant}_over_eager",
+             statistics.median(v / e for v, e in zip(samples[variant], eager)))
+
+
 def forward_times(rounds):
     with torch.no_grad():
         model = torchvision.models.resnet18().eval()
         gm = torch.fx.symbolic_trace(model)
         interpreter = torch.fx.Interpreter(gm)
         x = torch.randn(1, 3, 224, 224)
-        t = interleaved_seconds({"eager": lambda: model(x),
-                                 "gm": lambda: gm(x),
-                                 "interp": lambda: interpreter.run(x)}, rounds)
-        for variant, seconds in t.items():
-            emit(f"resnet18_{variant}_ms", seconds * 1e3)
+        samples = interleaved_seconds({"eager": lambda: model(x),
+                                       "gm": lambda: gm(x),
+                                       "interp": lambda: interpreter.run(x)},
+                                      rounds)
+        emit_forward("resnet18", "_ms", 1e3, samples)
 
         chain = Chain(FORWARD_CHAIN_LENGTH)
         gm = torch.fx.symbolic_trace(chain)
         interpreter = torch.fx.Interpreter(gm)
         x = torch.zeros(1)
-        t = interleaved_seconds({"eager": lambda: chain(x),
-                                 "gm": lambda: gm(x),
-                                 "interp": lambda: interpreter.run(x)},
-                                rounds, CHAIN_CALLS_PER_SAMPLE)
-        for variant, seconds in t.items():
-            emit(f"chain_{variant}_us_per_op",
-                 seconds * 1e6 / FORWARD_CHAIN_LENGTH)
+        samples = interleaved_seconds({"eager": lambda: chain(x),
+                                       "gm": lambda: gm(x),
+                                       "interp": lambda: interpreter.run(x)},
+                                      rounds, CHAIN_CALLS_PER_SAMPLE)
+        emit_forward("chain", "_us_per_op", 1e6 / FORWARD_CHAIN_LENGTH, samples)
 
 
 def main():

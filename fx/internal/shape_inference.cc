@@ -400,8 +400,11 @@ std::optional<Outputs> try_meta_kernel(const c10::OperatorHandle& op,
   std::vector<c10::IValue> stack;
   stack.reserve(args.size());
   bool has_meta_input = false;
-  for (const c10::IValue& a : args) {
-    if (a.isDevice()) {
+  const auto& params = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& a = args[i];
+    // Factories take a device (None: the default one); ask for meta.
+    if (a.isDevice() || (a.isNone() && params[i].name() == "device")) {
       stack.emplace_back(c10::Device(c10::DeviceType::Meta));
       has_meta_input = true;
       continue;
@@ -412,12 +415,7 @@ std::optional<Outputs> try_meta_kernel(const c10::OperatorHandle& op,
     });
     stack.push_back(std::move(converted));
   }
-  if (!has_meta_input) {
-    // A factory without a device argument: meta is not reachable. Its
-    // default is the CPU; ask it with an explicit meta device if it takes
-    // one by another name... none do in aten, so give up here.
-    return std::nullopt;
-  }
+  if (!has_meta_input) return std::nullopt;  // no way to ask for meta
   try {
     op.callBoxed(&stack);
   } catch (const c10::NotImplementedError&) {
