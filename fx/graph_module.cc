@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cpp_codegen.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/errors.h"
@@ -104,7 +105,14 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
   *leaf_name = parts.back();
   parts.pop_back();
   torch::nn::Module* current = this;
+  std::string prefix;
   for (const std::string& part : parts) {
+    prefix = prefix.empty() ? part : absl::StrCat(prefix, ".", part);
+    auto cached = modules_.find(prefix);
+    if (cached != modules_.end()) {
+      current = cached->second;
+      continue;
+    }
     auto children = current->named_children();
     if (auto* child = children.find(part)) {
       current = child->get();
@@ -113,6 +121,7 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
                                           std::make_shared<AttributeModule>())
                     .get();
     }
+    modules_[prefix] = current;
   }
   return *current;
 }
@@ -122,14 +131,24 @@ void GraphModuleImpl::register_tensor_attribute(const std::string& path,
                                                 bool is_parameter) {
   std::string name;
   torch::nn::Module& parent = parent_module(path, &name);
-  const at::Tensor* existing_param = parent.named_parameters(false).find(name);
-  const at::Tensor* existing_buffer = parent.named_buffers(false).find(name);
+  auto* container = dynamic_cast<AttributeModule*>(&parent);
+  // The containers this GraphModule made hold only what was registered
+  // here; other parents (leaf modules) may hold the name already.
+  const bool fresh = container != nullptr && tensors_.count(path) == 0;
+  const at::Tensor* existing_param = nullptr;
+  const at::Tensor* existing_buffer = nullptr;
+  torch::OrderedDict<std::string, at::Tensor> params, buffers;
+  if (!fresh) {
+    params = parent.named_parameters(/*recurse=*/false);
+    buffers = parent.named_buffers(/*recurse=*/false);
+    existing_param = params.find(name);
+    existing_buffer = buffers.find(name);
+  }
   const at::Tensor* existing = existing_param ? existing_param : existing_buffer;
   if (existing != nullptr) {
     bool same_kind = (existing_param != nullptr) == is_parameter;
     if (existing->unsafeGetTensorImpl() != tensor.unsafeGetTensorImpl() ||
         !same_kind) {
-      auto* container = dynamic_cast<AttributeModule*>(&parent);
       if (container == nullptr || !is_parameter || !same_kind) {
         throw GraphError(absl::StrCat(
             "GraphModule: cannot replace '", path,
@@ -161,6 +180,12 @@ void GraphModuleImpl::register_leaf_module(const std::string& path,
   } else {
     parent.register_module(name, module.module);
   }
+  // Forget what was cached under the old module at this path.
+  for (auto it = modules_.lower_bound(path);
+       it != modules_.end() && absl::StartsWith(it->first, path);) {
+    it = modules_.erase(it);
+  }
+  modules_[path] = module.module.get();
   leaves_[path] = std::move(module);
 }
 

@@ -115,6 +115,8 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   std::map<std::string, at::Tensor> tensors_;
   std::map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;
+  // The module at each qualified path walked so far.
+  std::map<std::string, torch::nn::Module*> modules_;
   std::optional<bool> traced_training_;
   std::unique_ptr<Executor> executor_;
   uint64_t compiled_version_ = 0;

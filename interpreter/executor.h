@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,13 @@ class Executor {
   struct Program;
 
  private:
+  struct Frame;
+  std::unique_ptr<Frame> acquire_frame() const;
+  void release_frame(std::unique_ptr<Frame> frame) const;
+
   std::unique_ptr<Program> program_;
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<Frame>> pool_;
 };
 
 // Wraps the exception being handled into fx::ExecutionError naming `node`:
