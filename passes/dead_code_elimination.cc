@@ -1,0 +1,9 @@
+#include "passes/dead_code_elimination.h"
+
+namespace fx {
+
+bool eliminate_dead_code(GraphModuleImpl& module) {
+  return module.graph().eliminate_dead_code();
+}
+
+}  // namespace fx

@@ -1,0 +1,59 @@
+#include "passes/pass.h"
+
+#include "absl/strings/str_cat.h"
+#include "fx/errors.h"
+#include "passes/registry.h"
+
+namespace fx {
+
+PassManager::PassManager() = default;
+PassManager::~PassManager() = default;
+PassManager::PassManager(PassManager&&) noexcept = default;
+PassManager& PassManager::operator=(PassManager&&) noexcept = default;
+
+PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
+  if (pass == nullptr) throw GraphError("PassManager::add: null pass");
+  passes_.push_back(std::move(pass));
+  return *this;
+}
+
+PassManager& PassManager::add(const std::string& name) {
+  return add(make_pass(name));
+}
+
+PassManager& PassManager::to_fixpoint(int max_rounds) {
+  if (max_rounds < 1) {
+    throw GraphError("PassManager::to_fixpoint: max_rounds must be >= 1");
+  }
+  max_rounds_ = max_rounds;
+  return *this;
+}
+
+PassResult PassManager::run(const GraphModule& module) const {
+  PassResult result{GraphModule(module->copy()), false};
+  GraphModuleImpl& copy = *result.module;
+  for (int round = 0; round < max_rounds_; ++round) {
+    bool changed = false;
+    for (const auto& pass : passes_) {
+      changed = pass->run(copy) || changed;
+      try {
+        copy.graph().lint();
+      } catch (const GraphError& e) {
+        throw GraphError(absl::StrCat("after pass ", pass->name(), ": ",
+                                      e.msg()));
+      }
+    }
+    result.modified = result.modified || changed;
+    if (!changed) break;
+  }
+  copy.recompile();
+  return result;
+}
+
+std::vector<std::string> PassManager::names() const {
+  std::vector<std::string> out;
+  for (const auto& pass : passes_) out.push_back(pass->name());
+  return out;
+}
+
+}  // namespace fx

@@ -1,0 +1,30 @@
+#include "passes/registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/errors.h"
+#include "passes/dead_code_elimination.h"
+
+namespace fx {
+
+const std::vector<PassInfo>& registered_passes() {
+  static const auto* table = new std::vector<PassInfo>{
+#define FX_PASS(name, type, description) \
+  {name, description, [] { return std::unique_ptr<Pass>(new type()); }},
+#include "passes/passes.def"
+#undef FX_PASS
+  };
+  return *table;
+}
+
+std::unique_ptr<Pass> make_pass(const std::string& name) {
+  std::vector<std::string> known;
+  for (const PassInfo& info : registered_passes()) {
+    if (info.name == name) return info.make();
+    known.push_back(info.name);
+  }
+  throw GraphError(absl::StrCat("no pass named '", name, "'; the passes are: ",
+                                absl::StrJoin(known, ", ")));
+}
+
+}  // namespace fx
