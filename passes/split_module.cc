@@ -1,0 +1,340 @@
+#include "passes/split_module.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/function_schema.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/errors.h"
+#include "fx/function.h"
+#include "fx/meta.h"
+
+namespace fx {
+namespace {
+
+bool is_call(const Node* n) {
+  return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
+         n->op() == Opcode::kCallModule;
+}
+
+struct Partition {
+  int64_t number = 0;
+  std::vector<Node*> nodes;
+  // Values from outside, in order of first use.
+  std::vector<Node*> inputs;
+  absl::flat_hash_set<Node*> input_set;
+  // Values used outside, in order of first such use.
+  std::vector<Node*> outputs;
+  absl::flat_hash_set<Node*> output_set;
+  // Partitions (by index) that must run before this one, each with the
+  // first reason found: "%b uses %a".
+  std::map<size_t, std::string> after;
+
+  std::string name() const { return absl::StrCat("submod_", number); }
+};
+
+void add_unique(Node* n, std::vector<Node*>* list,
+                absl::flat_hash_set<Node*>* set) {
+  if (set->insert(n).second) list->push_back(n);
+}
+
+// The nodes that `n` writes in place: arguments its operator's schema marks
+// as written (Tensor(a!)), or the tensor of an in-place method call.
+std::vector<Node*> written_nodes(const Node& n) {
+  std::vector<Node*> written;
+  auto collect = [&](const Argument* arg) {
+    if (arg != nullptr) {
+      for_each_node(*arg, [&](Node* w) { written.push_back(w); });
+    }
+  };
+  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
+    const auto& arguments = n.target().op().schema().arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& alias = arguments[i].alias_info();
+      if (!alias || !alias->isWrite()) continue;
+      collect(i < n.args().size()
+                  ? &n.args()[i]
+                  : find_kwarg(n.kwargs(), arguments[i].name()));
+    }
+  } else if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
+    const std::string& method = n.target().str();
+    if (!method.empty() && method.back() == '_') collect(&n.args()[0]);
+  }
+  return written;
+}
+
+// The order in which to run the partitions: each after those it depends
+// on, ties broken by index (first appearance). Throws fx::GraphError naming
+// a cycle if there is none.
+std::vector<size_t> run_order(const std::vector<Partition>& partitions) {
+  const size_t count = partitions.size();
+  std::vector<size_t> waiting(count);
+  std::vector<std::vector<size_t>> before(count);
+  for (size_t i = 0; i < count; ++i) {
+    waiting[i] = partitions[i].after.size();
+    for (const auto& entry : partitions[i].after) {
+      before[entry.first].push_back(i);
+    }
+  }
+  std::set<size_t> ready;
+  for (size_t i = 0; i < count; ++i) {
+    if (waiting[i] == 0) ready.insert(i);
+  }
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (size_t j : before[i]) {
+      if (--waiting[j] == 0) ready.insert(j);
+    }
+  }
+  if (order.size() == count) return order;
+
+  // Every partition left waits for another one left: walk back from the
+  // first until a partition repeats.
+  std::vector<size_t> walk;
+  std::vector<int> seen(count, -1);
+  size_t i = 0;
+  while (waiting[i] == 0) ++i;
+  while (seen[i] < 0) {
+    seen[i] = static_cast<int>(walk.size());
+    walk.push_back(i);
+    for (const auto& entry : partitions[i].after) {
+      if (waiting[entry.first] != 0) {
+        i = entry.first;
+        break;
+      }
+    }
+  }
+  // walk[seen[i]..] is the cycle, each partition waiting for the next
+  // (the last for the first): list it in the order it would have to run.
+  std::vector<size_t> cycle(walk.begin() + seen[i], walk.end());
+  std::vector<std::string> steps;
+  for (size_t k = cycle.size(); k-- > 0;) {
+    const Partition& from = partitions[cycle[(k + 1) % cycle.size()]];
+    const Partition& to = partitions[cycle[k]];
+    steps.push_back(absl::StrCat(
+        "partition ", from.number, " -> partition ", to.number, " (",
+        to.after.at(cycle[(k + 1) % cycle.size()]), ")"));
+  }
+  throw GraphError(absl::StrCat(
+      "split_module: the partitions depend on each other in a cycle, so no "
+      "order runs them: ",
+      absl::StrJoin(steps, ", "),
+      "; assign nodes so that each partition uses only values of partitions "
+      "that can run before it"));
+}
+
+std::unique_ptr<Graph> build_partition_graph(const Partition& partition) {
+  auto graph = std::make_unique<Graph>();
+  absl::flat_hash_map<const Node*, Node*> env;
+  for (Node* input : partition.inputs) {
+    Node* placeholder = graph->placeholder(input->name());
+    placeholder->meta() = input->meta();
+    env[input] = placeholder;
+  }
+  auto lookup = [&](Node* n) -> Argument { return env.at(n); };
+  for (Node* n : partition.nodes) {
+    for (Node* input : n->all_input_nodes()) {
+      if (input->op() == Opcode::kGetAttr && !env.contains(input)) {
+        env[input] = graph->node_copy(*input, lookup);
+      }
+    }
+    env[n] = graph->node_copy(*n, lookup);
+  }
+  std::vector<Argument> results;
+  for (Node* n : partition.outputs) results.push_back(env.at(n));
+  if (results.size() == 1) {
+    graph->output(results[0]);
+  } else {
+    graph->output(results.empty() ? Argument()
+                                  : Argument::tuple(std::move(results)));
+  }
+  return graph;
+}
+
+}  // namespace
+
+GraphModule split_module(
+    const GraphModuleImpl& module,
+    const std::function<int64_t(const Node&)>& partition_of) {
+  const Graph& graph = module.graph();
+  graph.lint();
+
+  // Assign call nodes to partitions and record what crosses between them.
+  std::vector<Partition> partitions;
+  std::map<int64_t, size_t> index_of;
+  absl::flat_hash_map<const Node*, size_t> partition_of_node;
+  absl::flat_hash_map<const Node*, int64_t> position;
+  auto depend = [&](size_t from, size_t to, std::string why) {
+    partitions[to].after.emplace(from, std::move(why));
+  };
+  int64_t next_position = 0;
+  for (Node* n : graph.nodes()) {
+    position[n] = next_position++;
+    if (!is_call(n)) continue;
+    const int64_t number = partition_of(*n);
+    if (number < 0) {
+      throw GraphError(absl::StrCat(
+          "split_module: the callback gave %", n->name(),
+          " the partition number ", number, "; use numbers >= 0"));
+    }
+    auto [it, added] = index_of.emplace(number, partitions.size());
+    if (added) {
+      partitions.emplace_back();
+      partitions.back().number = number;
+    }
+    Partition& partition = partitions[it->second];
+    partition.nodes.push_back(n);
+    partition_of_node[n] = it->second;
+    for (Node* input : n->all_input_nodes()) {
+      if (input->op() == Opcode::kGetAttr) continue;
+      auto def = partition_of_node.find(input);
+      if (def != partition_of_node.end() && def->second == it->second) {
+        continue;
+      }
+      add_unique(input, &partition.inputs, &partition.input_set);
+      if (def == partition_of_node.end()) continue;
+      Partition& producer = partitions[def->second];
+      add_unique(input, &producer.outputs, &producer.output_set);
+      depend(def->second, it->second,
+             absl::StrCat("%", n->name(), " uses %", input->name()));
+    }
+  }
+  Node* output = graph.output_node();
+  for (Node* input : output->all_input_nodes()) {
+    auto def = partition_of_node.find(input);
+    if (def == partition_of_node.end()) continue;
+    Partition& producer = partitions[def->second];
+    add_unique(input, &producer.outputs, &producer.output_set);
+  }
+  // A write in place and the reads of the same value in other partitions
+  // keep their order.
+  for (Node* writer : graph.nodes()) {
+    auto w = partition_of_node.find(writer);
+    if (w == partition_of_node.end()) continue;
+    const size_t index = w->second;
+    for (Node* value : written_nodes(*writer)) {
+      for (Node* reader : value->users()) {
+        auto r = partition_of_node.find(reader);
+        if (reader == writer || r == partition_of_node.end() ||
+            r->second == index) {
+          continue;
+        }
+        const bool reads_first = position.at(reader) < position.at(writer);
+        depend(reads_first ? r->second : index,
+               reads_first ? index : r->second,
+               absl::StrCat("%", writer->name(), " writes %", value->name(),
+                            " in place, which %", reader->name(), " reads ",
+                            reads_first ? "before" : "after"));
+      }
+    }
+  }
+  std::vector<size_t> order = run_order(partitions);
+
+  // The submodules.
+  std::set<std::string> parameter_paths;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    parameter_paths.insert(item.key());
+  }
+  // The module's tensors that `g` reads.
+  auto take_tensors = [&](const Graph& g, Attributes* attributes) {
+    for (Node* n : g.find_nodes(Opcode::kGetAttr)) {
+      const std::string& path = n->target().str();
+      (parameter_paths.count(path) ? attributes->parameters
+                                   : attributes->buffers)
+          .emplace(path, module.get_attr(path));
+    }
+    attributes->traced_training = module.traced_training();
+  };
+  auto make_module = [&](std::unique_ptr<Graph> g) {
+    Attributes attributes;
+    take_tensors(*g, &attributes);
+    for (Node* n : g->find_nodes(Opcode::kCallModule)) {
+      const std::string& path = n->target().str();
+      attributes.modules.emplace(path, *module.leaf_module(path));
+    }
+    auto made =
+        std::make_shared<GraphModuleImpl>(std::move(g), std::move(attributes));
+    if (!module.traced_training()) made->train(module.is_training());
+    return made;
+  };
+
+  // The graph calling them.
+  auto top = std::make_unique<Graph>();
+  absl::flat_hash_map<const Node*, Argument> env;
+  for (Node* placeholder : graph.placeholders()) {
+    Node* copy = top->placeholder(placeholder->target().str());
+    copy->meta() = placeholder->meta();
+    env[placeholder] = copy;
+  }
+  auto lookup = [&](Node* n) -> Argument { return env.at(n); };
+  Attributes top_attributes;
+  for (size_t index : order) {
+    const Partition& partition = partitions[index];
+    std::shared_ptr<GraphModuleImpl> submodule =
+        make_module(build_partition_graph(partition));
+    top_attributes.modules.emplace(
+        partition.name(),
+        LeafModule{submodule,
+                   [submodule](const std::vector<c10::IValue>& inputs) {
+                     return submodule->forward(inputs);
+                   }});
+    std::vector<Argument> args;
+    for (Node* input : partition.inputs) args.push_back(env.at(input));
+    Node* call = top->call_module(partition.name(), std::move(args));
+    auto copy_tensor_meta = [](const Node* from, Node* to) {
+      if (const TensorMeta* tm = from->meta().get(kTensorMeta)) {
+        to->meta().set(kTensorMeta, *tm);
+      }
+      if (const auto* list = from->meta().get(kTensorMetaList)) {
+        to->meta().set(kTensorMetaList, *list);
+      }
+    };
+    if (partition.outputs.size() == 1) {
+      env[partition.outputs[0]] = call;
+      copy_tensor_meta(partition.outputs[0], call);
+      continue;
+    }
+    std::vector<TensorMeta> metas;
+    for (size_t i = 0; i < partition.outputs.size(); ++i) {
+      Node* value = partition.outputs[i];
+      if (const TensorMeta* tm = value->meta().get(kTensorMeta)) {
+        metas.push_back(*tm);
+      }
+      Node* item =
+          top->create_node(Opcode::kCallFunction, getitem(),
+                           {call, static_cast<int64_t>(i)}, {}, value->name());
+      copy_tensor_meta(value, item);
+      env[value] = item;
+    }
+    if (!metas.empty() && metas.size() == partition.outputs.size()) {
+      call->meta().set(kTensorMetaList, std::move(metas));
+    }
+  }
+  for (Node* input : output->all_input_nodes()) {
+    if (input->op() == Opcode::kGetAttr && !env.contains(input)) {
+      env[input] = top->node_copy(*input, lookup);
+    }
+  }
+  top->output(output->args().empty() ? Argument()
+                                      : map_arg(output->args()[0], lookup));
+
+  take_tensors(*top, &top_attributes);
+  auto result = std::make_shared<GraphModuleImpl>(std::move(top),
+                                                  std::move(top_attributes));
+  if (!module.traced_training()) result->train(module.is_training());
+  return GraphModule(result);
+}
+
+}  // namespace fx
