@@ -1,0 +1,132 @@
+#include "passes/remove_dropout.h"
+
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using fx::Node;
+using testdata::make_zoo_model;
+using testdata::ZooModel;
+
+fx::GraphModule trace(const ZooModel& model) {
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
+                            options);
+}
+
+size_t count(const fx::Graph& graph, const char* op) {
+  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
+}
+
+TEST_CASE("the transformer encoder in eval mode loses every dropout") {
+  torch::NoGradGuard no_grad;
+  ZooModel model = make_zoo_model("transformer_encoder");
+  fx::GraphModule gm = trace(model);
+  // Attention weights, attention output, feed-forward inside and output, in
+  // each of the two layers.
+  REQUIRE(count(gm->graph(), "aten::dropout") == 8);
+  const size_t size = gm->graph().size();
+  CHECK(fx::remove_dropout(*gm));
+  CHECK(count(gm->graph(), "aten::dropout") == 0);
+  CHECK(gm->graph().size() == size - 8);
+  CHECK_FALSE(fx::remove_dropout(*gm));
+  gm->recompile();
+  at::Tensor expected = model.forward(model.example_inputs).toTensor();
+  CHECK(torch::equal(gm->forward(model.example_inputs).toTensor(), expected));
+}
+
+TEST_CASE("MobileNetV2's classifier dropout is removed") {
+  torch::NoGradGuard no_grad;
+  ZooModel model = make_zoo_model("mobilenet_v2");
+  fx::GraphModule gm = trace(model);
+  auto dropouts = gm->graph().find_nodes(fx::Opcode::kCallFunction,
+                                         fx::op("aten::dropout"));
+  REQUIRE(dropouts.size() == 1);
+  REQUIRE(dropouts[0]->format_node() ==
+          "%dropout : [#users=1] = call_function[target=aten::dropout](args = "
+          "(%flatten, 0.2, False), kwargs = {})");
+  CHECK(fx::remove_dropout(*gm));
+  auto addmm =
+      gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::addmm"));
+  REQUIRE(addmm.size() == 1);
+  CHECK(addmm[0]->format_node() ==
+        "%addmm : [#users=1] = call_function[target=aten::addmm](args = "
+        "(%classifier_1_bias, %flatten, %t), kwargs = {})");
+  gm->recompile();
+  at::Tensor expected = model.forward(model.example_inputs).toTensor();
+  CHECK(torch::equal(gm->forward(model.example_inputs).toTensor(), expected));
+}
+
+// x -> relu -> `op`(relu, p, train) -> neg.
+fx::GraphModule dropout_graph(const char* op, double p, bool train,
+                              bool as_kwargs = false) {
+  auto g = std::make_unique<fx::Graph>();
+  Node* x = g->placeholder("x");
+  Node* relu = g->call_function(fx::op("aten::relu"), {x});
+  Node* dropout = as_kwargs ? g->call_function(
+                                  fx::op(op), {},
+                                  {{"p", p}, {"train", train}, {"input", relu}})
+                            : g->call_function(fx::op(op), {relu, p, train});
+  g->output(g->call_function(fx::op("aten::neg"), {dropout}));
+  return fx::GraphModule(std::move(g), fx::Attributes());
+}
+
+TEST_CASE("dropouts in training mode are kept, unless p is 0") {
+  fx::GraphModule training = dropout_graph("aten::dropout", 0.5, true);
+  const std::string before = training->graph().to_string();
+  CHECK_FALSE(fx::remove_dropout(*training));
+  CHECK(training->graph().to_string() == before);
+  // It really is random.
+  auto x = torch::ones({1000});
+  CHECK_FALSE(torch::equal(training(x).toTensor(), -x));
+
+  fx::GraphModule no_p = dropout_graph("aten::dropout", 0.0, true);
+  CHECK(fx::remove_dropout(*no_p));
+  no_p->recompile();
+  CHECK(no_p->graph().to_string() ==
+        "graph():\n"
+        "    %x : [#users=1] = placeholder[target=x]\n"
+        "    %relu : [#users=1] = call_function[target=aten::relu](args = "
+        "(%x,), kwargs = {})\n"
+        "    %neg : [#users=1] = call_function[target=aten::neg](args = "
+        "(%relu,), kwargs = {})\n"
+        "    return neg");
+  auto y = torch::randn({8});
+  CHECK(torch::equal(no_p(y).toTensor(), -y.relu()));
+}
+
+TEST_CASE("every dropout variant in eval mode is removed, wherever train is") {
+  for (const char* op :
+       {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
+        "aten::feature_alpha_dropout", "aten::dropout_",
+        "aten::feature_dropout_", "aten::alpha_dropout_",
+        "aten::feature_alpha_dropout_"}) {
+    INFO(op);
+    const bool in_place = std::string(op).back() == '_';
+    fx::GraphModule gm = dropout_graph(op, 0.3, false, /*as_kwargs=*/!in_place);
+    CHECK(fx::remove_dropout(*gm));
+    CHECK(count(gm->graph(), op) == 0);
+    CHECK(gm->graph().size() == 4);
+    gm->recompile();
+    auto x = torch::randn({2, 3, 4});
+    CHECK(torch::equal(gm(x).toTensor(), -x.relu()));
+  }
+}
+
+TEST_CASE("RemoveDropout runs in a PassManager") {
+  auto pass = std::make_unique<fx::RemoveDropout>();
+  CHECK(pass->name() == "remove_dropout");
+  fx::GraphModule gm = dropout_graph("aten::dropout", 0.1, false);
+  fx::PassResult result = fx::PassManager().add(std::move(pass)).run(gm);
+  CHECK(result.modified);
+  CHECK(count(result.module->graph(), "aten::dropout") == 0);
+  // The given module is left as it was.
+  CHECK(count(gm->graph(), "aten::dropout") == 1);
+}
+
+}  // namespace
