@@ -18,6 +18,9 @@ class Error : public c10::Error {
  public:
   explicit Error(std::string message)
       : c10::Error(std::move(message), /*backtrace=*/"") {}
+  // The message alone (c10::Error's what() would end it with a newline
+  // where the backtrace goes).
+  const char* what() const noexcept override { return msg().c_str(); }
 };
 
 // A program could not be traced: data-dependent control flow or values, an

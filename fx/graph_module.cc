@@ -2,11 +2,13 @@
 
 #include <ostream>
 
-#include "absl/strings/str_cat.h"
-#include "codegen/cpp_codegen.h"
+#include <torch/utils.h>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "codegen/cpp_codegen.h"
 #include "fx/errors.h"
 #include "fx/guards.h"
 #include "interpreter/executor.h"
@@ -207,16 +209,72 @@ bool GraphModuleImpl::has_tensor_attribute(const std::string& path) const {
   return tensors_.count(path) > 0;
 }
 
+bool GraphModuleImpl::is_parameter(const std::string& path) const {
+  auto it = is_parameter_.find(path);
+  if (it == is_parameter_.end()) {
+    throw GraphError(absl::StrCat("GraphModule has no tensor attribute '",
+                                  path, "'"));
+  }
+  return it->second;
+}
+
 bool GraphModuleImpl::has_leaf_module(const std::string& path) const {
   return leaves_.count(path) > 0;
 }
 
+namespace {
+
+ExecutionEnvironment environment_of(const GraphModuleImpl& module) {
+  ExecutionEnvironment env;
+  env.tensor = [&module](const std::string& path) {
+    return module.get_attr(path);
+  };
+  env.module = [&module](const std::string& path) {
+    return module.leaf_module(path);
+  };
+  return env;
+}
+
+}  // namespace
+
+void GraphModuleImpl::add_init_step(InitStep step) {
+  if (!step.graph) throw GraphError("add_init_step: the graph is null");
+  step.graph->lint();
+  if (!step.graph->placeholders().empty()) {
+    throw GraphError("an init graph takes no inputs: it reads attributes");
+  }
+  c10::IValue result;
+  {
+    torch::NoGradGuard no_grad;
+    result = Executor(*step.graph, environment_of(*this)).run({});
+  }
+  if (!result.isTuple() ||
+      result.toTupleRef().elements().size() != step.outputs.size()) {
+    throw GraphError(absl::StrCat("an init graph must return a tuple of ",
+                                  step.outputs.size(), " tensors"));
+  }
+  const auto& values = result.toTupleRef().elements();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].isTensor()) {
+      throw GraphError(absl::StrCat("init graph output ", i, " (",
+                                    step.outputs[i], ") is not a tensor"));
+    }
+    register_tensor_attribute(step.outputs[i], values[i].toTensor(),
+                              /*is_parameter=*/true);
+  }
+  init_steps_.push_back(std::move(step));
+}
+
+void GraphModuleImpl::run_init() {
+  std::vector<InitStep> steps = std::move(init_steps_);
+  init_steps_.clear();
+  for (InitStep& step : steps) add_init_step(std::move(step));
+  recompile();
+}
+
 void GraphModuleImpl::recompile() {
   graph_->lint();
-  ExecutionEnvironment env;
-  env.tensor = [this](const std::string& path) { return get_attr(path); };
-  env.module = [this](const std::string& path) { return leaf_module(path); };
-  executor_ = std::make_unique<Executor>(*graph_, env);
+  executor_ = std::make_unique<Executor>(*graph_, environment_of(*this));
   guards_.clear();
   for (Node* n : graph_->placeholders()) {
     Guard g;
@@ -276,6 +334,13 @@ std::shared_ptr<GraphModuleImpl> GraphModuleImpl::copy() const {
   attributes.traced_training = traced_training_;
   auto copy = std::make_shared<GraphModuleImpl>(graph_->clone(),
                                                 std::move(attributes));
+  // What only the init steps read (say, the weights folded into others).
+  for (const auto& [path, tensor] : tensors_) {
+    if (!copy->has_tensor_attribute(path)) {
+      copy->register_tensor_attribute(path, tensor, is_parameter_.at(path));
+    }
+  }
+  copy->init_steps_ = init_steps_;  // graphs are immutable once added
   if (!traced_training_) copy->train(is_training());
   return copy;
 }

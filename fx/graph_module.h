@@ -88,6 +88,9 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // The leaf module at `path`, or nullptr.
   const LeafModule* leaf_module(const std::string& path) const;
   bool has_tensor_attribute(const std::string& path) const override;
+  // Whether the tensor attribute at `path` is registered as a parameter
+  // (else a buffer). Throws fx::GraphError if there is none.
+  bool is_parameter(const std::string& path) const;
   bool has_leaf_module(const std::string& path) const override;
   // Adds (or replaces) a parameter, buffer or leaf module at a qualified
   // path, creating empty parent modules as needed. For passes that make new
@@ -95,6 +98,25 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   void register_tensor_attribute(const std::string& path, at::Tensor tensor,
                                  bool is_parameter);
   void register_leaf_module(const std::string& path, LeafModule module);
+
+  // --- Init steps (constant folding) ------------------------------------
+  // Graphs that compute attributes from other attributes, once, before the
+  // main graph runs (torch.fx's split_const_subgraphs: the const subgraph).
+  // An init graph has no placeholders; its output is a tuple whose element
+  // i is stored as `outputs[i]`, a parameter that requires no gradient (as
+  // torch.fx stores folded attributes). Steps run in order, so a later one
+  // may read what an earlier one made.
+  struct InitStep {
+    std::shared_ptr<const Graph> graph;
+    std::vector<std::string> outputs;
+  };
+  const std::vector<InitStep>& init_steps() const { return init_steps_; }
+  // Runs `step` now, registers its outputs, and keeps it.
+  void add_init_step(InitStep step);
+  // Runs every init step again, e.g. after new weights were loaded into the
+  // tensors they read (torch.fx's FoldedGraphModule.run_folding), replacing
+  // their outputs (copies made with copy() keep theirs), and recompiles.
+  void run_init();
 
   // The training mode the graph was traced in, if it is guarded.
   std::optional<bool> traced_training() const { return traced_training_; }
@@ -118,6 +140,7 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // The module at each qualified path walked so far.
   std::map<std::string, torch::nn::Module*> modules_;
   std::optional<bool> traced_training_;
+  std::vector<InitStep> init_steps_;
   std::unique_ptr<Executor> executor_;
   uint64_t compiled_version_ = 0;
   struct Guard {

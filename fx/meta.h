@@ -133,7 +133,8 @@ inline constexpr MetaKey<TensorMeta> kTensorMeta{"tensor_meta"};
 inline constexpr MetaKey<std::vector<TensorMeta>> kTensorMetaList{
     "tensor_meta_list"};
 // The qualified path of the module whose forward produced the node
-// ("layer1.0.conv1"); "" for the root.
+// ("layer1.0.conv1"), when the tracer knows it: from fx::call, or else from
+// the parameters a call uses. Absent for calls in the root's own forward.
 inline constexpr MetaKey<std::string> kModulePath{"module_path"};
 // A C++ backtrace of the call that the tracer recorded (only with
 // TraceOptions::record_stack_traces).

@@ -465,3 +465,33 @@ c10::OperatorHandle resolve_method(const Node& node) {
 }
 
 }  // namespace fx
+
+namespace fx {
+
+std::vector<Argument> full_arguments(const Node& node,
+                                     const c10::FunctionSchema& schema) {
+  const auto& params = schema.arguments();
+  std::vector<Argument> full;
+  full.reserve(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i < node.args().size()) {
+      full.push_back(node.args()[i]);
+    } else if (const Argument* kwarg = find_kwarg(node.kwargs(),
+                                                  params[i].name())) {
+      full.push_back(*kwarg);
+    } else if (params[i].default_value()) {
+      full.push_back(ivalue_to_argument(*params[i].default_value(),
+                                        params[i].real_type(),
+                                        [](const at::Tensor&) {
+                                          return Argument();
+                                        }));
+    } else {
+      throw GraphError(absl::StrCat("%", node.name(), ": missing argument '",
+                                    params[i].name(), "' of ",
+                                    schema_string(schema)));
+    }
+  }
+  return full;
+}
+
+}  // namespace fx

@@ -61,6 +61,12 @@ Argument ivalue_to_argument(
     const c10::IValue& value, const c10::TypePtr& real_type,
     const std::function<Argument(const at::Tensor&)>& tensor_to_argument);
 
+// One Argument per parameter of `schema` for a node calling it: its args,
+// then its kwargs by name, then the defaults. Throws fx::GraphError for a
+// missing argument.
+std::vector<Argument> full_arguments(const Node& node,
+                                     const c10::FunctionSchema& schema);
+
 // Splits a full list of Arguments (one per schema argument) into the args
 // and kwargs a caller would have written: see the header comment.
 std::pair<std::vector<Argument>, Kwargs> split_arguments(

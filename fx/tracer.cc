@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
@@ -34,11 +35,20 @@ struct Tracer::Session {
   // removed at the end (torch.fx makes them only when indexed).
   std::vector<Node*> getitems;
   std::vector<Node*> placeholders;
+  // Tensors the traced code made from C++ data (torch::tensor({...}) is
+  // aten::empty then per-element fill_), computed for real while tracing
+  // until the graph uses one: then it is a constant.
+  absl::flat_hash_set<const c10::TensorImpl*> fresh;
+  std::vector<at::Tensor> fresh_tensors;  // keeps the addresses unique
   int64_t constants = 0;
   bool read_sizes = false;
   Session* enclosing = nullptr;
 
   void record(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  bool computes_fresh_tensors(const c10::OperatorHandle& op,
+                              const std::vector<c10::IValue>& args) const;
+  void run_for_real(const c10::OperatorHandle& op,
+                    std::vector<c10::IValue> args, torch::jit::Stack* stack);
   Node* getitem(Node* container, int64_t index);
   c10::IValue wrap_outputs(Node* node, const c10::IValue& value,
                            const std::string& what);
@@ -147,8 +157,10 @@ bool is_data_dependent(const c10::OperatorHandle& op) {
          name == "aten::equal";
 }
 
-// Factories whose result C++ code fills through data_ptr (torch::tensor,
-// from a std::vector): they run for real and become constants.
+// Factories whose result C++ code then fills in (torch::tensor({...}) writes
+// its elements with select and fill_, or through data_ptr): they run for
+// real, as do the operators filling them (Session::fresh), and the result is
+// a constant of the graph.
 bool is_uninitialized_factory(const c10::OperatorHandle& op,
                               const std::vector<c10::IValue>& args) {
   const std::string& name = op.schema().name();
@@ -257,6 +269,43 @@ void Tracer::Session::annotate(Node* node, const std::vector<Argument>& args) {
   }
 }
 
+// An operator on tensors made from C++ data alone (no proxy, no parameter,
+// none used by the graph yet) computes more of that data: torch::tensor's
+// select and fill_. Random operators are recorded, to stay random.
+bool Tracer::Session::computes_fresh_tensors(
+    const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) const {
+  if (fresh.empty() || op.hasTag(at::Tag::nondeterministic_seeded)) {
+    return false;
+  }
+  bool any = false;
+  for (const c10::IValue& a : args) {
+    if (!a.isTensor()) {
+      if (a.isTensorList() || a.isList()) return false;
+      continue;
+    }
+    const c10::TensorImpl* impl = a.toTensor().unsafeGetTensorImpl();
+    if (!fresh.contains(impl) || tensor_nodes.contains(impl)) return false;
+    any = true;
+  }
+  return any;
+}
+
+void Tracer::Session::run_for_real(const c10::OperatorHandle& op,
+                                   std::vector<c10::IValue> args,
+                                   torch::jit::Stack* stack) {
+  size_t base = stack->size();
+  for (c10::IValue& a : args) stack->push_back(std::move(a));
+  op.callBoxed(stack);
+  for (size_t i = base; i < stack->size(); ++i) {
+    if ((*stack)[i].isTensor()) {
+      const at::Tensor& t = (*stack)[i].toTensor();
+      if (fresh.insert(t.unsafeGetTensorImpl()).second) {
+        fresh_tensors.push_back(t);
+      }
+    }
+  }
+}
+
 Node* Tracer::Session::getitem(Node* container, int64_t index) {
   Node* n = tracer->create_node(Opcode::kCallFunction, Target(fx::getitem()),
                                 {container, index}, {}, "");
@@ -312,9 +361,9 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
         "graph traced with fixed shapes cannot record. ",
         kWorkaround));
   }
-  if (is_uninitialized_factory(op, args)) {
-    for (c10::IValue& a : args) stack->push_back(std::move(a));
-    op.callBoxed(stack);
+  if (is_uninitialized_factory(op, args) ||
+      computes_fresh_tensors(op, args)) {
+    run_for_real(op, std::move(args), stack);
     return;
   }
 

@@ -149,8 +149,8 @@ class Compiler {
 
  private:
   [[noreturn]] void fail(const Node& n, const std::string& what) {
-    throw GraphError(absl::StrCat("cannot compile %", n.name(), " = ",
-                                  n.format_node(), ": ", what));
+    throw GraphError(absl::StrCat("cannot compile ", n.format_node(), ": ",
+                                  what));
   }
 
   Source source(const Node& user, const Argument& arg,

@@ -3,7 +3,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/errors.h"
+#include "passes/constant_folding.h"
+#include "passes/cse.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/eliminate_noops.h"
+#include "passes/fuse_conv_bn.h"
+#include "passes/normalize_args.h"
+#include "passes/remove_dropout.h"
 
 namespace fx {
 

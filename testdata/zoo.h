@@ -29,8 +29,9 @@ struct ZooModel {
 std::vector<std::string> zoo_model_names();
 
 // Builds a model with deterministic weights (seeded inside: torch::manual_seed)
-// and non-trivial BatchNorm running statistics/affine params (random, positive
-// variances), so conv/bn folding tests are meaningful. Throws
+// and non-trivial BatchNorm scales, shifts and running statistics (the
+// statistics from a few training-mode forwards on random inputs), so conv/bn
+// folding tests are meaningful. Throws
 // std::invalid_argument for unknown names.
 ZooModel make_zoo_model(const std::string& name);
 

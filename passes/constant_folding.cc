@@ -1,0 +1,193 @@
+#include "passes/constant_folding.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "fx/function.h"
+#include "fx/operator_schemas.h"
+
+namespace fx {
+namespace {
+
+// The argument of `node` bound to parameter `index` of `schema`, or nullptr.
+const Argument* bound(const Node& node, const c10::FunctionSchema& schema,
+                      size_t index) {
+  if (index < node.args().size()) return &node.args()[index];
+  return find_kwarg(node.kwargs(), schema.arguments()[index].name());
+}
+
+bool mentions(const Argument& arg, const Node* node) {
+  bool found = false;
+  for_each_node(arg, [&](Node* n) { found = found || n == node; });
+  return found;
+}
+
+// Whether `user`'s value may be a view of `input` (so writing to it would
+// write to `input`): the schema marks the parameter `input` is bound to
+// with an alias set (Tensor(a) self -> Tensor(a)), or the user is getitem.
+bool may_alias(const Node& user, const Node* input) {
+  if (user.op() == Opcode::kCallFunction && user.target().is_function()) {
+    return user.target().function().name() == "getitem";
+  }
+  if (user.op() != Opcode::kCallFunction || !user.target().is_operator()) {
+    return true;  // unknown: assume it may
+  }
+  const c10::FunctionSchema& schema = user.target().op().schema();
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const Argument* arg = bound(user, schema, i);
+    if (arg != nullptr && schema.arguments()[i].alias_info() != nullptr &&
+        mentions(*arg, input)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether a node produces one tensor (what an init step can store).
+bool produces_tensor(const Node& n) {
+  if (n.meta().get(kTensorMeta) != nullptr) return true;
+  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
+    const auto& returns = n.target().op().schema().returns();
+    return returns.size() == 1 &&
+           returns[0].type()->kind() == c10::TypeKind::TensorType;
+  }
+  return false;
+}
+
+// The folded attribute for `boundary`: _folded.<name>, made unique.
+std::string attribute_path(const GraphModuleImpl& module, const Node& boundary,
+                           absl::flat_hash_set<std::string>* taken) {
+  std::string path = absl::StrCat("_folded.", boundary.name());
+  for (int i = 1; module.has_tensor_attribute(path) || taken->contains(path);
+       ++i) {
+    path = absl::StrCat("_folded.", boundary.name(), "_", i);
+  }
+  taken->insert(path);
+  return path;
+}
+
+}  // namespace
+
+GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
+                                                const FoldOptions& options) {
+  Graph& graph = module.graph();
+  std::vector<Node*> order = graph.nodes().to_vector();
+
+  // Values changed between runs: used by something impure, directly or
+  // through a view.
+  absl::flat_hash_set<const Node*> mutated;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    for (Node* user : n->users()) {
+      if (user->is_impure() || (mutated.contains(user) && may_alias(*user, n))) {
+        mutated.insert(n);
+        break;
+      }
+    }
+  }
+
+  // What the caller wants folded: the `only` nodes and their inputs.
+  absl::flat_hash_set<const Node*> needed;
+  if (!options.only.empty()) {
+    std::vector<const Node*> work(options.only.begin(), options.only.end());
+    while (!work.empty()) {
+      const Node* n = work.back();
+      work.pop_back();
+      if (!needed.insert(n).second) continue;
+      for (Node* input : n->all_input_nodes()) work.push_back(input);
+    }
+  }
+
+  absl::flat_hash_set<const Node*> foldable;
+  for (Node* n : order) {
+    if (mutated.contains(n)) continue;
+    if (!options.only.empty() && !needed.contains(n)) continue;
+    bool ok = false;
+    switch (n->op()) {
+      case Opcode::kGetAttr:
+        ok = true;
+        break;
+      case Opcode::kCallFunction:
+      case Opcode::kCallMethod: {
+        ok = !n->is_impure() && produces_tensor(*n);
+        for (Node* input : n->all_input_nodes()) {
+          ok = ok && foldable.contains(input);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    if (ok) foldable.insert(n);
+  }
+
+  // Boundary: folded values something outside the fold still uses.
+  std::vector<Node*> boundary;
+  for (Node* n : order) {
+    if (!foldable.contains(n) || n->op() == Opcode::kGetAttr) continue;
+    for (Node* user : n->users()) {
+      if (!foldable.contains(user)) {
+        boundary.push_back(n);
+        break;
+      }
+    }
+  }
+
+  // The init graph: the foldable nodes the boundary needs, in order.
+  absl::flat_hash_set<const Node*> copied;
+  {
+    std::vector<const Node*> work(boundary.begin(), boundary.end());
+    while (!work.empty()) {
+      const Node* n = work.back();
+      work.pop_back();
+      if (!copied.insert(n).second) continue;
+      for (Node* input : n->all_input_nodes()) work.push_back(input);
+    }
+  }
+  auto init = std::make_shared<Graph>();
+  NodeMap map;
+  for (Node* n : order) {
+    if (!copied.contains(n)) continue;
+    map[n] = init->node_copy(*n, [&](Node* input) -> Argument {
+      return map.at(input);
+    });
+  }
+  std::vector<Argument> results;
+  for (Node* b : boundary) results.emplace_back(map.at(b));
+  init->output(Argument::tuple(std::move(results)));
+
+  // The main graph reads the folded values.
+  GraphModuleImpl::InitStep step;
+  absl::flat_hash_set<std::string> taken;
+  for (Node* b : boundary) {
+    std::string path = attribute_path(module, *b, &taken);
+    Node* attribute;
+    {
+      auto guard = graph.inserting_before(b);
+      attribute = graph.get_attr(path);
+    }
+    if (const TensorMeta* tm = b->meta().get(kTensorMeta)) {
+      attribute->meta().set(kTensorMeta, *tm);
+    }
+    b->replace_all_uses_with(attribute);
+    step.outputs.push_back(path);
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (foldable.contains(*it) && (*it)->users().empty()) {
+      graph.erase_node(*it);
+    }
+  }
+  step.graph = std::move(init);
+  return step;
+}
+
+bool fold_constants(GraphModuleImpl& module, const FoldOptions& options) {
+  GraphModuleImpl::InitStep step = split_const_subgraphs(module, options);
+  if (step.outputs.empty()) return false;
+  module.add_init_step(std::move(step));
+  return true;
+}
+
+}  // namespace fx

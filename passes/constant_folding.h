@@ -1,0 +1,58 @@
+// Constant folding: what depends only on parameters, buffers and constants
+// is computed once, by an init step, and the main graph reads the results as
+// new attributes (torch.fx's split_const_subgraphs and FoldedGraphModule).
+//
+//   before:
+//       %x : [#users=1] = placeholder[target=x]
+//       %fc_weight : [#users=1] = get_attr[target=fc.weight]
+//       %t : [#users=1] = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
+//       %fc_bias : [#users=1] = get_attr[target=fc.bias]
+//       %addmm : [#users=1] = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {})
+//   after:
+//       %x : [#users=1] = placeholder[target=x]
+//       %t : [#users=1] = get_attr[target=_folded.t]
+//       %fc_bias : [#users=1] = get_attr[target=fc.bias]
+//       %addmm : [#users=1] = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {})
+//   init step (GraphModuleImpl::init_steps), its output stored as _folded.t:
+//       %fc_weight : [#users=1] = get_attr[target=fc.weight]
+//       %t : [#users=1] = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
+//       return (t,)
+//
+// A node folds when it is pure (Node::is_impure), produces one tensor, and
+// all its inputs fold; an attribute folds unless something impure uses it
+// or a view of it (an in-place operator, batch_norm in training mode, a leaf
+// module: it may change between runs). After loading new weights, run the
+// init steps again with GraphModuleImpl::run_init().
+#pragma once
+
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace fx {
+
+struct FoldOptions {
+  // Fold only what these nodes need (themselves and their foldable
+  // inputs). Empty: fold every foldable node.
+  std::vector<const Node*> only;
+};
+
+// Rewrites module's graph to read the folded values as attributes
+// (_folded.<node name>) and returns the init step computing them, without
+// running it: add it with GraphModuleImpl::add_init_step, which registers
+// the attributes (the graph does not lint before). The step's graph is
+// empty (no outputs) when nothing folds.
+GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
+                                                const FoldOptions& options = {});
+
+// split_const_subgraphs, then runs and keeps the init step. Returns whether
+// anything was folded.
+bool fold_constants(GraphModuleImpl& module, const FoldOptions& options = {});
+
+class FoldConstants : public Pass {
+ public:
+  std::string name() const override { return "fold_constants"; }
+  bool run(GraphModuleImpl& module) override { return fold_constants(module); }
+};
+
+}  // namespace fx

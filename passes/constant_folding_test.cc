@@ -1,0 +1,119 @@
+#include "passes/constant_folding.h"
+
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using fx::Node;
+using fx::Opcode;
+
+struct LinearImpl : torch::nn::Module {
+  LinearImpl() { fc = register_module("fc", torch::nn::Linear(4, 3)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Linear);
+
+TEST_CASE("weight.t() folds into an attribute computed by an init step") {
+  Linear model;
+  auto x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
+  CHECK(gm->graph().to_string() ==
+        "graph():\n"
+        "    %x : [#users=1] = placeholder[target=x]\n"
+        "    %_folded_t : [#users=1] = get_attr[target=_folded.t]\n"
+        "    %fc_bias : [#users=1] = get_attr[target=fc.bias]\n"
+        "    %addmm : [#users=1] = call_function[target=aten::addmm](args = "
+        "(%fc_bias, %x, %_folded_t), kwargs = {})\n"
+        "    return addmm");
+  REQUIRE(gm->init_steps().size() == 1);
+  CHECK(gm->init_steps()[0].outputs == std::vector<std::string>{"_folded.t"});
+  CHECK(gm->init_steps()[0].graph->to_string() ==
+        "graph():\n"
+        "    %fc_weight : [#users=1] = get_attr[target=fc.weight]\n"
+        "    %t : [#users=1] = call_function[target=aten::t](args = "
+        "(%fc_weight,), kwargs = {})\n"
+        "    return (t,)");
+  CHECK(torch::equal(gm(x).toTensor(), model(x)));
+  // Nothing more to fold.
+  CHECK_FALSE(fx::fold_constants(*gm));
+}
+
+struct MixedImpl : torch::nn::Module {
+  MixedImpl() {
+    scale = register_buffer("scale", torch::full({3}, 2.0));
+    count = register_buffer("count", torch::zeros({3}));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto offset = torch::ones({3}) * scale;   // constant: folds
+    auto noise = torch::rand({3}) * 0;        // random: stays
+    auto acc = torch::zeros({3});             // written in place: stays
+    acc.add_(x.sum(0));
+    count.add_(1);                            // a buffer written in place
+    auto seen = count * 1;                    // reads it: stays
+    return x + offset + noise + acc + seen;
+  }
+  torch::Tensor scale, count;
+};
+TORCH_MODULE(Mixed);
+
+TEST_CASE("only pure values of unchanging inputs fold") {
+  Mixed model;
+  auto x = torch::randn({2, 3});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
+  auto& g = gm->graph();
+  auto attributes = g.find_nodes(Opcode::kGetAttr);
+  std::vector<std::string> targets;
+  for (Node* n : attributes) targets.push_back(n->target().str());
+  CHECK(targets == std::vector<std::string>{"_folded.mul", "count"});
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::rand")).size() == 1);
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::zeros")).size() == 1);
+  // Runs as the model does, count included, several times.
+  Mixed reference;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(torch::equal(gm(x).toTensor(), reference(x)));
+  }
+  CHECK(torch::equal(model->count, reference->count));
+}
+
+TEST_CASE("a batch_norm in training mode keeps its statistics unfolded") {
+  torch::nn::BatchNorm1d bn(3);
+  bn->train();
+  fx::GraphModule gm = fx::symbolic_trace(bn, torch::randn({4, 3}));
+  CHECK_FALSE(fx::fold_constants(*gm));
+}
+
+struct ScaledImpl : torch::nn::Module {
+  ScaledImpl() { w = register_parameter("w", torch::randn({3, 4})); }
+  torch::Tensor forward(torch::Tensor x) { return x.matmul((w * 2).t()); }
+  torch::Tensor w;
+};
+TORCH_MODULE(Scaled);
+
+TEST_CASE("a copy keeps the init steps; run_init recomputes after new weights") {
+  Scaled model;
+  auto x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
+  fx::GraphModule copy(gm->copy());
+  REQUIRE(copy->init_steps().size() == 1);
+  CHECK(copy->has_tensor_attribute("w"));  // read only by the init step
+  {
+    torch::NoGradGuard no_grad;
+    model->w.fill_(0.5);  // "loading new weights"
+  }
+  CHECK_FALSE(torch::allclose(copy(x).toTensor(), model(x)));  // stale
+  copy->run_init();
+  CHECK(torch::allclose(copy(x).toTensor(), model(x)));
+  CHECK_FALSE(torch::allclose(gm(x).toTensor(), model(x)));  // its own
+}
+
+}  // namespace

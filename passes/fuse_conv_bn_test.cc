@@ -1,0 +1,169 @@
+#include "passes/fuse_conv_bn.h"
+
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "passes/pass.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using fx::Node;
+using fx::Opcode;
+
+fx::GraphModule trace(const testdata::ZooModel& model) {
+  return fx::symbolic_trace(model.module, model.forward, model.example_inputs);
+}
+
+size_t count(const fx::Graph& graph, const char* op) {
+  return graph.find_nodes(Opcode::kCallFunction, fx::op(op)).size();
+}
+
+std::vector<at::Tensor> parameter_copies(const torch::nn::Module& module) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : module.parameters()) out.push_back(t.clone());
+  for (const auto& t : module.buffers()) out.push_back(t.clone());
+  return out;
+}
+
+void check_unchanged(const torch::nn::Module& module,
+                     const std::vector<at::Tensor>& before) {
+  std::vector<at::Tensor> now;
+  for (const auto& t : module.parameters()) now.push_back(t);
+  for (const auto& t : module.buffers()) now.push_back(t);
+  REQUIRE(now.size() == before.size());
+  for (size_t i = 0; i < now.size(); ++i) CHECK(torch::equal(now[i], before[i]));
+}
+
+TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"resnet18", "resnet50", "mobilenet_v2"}) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    auto before = parameter_copies(*model.module);
+    fx::GraphModule gm = trace(model);
+    size_t convs = count(gm->graph(), "aten::conv2d");
+    fx::PassResult result =
+        fx::PassManager().add("fuse_conv_bn").add("eliminate_dead_code").run(gm);
+    CHECK(result.modified);
+    const fx::Graph& folded = result.module->graph();
+    CHECK(count(folded, "aten::batch_norm") == 0);
+    CHECK(count(folded, "aten::conv2d") == convs);
+    at::Tensor expected = model.forward(model.example_inputs).toTensor();
+    at::Tensor got = result.module->forward(model.example_inputs).toTensor();
+    CHECK(torch::allclose(got, expected, /*rtol=*/1e-4, /*atol=*/1e-5));
+    // The model, and the GraphModule given to the pass, are untouched.
+    check_unchanged(*model.module, before);
+    CHECK(count(gm->graph(), "aten::batch_norm") > 0);
+    CHECK(torch::equal(gm->forward(model.example_inputs).toTensor(), expected));
+  }
+}
+
+TEST_CASE("the fused convolution reads folded attributes computed by an init step") {
+  torch::NoGradGuard no_grad;
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  fx::GraphModule gm = trace(model);
+  fx::fuse_conv_bn(*gm);
+  gm->recompile();
+  Node* conv =
+      gm->graph().find_nodes(Opcode::kCallFunction, fx::op("aten::conv2d"))[0];
+  CHECK(conv->format_node() ==
+        "%conv2d : [#users=1] = call_function[target=aten::conv2d](args = "
+        "(%x, %_folded_conv1_weight_fused, %_folded_conv1_bias_fused, [2, 2], "
+        "[3, 3]), kwargs = {})");
+  REQUIRE(gm->init_steps().size() == 1);
+  CHECK(gm->init_steps()[0].outputs.size() == 2 * 20);  // 20 conv/bn pairs
+  // After new weights are loaded, run_init recomputes the folded ones.
+  model.module->named_parameters()["conv1.weight"].mul_(2);
+  at::Tensor stale = gm->forward(model.example_inputs).toTensor();
+  at::Tensor expected = model.forward(model.example_inputs).toTensor();
+  CHECK_FALSE(torch::allclose(stale, expected, 1e-4, 1e-5));
+  gm->run_init();
+  CHECK(torch::allclose(gm->forward(model.example_inputs).toTensor(), expected,
+                        1e-4, 1e-5));
+}
+
+struct ConvBnImpl : torch::nn::Module {
+  ConvBnImpl(bool share_conv_output) : share(share_conv_output) {
+    conv = register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(4));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto y = conv(x);
+    auto z = bn(y);
+    return share ? z + y : z;
+  }
+  bool share;
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(ConvBn);
+
+void randomize(torch::nn::BatchNorm2d& bn) {
+  torch::NoGradGuard no_grad;
+  bn->weight.uniform_(0.5, 1.5);
+  bn->bias.normal_();
+  bn->running_mean.normal_();
+  bn->running_var.uniform_(0.5, 1.5);
+}
+
+TEST_CASE("a conv without bias folds; training mode and shared outputs do not") {
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 3, 8, 8});
+  {
+    ConvBn model(false);
+    randomize(model->bn);
+    model->eval();
+    fx::GraphModule gm = fx::symbolic_trace(model, x);
+    CHECK(fx::fuse_conv_bn(*gm));
+    gm->recompile();
+    CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+    CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
+  }
+  {
+    ConvBn model(true);  // the conv output is used twice
+    randomize(model->bn);
+    model->eval();
+    fx::GraphModule gm = fx::symbolic_trace(model, x);
+    CHECK_FALSE(fx::fuse_conv_bn(*gm));
+    CHECK(count(gm->graph(), "aten::batch_norm") == 1);
+  }
+  {
+    ConvBn model(false);
+    model->train();
+    fx::GraphModule gm = fx::symbolic_trace(model, x);
+    CHECK_FALSE(fx::fuse_conv_bn(*gm));
+    CHECK(count(gm->graph(), "aten::batch_norm") == 1);
+  }
+}
+
+struct LinearBnImpl : torch::nn::Module {
+  LinearBnImpl() {
+    fc = register_module("fc", torch::nn::Linear(6, 5));
+    bn = register_module("bn", torch::nn::BatchNorm1d(5));
+  }
+  torch::Tensor forward(torch::Tensor x) { return bn(fc(x)).relu(); }
+  torch::nn::Linear fc{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+};
+TORCH_MODULE(LinearBn);
+
+TEST_CASE("linear followed by BatchNorm1d folds (addmm of t(weight))") {
+  torch::NoGradGuard no_grad;
+  LinearBn model;
+  model->bn->running_mean.normal_();
+  model->bn->running_var.uniform_(0.5, 1.5);
+  model->bn->weight.uniform_(0.5, 1.5);
+  model->eval();
+  auto x = torch::randn({4, 6});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  REQUIRE(count(gm->graph(), "aten::addmm") == 1);
+  CHECK(fx::fuse_conv_bn(*gm));
+  gm->recompile();
+  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
+}
+
+}  // namespace
