@@ -383,6 +383,24 @@ std::string GraphModuleImpl::print_readable() const {
   return out + "};\n";
 }
 
+void GraphModuleImpl::assign(const GraphModuleImpl& other) {
+  if (&other == this) return;
+  for (const auto& [path, leaf] : other.leaves_) {
+    if (!has_leaf_module(path)) register_leaf_module(path, leaf);
+  }
+  for (const auto& [path, tensor] : other.tensors_) {
+    if (!has_tensor_attribute(path) || !get_attr(path).is_same(tensor)) {
+      register_tensor_attribute(path, tensor, other.is_parameter_.at(path));
+    }
+  }
+  graph_->set_owner(nullptr);
+  graph_ = other.graph_->clone();
+  graph_->set_owner(this);
+  init_steps_ = other.init_steps_;
+  traced_training_ = other.traced_training_;
+  recompile();
+}
+
 void GraphModuleImpl::pretty_print(std::ostream& stream) const {
   stream << "GraphModule";
 }

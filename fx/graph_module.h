@@ -123,6 +123,10 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // A GraphModule with a copy of this graph that shares this one's
   // tensors and leaf modules (edit the copy freely).
   std::shared_ptr<GraphModuleImpl> copy() const;
+  // Becomes `other`: a copy of its graph, its init steps and traced mode,
+  // and the tensors and leaf modules it has that this one lacks. For passes
+  // that build a new GraphModule (re-tracing) but run in place.
+  void assign(const GraphModuleImpl& other);
 
   void pretty_print(std::ostream& stream) const override;
 

@@ -6,6 +6,7 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/decompose.h"
 #include "passes/eliminate_noops.h"
 #include "passes/fuse_conv_bn.h"
 #include "passes/normalize_args.h"

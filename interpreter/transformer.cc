@@ -1,0 +1,159 @@
+#include "interpreter/transformer.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "fx/errors.h"
+#include "fx/function.h"
+
+namespace fx {
+namespace {
+
+at::Tensor example_tensor(const InputGuard& guard, const TensorMeta* meta) {
+  if (meta != nullptr) {
+    return at::empty_strided(meta->sizes, meta->strides,
+                             at::TensorOptions()
+                                 .dtype(meta->dtype)
+                                 .device(meta->device));
+  }
+  return at::empty(guard.sizes, at::TensorOptions()
+                                    .dtype(guard.dtype)
+                                    .device(guard.device));
+}
+
+// The value a kValue guard prints, read back: 3, 2.5, True, None, 'text'.
+c10::IValue parse_value(const std::string& printed) {
+  if (printed == "True") return true;
+  if (printed == "False") return false;
+  if (printed == "None") return c10::IValue();
+  if (printed.size() >= 2 && printed.front() == '\'') {
+    std::string out;
+    for (size_t i = 1; i + 1 < printed.size(); ++i) {
+      if (printed[i] == '\\' && i + 2 < printed.size()) ++i;
+      out += printed[i];
+    }
+    return out;
+  }
+  if (printed.find_first_of(".eEn") != std::string::npos) {
+    return std::stod(printed);
+  }
+  return static_cast<int64_t>(std::stoll(printed));
+}
+
+std::vector<c10::IValue> examples_from_meta(const Graph& graph) {
+  std::vector<c10::IValue> examples;
+  for (Node* ph : graph.placeholders()) {
+    const InputGuard* guard = ph->meta().get(kGuard);
+    const TensorMeta* meta = ph->meta().get(kTensorMeta);
+    if (guard == nullptr) {
+      if (meta == nullptr) {
+        throw GraphError(absl::StrCat(
+            "Transformer: placeholder %", ph->name(),
+            " has no guard or tensor_meta to build an example from: pass "
+            "example inputs to transform()"));
+      }
+      examples.emplace_back(example_tensor(InputGuard(), meta));
+      continue;
+    }
+    switch (guard->kind) {
+      case InputGuard::Kind::kTensor:
+        examples.emplace_back(example_tensor(*guard, meta));
+        break;
+      case InputGuard::Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        const auto* metas = ph->meta().get(kTensorMetaList);
+        for (size_t i = 0; i < guard->elements.size(); ++i) {
+          list.push_back(example_tensor(
+              guard->elements[i],
+              metas != nullptr && i < metas->size() ? &(*metas)[i] : nullptr));
+        }
+        examples.emplace_back(std::move(list));
+        break;
+      }
+      case InputGuard::Kind::kValue:
+        examples.push_back(parse_value(guard->value));
+        break;
+    }
+  }
+  return examples;
+}
+
+}  // namespace
+
+Transformer::Transformer(GraphModule module) : Interpreter(std::move(module)) {}
+
+Transformer::~Transformer() = default;
+
+GraphModule Transformer::transform() {
+  return transform(examples_from_meta(module_->graph()));
+}
+
+GraphModule Transformer::transform(
+    const std::vector<c10::IValue>& example_inputs) {
+  TraceOptions options;
+  std::vector<Node*> old_placeholders = module_->graph().placeholders();
+  for (Node* ph : old_placeholders) {
+    options.input_names.push_back(ph->target().str());
+  }
+  Tracer tracer(options);
+  tracer_ = &tracer;
+  struct Reset {
+    Tracer** tracer;
+    ~Reset() { *tracer = nullptr; }
+  } reset{&tracer_};
+  std::unique_ptr<Graph> graph = tracer.trace(
+      module_.ptr(),
+      [this](const std::vector<c10::IValue>& inputs) { return run(inputs); },
+      example_inputs);
+  // The old graph's guards hold: what it specialized, the new one has too.
+  std::vector<Node*> placeholders = graph->placeholders();
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    if (const InputGuard* guard = old_placeholders[i]->meta().get(kGuard)) {
+      placeholders[i]->meta().set(kGuard, *guard);
+    }
+  }
+  Attributes attributes = tracer.take_attributes();
+  attributes.traced_training = module_->traced_training();
+  return GraphModule(module_.ptr(), std::move(graph), std::move(attributes));
+}
+
+c10::IValue Transformer::call_function(const Node& node, const Target& target,
+                                       std::vector<c10::IValue> args,
+                                       IValueKwargs kwargs) {
+  if (tracer_ != nullptr && target.is_function() &&
+      &target.function() != getitem()) {
+    if (!kwargs.empty()) {
+      throw GraphError(absl::StrCat(target.to_string(),
+                                    " takes no keyword arguments"));
+    }
+    const Function* function = &target.function();
+    return tracer_->call_function(
+        function,
+        [function](const std::vector<c10::IValue>& inputs) {
+          return (*function)(inputs);
+        },
+        std::move(args));
+  }
+  return Interpreter::call_function(node, target, std::move(args),
+                                    std::move(kwargs));
+}
+
+c10::IValue Transformer::call_module(const Node& node, const Target& target,
+                                     std::vector<c10::IValue> args,
+                                     IValueKwargs kwargs) {
+  if (tracer_ == nullptr) {
+    return Interpreter::call_module(node, target, std::move(args),
+                                    std::move(kwargs));
+  }
+  if (!kwargs.empty()) {
+    throw GraphError(absl::StrCat(target.to_string(),
+                                  " takes no keyword arguments"));
+  }
+  const LeafModule* leaf = module_->leaf_module(target.str());
+  if (leaf == nullptr) {
+    throw GraphError(absl::StrCat("no leaf module at '", target.str(), "'"));
+  }
+  return tracer_->call_leaf_module(target.str(), *leaf, std::move(args));
+}
+
+}  // namespace fx

@@ -1,0 +1,60 @@
+// Transformer: an Interpreter that re-traces the graph it runs, producing a
+// new GraphModule (torch.fx's Transformer).
+//
+// Each node runs on proxies, so what it computes is recorded into the new
+// graph; overriding a per-opcode method (or run_node) changes what gets
+// recorded. Swapping neg and sigmoid, as torch.fx's documentation does:
+//
+//   class NegSigmoidSwap : public fx::Transformer {
+//    public:
+//     using fx::Transformer::Transformer;
+//     c10::IValue call_function(const fx::Node& node, const fx::Target& target,
+//                               std::vector<c10::IValue> args,
+//                               fx::IValueKwargs kwargs) override {
+//       if (target == fx::op("aten::sigmoid")) return torch::neg(args[0].toTensor());
+//       if (target == fx::op("aten::neg")) return torch::sigmoid(args[0].toTensor());
+//       return fx::Transformer::call_function(node, target, std::move(args), std::move(kwargs));
+//     }
+//   };
+//   fx::GraphModule swapped = NegSigmoidSwap(gm).transform();
+//
+//   before: %neg = aten::neg(%x); %sigmoid = aten::sigmoid(%neg); return sigmoid
+//   after:  %sigmoid = aten::sigmoid(%x); %neg = aten::neg(%sigmoid); return neg
+//
+// Parameters stay get_attr nodes of the same names, leaf modules stay
+// call_module nodes and registered functions stay opaque calls. The new
+// GraphModule keeps the input guards and the traced training mode of the
+// old one (its graph keeps whatever the old one specialized).
+#pragma once
+
+#include <vector>
+
+#include "fx/tracer.h"
+#include "interpreter/interpreter.h"
+
+namespace fx {
+
+class Transformer : public Interpreter {
+ public:
+  explicit Transformer(GraphModule module);
+  ~Transformer() override;
+
+  // Re-traces the graph on proxies built from each placeholder's metadata
+  // (its guard, or its tensor_meta), and returns the new GraphModule.
+  GraphModule transform();
+  // The same, with explicit example inputs (needed when a placeholder has
+  // no metadata, e.g. in a graph written by hand).
+  GraphModule transform(const std::vector<c10::IValue>& example_inputs);
+
+  c10::IValue call_function(const Node& node, const Target& target,
+                            std::vector<c10::IValue> args,
+                            IValueKwargs kwargs) override;
+  c10::IValue call_module(const Node& node, const Target& target,
+                          std::vector<c10::IValue> args,
+                          IValueKwargs kwargs) override;
+
+ private:
+  Tracer* tracer_ = nullptr;
+};
+
+}  // namespace fx

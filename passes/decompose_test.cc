@@ -1,0 +1,67 @@
+#include "passes/decompose.h"
+
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "passes/pass.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using fx::Opcode;
+
+TEST_CASE("relu becomes (x > 0) * x, as in torch.fx's docs") {
+  auto fn = [](torch::Tensor x) { return torch::relu(x) + 1; };
+  auto x = torch::randn({5});
+  fx::GraphModule gm = fx::symbolic_trace(fn, x);
+  fx::GraphModule decomposed = fx::decompose(gm);
+  CHECK(decomposed->graph().to_string() ==
+        "graph():\n"
+        "    %x : [#users=2] = placeholder[target=x]\n"
+        "    %gt : [#users=1] = call_function[target=aten::gt.Scalar](args = "
+        "(%x, 0), kwargs = {})\n"
+        "    %mul : [#users=1] = call_function[target=aten::mul.Tensor](args "
+        "= (%gt, %x), kwargs = {})\n"
+        "    %add : [#users=1] = call_function[target=aten::add.Scalar](args "
+        "= (%mul, 1), kwargs = {})\n"
+        "    return add");
+  CHECK(torch::equal(decomposed(x).toTensor(), fn(x)));
+}
+
+TEST_CASE("a custom table rewrites only its operators") {
+  fx::DecompositionTable table;
+  table.add("aten::sigmoid", [](const std::vector<c10::IValue>& args) {
+    at::Tensor x = args[0].toTensor();
+    return c10::IValue(1 / (1 + torch::exp(-x)));
+  });
+  CHECK(table.names() == std::vector<std::string>{"aten::sigmoid"});
+  CHECK_THROWS_AS(table.add("aten::no_such_op", nullptr), fx::GraphError);
+  auto fn = [](torch::Tensor x) { return torch::sigmoid(x).relu(); };
+  auto x = torch::randn({5});
+  fx::GraphModule out = fx::decompose(fx::symbolic_trace(fn, x), table);
+  auto& g = out->graph();
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::sigmoid")).empty());
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::relu")).size() == 1);
+  CHECK(torch::allclose(out(x).toTensor(), fn(x)));
+}
+
+TEST_CASE("the decompose pass runs in place on zoo models") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"mlp", "lenet"}) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    fx::GraphModule gm =
+        fx::symbolic_trace(model.module, model.forward, model.example_inputs);
+    fx::PassResult result = fx::PassManager().add("decompose").run(gm);
+    CHECK(result.modified);
+    auto& g = result.module->graph();
+    CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::relu")).empty());
+    CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::addmm")).empty());
+    CHECK(torch::allclose(result.module->forward(model.example_inputs).toTensor(),
+                          model.forward(model.example_inputs).toTensor(),
+                          1e-5, 1e-6));
+  }
+}
+
+}  // namespace
