@@ -1,0 +1,73 @@
+#include "interpreter/shape_prop.h"
+
+#include <utility>
+
+namespace fx {
+
+TensorMeta extract_tensor_meta(const at::Tensor& tensor) {
+  TensorMeta m;
+  m.sizes = tensor.sizes().vec();
+  m.strides = tensor.strides().vec();
+  m.dtype = tensor.scalar_type();
+  m.device = tensor.device();
+  m.requires_grad = tensor.requires_grad();
+  m.memory_format = memory_format_of(m.sizes, m.strides);
+  return m;
+}
+
+ShapeProp::ShapeProp(GraphModule module) : Interpreter(std::move(module)) {}
+
+c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
+  recorded_.clear();
+  c10::IValue result;
+  try {
+    result = run(std::move(inputs));
+  } catch (...) {
+    recorded_.clear();
+    throw;
+  }
+  for (Node* n : module_->graph().nodes()) {
+    auto it = recorded_.find(n);
+    if (it == recorded_.end()) continue;
+    Recorded& r = it->second;
+    n->meta().erase(kTensorMeta.name);
+    n->meta().erase(kTensorMetaList.name);
+    switch (r.kind) {
+      case Recorded::Kind::kTensor:
+        n->meta().set(kTensorMeta, std::move(r.tensor));
+        break;
+      case Recorded::Kind::kTensorList:
+        n->meta().set(kTensorMetaList, std::move(r.tensors));
+        break;
+      case Recorded::Kind::kNone: break;
+    }
+  }
+  recorded_.clear();
+  return result;
+}
+
+c10::IValue ShapeProp::run_node(const Node& node) {
+  c10::IValue value = Interpreter::run_node(node);
+  Recorded r;
+  if (value.isTensor()) {
+    r.kind = Recorded::Kind::kTensor;
+    r.tensor = extract_tensor_meta(value.toTensor());
+  } else if (value.isTuple() || value.isList()) {
+    c10::ArrayRef<c10::IValue> items =
+        value.isTuple() ? value.toTupleRef().elements() : value.toListRef();
+    bool all_tensors = !items.empty();
+    for (const c10::IValue& item : items) {
+      all_tensors = all_tensors && item.isTensor();
+    }
+    if (all_tensors) {
+      r.kind = Recorded::Kind::kTensorList;
+      for (const c10::IValue& item : items) {
+        r.tensors.push_back(extract_tensor_meta(item.toTensor()));
+      }
+    }
+  }
+  recorded_[&node] = std::move(r);
+  return value;
+}
+
+}  // namespace fx

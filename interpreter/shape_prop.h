@@ -1,0 +1,67 @@
+// ShapeProp: runs a GraphModule on example inputs and records, in each
+// node's meta, the metadata of the value it computed (torch.fx's
+// passes/shape_prop.py).
+//
+// The tracer already records metadata at trace time. ShapeProp is for graphs
+// built or edited by hand, and for inputs of other shapes: it runs the graph
+// through the Interpreter (which checks no guards) and overwrites what was
+// there.
+//
+//   before:  %x : [#users=1] = placeholder[target=x]
+//            %relu : [#users=1] = call_function[target=aten::relu](args = (%x,), kwargs = {})
+//
+//   fx::ShapeProp(gm).propagate({torch::randn({8, 3})});
+//   gm->graph().to_string(fx::PrintOptions{.tensor_meta = true});
+//
+//   after:   %x : f32[8, 3] [#users=1] = placeholder[target=x]
+//            %relu : f32[8, 3] [#users=1] = call_function[target=aten::relu](args = (%x,), kwargs = {})
+//
+// What each node gets:
+//   a tensor                        kTensorMeta
+//   a tuple or list of tensors      kTensorMetaList, one entry per element
+//   anything else (None, ints, a    neither: a kTensorMeta or
+//   tuple holding non-tensors)      kTensorMetaList left from before is
+//                                   erased, so no stale shape survives
+// The output node is recorded too, as torch.fx does.
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "fx/meta.h"
+#include "interpreter/interpreter.h"
+
+namespace fx {
+
+// The metadata of a real tensor (torch.fx's _extract_tensor_metadata):
+// sizes, strides, dtype, device, requires_grad, and the memory format the
+// strides follow (Preserve when none).
+TensorMeta extract_tensor_meta(const at::Tensor& tensor);
+
+class ShapeProp : public Interpreter {
+ public:
+  explicit ShapeProp(GraphModule module);
+
+  // Runs the graph on one value per placeholder, records every node's
+  // metadata and returns the graph's output. Throws fx::ExecutionError
+  // naming the failing node, as Interpreter::run does; nodes are written only
+  // after the whole graph ran, so a failed run changes no meta. (run()
+  // alone writes nothing.)
+  c10::IValue propagate(std::vector<c10::IValue> inputs);
+
+  c10::IValue run_node(const Node& node) override;
+
+ private:
+  struct Recorded {
+    enum class Kind { kNone, kTensor, kTensorList };
+    Kind kind = Kind::kNone;
+    TensorMeta tensor;
+    std::vector<TensorMeta> tensors;
+  };
+  absl::flat_hash_map<const Node*, Recorded> recorded_;
+};
+
+}  // namespace fx

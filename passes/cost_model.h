@@ -1,0 +1,185 @@
+// Cost model: FLOPs, multiply-accumulates and bytes moved per node, from the
+// tensor metadata the tracer (or ShapeProp) records, and a roofline estimate
+// of run time on a given machine: torch.fx's "simulate a model's
+// performance without the hardware". An analysis: it reads the graph and
+// changes nothing.
+//
+//   %conv2d : f32[1, 64, 112, 112] = aten::conv2d(%x : f32[1, 3, 224, 224],
+//                                                 %conv1_weight : f32[64, 3, 7, 7], None, [2, 2], [3, 3])
+//
+//   fx::CostReport report = fx::estimate_cost(gm->graph());
+//   report.nodes[0].second:
+//     macs          118,013,952   (64*112*112 outputs x 3*7*7 weights each)
+//     flops         236,027,904   (a multiply-add is 2 FLOPs)
+//     bytes_read        639,744   (input 602,112 + weight 37,632)
+//     bytes_written   3,211,264
+//
+//   std::cout << fx::format_cost_table(report, {.top_n = 10});
+//
+// What each kind of operator costs (N = output elements, dtype sizes from
+// the metadata; bytes_read sums the distinct tensor inputs, bytes_written
+// the outputs, unless said otherwise):
+//   conv1d/2d/3d, convolution,    MACs = N * C_in/groups * prod(kernel)
+//   _convolution, conv_transpose  (transposed: input elements * C_out/groups
+//                                 * prod(kernel)); FLOPs = 2 MACs (+ N bias)
+//   linear, matmul, mm, bmm,      MACs = N * K (the reduced dimension);
+//   addmm, addmv, baddbmm, addbmm FLOPs = 2 MACs (+ N for a bias or self)
+//   lstm                          MACs of every gate matrix product per step;
+//                                 kLstmPointwiseFlops per hidden unit and step
+//   max/avg/adaptive pooling      N * window elements
+//   elementwise (relu, add_, ...) kElementwiseFlops per output element
+//   reductions (sum, mean, amax)  one per input element
+//   batch_norm in eval            kNormApplyFlops per element
+//   batch_norm in training,       (kNormStatsFlops + kNormApplyFlops) per
+//   layer/group/instance_norm     element
+//   softmax, log_softmax          kSoftmaxFlops per element
+//   upsample_bilinear2d           kBilinearFlops per output element
+//   embedding                     no FLOPs; reads the indices and the rows
+//                                 gathered (not the whole table)
+//   views (view, t, transpose,    nothing: no data moves. reshape, flatten,
+//   getitem, dropout in eval)     contiguous, to: a copy when the output's
+//                                 layout or dtype differs from the input's
+//   cat, stack, clone, copy_,     bytes only
+//   pad, upsample_nearest
+//   zeros, ones, full, fill_      bytes written only
+// Anything else (and leaf modules, wrapped functions, nodes whose inputs
+// lack metadata) costs 0 FLOPs and the bytes of its inputs and outputs, is
+// marked unmodelled, and is listed in CostReport::unmodelled_ops, so the
+// totals say what they leave out.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fx/graph.h"
+
+namespace fx {
+
+// FLOPs per output element of an elementwise operator (relu, add, sigmoid,
+// ...): one, whatever the operator, as fvcore and most FLOP counters do;
+// transcendental functions cost more on real hardware.
+inline constexpr double kElementwiseFlops = 1;
+// Normalization, per element. Applying precomputed statistics is
+// x * scale + shift with scale and shift folded per channel (batch_norm in
+// eval): 2. Computing them is a sum and a sum of squares: 3 more.
+inline constexpr double kNormApplyFlops = 2;
+inline constexpr double kNormStatsFlops = 3;
+// softmax and log_softmax, per element: subtract the row maximum (after
+// comparing with it), exponentiate, sum, divide (or subtract the log-sum).
+inline constexpr double kSoftmaxFlops = 5;
+// LSTM, per hidden unit, step, layer and direction, besides the matrix
+// products: add the two products (4 gates), 4 gate activations,
+// c' = f*c + i*g (3), h' = o*tanh(c') (2); plus 8 with biases (2 per gate).
+inline constexpr double kLstmPointwiseFlops = 13;
+inline constexpr double kLstmBiasFlops = 8;
+// upsample_bilinear2d, per output element: weigh 4 neighbours and add them.
+inline constexpr double kBilinearFlops = 7;
+
+struct NodeCost {
+  double flops = 0;
+  // Multiply-accumulates of matrix products and convolutions (the figure
+  // model zoos quote as "GMACs" or, confusingly, "GFLOPs").
+  double macs = 0;
+  double bytes_read = 0;
+  double bytes_written = 0;
+  // False when the cost model does not know the operator (or lacks the
+  // metadata it needs): flops and macs are then 0.
+  bool modelled = true;
+
+  double bytes() const { return bytes_read + bytes_written; }
+  // Adds the figures; the sum is modelled only if both were.
+  NodeCost& operator+=(const NodeCost& other);
+};
+
+// Points into the graph it was made from: keep the graph alive while using
+// it.
+struct CostReport {
+  // Every call_function, call_method and call_module node, in program order
+  // (placeholders, get_attr and output nodes compute nothing).
+  std::vector<std::pair<const Node*, NodeCost>> nodes;
+  NodeCost total;
+  // By each node's kModulePath ("" for the root and for nodes without one):
+  // exactly the nodes of that module...
+  std::map<std::string, NodeCost> by_module_path;
+  // ...and inclusively: "layer1" also holds "layer1.0.conv1"; "" holds all.
+  std::map<std::string, NodeCost> by_module_tree;
+  // What the model does not know, sorted and unique: operator names
+  // ("aten::nonzero"), wrapped function names, "call_module <path>", and
+  // "<op> (no tensor metadata)" when metadata needed was missing (run
+  // fx::ShapeProp first).
+  std::vector<std::string> unmodelled_ops;
+};
+
+// The cost of one node (zero for placeholders, get_attr and output).
+NodeCost estimate_node_cost(const Node& node);
+
+// The cost of every node of `graph`, from its kTensorMeta /
+// kTensorMetaList metadata.
+CostReport estimate_cost(const Graph& graph);
+
+// --- Roofline -------------------------------------------------------------
+
+// A machine as the roofline model sees it. Both must be positive.
+struct Machine {
+  double peak_flops_per_second = 0;
+  double memory_bytes_per_second = 0;
+};
+
+enum class Bound {
+  kNone,     // no work
+  kCompute,  // flops / peak >= bytes / bandwidth
+  kMemory,
+};
+// "-", "compute", "memory".
+const char* bound_name(Bound bound);
+
+// max(flops / peak, bytes / bandwidth): the time of a node that overlaps
+// compute and memory traffic perfectly. Throws fx::GraphError when a figure
+// of `machine` is not positive.
+double estimated_seconds(const NodeCost& cost, const Machine& machine);
+Bound bound_of(const NodeCost& cost, const Machine& machine);
+// The sum over the report's nodes, run one after another.
+double estimated_seconds(const CostReport& report, const Machine& machine);
+
+// --- Printing -------------------------------------------------------------
+
+// 3 significant digits with an SI prefix: "0 B", "512 B", "3.21 MB",
+// "236 MFLOPs", "4.11 GMACs".
+std::string format_quantity(double value, const std::string& unit);
+// "850 ns", "12.3 us", "4.56 ms", "1.20 s".
+std::string format_seconds(double seconds);
+
+struct CostTableOptions {
+  enum class GroupBy {
+    kNode,        // one row per node: name, target, module path
+    kModulePath,  // one row per exact module path ("(root)" for "")
+    kModuleTree,  // one row per module and all it contains
+  };
+  GroupBy group_by = GroupBy::kNode;
+  // Show only the first top_n rows (0: all); the total row covers all.
+  size_t top_n = 0;
+  // With a machine, adds each row's estimated time (the sum of its nodes')
+  // and bound (of the nodes taking most of that time), and sorts by time;
+  // without, sorts by FLOPs. Ties keep program (or path) order.
+  const Machine* machine = nullptr;
+};
+
+// A text table, the same for the same report every time. ResNet-18 with
+// {.group_by = kModuleTree, .top_n = 2, .machine = &machine} (1 TFLOP/s,
+// 100 GB/s):
+//
+//   module                  FLOPs        MACs     read  written     time  bound    %time
+//   layer1             926 MFLOPs   462 MMACs  7.02 MB  6.42 MB   989 us  compute   23.8
+//   layer2             823 MFLOPs   411 MMACs  6.92 MB  4.01 MB   862 us  compute   20.7
+//   ... 54 more rows
+//   total (70 nodes)  3.64 GFLOPs  1.81 GMACs  84.0 MB  32.9 MB  4.16 ms  compute  100.0
+//
+// followed by "unmodelled: ..." when the report has unmodelled operators.
+// Unmodelled nodes' targets read "aten::foo (unmodelled)".
+std::string format_cost_table(const CostReport& report,
+                              const CostTableOptions& options = {});
+
+}  // namespace fx
