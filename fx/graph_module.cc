@@ -365,14 +365,7 @@ std::string GraphModuleImpl::print_readable() const {
   for (const auto& member : forward.tensors) {
     std::string shape;
     auto it = tensors_.find(member.path);
-    if (it != tensors_.end()) {
-      TensorMeta meta;
-      meta.sizes = it->second.sizes().vec();
-      meta.strides = it->second.strides().vec();
-      meta.dtype = it->second.scalar_type();
-      meta.memory_format = memory_format_of(meta.sizes, meta.strides);
-      shape = ": " + meta.to_string();
-    }
+    if (it != tensors_.end()) shape = ": " + tensor_meta_of(it->second).to_string();
     absl::StrAppend(&out, "  at::Tensor ", member.name, ";  // ", member.path,
                     shape, "\n");
   }

@@ -1,9 +1,22 @@
 #include "fx/meta.h"
 
+#include <ATen/core/Tensor.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace fx {
+
+TensorMeta tensor_meta_of(const at::Tensor& tensor) {
+  TensorMeta m;
+  m.sizes = tensor.sizes().vec();
+  m.strides = tensor.strides().vec();
+  m.dtype = tensor.scalar_type();
+  m.device = tensor.device();
+  m.requires_grad = tensor.requires_grad();
+  m.memory_format = memory_format_of(m.sizes, m.strides);
+  return m;
+}
 
 int64_t TensorMeta::numel() const {
   int64_t n = 1;

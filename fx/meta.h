@@ -20,6 +20,10 @@
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
 
+namespace at {
+class Tensor;
+}
+
 namespace fx {
 
 template <typename T>
@@ -87,6 +91,9 @@ struct TensorMeta {
     return !(a == b);
   }
 };
+
+// The metadata of a tensor (torch.fx's _extract_tensor_metadata).
+TensorMeta tensor_meta_of(const at::Tensor& tensor);
 
 // The memory format `strides` follow for `sizes`, or Preserve if none.
 c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,

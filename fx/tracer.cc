@@ -390,7 +390,7 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
     for (int w : written) {
       internal::InferredOutput out;
       if (args[w].isTensor()) {
-        out.tensor = internal::tensor_meta_of(args[w].toTensor());
+        out.tensor = tensor_meta_of(args[w].toTensor());
       } else {
         out.kind = internal::InferredOutput::Kind::kValue;
       }
@@ -514,7 +514,7 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
 c10::IValue Tracer::Session::wrap_outputs(Node* node, const c10::IValue& value,
                                           const std::string& what) {
   if (value.isTensor()) {
-    TensorMeta meta = internal::tensor_meta_of(value.toTensor());
+    TensorMeta meta = tensor_meta_of(value.toTensor());
     meta.requires_grad = false;
     node->meta().set(kTensorMeta, meta);
     return tracer->create_proxy(node, meta);
@@ -579,7 +579,7 @@ Argument Tracer::create_arg(const at::Tensor& tensor) {
     attributes_.buffers[name] = tensor;
     node = create_node(Opcode::kGetAttr, Target(name), {}, {}, "");
   }
-  node->meta().set(kTensorMeta, internal::tensor_meta_of(tensor));
+  node->meta().set(kTensorMeta, tensor_meta_of(tensor));
   s.tensor_nodes[impl] = node;
   return node;
 }
@@ -794,7 +794,7 @@ std::unique_ptr<Graph> Tracer::trace(
             throw TraceError(absl::StrCat(
                 "example input ", i, " is a proxy of another trace"));
           }
-          TensorMeta meta = internal::tensor_meta_of(t);
+          TensorMeta meta = tensor_meta_of(t);
           meta.requires_grad = false;
           ph->meta().set(kTensorMeta, meta);
           inputs.push_back(create_proxy(ph, meta));
@@ -805,7 +805,7 @@ std::unique_ptr<Graph> Tracer::trace(
           std::vector<TensorMeta> metas;
           auto list = v.toTensorVector();
           for (size_t j = 0; j < list.size(); ++j) {
-            TensorMeta meta = internal::tensor_meta_of(list[j]);
+            TensorMeta meta = tensor_meta_of(list[j]);
             meta.requires_grad = false;
             Node* item = s->getitem(ph, static_cast<int64_t>(j));
             item->meta().set(kTensorMeta, meta);

@@ -4,17 +4,6 @@
 
 namespace fx {
 
-TensorMeta extract_tensor_meta(const at::Tensor& tensor) {
-  TensorMeta m;
-  m.sizes = tensor.sizes().vec();
-  m.strides = tensor.strides().vec();
-  m.dtype = tensor.scalar_type();
-  m.device = tensor.device();
-  m.requires_grad = tensor.requires_grad();
-  m.memory_format = memory_format_of(m.sizes, m.strides);
-  return m;
-}
-
 ShapeProp::ShapeProp(GraphModule module) : Interpreter(std::move(module)) {}
 
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
@@ -51,7 +40,7 @@ c10::IValue ShapeProp::run_node(const Node& node) {
   Recorded r;
   if (value.isTensor()) {
     r.kind = Recorded::Kind::kTensor;
-    r.tensor = extract_tensor_meta(value.toTensor());
+    r.tensor = tensor_meta_of(value.toTensor());
   } else if (value.isTuple() || value.isList()) {
     c10::ArrayRef<c10::IValue> items =
         value.isTuple() ? value.toTupleRef().elements() : value.toListRef();
@@ -62,7 +51,7 @@ c10::IValue ShapeProp::run_node(const Node& node) {
     if (all_tensors) {
       r.kind = Recorded::Kind::kTensorList;
       for (const c10::IValue& item : items) {
-        r.tensors.push_back(extract_tensor_meta(item.toTensor()));
+        r.tensors.push_back(tensor_meta_of(item.toTensor()));
       }
     }
   }

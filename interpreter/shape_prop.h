@@ -36,11 +36,6 @@
 
 namespace fx {
 
-// The metadata of a real tensor (torch.fx's _extract_tensor_metadata):
-// sizes, strides, dtype, device, requires_grad, and the memory format the
-// strides follow (Preserve when none).
-TensorMeta extract_tensor_meta(const at::Tensor& tensor);
-
 class ShapeProp : public Interpreter {
  public:
   explicit ShapeProp(GraphModule module);

@@ -71,13 +71,13 @@ TEST_CASE(
   at::Tensor relu = torch::relu(linear);
   auto [values, indices] = torch::max(relu, 1);
   at::Tensor t = relu.transpose(0, 1);
-  CHECK(meta_of(by_name(graph, "x")) == fx::extract_tensor_meta(x));
+  CHECK(meta_of(by_name(graph, "x")) == fx::tensor_meta_of(x));
   CHECK(meta_of(by_name(graph, "fc_weight")) ==
-        fx::extract_tensor_meta(h.fc->weight));
+        fx::tensor_meta_of(h.fc->weight));
   CHECK(meta_of(by_name(graph, "fc_weight")).requires_grad);
-  CHECK(meta_of(by_name(graph, "linear")) == fx::extract_tensor_meta(linear));
-  CHECK(meta_of(by_name(graph, "relu")) == fx::extract_tensor_meta(relu));
-  CHECK(meta_of(by_name(graph, "getitem")) == fx::extract_tensor_meta(indices));
+  CHECK(meta_of(by_name(graph, "linear")) == fx::tensor_meta_of(linear));
+  CHECK(meta_of(by_name(graph, "relu")) == fx::tensor_meta_of(relu));
+  CHECK(meta_of(by_name(graph, "getitem")) == fx::tensor_meta_of(indices));
   CHECK(meta_of(by_name(graph, "getitem")).dtype == c10::ScalarType::Long);
 
   // A transposed view: strides that follow no memory format.
@@ -85,14 +85,14 @@ TEST_CASE(
   CHECK(tm.sizes == std::vector<int64_t>{5, 4});
   CHECK(tm.strides == std::vector<int64_t>{1, 5});
   CHECK(tm.memory_format == c10::MemoryFormat::Preserve);
-  CHECK(tm == fx::extract_tensor_meta(t));
+  CHECK(tm == fx::tensor_meta_of(t));
 
   // Several outputs: one entry per element.
   const auto* list = by_name(graph, "max")->meta().get(fx::kTensorMetaList);
   REQUIRE(list != nullptr);
   CHECK(
-      (*list == std::vector<fx::TensorMeta>{fx::extract_tensor_meta(values),
-                                            fx::extract_tensor_meta(indices)}));
+      (*list == std::vector<fx::TensorMeta>{fx::tensor_meta_of(values),
+                                            fx::tensor_meta_of(indices)}));
   // An int is no tensor: no metadata.
   CHECK(!by_name(graph, "size")->meta().contains(fx::kTensorMeta.name));
   CHECK(!by_name(graph, "size")->meta().contains(fx::kTensorMetaList.name));

@@ -146,14 +146,8 @@ class Fuser {
   }
 
   TensorMeta meta_of(const Argument& attribute) const {
-    at::Tensor t = module_.get_attr(attribute.to_node()->target().str());
-    TensorMeta m;
-    m.sizes = t.sizes().vec();
-    m.strides = t.strides().vec();
-    m.dtype = t.scalar_type();
-    m.device = t.device();
-    m.memory_format = memory_format_of(m.sizes, m.strides);
-    return m;
+    return tensor_meta_of(
+        module_.get_attr(attribute.to_node()->target().str()));
   }
 
   struct Fused {

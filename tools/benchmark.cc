@@ -14,23 +14,15 @@
 // medians after a warm-up; variants of a forward measurement alternate round
 // by round so that drift on a shared machine hits them alike. The report
 // ends with the performance targets, each PASS or MISS.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <c10/core/CPUAllocator.h>
@@ -40,15 +32,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "fx/fx.h"
 #include "testdata/zoo.h"
+#include "tools/benchmark_support.h"
 
 ABSL_FLAG(bool, quick, false,
           "smoke run: fewer repetitions, chains of 1k and 10k nodes only, no "
@@ -61,11 +49,9 @@ ABSL_FLAG(int, repeats, 0,
 
 namespace {
 
-constexpr char kPython[] = "/usr/bin/python3";
+using namespace fx::benchmark;  // NOLINT: the benchmark vocabulary
+
 constexpr char kPythonScript[] = "tools/pyfx_reference.py";
-// The runfiles directory of this workspace, to find the script when the
-// binary is run directly rather than through `bazel run`.
-constexpr char kRunfilesWorkspace[] = ".runfiles/fx_libtorch/";
 const std::vector<std::string> kPythonModels = {"resnet18", "resnet50",
                                                 "mobilenet_v2"};
 constexpr int64_t kForwardChainLength = 1000;
@@ -73,227 +59,6 @@ constexpr int64_t kForwardChainLength = 1000;
 constexpr int kChainCallsPerSample = 10;
 // The largest activation of ResNet-50 on 1x3x224x224: 1x64x112x112 floats.
 constexpr int64_t kLargestActivationBytes = 64 * 112 * 112 * sizeof(float);
-
-// --- Timing --------------------------------------------------------------
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start)
-      .count();
-}
-
-double median(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  size_t n = samples.size();
-  return n % 2 == 1 ? samples[n / 2]
-                    : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-}
-
-// Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
-// timed_run returns the milliseconds of the part it measures.
-double median_ms(const std::function<double()>& timed_run, int repeats) {
-  timed_run();
-  std::vector<double> samples;
-  for (int i = 0; i < repeats; ++i) samples.push_back(timed_run());
-  return median(samples);
-}
-
-// Milliseconds per call of each variant, one sample per round. After a
-// warm-up call of each, every round times `calls_per_sample` calls of each
-// variant, in order on even rounds and in reverse order on odd ones.
-std::vector<std::vector<double>> interleaved_samples_ms(
-    const std::vector<std::function<void()>>& variants, int rounds,
-    int calls_per_sample) {
-  for (const auto& variant : variants) variant();
-  std::vector<std::vector<double>> samples(variants.size());
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t k = 0; k < variants.size(); ++k) {
-      size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
-      auto start = Clock::now();
-      for (int call = 0; call < calls_per_sample; ++call) variants[v]();
-      samples[v].push_back(ms_since(start) / calls_per_sample);
-    }
-  }
-  return samples;
-}
-
-// Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
-// the same round cancels the drift between rounds.
-double median_paired_ratio(const std::vector<double>& a,
-                           const std::vector<double>& b) {
-  std::vector<double> ratios;
-  for (size_t i = 0; i < a.size(); ++i) ratios.push_back(a[i] / b[i]);
-  return median(std::move(ratios));
-}
-
-double median_paired_difference(const std::vector<double>& a,
-                                const std::vector<double>& b) {
-  std::vector<double> differences;
-  for (size_t i = 0; i < a.size(); ++i) differences.push_back(a[i] - b[i]);
-  return median(std::move(differences));
-}
-
-// --- Formatting ----------------------------------------------------------
-
-std::string fixed(std::optional<double> value, int decimals) {
-  if (!value) return "n/a";
-  return absl::StrFormat("%.*f", decimals, *value);
-}
-
-std::string times(std::optional<double> ratio) {
-  return ratio ? absl::StrFormat("%.2fx", *ratio) : "n/a";
-}
-
-std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
-  if (!a || !b || *b == 0) return std::nullopt;
-  return *a / *b;
-}
-
-// A plain-text table: the first `left_columns` columns left-aligned (labels),
-// the others right-aligned (numbers).
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, size_t left_columns = 1)
-      : rows_{std::move(header)}, left_columns_(left_columns) {}
-
-  void add_row(std::vector<std::string> row) {
-    row.resize(rows_[0].size());
-    rows_.push_back(std::move(row));
-  }
-
-  void print(std::ostream& out) const {
-    std::vector<size_t> widths(rows_[0].size(), 0);
-    for (const auto& row : rows_) {
-      for (size_t c = 0; c < row.size(); ++c) {
-        widths[c] = std::max(widths[c], row[c].size());
-      }
-    }
-    for (size_t r = 0; r < rows_.size(); ++r) {
-      print_row(out, rows_[r], widths, left_columns_);
-      if (r == 0) print_rule(out, widths);
-    }
-  }
-
- private:
-  static void print_row(std::ostream& out, const std::vector<std::string>& row,
-                        const std::vector<size_t>& widths,
-                        size_t left_columns) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::string pad(widths[c] - row[c].size(), ' ');
-      if (c > 0) line += "  ";
-      line += c < left_columns ? row[c] + pad : pad + row[c];
-    }
-    // No trailing blanks after an empty last column.
-    line.erase(line.find_last_not_of(' ') + 1);
-    out << "  " << line << "\n";
-  }
-
-  static void print_rule(std::ostream& out, const std::vector<size_t>& widths) {
-    size_t total = 0;
-    for (size_t w : widths) total += w;
-    out << "  " << std::string(total + 2 * (widths.size() - 1), '-') << "\n";
-  }
-
-  std::vector<std::vector<std::string>> rows_;
-  size_t left_columns_;
-};
-
-void print_section(const std::string& title, const Table& table,
-                   const std::vector<std::string>& notes = {}) {
-  std::cout << "\n" << title << "\n";
-  table.print(std::cout);
-  for (const std::string& note : notes) std::cout << "  " << note << "\n";
-}
-
-// --- The Python reference ------------------------------------------------
-
-// The `key value` lines of tools/pyfx_reference.py, or why there are none.
-struct PythonReference {
-  std::string unavailable;  // empty when the script ran
-  std::map<std::string, std::string> values;
-
-  std::optional<double> number(const std::string& key) const {
-    auto it = values.find(key);
-    double value;
-    if (it == values.end() || !absl::SimpleAtod(it->second, &value)) {
-      return std::nullopt;
-    }
-    return value;
-  }
-  std::string text(const std::string& key) const {
-    auto it = values.find(key);
-    return it == values.end() ? "n/a" : it->second;
-  }
-};
-
-// The script: beside `bazel run`'s working directory (the runfiles root of
-// the workspace), or in the runfiles of a directly run binary.
-std::optional<std::string> find_python_script(const std::string& argv0) {
-  for (const std::string& path :
-       {std::string(kPythonScript),
-        argv0 + kRunfilesWorkspace + kPythonScript}) {
-    if (std::filesystem::exists(path)) return path;
-  }
-  return std::nullopt;
-}
-
-// Runs `command` (stderr merged into stdout) and returns its output lines and
-// exit status.
-std::pair<std::vector<std::string>, int> run_command(
-    const std::string& command) {
-  std::vector<std::string> lines;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {lines, -1};
-  std::string line;
-  char buffer[4096];
-  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
-    line += buffer;
-    if (line.back() != '\n') continue;
-    line.pop_back();
-    lines.push_back(std::move(line));
-    line.clear();
-  }
-  if (!line.empty()) lines.push_back(line);
-  int status = pclose(pipe);
-  return {lines, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
-
-PythonReference run_python_reference(const std::string& argv0, int threads,
-                                     int repeats, bool quick) {
-  PythonReference ref;
-  std::optional<std::string> script = find_python_script(argv0);
-  if (access(kPython, X_OK) != 0) {
-    ref.unavailable = absl::StrCat(kPython, " not found");
-    return ref;
-  }
-  if (!script) {
-    ref.unavailable = absl::StrCat(kPythonScript, " not found in runfiles");
-    return ref;
-  }
-  std::string command =
-      absl::StrFormat("%s %s --threads=%d --repeats=%d%s", kPython, *script,
-                      threads, repeats, quick ? " --quick" : "");
-  std::cerr << "running " << command << " ...\n";
-  auto [lines, status] = run_command(command);
-  for (const std::string& line : lines) {
-    // Only `key value` lines; warnings and tracebacks have more words.
-    std::vector<std::string> words =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (absl::StartsWith(line, "error ")) {
-      ref.unavailable = std::string(absl::StripPrefix(line, "error "));
-    } else if (words.size() == 2) {
-      ref.values[words[0]] = words[1];
-    }
-  }
-  if (status != 0 && ref.unavailable.empty()) {
-    ref.unavailable = lines.empty() ? absl::StrCat("exit status ", status)
-                                    : lines.back();
-  }
-  if (!ref.unavailable.empty()) ref.values.clear();
-  return ref;
-}
 
 // --- 1. Trace time per model -----------------------------------------------
 
@@ -696,21 +461,6 @@ void print_allocations(const ResNet50Allocations& a) {
 
 // --- Targets ---------------------------------------------------------------
 
-struct TargetCheck {
-  std::string target;
-  std::string measured;
-  std::optional<bool> pass;  // nullopt: not measured in this run
-};
-
-void print_targets(const std::vector<TargetCheck>& checks) {
-  Table table({"target", "measured", "result"}, 3);
-  for (const TargetCheck& c : checks) {
-    table.add_row({c.target, c.measured,
-                   !c.pass ? "n/a" : (*c.pass ? "PASS" : "MISS")});
-  }
-  print_section("Targets", table);
-}
-
 struct Results {
   std::vector<ModelTrace> model_traces;
   std::vector<ChainTrace> chain_traces;
@@ -776,28 +526,20 @@ std::vector<TargetCheck> check_targets(const Results& r,
 
 // --- Report ----------------------------------------------------------------
 
-std::string load_average() {
-  std::ifstream file("/proc/loadavg");
-  std::string one, five, fifteen;
-  file >> one >> five >> fifteen;
-  return file ? absl::StrJoin({one, five, fifteen}, " ") : "n/a";
-}
-
 void print_header(int threads, int repeats, bool quick,
-                  const PythonReference& py, const std::string& load_before) {
+                  const PythonReference& py, const std::string& before) {
   std::cout << "fx for LibTorch benchmark (" << (quick ? "--quick" : "full")
             << " run)\n"
-            << "machine: nproc " << sysconf(_SC_NPROCESSORS_ONLN)
-            << ", load average " << load_before << " before, "
-            << load_average() << " after\n"
+            << "before: " << before << "; after: " << machine_summary()
+            << "\n"
             << "threads: " << threads
             << " (at::set_num_threads, torch.set_num_threads); repeats: "
             << repeats << " (medians after a warm-up)\n"
             << "C++: libtorch " << TORCH_VERSION << "; Python: ";
   if (py.unavailable.empty()) {
-    std::cout << kPython << ", torch " << py.text("torch_version")
-              << ", torchvision " << py.text("torchvision_version")
-              << ", threads " << py.text("threads") << "\n";
+    std::cout << "torch " << py.text("torch_version") << ", torchvision "
+              << py.text("torchvision_version") << ", threads "
+              << py.text("threads") << "\n";
   } else {
     std::cout << "n/a (" << py.unavailable << ")\n";
   }
@@ -817,9 +559,12 @@ int main(int argc, char** argv) {
                           ? absl::GetFlag(FLAGS_repeats)
                           : (quick ? 3 : 20);
   at::set_num_threads(threads);
-  const std::string load_before = load_average();
+  const std::string before = machine_summary();
 
-  PythonReference py = run_python_reference(argv[0], threads, repeats, quick);
+  PythonReference py = run_python_reference(
+      argv[0], kPythonScript,
+      absl::StrFormat("--threads=%d --repeats=%d%s", threads, repeats,
+                      quick ? " --quick" : ""));
   Results r;
   r.model_traces = measure_model_traces(repeats);
   r.chain_traces = measure_chain_traces(repeats, quick);
@@ -829,7 +574,7 @@ int main(int argc, char** argv) {
   std::cerr << "counting allocations\n";
   r.allocations = measure_resnet50_allocations();
 
-  print_header(threads, repeats, quick, py, load_before);
+  print_header(threads, repeats, quick, py, before);
   print_model_traces(r.model_traces, py);
   print_chain_traces(r.chain_traces, py);
   print_forward(r.resnet18, r.chain, py);

@@ -130,17 +130,5 @@ at::Tensor make_proxy(uint64_t session, Node* node, const TensorMeta& meta) {
   return at::Tensor(c10::make_intrusive<ProxyImpl>(session, node, meta));
 }
 
-TensorMeta tensor_meta_of(const at::Tensor& tensor) {
-  if (ProxyImpl* proxy = as_proxy(tensor)) return proxy->meta();
-  TensorMeta m;
-  m.sizes = tensor.sizes().vec();
-  m.strides = tensor.strides().vec();
-  m.dtype = tensor.scalar_type();
-  m.device = tensor.device();
-  m.requires_grad = tensor.requires_grad();
-  m.memory_format = memory_format_of(m.sizes, m.strides);
-  return m;
-}
-
 }  // namespace internal
 }  // namespace fx

@@ -65,10 +65,6 @@ ProxyImpl* as_proxy(const at::Tensor& tensor);
 
 at::Tensor make_proxy(uint64_t session, Node* node, const TensorMeta& meta);
 
-// Metadata of any tensor, proxy or real, without reading data (and without
-// counting as a read of sizes).
-TensorMeta tensor_meta_of(const at::Tensor& tensor);
-
 // Implemented by the tracer: called when user code reads the sizes,
 // strides or numel of a proxy of session `session`.
 void note_size_read(uint64_t session);

@@ -1,0 +1,245 @@
+#include "tools/benchmark_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace fx {
+namespace benchmark {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+// The runfiles directory of this workspace, to find a script when the binary
+// is run directly rather than through `bazel run`.
+constexpr char kRunfilesWorkspace[] = ".runfiles/fx_libtorch/";
+
+// Runs `command` (stderr merged into stdout) and returns its output lines and
+// exit status.
+std::pair<std::vector<std::string>, int> run_command(
+    const std::string& command) {
+  std::vector<std::string> lines;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {lines, -1};
+  std::string line;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    line += buffer;
+    if (line.back() != '\n') continue;
+    line.pop_back();
+    lines.push_back(std::move(line));
+    line.clear();
+  }
+  if (!line.empty()) lines.push_back(line);
+  int status = pclose(pipe);
+  return {lines, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one, five, fifteen;
+  file >> one >> five >> fifteen;
+  return file ? absl::StrJoin({one, five, fifteen}, " ") : "n/a";
+}
+
+void print_row(std::ostream& out, const std::vector<std::string>& row,
+               const std::vector<size_t>& widths, size_t left_columns) {
+  std::string line;
+  for (size_t c = 0; c < row.size(); ++c) {
+    std::string pad(widths[c] - row[c].size(), ' ');
+    if (c > 0) line += "  ";
+    line += c < left_columns ? row[c] + pad : pad + row[c];
+  }
+  // No trailing blanks after an empty last column.
+  line.erase(line.find_last_not_of(' ') + 1);
+  out << "  " << line << "\n";
+}
+
+void print_rule(std::ostream& out, const std::vector<size_t>& widths) {
+  size_t total = 0;
+  for (size_t w : widths) total += w;
+  out << "  " << std::string(total + 2 * (widths.size() - 1), '-') << "\n";
+}
+
+}  // namespace
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+double median(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
+  return n % 2 == 1 ? samples[n / 2]
+                    : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+}
+
+// Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
+// timed_run returns the milliseconds of the part it measures.
+double median_ms(const std::function<double()>& timed_run, int repeats) {
+  timed_run();
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) samples.push_back(timed_run());
+  return median(samples);
+}
+
+// Milliseconds per call of each variant, one sample per round. After a
+// warm-up call of each, every round times `calls_per_sample` calls of each
+// variant, in order on even rounds and in reverse order on odd ones.
+std::vector<std::vector<double>> interleaved_samples_ms(
+    const std::vector<std::function<void()>>& variants, int rounds,
+    int calls_per_sample) {
+  for (const auto& variant : variants) variant();
+  std::vector<std::vector<double>> samples(variants.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+      auto start = Clock::now();
+      for (int call = 0; call < calls_per_sample; ++call) variants[v]();
+      samples[v].push_back(ms_since(start) / calls_per_sample);
+    }
+  }
+  return samples;
+}
+
+// Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
+// the same round cancels the drift between rounds.
+double median_paired_ratio(const std::vector<double>& a,
+                           const std::vector<double>& b) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size(); ++i) ratios.push_back(a[i] / b[i]);
+  return median(std::move(ratios));
+}
+
+double median_paired_difference(const std::vector<double>& a,
+                                const std::vector<double>& b) {
+  std::vector<double> differences;
+  for (size_t i = 0; i < a.size(); ++i) differences.push_back(a[i] - b[i]);
+  return median(std::move(differences));
+}
+
+std::string fixed(std::optional<double> value, int decimals) {
+  if (!value) return "n/a";
+  return absl::StrFormat("%.*f", decimals, *value);
+}
+
+std::string times(std::optional<double> ratio) {
+  return ratio ? absl::StrFormat("%.2fx", *ratio) : "n/a";
+}
+
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b == 0) return std::nullopt;
+  return *a / *b;
+}
+
+Table::Table(std::vector<std::string> header, size_t left_columns)
+    : rows_{std::move(header)}, left_columns_(left_columns) {}
+
+void Table::add_row(std::vector<std::string> row) {
+  row.resize(rows_[0].size());
+  rows_.push_back(std::move(row));
+}
+
+void Table::print(std::ostream& out) const {
+  std::vector<size_t> widths(rows_[0].size(), 0);
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    print_row(out, rows_[r], widths, left_columns_);
+    if (r == 0) print_rule(out, widths);
+  }
+}
+
+void print_section(const std::string& title, const Table& table,
+                   const std::vector<std::string>& notes) {
+  std::cout << "\n" << title << "\n";
+  table.print(std::cout);
+  for (const std::string& note : notes) std::cout << "  " << note << "\n";
+}
+
+void print_targets(const std::vector<TargetCheck>& checks) {
+  Table table({"target", "measured", "result"}, 3);
+  for (const TargetCheck& c : checks) {
+    table.add_row({c.target, c.measured,
+                   !c.met ? "n/a" : (*c.met ? "PASS" : "MISS")});
+  }
+  print_section("Targets", table);
+}
+
+std::string machine_summary() {
+  return absl::StrCat("machine: nproc ", sysconf(_SC_NPROCESSORS_ONLN),
+                      ", load average ", load_average());
+}
+
+std::optional<double> PythonReference::number(const std::string& key) const {
+  auto it = values.find(key);
+  double value;
+  if (it == values.end() || !absl::SimpleAtod(it->second, &value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string PythonReference::text(const std::string& key) const {
+  auto it = values.find(key);
+  return it == values.end() ? "n/a" : it->second;
+}
+
+PythonReference run_python_reference(const std::string& argv0,
+                                     const std::string& script,
+                                     const std::string& arguments) {
+  PythonReference ref;
+  if (access(kPython, X_OK) != 0) {
+    ref.unavailable = absl::StrCat(kPython, " not found");
+    return ref;
+  }
+  std::optional<std::string> path;
+  for (const std::string& candidate :
+       {script, argv0 + kRunfilesWorkspace + script}) {
+    if (std::filesystem::exists(candidate)) {
+      path = candidate;
+      break;
+    }
+  }
+  if (!path) {
+    ref.unavailable = absl::StrCat(script, " not found in runfiles");
+    return ref;
+  }
+  std::string command = absl::StrCat(kPython, " ", *path, " ", arguments);
+  std::cerr << "running " << command << " ...\n";
+  auto [lines, status] = run_command(command);
+  for (const std::string& line : lines) {
+    // Only `key value` lines; warnings and tracebacks have more words.
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (absl::StartsWith(line, "error ")) {
+      ref.unavailable = std::string(absl::StripPrefix(line, "error "));
+    } else if (words.size() == 2) {
+      ref.values[words[0]] = words[1];
+    }
+  }
+  if (status != 0 && ref.unavailable.empty()) {
+    ref.unavailable = lines.empty() ? absl::StrCat("exit status ", status)
+                                    : lines.back();
+  }
+  if (!ref.unavailable.empty()) ref.values.clear();
+  return ref;
+}
+
+}  // namespace benchmark
+}  // namespace fx

@@ -1,0 +1,97 @@
+// Shared pieces of the benchmark programs: timing with medians and
+// interleaved rounds, plain-text tables, and running a Python reference
+// script (with /usr/bin/python3, Debian's torch) that prints `key value`
+// lines.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fx {
+namespace benchmark {
+
+// --- Timing ------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start);
+double median(std::vector<double> samples);
+
+// Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
+// timed_run returns the milliseconds of the part it measures.
+double median_ms(const std::function<double()>& timed_run, int repeats);
+
+// Milliseconds per call of each variant, one sample per round. After a
+// warm-up call of each, every round times `calls_per_sample` calls of each
+// variant, in order on even rounds and in reverse order on odd ones, so that
+// drift on a shared machine hits them alike.
+std::vector<std::vector<double>> interleaved_samples_ms(
+    const std::vector<std::function<void()>>& variants, int rounds,
+    int calls_per_sample);
+
+// Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
+// the same round cancels the drift between rounds.
+double median_paired_ratio(const std::vector<double>& a,
+                           const std::vector<double>& b);
+double median_paired_difference(const std::vector<double>& a,
+                                const std::vector<double>& b);
+
+// --- Formatting --------------------------------------------------------------
+
+std::string fixed(std::optional<double> value, int decimals);
+std::string times(std::optional<double> ratio);
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
+
+// A plain-text table: the first `left_columns` columns left-aligned (labels),
+// the others right-aligned (numbers).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, size_t left_columns = 1);
+  void add_row(std::vector<std::string> row);
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  size_t left_columns_;
+};
+
+void print_section(const std::string& title, const Table& table,
+                   const std::vector<std::string>& notes = {});
+
+// One line of the final "targets" section.
+struct TargetCheck {
+  std::string target;
+  std::string measured;
+  std::optional<bool> met;  // nullopt: could not be measured
+};
+void print_targets(const std::vector<TargetCheck>& checks);
+
+// "machine: nproc 2, load average ..." for report headers.
+std::string machine_summary();
+
+// --- The Python reference ----------------------------------------------------
+
+// The `key value` lines of a reference script, or why there are none.
+struct PythonReference {
+  std::string unavailable;  // empty when the script ran
+  std::map<std::string, std::string> values;
+
+  std::optional<double> number(const std::string& key) const;
+  std::string text(const std::string& key) const;
+};
+
+// Runs `/usr/bin/python3 <script> <arguments>`; the script is looked up
+// beside `bazel run`'s working directory (the runfiles root of the
+// workspace) or in the runfiles of the binary at argv0. A script that
+// prints `error <reason>` or fails makes the reference unavailable.
+PythonReference run_python_reference(const std::string& argv0,
+                                     const std::string& script,
+                                     const std::string& arguments);
+
+}  // namespace benchmark
+}  // namespace fx
