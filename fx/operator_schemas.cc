@@ -468,30 +468,87 @@ c10::OperatorHandle resolve_method(const Node& node) {
 
 namespace fx {
 
+namespace {
+
+GraphError misfit(const Node& node, const c10::FunctionSchema& schema,
+                  const std::string& what) {
+  return GraphError(absl::StrCat("%", node.name(), " calls ",
+                                 node.target().to_string(), " but ", what,
+                                 "; its schema is ", schema_string(schema),
+                                 ": fix the node's args and kwargs to fit it"));
+}
+
+}  // namespace
+
+std::vector<std::optional<Argument>> bind_node_arguments(
+    const Node& node, const c10::FunctionSchema& schema) {
+  const auto& params = schema.arguments();
+  size_t positional = 0;
+  while (positional < params.size() && !params[positional].kwarg_only()) {
+    ++positional;
+  }
+  if (node.args().size() > positional) {
+    throw misfit(node, schema,
+                 absl::StrCat("it takes ", positional,
+                              " positional argument(s) and is given ",
+                              node.args().size()));
+  }
+  std::vector<std::optional<Argument>> bound(params.size());
+  for (size_t i = 0; i < node.args().size(); ++i) bound[i] = node.args()[i];
+  for (const auto& [name, value] : node.kwargs()) {
+    auto index = schema.argumentIndexWithName(name);
+    if (!index) {
+      throw misfit(node, schema,
+                   absl::StrCat("it has no argument named '", name, "'"));
+    }
+    if (bound[*index]) {
+      throw misfit(node, schema,
+                   absl::StrCat("argument '", name, "' is given twice"));
+    }
+    bound[*index] = value;
+  }
+  return bound;
+}
+
+Argument default_argument(const c10::FunctionSchema& schema, size_t index) {
+  const c10::Argument& param = schema.arguments().at(index);
+  return ivalue_to_argument(*param.default_value(), param.real_type(),
+                            [](const at::Tensor&) { return Argument(); });
+}
+
 std::vector<Argument> full_arguments(const Node& node,
                                      const c10::FunctionSchema& schema) {
-  const auto& params = schema.arguments();
+  std::vector<std::optional<Argument>> bound = bind_node_arguments(node, schema);
   std::vector<Argument> full;
-  full.reserve(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (i < node.args().size()) {
-      full.push_back(node.args()[i]);
-    } else if (const Argument* kwarg = find_kwarg(node.kwargs(),
-                                                  params[i].name())) {
-      full.push_back(*kwarg);
-    } else if (params[i].default_value()) {
-      full.push_back(ivalue_to_argument(*params[i].default_value(),
-                                        params[i].real_type(),
-                                        [](const at::Tensor&) {
-                                          return Argument();
-                                        }));
+  full.reserve(bound.size());
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i]) {
+      full.push_back(std::move(*bound[i]));
+    } else if (schema.arguments()[i].default_value()) {
+      full.push_back(default_argument(schema, i));
     } else {
-      throw GraphError(absl::StrCat("%", node.name(), ": missing argument '",
-                                    params[i].name(), "' of ",
-                                    schema_string(schema)));
+      throw misfit(node, schema,
+                   absl::StrCat("it does not give argument '",
+                                schema.arguments()[i].name(),
+                                "', which has no default"));
     }
   }
   return full;
+}
+
+std::optional<Argument> operator_argument(const Node& node,
+                                          std::string_view name) {
+  if (node.op() != Opcode::kCallFunction || !node.target().is_operator()) {
+    throw GraphError(absl::StrCat("operator_argument: %", node.name(), " is a ",
+                                  opcode_name(node.op()), " of ",
+                                  node.target().to_string(),
+                                  ", not a call_function of an operator"));
+  }
+  const c10::FunctionSchema& schema = node.target().op().schema();
+  auto index = schema.argumentIndexWithName(
+      c10::string_view(name.data(), name.size()));
+  if (!index) return std::nullopt;
+  return full_arguments(node, schema)[*index];
 }
 
 }  // namespace fx

@@ -14,7 +14,9 @@
 // as int, ...), when it runs.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,11 +63,31 @@ Argument ivalue_to_argument(
     const c10::IValue& value, const c10::TypePtr& real_type,
     const std::function<Argument(const at::Tensor&)>& tensor_to_argument);
 
-// One Argument per parameter of `schema` for a node calling it: its args,
-// then its kwargs by name, then the defaults. Throws fx::GraphError for a
-// missing argument.
+// A node's args and kwargs bound to the parameters of `schema` (which its
+// target calls): one slot per parameter, empty where the node gives none.
+// Throws fx::GraphError, naming the node and the schema, for too many
+// positional arguments or an unknown or repeated keyword.
+std::vector<std::optional<Argument>> bind_node_arguments(
+    const Node& node, const c10::FunctionSchema& schema);
+
+// The default of parameter `index` of `schema` as an Argument, in the form
+// the tracer records values of its type. The parameter must have one.
+Argument default_argument(const c10::FunctionSchema& schema, size_t index);
+
+// One Argument per parameter: the node's, else the default. Throws
+// fx::GraphError as bind_node_arguments, and for a missing argument that
+// has no default.
 std::vector<Argument> full_arguments(const Node& node,
                                      const c10::FunctionSchema& schema);
+
+// The value `node`, a call_function of an operator, passes as the schema
+// argument `name`: from its args or kwargs, or else the default. nullopt
+// when the schema has no argument `name`.
+//   %d = aten::dropout(%x, 0.1, False)     operator_argument(d, "train") == False
+//   %c = aten::contiguous(%x)              operator_argument(c, "memory_format")
+//                                              == torch.contiguous_format
+std::optional<Argument> operator_argument(const Node& node,
+                                          std::string_view name);
 
 // Splits a full list of Arguments (one per schema argument) into the args
 // and kwargs a caller would have written: see the header comment.

@@ -8,7 +8,7 @@
 
 #include "fx/function.h"
 #include "fx/meta.h"
-#include "passes/normalize_args.h"
+#include "fx/operator_schemas.h"
 
 namespace fx {
 namespace {

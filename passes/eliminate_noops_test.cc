@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "passes/pass_manager.h"
 #include "third_party/catch.h"
 
 namespace {

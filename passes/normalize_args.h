@@ -25,11 +25,6 @@
 // use them on call_function graphs, which is what the tracer makes.
 #pragma once
 
-#include <optional>
-#include <string_view>
-
-#include "fx/argument.h"
-#include "fx/node.h"
 #include "passes/pass.h"
 
 namespace fx {
@@ -48,16 +43,6 @@ bool normalize_args(GraphModuleImpl& module,
 
 // Returns whether any node changed; throws as normalize_args.
 bool denormalize_args(GraphModuleImpl& module);
-
-// The value that `node`, a call_function of an operator, passes as the
-// schema argument `name`: from its args or kwargs, or else the argument's
-// default. nullopt when the schema has no argument `name`. Throws as
-// normalize_args when the node's arguments do not fit the schema.
-//   %d = aten::dropout(%x, 0.1, False)     operator_argument(d, "train") == False
-//   %c = aten::contiguous(%x)              operator_argument(c, "memory_format")
-//                                              == torch.contiguous_format
-std::optional<Argument> operator_argument(const Node& node,
-                                          std::string_view name);
 
 class NormalizeArgs : public Pass {
  public:

@@ -5,6 +5,7 @@
 #include "fx/errors.h"
 #include "fx/fx.h"
 #include "fx/function.h"
+#include "fx/operator_schemas.h"
 #include "testdata/zoo.h"
 #include "third_party/catch.h"
 

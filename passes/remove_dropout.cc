@@ -5,7 +5,7 @@
 
 #include <ATen/core/function_schema.h>
 
-#include "passes/normalize_args.h"
+#include "fx/operator_schemas.h"
 
 namespace fx {
 namespace {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "passes/pass_manager.h"
 #include "testdata/zoo.h"
 #include "third_party/catch.h"
 

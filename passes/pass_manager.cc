@@ -1,4 +1,4 @@
-#include "passes/pass.h"
+#include "passes/pass_manager.h"
 
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"

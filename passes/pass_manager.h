@@ -1,0 +1,53 @@
+// PassManager: runs passes in order (optionally again until none changes
+// anything), lints the graph after each, and works on a copy, so the
+// GraphModule given to it is left as it was (torch.fx's PassManager):
+//
+//   fx::GraphModule folded = fx::PassManager()
+//                                .add("fuse_conv_bn")
+//                                .add("eliminate_dead_code")
+//                                .run(gm)
+//                                .module;
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fx/graph_module.h"
+#include "passes/pass.h"
+
+namespace fx {
+
+struct PassResult {
+  GraphModule module;
+  bool modified = false;
+};
+
+class PassManager {
+ public:
+  PassManager();
+  ~PassManager();
+  PassManager(PassManager&&) noexcept;
+  PassManager& operator=(PassManager&&) noexcept;
+
+  PassManager& add(std::unique_ptr<Pass> pass);
+  // A pass from the by-name table (passes/registry.h). Throws
+  // fx::GraphError naming the known passes for an unknown name.
+  PassManager& add(const std::string& name);
+  // Runs the whole list again while any pass changes something, at most
+  // `max_rounds` times (torch.fx's PassManager `steps`).
+  PassManager& to_fixpoint(int max_rounds = 10);
+
+  // Runs the passes on a copy of `module` (sharing its tensors), linting
+  // after each pass, and returns the copy, recompiled. Throws
+  // fx::GraphError naming the pass after which the graph fails to lint.
+  PassResult run(const GraphModule& module) const;
+
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+  int max_rounds_ = 1;
+};
+
+}  // namespace fx
