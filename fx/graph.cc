@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <ostream>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -89,26 +90,8 @@ std::string describe_nodes(const std::vector<Node*>& nodes) {
 
 // --- NodeRange ---------------------------------------------------------------
 
-NodeRange::iterator::iterator(const detail::NodeLink* link,
-                              const detail::NodeLink* end, bool reversed)
-    : link_(link), end_(end), reversed_(reversed) {
-  skip_erased();
-}
-
 Node* NodeRange::iterator::operator*() const {
   return static_cast<Node*>(const_cast<detail::NodeLink*>(link_));
-}
-
-NodeRange::iterator& NodeRange::iterator::operator++() {
-  link_ = reversed_ ? link_->prev : link_->next;
-  skip_erased();
-  return *this;
-}
-
-void NodeRange::iterator::skip_erased() {
-  while (link_ != end_ && static_cast<const Node*>(link_)->is_erased()) {
-    link_ = reversed_ ? link_->prev : link_->next;
-  }
 }
 
 NodeRange::NodeRange(const Graph* graph, bool reversed)
@@ -452,11 +435,17 @@ void Graph::lint() const {
   absl::flat_hash_set<std::string_view> names;
   size_t outputs = 0;
   size_t count = 0;
+  // Every users entry is checked to be a use its user records, and every
+  // recorded use; equal totals mean each recorded use is in its input's
+  // users.
+  size_t edges_from_inputs = 0;
+  size_t edges_from_users = 0;
   for (Node* n : nodes()) {
     ++count;
     if (n->graph_ != this) fail(n, "belongs to another graph");
     if (!names.insert(n->name()).second) fail(n, "its name is not unique");
-    for (Node* input : n->all_input_nodes()) {
+    for (size_t i = 0; i < n->input_nodes_.size(); ++i) {
+      Node* input = n->input_nodes_[i];
       if (input->graph_ != this) {
         fail(n, absl::StrCat("uses %", input->name(),
                              ", a node of another graph"));
@@ -465,21 +454,32 @@ void Graph::lint() const {
         fail(n, absl::StrCat("uses %", input->name(),
                              " before it is defined"));
       }
-      if (!input->users().contains(n)) {
-        fail(n, absl::StrCat("uses %", input->name(),
-                             " but is missing from its users"));
+      if (i >= n->uses_.size() || n->uses_[i].user != n ||
+          n->uses_[i].producer != input) {
+        fail(n, absl::StrCat("its use of %", input->name(),
+                             " is not recorded"));
       }
     }
+    // Each entry of the users list must be one of the user's own uses of
+    // this node (checked by address: linear, where searching each user's
+    // inputs is quadratic for an output of many values).
     size_t counted_users = 0;
-    for (Node* user : n->users()) {
+    for (const detail::Use* use = n->first_use_;
+         use != nullptr && counted_users <= n->num_users_; use = use->next) {
       ++counted_users;
-      const auto& inputs = user->all_input_nodes();
-      if (std::find(inputs.begin(), inputs.end(), n) == inputs.end()) {
+      const Node* user = use->user;
+      const auto address = reinterpret_cast<std::uintptr_t>(use);
+      const auto first = reinterpret_cast<std::uintptr_t>(user->uses_.data());
+      const size_t index = (address - first) / sizeof(detail::Use);
+      if (use->producer != n || address < first ||
+          index >= user->uses_.size() || &user->uses_[index] != use) {
         fail(n, absl::StrCat("lists %", user->name(),
                              " as a user, but it does not use it"));
       }
     }
     if (counted_users != n->num_users_) fail(n, "its user count is wrong");
+    edges_from_inputs += n->input_nodes_.size();
+    edges_from_users += counted_users;
     switch (n->op()) {
       case Opcode::kCallFunction:
         if (n->target().is_string()) {
@@ -511,6 +511,18 @@ void Graph::lint() const {
         }
     }
     defined.insert(n);
+  }
+  if (edges_from_users != edges_from_inputs) {
+    // Some use is missing from its input's users: name it.
+    for (Node* n : nodes()) {
+      for (Node* input : n->all_input_nodes()) {
+        if (!input->users().contains(n)) {
+          fail(n, absl::StrCat("uses %", input->name(),
+                               " but is missing from its users"));
+        }
+      }
+    }
+    throw GraphError("lint: the users lists do not match the nodes' inputs");
   }
   if (count != size_) {
     throw GraphError(absl::StrCat("lint: the graph counts ", size_,

@@ -52,14 +52,26 @@ class NodeRange {
     using pointer = Node* const*;
     using reference = Node*;
     iterator(const detail::NodeLink* link, const detail::NodeLink* end,
-             bool reversed);
+             bool reversed)
+        : link_(link), end_(end), reversed_(reversed) {
+      skip_erased();
+    }
     Node* operator*() const;
-    iterator& operator++();
+    iterator& operator++() {
+      link_ = reversed_ ? link_->prev : link_->next;
+      skip_erased();
+      return *this;
+    }
     bool operator==(const iterator& o) const { return link_ == o.link_; }
     bool operator!=(const iterator& o) const { return link_ != o.link_; }
 
    private:
-    void skip_erased();
+    void skip_erased() {
+      while (link_ != end_ && erased(link_)) {
+        link_ = reversed_ ? link_->prev : link_->next;
+      }
+    }
+    static bool erased(const detail::NodeLink* link);
     const detail::NodeLink* link_;
     const detail::NodeLink* end_;
     bool reversed_;
@@ -80,6 +92,10 @@ class NodeRange {
   const Graph* graph_;
   bool reversed_;
 };
+
+inline bool NodeRange::iterator::erased(const detail::NodeLink* link) {
+  return static_cast<const Node*>(link)->is_erased();
+}
 
 // Restores the graph's insertion point when it goes out of scope; returned
 // by Graph::inserting_before / inserting_after. Move-only.

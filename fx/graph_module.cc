@@ -4,6 +4,8 @@
 
 #include <torch/utils.h>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,7 +35,9 @@ GraphModuleImpl::GraphModuleImpl(const std::shared_ptr<torch::nn::Module>& root,
                                  Attributes attributes)
     : torch::nn::Module("GraphModule"), graph_(std::move(graph)) {
   if (!graph_) throw GraphError("GraphModule: the graph is null");
-  take_attributes(root, std::move(attributes));
+  take_attributes(*graph_, root, attributes);
+  traced_training_ = attributes.traced_training;
+  if (traced_training_) train(*traced_training_);
   graph_->set_owner(this);
   recompile();
 }
@@ -46,19 +50,53 @@ GraphModuleImpl::~GraphModuleImpl() {
   if (graph_) graph_->set_owner(nullptr);
 }
 
-void GraphModuleImpl::take_attributes(
-    const std::shared_ptr<torch::nn::Module>& root, Attributes attributes) {
-  std::map<std::string, at::Tensor> root_parameters, root_buffers;
-  if (root) {
-    for (const auto& item : root->named_parameters(/*recurse=*/true)) {
-      root_parameters.emplace(item.key(), item.value());
+namespace {
+
+// The parameters and buffers of a module by qualified path, walked once
+// and only if needed; a GraphModule's own map when the root is one.
+class RootTensors {
+ public:
+  explicit RootTensors(const std::shared_ptr<torch::nn::Module>& root)
+      : root_(root) {}
+
+  // The tensor at `path` and whether it is a parameter, or nullptr.
+  const std::pair<at::Tensor, bool>* find(const std::string& path) {
+    if (!root_) return nullptr;
+    if (!walked_) walk();
+    auto it = tensors_.find(path);
+    return it == tensors_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  void walk() {
+    walked_ = true;
+    if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root_.get())) {
+      for (const auto& [path, tensor] : gm->tensor_attributes()) {
+        tensors_.emplace(path, std::make_pair(tensor, gm->is_parameter(path)));
+      }
+      return;
     }
-    for (const auto& item : root->named_buffers(/*recurse=*/true)) {
-      root_buffers.emplace(item.key(), item.value());
+    for (const auto& item : root_->named_parameters(/*recurse=*/true)) {
+      tensors_.emplace(item.key(), std::make_pair(item.value(), true));
+    }
+    for (const auto& item : root_->named_buffers(/*recurse=*/true)) {
+      tensors_.emplace(item.key(), std::make_pair(item.value(), false));
     }
   }
-  // Leaf modules first, so that tensors under a leaf's path reuse it.
-  for (Node* n : graph_->find_nodes(Opcode::kCallModule)) {
+
+  std::shared_ptr<torch::nn::Module> root_;
+  bool walked_ = false;
+  absl::flat_hash_map<std::string, std::pair<at::Tensor, bool>> tensors_;
+};
+
+}  // namespace
+
+void GraphModuleImpl::take_attributes(
+    const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
+    Attributes& attributes) {
+  // Find everything first, so that a missing target changes nothing.
+  std::vector<std::pair<std::string, LeafModule*>> leaves;
+  for (Node* n : graph.find_nodes(Opcode::kCallModule)) {
     const std::string& path = n->target().str();
     if (leaves_.count(path)) continue;
     auto it = attributes.modules.find(path);
@@ -68,22 +106,29 @@ void GraphModuleImpl::take_attributes(
           "' has no module: pass it in Attributes::modules "
           "(fx::make_leaf_module)"));
     }
-    register_leaf_module(path, it->second);
+    leaves.emplace_back(path, &it->second);
   }
-  for (Node* n : graph_->find_nodes(Opcode::kGetAttr)) {
+  struct Found {
+    const std::string* path;
+    at::Tensor tensor;
+    bool is_parameter;
+  };
+  std::vector<Found> found;
+  RootTensors root_tensors(root);
+  absl::flat_hash_set<absl::string_view> seen;
+  for (Node* n : graph.find_nodes(Opcode::kGetAttr)) {
     const std::string& path = n->target().str();
-    if (tensors_.count(path)) continue;
-    if (auto it = attributes.parameters.find(path);
-        it != attributes.parameters.end()) {
-      register_tensor_attribute(path, it->second, /*is_parameter=*/true);
-    } else if (auto it = attributes.buffers.find(path);
-               it != attributes.buffers.end()) {
-      register_tensor_attribute(path, it->second, /*is_parameter=*/false);
-    } else if (auto it = root_parameters.find(path);
-               it != root_parameters.end()) {
-      register_tensor_attribute(path, it->second, /*is_parameter=*/true);
-    } else if (auto it = root_buffers.find(path); it != root_buffers.end()) {
-      register_tensor_attribute(path, it->second, /*is_parameter=*/false);
+    if (!seen.insert(absl::string_view(path)).second) continue;
+    auto parameter = attributes.parameters.find(path);
+    auto buffer = attributes.buffers.find(path);
+    if (parameter != attributes.parameters.end()) {
+      found.push_back({&path, parameter->second, true});
+    } else if (buffer != attributes.buffers.end()) {
+      found.push_back({&path, buffer->second, false});
+    } else if (tensors_.count(path)) {
+      continue;
+    } else if (const auto* in_root = root_tensors.find(path)) {
+      found.push_back({&path, in_root->first, in_root->second});
     } else {
       throw GraphError(absl::StrCat(
           "GraphModule: get_attr target '", path,
@@ -91,12 +136,34 @@ void GraphModuleImpl::take_attributes(
           "given Attributes"));
     }
   }
-  traced_training_ = attributes.traced_training;
-  if (traced_training_) train(*traced_training_);
+  // Leaf modules first, so that tensors under a leaf's path reuse it.
+  for (auto& [path, leaf] : leaves) register_leaf_module(path, *leaf);
+  for (Found& f : found) {
+    auto existing = tensors_.find(*f.path);
+    if (existing != tensors_.end() && existing->second.is_same(f.tensor) &&
+        is_parameter_.at(*f.path) == f.is_parameter) {
+      continue;
+    }
+    register_tensor_attribute(*f.path, std::move(f.tensor), f.is_parameter);
+  }
+}
+
+bool GraphModuleImpl::is_container(const torch::nn::Module& module) const {
+  return &module == this ||
+         dynamic_cast<const AttributeModule*>(&module) != nullptr;
 }
 
 torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
                                                   std::string* leaf_name) {
+  // Fast path: the parent was walked before.
+  size_t dot = path.rfind('.');
+  if (dot != std::string::npos && dot + 1 < path.size()) {
+    auto cached = modules_.find(path.substr(0, dot));
+    if (cached != modules_.end()) {
+      *leaf_name = path.substr(dot + 1);
+      return *cached->second;
+    }
+  }
   std::vector<std::string> parts = absl::StrSplit(path, '.');
   for (const std::string& part : parts) {
     if (part.empty()) {
@@ -115,14 +182,23 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
       current = cached->second;
       continue;
     }
-    auto children = current->named_children();
-    if (auto* child = children.find(part)) {
-      current = child->get();
-    } else {
-      current = current->register_module(part,
-                                          std::make_shared<AttributeModule>())
-                    .get();
+    // Every child this GraphModule or its containers have was registered
+    // here and is cached; only a leaf module's own children need a lookup
+    // (named_children copies them all, so not for the root: that would make
+    // building a GraphModule quadratic).
+    const std::shared_ptr<torch::nn::Module>* child = nullptr;
+    torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>>
+        children;
+    if (!is_container(*current)) {
+      children = current->named_children();
+      child = children.find(part);
     }
+    current = child != nullptr
+                  ? child->get()
+                  : current
+                        ->register_module(part,
+                                          std::make_shared<AttributeModule>())
+                        .get();
     modules_[prefix] = current;
   }
   return *current;
@@ -177,7 +253,11 @@ void GraphModuleImpl::register_leaf_module(const std::string& path,
   }
   std::string name;
   torch::nn::Module& parent = parent_module(path, &name);
-  if (parent.named_children().find(name)) {
+  bool exists = modules_.count(path) > 0;
+  if (!exists && !is_container(parent)) {
+    exists = parent.named_children().find(name) != nullptr;
+  }
+  if (exists) {
     parent.replace_module(name, module.module);
   } else {
     parent.register_module(name, module.module);
@@ -274,6 +354,10 @@ void GraphModuleImpl::run_init() {
 
 void GraphModuleImpl::recompile() {
   graph_->lint();
+  compile();
+}
+
+void GraphModuleImpl::compile() {
   executor_ = std::make_unique<Executor>(*graph_, environment_of(*this));
   guards_.clear();
   for (Node* n : graph_->placeholders()) {
@@ -376,22 +460,19 @@ std::string GraphModuleImpl::print_readable() const {
   return out + "};\n";
 }
 
-void GraphModuleImpl::assign(const GraphModuleImpl& other) {
-  if (&other == this) return;
-  for (const auto& [path, leaf] : other.leaves_) {
-    if (!has_leaf_module(path)) register_leaf_module(path, leaf);
-  }
-  for (const auto& [path, tensor] : other.tensors_) {
-    if (!has_tensor_attribute(path) || !get_attr(path).is_same(tensor)) {
-      register_tensor_attribute(path, tensor, other.is_parameter_.at(path));
-    }
-  }
+void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
+                                Attributes attributes) {
+  if (!graph) throw GraphError("set_graph: the graph is null");
+  graph->lint();
+  take_attributes(*graph, nullptr, attributes);
   graph_->set_owner(nullptr);
-  graph_ = other.graph_->clone();
+  graph_ = std::move(graph);
   graph_->set_owner(this);
-  init_steps_ = other.init_steps_;
-  traced_training_ = other.traced_training_;
-  recompile();
+  if (attributes.traced_training) {
+    traced_training_ = attributes.traced_training;
+    train(*traced_training_);
+  }
+  compile();  // linted above
 }
 
 void GraphModuleImpl::pretty_print(std::ostream& stream) const {

@@ -123,19 +123,37 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // A GraphModule with a copy of this graph that shares this one's
   // tensors and leaf modules (edit the copy freely).
   std::shared_ptr<GraphModuleImpl> copy() const;
-  // Becomes `other`: a copy of its graph, its init steps and traced mode,
-  // and the tensors and leaf modules it has that this one lacks. For passes
-  // that build a new GraphModule (re-tracing) but run in place.
-  void assign(const GraphModuleImpl& other);
+  // Replaces the graph, as torch.fx's `gm.graph = new_graph` does, and
+  // recompiles. Targets the new graph reads that this module lacks come
+  // from `attributes`; init steps and registered attributes stay. Throws
+  // fx::GraphError naming a missing target, leaving this module as it was.
+  // For passes that build a new graph (re-tracing) but run in place.
+  void set_graph(std::unique_ptr<Graph> graph, Attributes attributes = {});
+
+  // Every tensor attribute and leaf module, by qualified path.
+  const std::map<std::string, at::Tensor>& tensor_attributes() const {
+    return tensors_;
+  }
+  const std::map<std::string, LeafModule>& leaf_modules() const {
+    return leaves_;
+  }
 
   void pretty_print(std::ostream& stream) const override;
 
  private:
-  void take_attributes(const std::shared_ptr<torch::nn::Module>& root,
-                       Attributes attributes);
+  // Registers what `graph` reads that this module lacks, from `attributes`
+  // or else `root`; checks everything is found before registering any.
+  void take_attributes(const Graph& graph,
+                       const std::shared_ptr<torch::nn::Module>& root,
+                       Attributes& attributes);
   torch::nn::Module& parent_module(const std::string& path,
                                    std::string* leaf_name);
+  // Whether `module` is this GraphModule or one of the empty modules it
+  // made to hold attributes (whose children are all in modules_).
+  bool is_container(const torch::nn::Module& module) const;
   void check_inputs(const std::vector<c10::IValue>& inputs) const;
+  // recompile() without the lint.
+  void compile();
 
   std::unique_ptr<Graph> graph_;
   std::map<std::string, at::Tensor> tensors_;

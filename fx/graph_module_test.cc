@@ -171,6 +171,38 @@ TEST_CASE("attributes can be replaced in the GraphModule only") {
                      torch::relu(torch::linear(x, w, fc->bias))));
 }
 
+TEST_CASE("set_graph swaps the graph in place, or changes nothing") {
+  torch::nn::Linear fc(3, 2);
+  fx::GraphModule gm(linear_relu_graph(), linear_attributes(fc));
+  auto x = torch::randn({4, 3});
+  // A graph reading an attribute the module lacks, with no Attributes.
+  auto bad = std::make_unique<fx::Graph>();
+  Node* bx = bad->placeholder("x");
+  bad->output(bad->call_function(fx::op("aten::add.Tensor"),
+                                 {bx, bad->get_attr("offset")}));
+  CHECK_THROWS_WITH(gm->set_graph(std::move(bad)),
+                    Catch::Contains("get_attr target 'offset'"));
+  CHECK_FALSE(gm->has_tensor_attribute("offset"));
+  CHECK(torch::equal(gm(x).toTensor(), torch::relu(fc(x))));
+  // sigmoid(linear(x) + offset): existing attributes stay, the new one is
+  // taken from the Attributes.
+  auto g = std::make_unique<fx::Graph>();
+  Node* gx = g->placeholder("x");
+  Node* linear = g->call_function(
+      fx::op("aten::linear"),
+      {gx, g->get_attr("fc.weight"), g->get_attr("fc.bias")});
+  Node* shifted = g->call_function(fx::op("aten::add.Tensor"),
+                                   {linear, g->get_attr("offset")});
+  g->output(g->call_function(fx::op("aten::sigmoid"), {shifted}));
+  fx::Attributes attributes;
+  auto offset = torch::full({2}, 0.5);
+  attributes.buffers["offset"] = offset;
+  gm->set_graph(std::move(g), std::move(attributes));
+  CHECK(gm->get_attr("fc.weight").is_same(fc->weight));
+  CHECK_FALSE(gm->is_parameter("offset"));
+  CHECK(torch::equal(gm(x).toTensor(), torch::sigmoid(fc(x) + offset)));
+}
+
 TEST_CASE("a GraphModule composes with torch::nn modules") {
   torch::nn::Linear fc(3, 2);
   fx::GraphModule gm(linear_relu_graph(), linear_attributes(fc));

@@ -728,7 +728,19 @@ std::unique_ptr<Graph> Tracer::trace(
   session->id = next_session_id++;
   session->graph = std::make_unique<Graph>();
   session->root = root;
-  if (root) {
+  if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root.get())) {
+    // A GraphModule (re-traced by a Transformer) knows its attributes; its
+    // empty holder modules have nothing fx::call could name.
+    for (const auto& [path, tensor] : gm->tensor_attributes()) {
+      if (tensor.defined()) {
+        session->attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
+      }
+    }
+    session->module_paths.emplace(gm, "");
+    for (const auto& [path, leaf] : gm->leaf_modules()) {
+      session->module_paths.emplace(leaf.module.get(), path);
+    }
+  } else if (root) {
     for (const auto& item : root->named_parameters(/*recurse=*/true)) {
       session->attribute_paths.emplace(item.value().unsafeGetTensorImpl(),
                                        item.key());

@@ -23,12 +23,6 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-std::vector<std::string> node_names(const fx::Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
-  return out;
-}
-
 bool dispatch_state_clean() {
   return !c10::impl::tls_is_dispatch_key_included(
              c10::DispatchKey::DeferredInit) &&
