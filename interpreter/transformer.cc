@@ -90,6 +90,17 @@ GraphModule Transformer::transform() {
 
 GraphModule Transformer::transform(
     const std::vector<c10::IValue>& example_inputs) {
+  Result result = transform_graph(example_inputs);
+  return GraphModule(module_.ptr(), std::move(result.graph),
+                     std::move(result.attributes));
+}
+
+Transformer::Result Transformer::transform_graph() {
+  return transform_graph(examples_from_meta(module_->graph()));
+}
+
+Transformer::Result Transformer::transform_graph(
+    const std::vector<c10::IValue>& example_inputs) {
   TraceOptions options;
   std::vector<Node*> old_placeholders = module_->graph().placeholders();
   for (Node* ph : old_placeholders) {
@@ -114,7 +125,14 @@ GraphModule Transformer::transform(
   }
   Attributes attributes = tracer.take_attributes();
   attributes.traced_training = module_->traced_training();
-  return GraphModule(module_.ptr(), std::move(graph), std::move(attributes));
+  return {std::move(graph), std::move(attributes)};
+}
+
+c10::IValue Transformer::run_node(const Node& node) {
+  const std::string* path = node.meta().get(kModulePath);
+  if (tracer_ == nullptr || path == nullptr) return Interpreter::run_node(node);
+  detail::ModulePathScope scope(tracer_, *path);
+  return Interpreter::run_node(node);
 }
 
 c10::IValue Transformer::call_function(const Node& node, const Target& target,

@@ -22,7 +22,8 @@
 //   after:  %sigmoid = aten::sigmoid(%x); %neg = aten::neg(%sigmoid); return neg
 //
 // Parameters stay get_attr nodes of the same names, leaf modules stay
-// call_module nodes and registered functions stay opaque calls. The new
+// call_module nodes and registered functions stay opaque calls; the nodes a
+// node becomes keep its module_path meta. The new
 // GraphModule keeps the input guards and the traced training mode of the
 // old one (its graph keeps whatever the old one specialized).
 #pragma once
@@ -46,6 +47,19 @@ class Transformer : public Interpreter {
   // no metadata, e.g. in a graph written by hand).
   GraphModule transform(const std::vector<c10::IValue>& example_inputs);
 
+  // What transform() builds its GraphModule from: the new graph, and the
+  // attributes it reads that the old module lacks. For a pass that updates
+  // the module in place: module.set_graph(std::move(r.graph),
+  // std::move(r.attributes)).
+  struct Result {
+    std::unique_ptr<Graph> graph;
+    Attributes attributes;
+  };
+  Result transform_graph();
+  Result transform_graph(const std::vector<c10::IValue>& example_inputs);
+
+  // Nodes recorded while `node` runs inherit its module_path meta.
+  c10::IValue run_node(const Node& node) override;
   c10::IValue call_function(const Node& node, const Target& target,
                             std::vector<c10::IValue> args,
                             IValueKwargs kwargs) override;

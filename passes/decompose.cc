@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
 #include "fx/operator_schemas.h"
@@ -22,7 +23,13 @@ class Decomposer : public Transformer {
                             std::vector<c10::IValue> args,
                             IValueKwargs kwargs) override {
     if (target.is_operator()) {
-      if (const DecompositionRule* rule = table_.find(target)) {
+      // One lookup by name per operator, not per node.
+      const c10::FunctionSchema* key = &target.op().schema();
+      auto cached = rules_.find(key);
+      if (cached == rules_.end()) {
+        cached = rules_.emplace(key, table_.find(target)).first;
+      }
+      if (const DecompositionRule* rule = cached->second) {
         ++decomposed;
         return (*rule)(bind_arguments(target.op().schema(), std::move(args),
                                       std::move(kwargs)));
@@ -36,6 +43,8 @@ class Decomposer : public Transformer {
 
  private:
   const DecompositionTable& table_;
+  absl::flat_hash_map<const c10::FunctionSchema*, const DecompositionRule*>
+      rules_;
 };
 
 at::Tensor tensor(const std::vector<c10::IValue>& args, size_t i) {
@@ -67,6 +76,18 @@ const DecompositionTable& default_decompositions() {
     t->add("aten::relu", [](const std::vector<c10::IValue>& a) {
       at::Tensor x = tensor(a, 0);
       return c10::IValue((x > 0) * x);
+    });
+    t->add("aten::relu_", [](const std::vector<c10::IValue>& a) {
+      at::Tensor x = tensor(a, 0);
+      return c10::IValue(x.mul_(x > 0));
+    });
+    t->add("aten::hardtanh", [](const std::vector<c10::IValue>& a) {
+      return c10::IValue(
+          at::clamp(tensor(a, 0), a.at(1).toScalar(), a.at(2).toScalar()));
+    });
+    t->add("aten::hardtanh_", [](const std::vector<c10::IValue>& a) {
+      return c10::IValue(
+          tensor(a, 0).clamp_(a.at(1).toScalar(), a.at(2).toScalar()));
     });
     t->add("aten::relu6", [](const std::vector<c10::IValue>& a) {
       return c10::IValue(at::clamp(tensor(a, 0), 0, 6));
@@ -121,9 +142,10 @@ bool Decompose::run(GraphModuleImpl& module) {
   GraphModule holder(
       std::static_pointer_cast<GraphModuleImpl>(module.shared_from_this()));
   Decomposer decomposer(holder, default_decompositions());
-  GraphModule decomposed = decomposer.transform();
+  Transformer::Result decomposed = decomposer.transform_graph();
   if (decomposer.decomposed == 0) return false;
-  module.assign(*decomposed);
+  module.set_graph(std::move(decomposed.graph),
+                   std::move(decomposed.attributes));
   return true;
 }
 

@@ -46,8 +46,10 @@ class DecompositionTable {
   std::map<std::string, DecompositionRule> rules_;
 };
 
-// Rules for aten::relu, relu6, silu, hardswish, hardsigmoid, gelu (exact),
-// linear and addmm, in terms of simpler aten operators.
+// Rules for aten::relu, relu6, hardtanh, silu, hardswish, hardsigmoid, gelu
+// (exact and tanh), linear and addmm, in terms of simpler aten operators;
+// and for the in-place relu_ and hardtanh_ (ReLU and ReLU6 with inplace),
+// which stay in place: relu_(x) becomes x.mul_(x > 0).
 const DecompositionTable& default_decompositions();
 
 // A new GraphModule with every call that has a rule decomposed. Guards,
@@ -56,7 +58,7 @@ GraphModule decompose(const GraphModule& module,
                       const DecompositionTable& table = default_decompositions());
 
 // The pass form, with the default table: runs in place through
-// GraphModuleImpl::assign.
+// GraphModuleImpl::set_graph (init steps and attributes stay).
 class Decompose : public Pass {
  public:
   std::string name() const override { return "decompose"; }

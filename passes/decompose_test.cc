@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/match.h"
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
 #include "testdata/zoo.h"
@@ -58,10 +59,38 @@ TEST_CASE("the decompose pass runs in place on zoo models") {
     auto& g = result.module->graph();
     CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::relu")).empty());
     CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::addmm")).empty());
+    // The nodes an addmm became keep its module path (fc1, ...).
+    auto mms = g.find_nodes(Opcode::kCallFunction, fx::op("aten::mm"));
+    REQUIRE_FALSE(mms.empty());
+    for (fx::Node* mm : mms) {
+      const std::string* path = mm->meta().get(fx::kModulePath);
+      REQUIRE(path != nullptr);
+      CHECK(absl::StartsWith(*path, "fc"));
+    }
     CHECK(torch::allclose(result.module->forward(model.example_inputs).toTensor(),
                           model.forward(model.example_inputs).toTensor(),
                           1e-5, 1e-6));
   }
+}
+
+TEST_CASE("decompose keeps the init steps of folded weights") {
+  torch::NoGradGuard no_grad;
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  model.module->eval();
+  fx::GraphModule gm =
+      fx::symbolic_trace(model.module, model.forward, model.example_inputs);
+  fx::PassResult folded = fx::PassManager().add("fuse_conv_bn").run(gm);
+  REQUIRE(folded.module->init_steps().size() == 1);
+  fx::PassResult decomposed =
+      fx::PassManager().add("decompose").run(folded.module);
+  CHECK(decomposed.modified);
+  CHECK(decomposed.module->init_steps().size() == 1);
+  auto& g = decomposed.module->graph();
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::relu")).empty());
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::relu_")).empty());
+  CHECK(torch::allclose(
+      decomposed.module->forward(model.example_inputs).toTensor(),
+      model.forward(model.example_inputs).toTensor(), 1e-4, 1e-5));
 }
 
 }  // namespace
