@@ -2,10 +2,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "fx/operator_schemas.h"
-#include "passes/constant_folding.h"
 
 namespace fx {
 namespace {
@@ -45,12 +45,6 @@ bool has_argument(const Node& n, const std::string& name) {
   return n.target().op().schema().argumentIndexWithName(name).has_value();
 }
 
-void set_argument(Node* n, std::vector<Argument>* full,
-                  const std::string& name, Argument value) {
-  auto index = n->target().op().schema().argumentIndexWithName(name);
-  (*full)[*index] = std::move(value);
-}
-
 void store(Node* n, std::vector<Argument> full) {
   auto [args, kwargs] = split_arguments(n->target().op().schema(),
                                         std::move(full));
@@ -86,17 +80,22 @@ std::string bias_path(const std::string& weight_path) {
   return weight_path + "_bias";
 }
 
+// Rewrites each conv (or linear) + batch_norm pair to read fused
+// parameters, and builds the one init step that computes them all from the
+// original ones (see passes/constant_folding.h).
 class Fuser {
  public:
   explicit Fuser(GraphModuleImpl& module)
-      : module_(module), graph_(module.graph()) {}
+      : module_(module),
+        graph_(module.graph()),
+        init_(std::make_shared<Graph>()) {}
 
   bool run() {
     for (Node* bn : graph_.nodes().to_vector()) {
       if (!is_call_to(*bn, {"aten::batch_norm"})) continue;
       if (bn->args().empty() || !bn->args()[0].is_node()) continue;
       Node* producer = bn->args()[0].to_node();
-      if (producer == nullptr || producer->users().size() != 1) continue;
+      if (producer->users().size() != 1) continue;
       std::vector<Argument> bn_args =
           full_arguments(*bn, bn->target().op().schema());
       const Argument& training = argument(*bn, bn_args, "training");
@@ -105,49 +104,81 @@ class Fuser {
           !argument(*bn, bn_args, "running_var").is_node()) {
         continue;
       }
+      bool attributes = true;
       for (const char* name : {"weight", "bias", "running_mean",
                                "running_var"}) {
-        if (!is_attribute_or_none(argument(*bn, bn_args, name))) {
-          producer = nullptr;
-        }
+        attributes = attributes &&
+                     is_attribute_or_none(argument(*bn, bn_args, name));
       }
-      if (producer == nullptr) continue;
+      if (!attributes) continue;
       bool fused = false;
       if (is_convolution(*producer)) {
-        fused = fuse_convolution(producer, bn, bn_args);
+        fused = fuse_convolution(producer, *bn, bn_args);
       } else if (is_call_to(*producer, {"aten::linear"})) {
-        fused = fuse_linear(producer, bn, bn_args);
+        fused = fuse_linear(producer, *bn, bn_args);
       } else if (is_call_to(*producer, {"aten::addmm"})) {
-        fused = fuse_addmm(producer, bn, bn_args);
+        fused = fuse_addmm(producer, *bn, bn_args);
       }
       if (fused) {
-        // The new parameters were computed just before the batch_norm (its
-        // statistics are defined only there); the producer, whose only user
-        // was the batch_norm, moves after them.
-        bn->prepend(producer);
         bn->replace_all_uses_with(producer);
+        for (Node* input : bn->all_input_nodes()) stale_.push_back(input);
         graph_.erase_node(bn);
       }
     }
-    if (created_.empty()) return false;
-    FoldOptions options;
-    options.only = created_;
-    fold_constants(module_, options);
+    if (outputs_.empty()) return false;
+    init_->output(Argument::tuple(std::move(init_results_)));
+    module_.add_init_step({std::move(init_), std::move(outputs_)});
+    // The original parameters the graph no longer reads.
+    for (Node* n : stale_) {
+      if (!n->is_erased() && n->op() == Opcode::kGetAttr &&
+          n->users().empty()) {
+        graph_.erase_node(n);
+      }
+    }
     return true;
   }
 
  private:
+  // A call in the init graph.
   Node* call(const char* op_name, std::vector<Argument> args,
-             const TensorMeta& meta, const std::string& name = "") {
-    Node* n = graph_.create_node(Opcode::kCallFunction, op(op_name),
-                                 std::move(args), {}, name);
-    n->meta().set(kTensorMeta, meta);
-    return n;
+             const std::string& name = "") {
+    return init_->create_node(Opcode::kCallFunction, op(op_name),
+                              std::move(args), {}, name);
+  }
+
+  // The init graph's get_attr of the attribute `arg` refers to (or None).
+  Argument read(const Argument& arg) {
+    if (arg.is_none()) return arg;
+    const std::string& path = arg.to_node()->target().str();
+    auto it = reads_.find(path);
+    if (it == reads_.end()) {
+      it = reads_.emplace(path, init_->get_attr(path)).first;
+    }
+    return it->second;
+  }
+
+  // Registers an init output under _folded.<name> (made unique) and returns
+  // a get_attr of it in the main graph, before `before`.
+  Node* fused_attribute(Node* result, const std::string& name,
+                        const TensorMeta& meta, Node* before) {
+    std::string path = absl::StrCat("_folded.", name);
+    for (int i = 1; module_.has_tensor_attribute(path) || taken_.count(path);
+         ++i) {
+      path = absl::StrCat("_folded.", name, "_", i);
+    }
+    taken_.insert(path);
+    init_results_.emplace_back(result);
+    outputs_.push_back(path);
+    auto guard = graph_.inserting_before(before);
+    Node* attribute = graph_.get_attr(path);
+    attribute->meta().set(kTensorMeta, meta);
+    return attribute;
   }
 
   TensorMeta meta_of(const Argument& attribute) const {
-    return tensor_meta_of(
-        module_.get_attr(attribute.to_node()->target().str()));
+    const Node* node = attribute.to_node();
+    if (const TensorMeta* meta = node->meta().get(kTensorMeta)) return *meta;
+    return tensor_meta_of(module_.get_attr(node->target().str()));
   }
 
   struct Fused {
@@ -156,48 +187,55 @@ class Fuser {
   };
 
   // W * scale (scale laid along `channel_dim` of W) and
-  // (b - mean) * scale + beta, inserted before the batch_norm.
-  Fused fused_parameters(const std::vector<Argument>& bn_args, Node* bn,
+  // (b - mean) * scale + beta, computed by the init step; returns the main
+  // graph's reads of them, inserted before `user`.
+  Fused fused_parameters(const std::vector<Argument>& bn_args, const Node& bn,
                          const Argument& weight, const Argument& bias,
-                         int64_t channel_dim) {
-    auto guard = graph_.inserting_before(bn);
-    const Argument& mean = argument(*bn, bn_args, "running_mean");
-    const Argument& var = argument(*bn, bn_args, "running_var");
-    const Argument& gamma = argument(*bn, bn_args, "weight");
-    const Argument& beta = argument(*bn, bn_args, "bias");
-    double eps = argument(*bn, bn_args, "eps").to_double();
-    TensorMeta weight_meta = meta_of(weight);
-    TensorMeta stat_meta = meta_of(var);
-    Node* inv_std = call("aten::rsqrt",
-                         {call("aten::add.Scalar", {var, eps}, stat_meta)},
-                         stat_meta);
+                         int64_t channel_dim, Node* user) {
+    Argument mean = read(argument(bn, bn_args, "running_mean"));
+    Argument var = read(argument(bn, bn_args, "running_var"));
+    Argument gamma = read(argument(bn, bn_args, "weight"));
+    Argument beta = read(argument(bn, bn_args, "bias"));
+    double eps = argument(bn, bn_args, "eps").to_double();
+    Node* inv_std = call("aten::rsqrt", {call("aten::add.Scalar", {var, eps})});
     Node* scale = gamma.is_none()
                       ? inv_std
-                      : call("aten::mul.Tensor", {gamma, inv_std}, stat_meta);
+                      : call("aten::mul.Tensor", {gamma, inv_std});
+    TensorMeta weight_meta = meta_of(weight);
     std::vector<int64_t> shape(weight_meta.sizes.size(), 1);
     shape.at(channel_dim) = -1;
     const std::string& weight_path = weight.to_node()->target().str();
+    std::string weight_name = fused_name(weight_path);
     Node* w = call("aten::mul.Tensor",
-                   {weight, call("aten::reshape", {scale, shape},
-                                 stat_meta)},
-                   weight_meta, fused_name(weight_path));
+                   {read(weight), call("aten::reshape", {scale, shape})},
+                   weight_name);
     Node* shifted = bias.is_none()
-                        ? call("aten::neg", {mean}, stat_meta)
-                        : call("aten::sub.Tensor", {bias, mean}, stat_meta);
+                        ? call("aten::neg", {mean})
+                        : call("aten::sub.Tensor", {read(bias), mean});
     std::string bias_name = fused_name(
         bias.is_none() ? bias_path(weight_path)
                        : bias.to_node()->target().str());
-    Node* b = call("aten::mul.Tensor", {shifted, scale}, stat_meta,
-                   beta.is_none() ? bias_name : "");
-    if (!beta.is_none()) {
-      b = call("aten::add.Tensor", {b, beta}, stat_meta, bias_name);
-    }
-    created_.push_back(w);
-    created_.push_back(b);
-    return {w, b};
+    Node* b = beta.is_none()
+                  ? call("aten::mul.Tensor", {shifted, scale}, bias_name)
+                  : call("aten::addcmul", {beta, shifted, scale}, bias_name);
+    TensorMeta bias_meta = meta_of(argument(bn, bn_args, "running_var"));
+    return {fused_attribute(w, weight_name, weight_meta, user),
+            fused_attribute(b, bias_name, bias_meta, user)};
   }
 
-  bool fuse_convolution(Node* conv, Node* bn,
+  // Replaces arguments of `n` by name; the old ones may be left unused.
+  void rewrite(Node* n, std::vector<Argument> full,
+               std::initializer_list<std::pair<const char*, Argument>> changes) {
+    for (const auto& [name, value] : changes) {
+      Argument& slot = full[*n->target().op().schema().argumentIndexWithName(
+          name)];
+      for_each_node(slot, [&](Node* old) { stale_.push_back(old); });
+      slot = value;
+    }
+    store(n, std::move(full));
+  }
+
+  bool fuse_convolution(Node* conv, const Node& bn,
                         const std::vector<Argument>& bn_args) {
     std::vector<Argument> full =
         full_arguments(*conv, conv->target().op().schema());
@@ -218,16 +256,15 @@ class Fuser {
       const Argument& groups = argument(*conv, full, "groups");
       if (!groups.is_int() || groups.to_int() != 1) return false;
     }
-    Fused fused =
-        fused_parameters(bn_args, bn, weight, bias, transposed ? 1 : 0);
-    set_argument(conv, &full, "weight", fused.weight);
-    set_argument(conv, &full, "bias", fused.bias);
-    store(conv, std::move(full));
+    Fused fused = fused_parameters(bn_args, bn, weight, bias,
+                                   transposed ? 1 : 0, conv);
+    rewrite(conv, std::move(full),
+            {{"weight", fused.weight}, {"bias", fused.bias}});
     return true;
   }
 
   // aten::linear(input, weight, bias)
-  bool fuse_linear(Node* linear, Node* bn,
+  bool fuse_linear(Node* linear, const Node& bn,
                    const std::vector<Argument>& bn_args) {
     std::vector<Argument> full =
         full_arguments(*linear, linear->target().op().schema());
@@ -237,16 +274,15 @@ class Fuser {
         !is_attribute_or_none(bias)) {
       return false;
     }
-    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0);
-    set_argument(linear, &full, "weight", fused.weight);
-    set_argument(linear, &full, "bias", fused.bias);
-    store(linear, std::move(full));
+    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0, linear);
+    rewrite(linear, std::move(full),
+            {{"weight", fused.weight}, {"bias", fused.bias}});
     return true;
   }
 
   // aten::addmm(bias, input, t(weight)) with alpha = beta = 1, as C++
   // F::linear traces for 2-D inputs.
-  bool fuse_addmm(Node* addmm, Node* bn,
+  bool fuse_addmm(Node* addmm, const Node& bn,
                   const std::vector<Argument>& bn_args) {
     std::vector<Argument> full =
         full_arguments(*addmm, addmm->target().op().schema());
@@ -257,33 +293,31 @@ class Fuser {
     if (!(alpha.is_int() && alpha.to_int() == 1) ||
         !(beta.is_int() && beta.to_int() == 1) || !transposed.is_node() ||
         !is_call_to(*transposed.to_node(), {"aten::t"}) ||
+        transposed.to_node()->users().size() != 1 ||
         !is_attribute_or_none(bias)) {
       return false;
     }
-    const Argument& weight = transposed.to_node()->args().at(0);
+    Node* t = transposed.to_node();
+    const Argument& weight = t->args().at(0);
     if (!weight.is_node() || weight.to_node()->op() != Opcode::kGetAttr) {
       return false;
     }
-    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0);
-    Node* t;
-    {
-      auto guard = graph_.inserting_before(bn);
-      TensorMeta t_meta = meta_of(weight);
-      std::swap(t_meta.sizes[0], t_meta.sizes[1]);
-      std::swap(t_meta.strides[0], t_meta.strides[1]);
-      t_meta.memory_format = memory_format_of(t_meta.sizes, t_meta.strides);
-      t = call("aten::t", {fused.weight}, t_meta);
-    }
-    created_.push_back(t);
-    set_argument(addmm, &full, "self", fused.bias);
-    set_argument(addmm, &full, "mat2", t);
-    store(addmm, std::move(full));
+    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0, t);
+    for_each_node(weight, [&](Node* old) { stale_.push_back(old); });
+    t->update_arg(0, fused.weight);
+    rewrite(addmm, std::move(full), {{"self", fused.bias}});
     return true;
   }
 
   GraphModuleImpl& module_;
   Graph& graph_;
-  std::vector<const Node*> created_;
+  std::shared_ptr<Graph> init_;
+  std::vector<Argument> init_results_;
+  std::vector<std::string> outputs_;
+  absl::flat_hash_map<std::string, Node*> reads_;
+  absl::flat_hash_set<std::string> taken_;
+  // Nodes whose uses the pass removed; get_attrs left unused are erased.
+  std::vector<Node*> stale_;
 };
 
 }  // namespace

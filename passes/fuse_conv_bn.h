@@ -17,10 +17,10 @@
 //       %_folded_conv1_bias_fused : [#users=1] = get_attr[target=_folded.conv1_bias_fused]
 //       %conv2d : [#users=1] = call_function[target=aten::conv2d](args = (%x, %_folded_conv1_weight_fused, %_folded_conv1_bias_fused, [2, 2], [3, 3]), kwargs = {})
 //
-// The new weights are computed once by an init step (constant folding:
-// see passes/constant_folding.h) from the original parameters, which stay
-// untouched; GraphModuleImpl::run_init() recomputes them after new weights
-// are loaded. Handled: aten::conv1d/2d/3d (and their padding="same"
+// The new weights are computed once by an init step (as constant folding
+// makes: see passes/constant_folding.h) from the original parameters, which
+// stay untouched; GraphModuleImpl::run_init() recomputes them after new
+// weights are loaded. Handled: aten::conv1d/2d/3d (and their padding="same"
 // overloads), aten::convolution and aten::_convolution (as TorchScript
 // models call it) and aten::conv_transpose1d/2d/3d with groups == 1. Left
 // alone: a batch_norm in training mode, a convolution whose output is used
