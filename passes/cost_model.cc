@@ -669,13 +669,18 @@ std::string format_cost_table(const CostReport& report,
         groups[path].add(cost, machine);
         continue;
       }
-      // The whole graph is the total row.
+      // The whole graph is the total row; nodes outside every submodule
+      // get a row of their own, so that the top level adds up.
+      if (path.empty()) groups[""].add(cost, machine);
       for (const std::string& p : enclosing_paths(path)) {
         if (!p.empty()) groups[p].add(cost, machine);
       }
     }
     for (auto& [path, row] : groups) {
-      row.labels = {path.empty() ? "(root)" : path};
+      row.labels = {path.empty() ? (options.group_by == GroupBy::kModulePath
+                                        ? "(root)"
+                                        : "(outside submodules)")
+                                 : path};
       rows.push_back(std::move(row));
     }
   }

@@ -156,7 +156,8 @@ struct CostTableOptions {
   enum class GroupBy {
     kNode,        // one row per node: name, target, module path
     kModulePath,  // one row per exact module path ("(root)" for "")
-    kModuleTree,  // one row per module and all it contains
+    kModuleTree,  // one row per module and all it contains, and one
+                  // ("(outside submodules)") for the nodes in none
   };
   GroupBy group_by = GroupBy::kNode;
   // Show only the first top_n rows (0: all); the total row covers all.

@@ -362,6 +362,11 @@ TEST_CASE("the cost table groups by module and adds the roofline") {
   CHECK(tree.find(fx::format_seconds(fx::estimated_seconds(r, machine))) !=
         std::string::npos);
   CHECK(tree.find("unmodelled") == std::string::npos);
+  // The rows of the top level add up to the total.
+  const std::string full_tree = fx::format_cost_table(
+      r, {.group_by = fx::CostTableOptions::GroupBy::kModuleTree});
+  INFO(full_tree);
+  CHECK(full_tree.find("\n(outside submodules) ") != std::string::npos);
 
   // By exact path, relu_ and add_ (which use no parameter) are the root's.
   const std::string exact = fx::format_cost_table(
