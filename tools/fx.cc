@@ -1,11 +1,14 @@
 // fx: the command-line tool.
 //
-//   bazel run //tools:fx -- demo                 trace the bundled ResNet-18,
-//                                                print its graph and code,
-//                                                run it against eager
-//   bazel run //tools:fx -- zoo                  list the bundled models
-//   bazel run //tools:fx -- trace resnet50 --print=graph,tabular,code,readable
+//   bazel run //tools:fx -- demo       trace the bundled ResNet-18, print its
+//                                      graph and code, run it against eager
+//   bazel run //tools:fx -- zoo        list the bundled models
+//   bazel run //tools:fx -- passes     list the passes --passes takes
+//   bazel run //tools:fx -- trace resnet50 --passes=fuse_conv_bn,eliminate_dead_code \
+//       --before --print=graph,code --dot=/tmp/resnet50.svg --cost
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,14 +18,35 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/fx.h"
+#include "passes/cost_model.h"
+#include "passes/graph_drawer.h"
+#include "passes/pass_manager.h"
+#include "passes/registry.h"
 #include "testdata/zoo.h"
 
 ABSL_FLAG(std::string, print, "graph",
-          "what `trace` prints, comma-separated: graph, tabular, code, "
-          "readable, meta (the graph with each node's shape)");
+          "what `trace` prints after the passes, comma-separated: graph, "
+          "tabular, code, readable, meta (the graph with each node's shape), "
+          "none");
+ABSL_FLAG(std::string, passes, "",
+          "passes to run on the traced graph, in order, comma-separated "
+          "(`fx passes` lists them)");
+ABSL_FLAG(bool, before, false,
+          "with --passes: also print the graph before the passes");
+ABSL_FLAG(std::string, dot, "",
+          "write the graph (after the passes) as a picture: .dot (DOT "
+          "text), .svg, .png or .pdf (rendered with graphviz's dot)");
+ABSL_FLAG(bool, cost, false,
+          "print the cost model's table: FLOPs, MACs, bytes and a roofline "
+          "time per module");
+ABSL_FLAG(double, peak_gflops, 100,
+          "the roofline machine's peak GFLOP/s (--cost)");
+ABSL_FLAG(double, bandwidth_gbps, 20,
+          "the roofline machine's memory bandwidth in GB/s (--cost)");
 
 namespace {
 
@@ -33,9 +57,14 @@ constexpr char kUsage[] =
     "                                  generated C++, run it and compare "
     "with eager\n"
     "  fx zoo                          list the bundled models\n"
-    "  fx trace MODEL [--print=...]    trace a bundled model and print it "
-    "(graph,\n"
-    "                                  tabular, code, readable, meta)\n";
+    "  fx passes                       list the passes --passes takes\n"
+    "  fx trace MODEL [--passes=a,b] [--before] [--print=...] [--dot=FILE] "
+    "[--cost]\n"
+    "                                  trace a bundled model, transform it "
+    "and print\n"
+    "                                  it (graph, tabular, code, readable, "
+    "meta), draw\n"
+    "                                  it, estimate its cost\n";
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
@@ -116,6 +145,68 @@ int zoo() {
   return 0;
 }
 
+int list_passes() {
+  for (const fx::PassInfo& info : fx::registered_passes()) {
+    std::cout << info.name << "\n    " << info.description << "\n";
+  }
+  return 0;
+}
+
+bool print_what(const fx::GraphModule& module) {
+  for (absl::string_view what :
+       absl::StrSplit(absl::GetFlag(FLAGS_print), ',', absl::SkipEmpty())) {
+    if (what == "graph") {
+      std::cout << module->graph() << "\n";
+    } else if (what == "meta") {
+      fx::PrintOptions options;
+      options.tensor_meta = true;
+      std::cout << module->graph().to_string(options) << "\n";
+    } else if (what == "tabular") {
+      std::cout << module->graph().tabular();
+    } else if (what == "code") {
+      std::cout << module->code();
+    } else if (what == "readable") {
+      std::cout << module->print_readable();
+    } else if (what != "none") {
+      std::cerr << "fx trace: --print takes graph, meta, tabular, code, "
+                   "readable or none, not '"
+                << what << "'\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+void print_cost(const fx::Graph& graph) {
+  fx::CostReport report = fx::estimate_cost(graph);
+  fx::Machine machine;
+  machine.peak_flops_per_second = absl::GetFlag(FLAGS_peak_gflops) * 1e9;
+  machine.memory_bytes_per_second = absl::GetFlag(FLAGS_bandwidth_gbps) * 1e9;
+  fx::CostTableOptions options;
+  options.group_by = fx::CostTableOptions::GroupBy::kModuleTree;
+  options.top_n = 20;
+  options.machine = &machine;
+  std::cout << "== Cost (roofline: " << absl::GetFlag(FLAGS_peak_gflops)
+            << " GFLOP/s, " << absl::GetFlag(FLAGS_bandwidth_gbps)
+            << " GB/s)\n"
+            << fx::format_cost_table(report, options);
+}
+
+void write_picture(const fx::Graph& graph, const std::string& path) {
+  fx::CostReport report = fx::estimate_cost(graph);
+  fx::DotOptions options;
+  options.cost = &report;
+  std::string dot = fx::to_dot(graph, options);
+  if (absl::EndsWith(path, ".dot")) {
+    std::ofstream out(path);
+    out << dot;
+    if (!out) throw fx::GraphError("cannot write " + path);
+  } else {
+    fx::render_dot(dot, path);
+  }
+  std::cerr << "wrote " << path << "\n";
+}
+
 int trace(const std::string& name) {
   std::vector<std::string> names = testdata::zoo_model_names();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
@@ -125,26 +216,29 @@ int trace(const std::string& name) {
   }
   Traced t = trace_zoo_model(name);
   print_stats(t);
-  for (absl::string_view what :
-       absl::StrSplit(absl::GetFlag(FLAGS_print), ',', absl::SkipEmpty())) {
-    if (what == "graph") {
-      std::cout << t.module->graph() << "\n";
-    } else if (what == "meta") {
-      fx::PrintOptions options;
-      options.tensor_meta = true;
-      std::cout << t.module->graph().to_string(options) << "\n";
-    } else if (what == "tabular") {
-      std::cout << t.module->graph().tabular();
-    } else if (what == "code") {
-      std::cout << t.module->code();
-    } else if (what == "readable") {
-      std::cout << t.module->print_readable();
-    } else {
-      std::cerr << "fx trace: --print takes graph, meta, tabular, code or "
-                   "readable, not '"
-                << what << "'\n";
-      return 2;
+  fx::GraphModule module = t.module;
+  std::string passes = absl::GetFlag(FLAGS_passes);
+  if (!passes.empty()) {
+    fx::PassManager manager;
+    for (absl::string_view pass :
+         absl::StrSplit(passes, ',', absl::SkipEmpty())) {
+      manager.add(std::string(pass));
     }
+    if (absl::GetFlag(FLAGS_before)) {
+      std::cout << "== Before " << passes << "\n" << module->graph() << "\n";
+    }
+    fx::PassResult result = manager.run(module);
+    module = result.module;
+    std::cerr << "passes " << passes << ": "
+              << (result.modified ? "changed the graph" : "changed nothing")
+              << ", " << t.module->graph().size() << " -> "
+              << module->graph().size() << " nodes\n";
+    if (absl::GetFlag(FLAGS_before)) std::cout << "== After\n";
+  }
+  if (!print_what(module)) return 2;
+  if (absl::GetFlag(FLAGS_cost)) print_cost(module->graph());
+  if (!absl::GetFlag(FLAGS_dot).empty()) {
+    write_picture(module->graph(), absl::GetFlag(FLAGS_dot));
   }
   return 0;
 }
@@ -162,6 +256,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "demo" && args.size() == 2) return demo();
     if (command == "zoo" && args.size() == 2) return zoo();
+    if (command == "passes" && args.size() == 2) return list_passes();
     if (command == "trace" && args.size() == 3) return trace(args[2]);
   } catch (const fx::Error& e) {
     std::cerr << "fx " << command << ": " << e.what() << "\n";

@@ -8,7 +8,10 @@ Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
     with --quick);
   - forward times, interleaved round by round under torch.no_grad(): ResNet-18
     eager / fx GraphModule / fx Interpreter, and the same on the 1,000-op chain,
-    with the medians of the per-round comparisons with eager.
+    with the medians of the per-round comparisons with eager;
+  - with --fuse instead (for tools/benchmark_passes.cc): forward times of
+    torchvision's resnet18, resnet50 and mobilenet_v2, eager / fx GraphModule
+    / torch.fx.experimental.optimization.fuse() (conv/bn folding).
 
 Prints one `key value` line per figure (milliseconds, microseconds per op,
 counts); on failure prints `error <reason>` and exits with status 1.
@@ -23,6 +26,7 @@ try:
     import torch
     import torch.fx
     import torchvision
+    from torch.fx.experimental.optimization import fuse
 except ImportError as e:
     print(f"error {e}")
     sys.exit(1)
@@ -138,6 +142,24 @@ def forward_times(rounds):
         emit_forward("chain", "_us_per_op", 1e6 / FORWARD_CHAIN_LENGTH, samples)
 
 
+def fuse_times(rounds):
+    with torch.no_grad():
+        for name in TRACE_MODELS:
+            model = getattr(torchvision.models, name)().eval()
+            gm = torch.fx.symbolic_trace(model)
+            fused = fuse(model)
+            x = torch.randn(1, 3, 224, 224)
+            samples = interleaved_seconds({"eager": lambda: model(x),
+                                           "gm": lambda: gm(x),
+                                           "fused": lambda: fused(x)},
+                                          rounds)
+            for variant, s in samples.items():
+                emit(f"fuse.{name}_{variant}_ms", statistics.median(s) * 1e3)
+            emit(f"fuse.{name}_fused_over_eager",
+                 statistics.median(f / e for f, e in zip(samples["fused"],
+                                                         samples["eager"])))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -145,12 +167,17 @@ def main():
                         help="timed runs (or interleaved rounds) per figure")
     parser.add_argument("--quick", action="store_true",
                         help="skip the 10,000-node chain trace")
+    parser.add_argument("--fuse", action="store_true",
+                        help="only the fuse() forward times")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
     emit("torch_version", torch.__version__)
     emit("torchvision_version", torchvision.__version__)
     emit("threads", torch.get_num_threads())
+    if args.fuse:
+        fuse_times(args.repeats)
+        return
     trace_models(args.repeats)
     trace_chains(args.repeats, args.quick)
     forward_times(args.repeats)
