@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -145,7 +146,8 @@ class Emitter {
           call(*n);
       }
     }
-    forward_.signature = absl::StrCat(return_type_, " forward(",
+    forward_.signature = absl::StrCat(return_type_, " ",
+                                      options_.function_name, "(",
                                       absl::StrJoin(params, ", "), ")");
     forward_.body = guards_ + body_;
     return std::move(forward_);
@@ -278,13 +280,21 @@ class Emitter {
                           const std::string& path) {
     auto it = member_of_path_.find(path);
     if (it != member_of_path_.end()) return it->second;
+    if (auto given = options_.member_names.find(path);
+        given != options_.member_names.end()) {
+      used_members_.insert(given->second);
+      member_of_path_[path] = given->second;
+      members->push_back({given->second, path});
+      return given->second;
+    }
     std::string base;
     for (char c : path) base += (c == '.' ? '_' : c);
     if (!base.empty() && std::isdigit(static_cast<unsigned char>(base[0]))) {
       base = "_" + base;
     }
     std::string name = base + "_";
-    for (int i = 1; used_members_.contains(name); ++i) {
+    for (int i = 1; used_members_.contains(name) || given_names().contains(name);
+         ++i) {
       name = absl::StrCat(base, "_", i, "_");
     }
     used_members_.insert(name);
@@ -573,6 +583,17 @@ class Emitter {
     statement(n, absl::StrCat("auto ", v->name, " = ", expr, ";"));
   }
 
+  // The member names given in the options.
+  const absl::flat_hash_set<std::string>& given_names() {
+    if (!given_names_) {
+      given_names_.emplace();
+      for (const auto& entry : options_.member_names) {
+        given_names_->insert(entry.second);
+      }
+    }
+    return *given_names_;
+  }
+
   std::string return_type(const Argument& arg) {
     if (arg.is_node()) {
       switch (value(arg.to_node()).kind) {
@@ -580,6 +601,13 @@ class Emitter {
         case Kind::kTensorVector: return "std::vector<at::Tensor>";
         default: return "c10::IValue";
       }
+    }
+    if (arg.is_tuple() && options_.tensors_as_vector && !arg.elements().empty()) {
+      bool tensors = true;
+      for (const Argument& e : arg.elements()) {
+        tensors = tensors && return_type(e) == "at::Tensor";
+      }
+      if (tensors) return "std::vector<at::Tensor>";
     }
     if (arg.is_tuple()) {
       std::vector<std::string> types;
@@ -603,7 +631,7 @@ class Emitter {
                  ? absl::StrCat("c10::IValue(", v.name, ")")
                  : v.name;
     }
-    if (arg.is_tuple()) {
+    if (arg.is_tuple() && type != "std::vector<at::Tensor>") {
       std::vector<std::string> items;
       for (const Argument& e : arg.elements()) {
         items.push_back(return_expression(e, return_type(e)));
@@ -638,6 +666,7 @@ class Emitter {
   absl::flat_hash_map<const Node*, const Node*> last_use_;
   absl::flat_hash_map<std::string, std::string> member_of_path_;
   absl::flat_hash_set<std::string> used_members_;
+  std::optional<absl::flat_hash_set<std::string>> given_names_;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 // the forward binds them (see Forward).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,15 @@ struct CodegenOptions {
   bool tensor_meta_comments = false;
   // Check the placeholders' guards at the top of forward.
   bool guards = true;
+  // The function's name.
+  std::string function_name = "forward";
+  // Member names to use for these paths (a class emitting several
+  // functions over the same members); other paths get one made from the
+  // path ("fc.weight" -> "fc_weight_").
+  std::map<std::string, std::string> member_names;
+  // Return a tuple or list of tensors as a std::vector<at::Tensor> (a
+  // std::tuple of hundreds of elements is slow to compile).
+  bool tensors_as_vector = false;
 };
 
 // The forward of `graph`. Throws fx::GraphError for what C++ cannot express

@@ -1,0 +1,146 @@
+#include "codegen/generator.h"
+
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "codegen/module_codegen.h"
+#include "codegen/runtime.h"
+#include "fx/errors.h"
+#include "fx/tracer.h"
+#include "passes/pass_manager.h"
+
+namespace fx {
+namespace codegen {
+
+at::Tensor example_input(const std::string& spec) {
+  static const std::map<std::string, c10::ScalarType> kDtypes = {
+      {"float32", at::kFloat}, {"float", at::kFloat},
+      {"float64", at::kDouble}, {"double", at::kDouble},
+      {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int64", at::kLong}, {"int32", at::kInt}, {"int8", at::kChar},
+      {"uint8", at::kByte}, {"bool", at::kBool}};
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  auto bad = [&](const std::string& why) {
+    return GraphError(absl::StrCat(
+        "input spec '", spec, "': ", why,
+        "; write sizes joined by 'x' and an optional dtype, e.g. "
+        "1x3x224x224 or 1x3x224x224:float32"));
+  };
+  if (parts.size() > 2) throw bad("more than one ':'");
+  c10::ScalarType dtype = at::kFloat;
+  if (parts.size() == 2) {
+    auto it = kDtypes.find(parts[1]);
+    if (it == kDtypes.end()) {
+      std::vector<std::string> names;
+      for (const auto& entry : kDtypes) names.push_back(entry.first);
+      throw bad(absl::StrCat("unknown dtype '", parts[1], "' (known: ",
+                             absl::StrJoin(names, ", "), ")"));
+    }
+    dtype = it->second;
+  }
+  std::vector<int64_t> sizes;
+  if (parts[0].empty()) throw bad("no sizes");
+  for (absl::string_view s : absl::StrSplit(parts[0], 'x')) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(s, &size) || size < 0) {
+      throw bad(absl::StrCat("'", std::string(s), "' is not a size"));
+    }
+    sizes.push_back(size);
+  }
+  return at::zeros(sizes, at::TensorOptions().dtype(dtype));
+}
+
+int generator_main(int argc, char** argv,
+                   const std::function<Model()>& factory) {
+  const std::string program = argc > 0 ? argv[0] : "generator";
+  try {
+    std::vector<std::string> inputs;
+    std::map<std::string, std::string> flags;
+    bool train = false;
+    const std::set<std::string> known = {
+        "passes", "class_name", "namespace", "header_include", "header",
+        "source", "weights"};
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "--train") {
+        train = true;
+        continue;
+      }
+      if (!absl::StartsWith(arg, "--") || arg.find('=') == std::string::npos) {
+        throw GraphError(absl::StrCat("unexpected argument '", arg,
+                                      "': flags are --name=value"));
+      }
+      std::string name = arg.substr(2, arg.find('=') - 2);
+      std::string value = arg.substr(arg.find('=') + 1);
+      if (name == "input") {
+        inputs.push_back(value);
+      } else if (known.count(name)) {
+        flags[name] = value;
+      } else {
+        throw GraphError(absl::StrCat("unknown flag --", name, " (known: --input, --",
+                                      absl::StrJoin(known, ", --"),
+                                      ", --train)"));
+      }
+    }
+    for (const char* required : {"class_name", "header", "source"}) {
+      if (flags[required].empty()) {
+        throw GraphError(absl::StrCat("--", required, " is required"));
+      }
+    }
+    if (inputs.empty()) {
+      throw GraphError("no --input: give one per forward input, e.g. "
+                       "--input=1x3x224x224");
+    }
+    std::vector<c10::IValue> examples;
+    for (const std::string& spec : inputs) {
+      examples.emplace_back(example_input(spec));
+    }
+    Model model = factory();
+    if (!model.module || !model.forward) {
+      throw GraphError("the model factory returned no module or forward");
+    }
+    model.module->train(train);
+    TraceOptions options;
+    options.leaf_modules = model.leaf_modules;
+    GraphModule gm =
+        symbolic_trace(model.module, model.forward, examples, options);
+    PassManager passes;
+    for (absl::string_view name :
+         absl::StrSplit(flags["passes"], ',', absl::SkipEmpty())) {
+      passes.add(std::string(name));
+    }
+    gm = passes.run(gm).module;
+
+    ModuleOptions module_options;
+    module_options.class_name = flags["class_name"];
+    module_options.namespace_name = flags["namespace"];
+    module_options.header_include = flags["header_include"].empty()
+                                        ? flags["header"]
+                                        : flags["header_include"];
+    GeneratedModule generated = emit_module(*gm, module_options);
+    write_file_atomically(flags["header"], generated.header);
+    write_file_atomically(flags["source"], generated.source);
+    if (!flags["weights"].empty()) {
+      TensorMap weights;
+      for (const std::string& path : generated.bound_tensors) {
+        weights.emplace(path, gm->get_attr(path));
+      }
+      save_tensors(weights, flags["weights"]);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace codegen
+}  // namespace fx

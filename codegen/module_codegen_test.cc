@@ -1,0 +1,135 @@
+#include "codegen/module_codegen.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "codegen/generator.h"
+#include "codegen/runtime.h"
+#include "fx/fx.h"
+#include "passes/pass_manager.h"
+#include "testdata/resnet18_folded.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+fx::GraphModule folded_resnet18(const testdata::ZooModel& model) {
+  fx::GraphModule gm =
+      fx::symbolic_trace(model.module, model.forward, model.example_inputs);
+  return fx::PassManager()
+      .add("fuse_conv_bn")
+      .add("remove_dropout")
+      .add("eliminate_dead_code")
+      .run(gm)
+      .module;
+}
+
+TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
+  torch::NoGradGuard no_grad;
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  fx::GraphModule gm = folded_resnet18(model);
+  testdata::ResNet18Folded generated(*model.module);
+  at::Tensor x = model.example_inputs[0].toTensor();
+  at::Tensor ours = generated.forward(x);
+  // The same operators on the same tensors: bitwise equal.
+  CHECK(torch::equal(ours, gm(x).toTensor()));
+  CHECK(torch::allclose(ours, model.forward(model.example_inputs).toTensor(),
+                        1e-4, 1e-5));
+  // Only the original weights are bound; folded ones are computed.
+  const auto& names = testdata::ResNet18Folded::tensor_names();
+  CHECK(std::find(names.begin(), names.end(), "bn1.running_var") !=
+        names.end());
+  CHECK(std::find(names.begin(), names.end(), "conv1.weight") != names.end());
+
+  // New weights: run_init folds them again.
+  auto params = model.module->named_parameters();
+  params["bn1.weight"].mul_(2);
+  generated.run_init();
+  fx::GraphModule refolded = folded_resnet18(model);
+  CHECK(torch::equal(generated.forward(x), refolded(x).toTensor()));
+  CHECK_FALSE(torch::allclose(generated.forward(x), ours));
+}
+
+TEST_CASE("generated code checks its tensors and inputs") {
+  torch::NoGradGuard no_grad;
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  fx::TensorMap tensors = fx::named_tensors(*model.module);
+  tensors.erase("layer1.0.conv1.weight");
+  CHECK_THROWS_WITH(testdata::ResNet18Folded(tensors),
+                    Catch::Contains("ResNet18Folded: no tensor "
+                                    "'layer1.0.conv1.weight'"));
+  tensors = fx::named_tensors(*model.module);
+  tensors["fc.weight"] = torch::zeros({10, 512});
+  CHECK_THROWS_WITH(
+      testdata::ResNet18Folded(tensors),
+      Catch::Contains("tensor 'fc.weight' is Float[10, 512] but the code was "
+                      "generated for Float[1000, 512]"));
+  testdata::ResNet18Folded generated(*model.module);
+  CHECK_THROWS_AS(generated.forward(torch::zeros({1, 3, 224, 224},
+                                                 torch::kDouble)),
+                  fx::GuardError);
+}
+
+TEST_CASE("emitted modules are deterministic and embed constants") {
+  auto fn = [](torch::Tensor x) {
+    return torch::relu(x + torch::tensor({1.0f, 2.0f, 3.0f}));
+  };
+  fx::GraphModule gm = fx::symbolic_trace(fn, torch::randn({2, 3}));
+  fx::codegen::ModuleOptions options;
+  options.class_name = "AddConstant";
+  options.namespace_name = "a::b";
+  options.header_include = "add_constant.h";
+  fx::codegen::GeneratedModule first = fx::codegen::emit_module(*gm, options);
+  fx::codegen::GeneratedModule second = fx::codegen::emit_module(*gm, options);
+  CHECK(first.header == second.header);
+  CHECK(first.source == second.source);
+  CHECK(first.bound_tensors.empty());
+  INFO(first.header << first.source);
+  CHECK(first.header.find("namespace a {\nnamespace b {\n") !=
+        std::string::npos);
+  CHECK(first.header.find("class AddConstant {") != std::string::npos);
+  CHECK(first.source.find("#include \"add_constant.h\"") != std::string::npos);
+  // 1.0f, 2.0f, 3.0f as bytes: 0,0,128,63, 0,0,0,64, 0,0,64,64.
+  CHECK(first.source.find("0,0,128,63,0,0,0,64,0,0,64,64") !=
+        std::string::npos);
+  CHECK(first.source.find("fx::embedded_tensor(kConstant0, 12, "
+                          "at::ScalarType::Float, {3})") != std::string::npos);
+  options.class_name = "not a name";
+  CHECK_THROWS_WITH(fx::codegen::emit_module(*gm, options),
+                    Catch::Contains("'not a name' is not a C++ identifier"));
+}
+
+TEST_CASE("tensor files round-trip and bad ones are named") {
+  const std::string path = "tensors_test.weights";
+  fx::TensorMap tensors = {{"a.weight", torch::randn({2, 3})},
+                           {"b", torch::arange(4)}};
+  fx::save_tensors(tensors, path);
+  fx::TensorMap loaded = fx::load_tensors(path);
+  REQUIRE(loaded.size() == 2);
+  CHECK(torch::equal(loaded["a.weight"], tensors["a.weight"]));
+  CHECK(torch::equal(loaded["b"], tensors["b"]));
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << "not a tensor file";
+  }
+  CHECK_THROWS_WITH(fx::load_tensors(path),
+                    Catch::Contains("is not a tensor file"));
+  CHECK_THROWS_WITH(fx::load_tensors("no/such/file"),
+                    Catch::Contains("cannot open 'no/such/file'"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("input specs parse or say what is wrong") {
+  at::Tensor t = fx::codegen::example_input("1x3x8x8:float64");
+  CHECK(t.sizes() == c10::IntArrayRef({1, 3, 8, 8}));
+  CHECK(t.scalar_type() == torch::kDouble);
+  CHECK(fx::codegen::example_input("5").sizes() == c10::IntArrayRef({5}));
+  CHECK_THROWS_WITH(fx::codegen::example_input("1xAx3"),
+                    Catch::Contains("'A' is not a size"));
+  CHECK_THROWS_WITH(fx::codegen::example_input("2x2:float33"),
+                    Catch::Contains("unknown dtype 'float33'"));
+}
+
+}  // namespace

@@ -1,0 +1,57 @@
+// What generated C++ (codegen/module_codegen.h) calls: binding tensors and
+// leaf modules by qualified name, input guards (fx/guards.h) and the
+// registry of opaque functions (fx/function.h).
+//
+//   ResNet18Folded net(fx::named_tensors(*model));   // from the model
+//   ResNet18Folded net(fx::load_tensors("resnet18.weights"));  // from a file
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include "fx/function.h"
+#include "fx/guards.h"
+#include "fx/leaf_module.h"
+
+namespace fx {
+
+// Tensors by qualified name ("layer1.0.conv1.weight").
+using TensorMap = std::map<std::string, at::Tensor>;
+using LeafModuleMap = std::map<std::string, LeafModule>;
+
+// A module's named_parameters() and named_buffers(), recursively.
+TensorMap named_tensors(const torch::nn::Module& module);
+
+// Writes `bytes` to `path`, replacing an existing file only once the new
+// one is complete. Throws fx::GraphError if it cannot.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// Writes / reads a TensorMap as one file (torch::pickle_save of a
+// dict from name to tensor, readable in Python with torch.load). save
+// replaces an existing file only once the new one is complete.
+void save_tensors(const TensorMap& tensors, const std::string& path);
+TensorMap load_tensors(const std::string& path);
+
+// The tensor at `path` in `tensors`, checked against the dtype and sizes the
+// code was generated for. Throws fx::GraphError naming `who` (the generated
+// class), the path, and what was found instead.
+at::Tensor bind_tensor(const TensorMap& tensors, const std::string& path,
+                       c10::ScalarType dtype, std::vector<int64_t> sizes,
+                       const char* who);
+// The leaf module at `path`, or an fx::GraphError naming it.
+LeafModule bind_leaf_module(const LeafModuleMap& modules,
+                            const std::string& path, const char* who);
+// An opaque function registered with fx::wrap, or an fx::GraphError.
+const Function& bind_function(const std::string& name, const char* who);
+
+// A tensor from bytes embedded in generated source (a constant the traced
+// code made, such as _tensor_constant0).
+at::Tensor embedded_tensor(const unsigned char* data, size_t size,
+                           c10::ScalarType dtype, std::vector<int64_t> sizes);
+
+}  // namespace fx
