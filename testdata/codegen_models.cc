@@ -4,13 +4,20 @@
 
 namespace testdata {
 
-fx::codegen::Model resnet18_model() {
-  ZooModel zoo = make_zoo_model("resnet18");
+namespace {
+
+fx::codegen::Model zoo_model(const std::string& name) {
+  ZooModel zoo = make_zoo_model(name);
   return {zoo.module,
           [forward = zoo.forward](const std::vector<c10::IValue>& inputs) {
             return forward(inputs);
           },
           zoo.leaf_modules};
 }
+
+}  // namespace
+
+fx::codegen::Model resnet18_model() { return zoo_model("resnet18"); }
+fx::codegen::Model resnet50_model() { return zoo_model("resnet50"); }
 
 }  // namespace testdata
