@@ -9,6 +9,7 @@
 #include "codegen/runtime.h"
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
+#include "testdata/lenet_generated.h"
 #include "testdata/resnet18_folded.h"
 #include "testdata/zoo.h"
 #include "third_party/catch.h"
@@ -50,6 +51,19 @@ TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
   fx::GraphModule refolded = folded_resnet18(model);
   CHECK(torch::equal(generated.forward(x), refolded(x).toTensor()));
   CHECK_FALSE(torch::allclose(generated.forward(x), ours));
+}
+
+TEST_CASE("generated code runs on the weights file written beside it") {
+  torch::NoGradGuard no_grad;
+  // Written by the generator during the build, from the same seeded model.
+  fx::TensorMap weights = fx::load_tensors("testdata/lenet_generated.weights");
+  CHECK(weights.size() == testdata::LenetGenerated::tensor_names().size());
+  testdata::LenetGenerated generated(weights);
+  testdata::ZooModel model = testdata::make_zoo_model("lenet");
+  at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::allclose(generated.forward(x),
+                        model.forward(model.example_inputs).toTensor(), 1e-5,
+                        1e-6));
 }
 
 TEST_CASE("generated code checks its tensors and inputs") {

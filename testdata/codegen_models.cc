@@ -19,5 +19,6 @@ fx::codegen::Model zoo_model(const std::string& name) {
 
 fx::codegen::Model resnet18_model() { return zoo_model("resnet18"); }
 fx::codegen::Model resnet50_model() { return zoo_model("resnet50"); }
+fx::codegen::Model lenet_model() { return zoo_model("lenet"); }
 
 }  // namespace testdata
