@@ -50,10 +50,7 @@ TEST_CASE("an identity Transformer reproduces every zoo model") {
                            "inplace_ops", "data_dependent_leaf"}) {
     INFO(name);
     testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::TraceOptions options;
-    options.leaf_modules = model.leaf_modules;
-    fx::GraphModule gm = fx::symbolic_trace(model.module, model.forward,
-                                            model.example_inputs, options);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
     fx::GraphModule again = fx::Transformer(gm).transform();
     CHECK(again->graph().to_string() == gm->graph().to_string());
     c10::IValue a = again->forward(model.example_inputs);

@@ -5,6 +5,7 @@
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
 #include "testdata/zoo.h"
+#include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -13,35 +14,6 @@ using fx::Argument;
 using fx::Node;
 using testdata::make_zoo_model;
 using testdata::ZooModel;
-
-const std::vector<std::string> kTraceable = {
-    "mlp",          "lenet",
-    "resnet18",     "resnet50",
-    "mobilenet_v2", "transformer_encoder",
-    "lstm_tagger",  "unet",
-    "inplace_ops",  "data_dependent_leaf"};
-
-fx::GraphModule trace(const ZooModel& model) {
-  fx::TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
-                            options);
-}
-
-// Bitwise equality of (nested) outputs.
-void check_equal(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isTensor()) {
-    REQUIRE(b.isTensor());
-    CHECK(torch::equal(a.toTensor(), b.toTensor()));
-    return;
-  }
-  REQUIRE(a.isTuple());
-  REQUIRE(b.isTuple());
-  const auto& x = a.toTupleRef().elements();
-  const auto& y = b.toTupleRef().elements();
-  REQUIRE(x.size() == y.size());
-  for (size_t i = 0; i < x.size(); ++i) check_equal(x[i], y[i]);
-}
 
 size_t count(const fx::Graph& graph, const char* op) {
   return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
@@ -244,7 +216,7 @@ TEST_CASE("a tied linear layer transposes its weight once") {
 TEST_CASE("the LSTM tagger's two zero states become one") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("lstm_tagger");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   REQUIRE(count(gm->graph(), "aten::zeros") == 2);
   CHECK(fx::eliminate_common_subexpressions(*gm));
   CHECK(count(gm->graph(), "aten::zeros") == 1);
@@ -254,20 +226,20 @@ TEST_CASE("the LSTM tagger's two zero states become one") {
           .at(0);
   CHECK(lstm->args().at(1).to_string() == "[%zeros, %zeros]");
   gm->recompile();
-  check_equal(gm->forward(model.example_inputs),
-              model.forward(model.example_inputs));
+  testdata::check_outputs_equal(gm->forward(model.example_inputs),
+                                model.forward(model.example_inputs));
 }
 
 TEST_CASE("every zoo model computes the same after CSE") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    fx::GraphModule gm = trace(model);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
     fx::eliminate_common_subexpressions(*gm);
     gm->recompile();
-    check_equal(gm->forward(model.example_inputs),
-                model.forward(model.example_inputs));
+    testdata::check_outputs_equal(gm->forward(model.example_inputs),
+                                  model.forward(model.example_inputs));
   }
 }
 

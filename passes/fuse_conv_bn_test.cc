@@ -12,10 +12,6 @@ namespace {
 using fx::Node;
 using fx::Opcode;
 
-fx::GraphModule trace(const testdata::ZooModel& model) {
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs);
-}
-
 size_t count(const fx::Graph& graph, const char* op) {
   return graph.find_nodes(Opcode::kCallFunction, fx::op(op)).size();
 }
@@ -42,7 +38,7 @@ TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") 
     INFO(name);
     testdata::ZooModel model = testdata::make_zoo_model(name);
     auto before = parameter_copies(*model.module);
-    fx::GraphModule gm = trace(model);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
     size_t convs = count(gm->graph(), "aten::conv2d");
     fx::PassResult result =
         fx::PassManager().add("fuse_conv_bn").add("eliminate_dead_code").run(gm);
@@ -63,7 +59,7 @@ TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") 
 TEST_CASE("the fused convolution reads folded attributes computed by an init step") {
   torch::NoGradGuard no_grad;
   testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   fx::fuse_conv_bn(*gm);
   gm->recompile();
   Node* conv =

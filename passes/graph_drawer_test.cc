@@ -16,13 +16,6 @@ namespace {
 
 using fx::Node;
 
-fx::GraphModule trace(const testdata::ZooModel& model) {
-  fx::TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
-                            options);
-}
-
 // Where a test may write files: Bazel's undeclared outputs (kept after the
 // test, for a look) or its temporary directory.
 std::string output_path(const std::string& name) {
@@ -128,8 +121,8 @@ TEST_CASE("labels escape what DOT records treat specially") {
 TEST_CASE("DOT text is deterministic") {
   testdata::ZooModel a = testdata::make_zoo_model("mobilenet_v2");
   testdata::ZooModel b = testdata::make_zoo_model("mobilenet_v2");
-  fx::GraphModule gm_a = trace(a);
-  fx::GraphModule gm_b = trace(b);
+  fx::GraphModule gm_a = testdata::trace_zoo_model(a);
+  fx::GraphModule gm_b = testdata::trace_zoo_model(b);
   fx::CostReport cost_a = fx::estimate_cost(gm_a->graph());
   fx::CostReport cost_b = fx::estimate_cost(gm_b->graph());
   fx::DotOptions options_a, options_b;
@@ -142,7 +135,7 @@ TEST_CASE("DOT text is deterministic") {
 
 TEST_CASE("a ResNet-18 graph renders to SVG with Graphviz") {
   testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   fx::CostReport cost = fx::estimate_cost(gm->graph());
   fx::DotOptions options;
   options.name = "resnet18";
@@ -160,7 +153,7 @@ TEST_CASE("a ResNet-18 graph renders to SVG with Graphviz") {
 
 TEST_CASE("LeNet with shapes and costs renders to SVG and PNG") {
   testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   fx::CostReport cost = fx::estimate_cost(gm->graph());
   fx::DotOptions options;
   options.name = "lenet";

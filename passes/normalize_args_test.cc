@@ -3,10 +3,11 @@
 #include <torch/torch.h>
 
 #include "fx/errors.h"
-#include "fx/fx.h"
 #include "fx/function.h"
+#include "fx/fx.h"
 #include "fx/operator_schemas.h"
 #include "testdata/zoo.h"
+#include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -15,35 +16,6 @@ using fx::Argument;
 using fx::Node;
 using testdata::make_zoo_model;
 using testdata::ZooModel;
-
-const std::vector<std::string> kTraceable = {
-    "mlp",          "lenet",
-    "resnet18",     "resnet50",
-    "mobilenet_v2", "transformer_encoder",
-    "lstm_tagger",  "unet",
-    "inplace_ops",  "data_dependent_leaf"};
-
-fx::GraphModule trace(const ZooModel& model) {
-  fx::TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
-                            options);
-}
-
-// Bitwise equality of (nested) outputs.
-void check_equal(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isTensor()) {
-    REQUIRE(b.isTensor());
-    CHECK(torch::equal(a.toTensor(), b.toTensor()));
-    return;
-  }
-  REQUIRE(a.isTuple());
-  REQUIRE(b.isTuple());
-  const auto& x = a.toTupleRef().elements();
-  const auto& y = b.toTupleRef().elements();
-  REQUIRE(x.size() == y.size());
-  for (size_t i = 0; i < x.size(); ++i) check_equal(x[i], y[i]);
-}
 
 Node* first(const fx::Graph& graph, const char* op) {
   auto nodes = graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op));
@@ -64,7 +36,7 @@ bool all_kwargs(const fx::Graph& graph) {
 
 TEST_CASE("normalize_args passes every argument by its schema name") {
   ZooModel model = make_zoo_model("resnet18");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   REQUIRE(first(gm->graph(), "aten::conv2d")->format_node() ==
           "%conv2d : [#users=1] = call_function[target=aten::conv2d](args = "
           "(%x, %conv1_weight, None, [2, 2], [3, 3]), kwargs = {})");
@@ -87,7 +59,7 @@ TEST_CASE("normalize_args passes every argument by its schema name") {
 
 TEST_CASE("without fill_defaults, only the arguments given become kwargs") {
   ZooModel model = make_zoo_model("resnet18");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   fx::NormalizeOptions options;
   options.fill_defaults = false;
   CHECK(fx::normalize_args(*gm, options));
@@ -103,20 +75,21 @@ TEST_CASE("without fill_defaults, only the arguments given become kwargs") {
 
 TEST_CASE("normalize then denormalize gives back every zoo graph exactly") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
     c10::IValue expected = model.forward(model.example_inputs);
-    fx::GraphModule gm = trace(model);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
     const std::string traced = gm->graph().to_string();
 
     CHECK(fx::normalize_args(*gm));
     CHECK(all_kwargs(gm->graph()));
     CHECK(gm->graph().to_string() != traced);
     gm->recompile();
-    check_equal(gm->forward(model.example_inputs), expected);
+    testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
     fx::Interpreter interpreter(gm);
-    check_equal(interpreter.run(model.example_inputs), expected);
+    testdata::check_outputs_equal(interpreter.run(model.example_inputs),
+                                  expected);
     CHECK_NOTHROW(gm->code());
 
     CHECK(fx::denormalize_args(*gm));
@@ -129,7 +102,7 @@ TEST_CASE("normalize then denormalize gives back every zoo graph exactly") {
     CHECK(fx::denormalize_args(*gm));
     CHECK(gm->graph().to_string() == traced);
     gm->recompile();
-    check_equal(gm->forward(model.example_inputs), expected);
+    testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
   }
 }
 

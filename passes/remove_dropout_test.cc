@@ -13,13 +13,6 @@ using fx::Node;
 using testdata::make_zoo_model;
 using testdata::ZooModel;
 
-fx::GraphModule trace(const ZooModel& model) {
-  fx::TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
-                            options);
-}
-
 size_t count(const fx::Graph& graph, const char* op) {
   return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
 }
@@ -27,7 +20,7 @@ size_t count(const fx::Graph& graph, const char* op) {
 TEST_CASE("the transformer encoder in eval mode loses every dropout") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("transformer_encoder");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   // Attention weights, attention output, feed-forward inside and output, in
   // each of the two layers.
   REQUIRE(count(gm->graph(), "aten::dropout") == 8);
@@ -44,7 +37,7 @@ TEST_CASE("the transformer encoder in eval mode loses every dropout") {
 TEST_CASE("MobileNetV2's classifier dropout is removed") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("mobilenet_v2");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   auto dropouts = gm->graph().find_nodes(fx::Opcode::kCallFunction,
                                          fx::op("aten::dropout"));
   REQUIRE(dropouts.size() == 1);

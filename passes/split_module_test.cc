@@ -20,13 +20,6 @@ GraphModule trace_function(F f, std::vector<c10::IValue> inputs) {
   return symbolic_trace(nullptr, box_function(f), inputs);
 }
 
-GraphModule trace(const testdata::ZooModel& model) {
-  TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return symbolic_trace(model.module, model.forward, model.example_inputs,
-                        options);
-}
-
 // Partitions by operator name.
 std::function<int64_t(const Node&)> by_operator(
     std::map<std::string, int64_t> partitions) {
@@ -131,7 +124,7 @@ int64_t resnet_stage(const Node& n, int64_t* current) {
 TEST_CASE("ResNet-18 split in four stages runs bitwise as the original") {
   torch::NoGradGuard no_grad;
   testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  GraphModule gm = trace(model);
+  GraphModule gm = testdata::trace_zoo_model(model);
   int64_t current = 0;
   GraphModule split = split_module(
       gm, [&](const Node& n) { return resnet_stage(n, &current); });
@@ -185,7 +178,7 @@ TEST_CASE("ResNet-18 split in four stages runs bitwise as the original") {
 TEST_CASE("an MLP split per layer") {
   torch::NoGradGuard no_grad;
   testdata::ZooModel model = testdata::make_zoo_model("mlp");
-  GraphModule gm = trace(model);
+  GraphModule gm = testdata::trace_zoo_model(model);
   int64_t current = 0;
   GraphModule split = split_module(gm, [&](const Node& n) {
     if (const std::string* path = n.meta().get(kModulePath)) {
@@ -216,7 +209,7 @@ TEST_CASE("an MLP split per layer") {
 
 TEST_CASE("partitions that use each other throw, naming the cycle") {
   testdata::ZooModel model = testdata::make_zoo_model("mlp");
-  GraphModule gm = trace(model);
+  GraphModule gm = testdata::trace_zoo_model(model);
   // fc1's addmm in 0, its relu in 1, fc2's addmm back in 0.
   auto cyclic = [](const Node& n) -> int64_t {
     return n.name() == "relu" ? 1 : 0;

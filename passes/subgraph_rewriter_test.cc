@@ -133,17 +133,10 @@ TEST_CASE("the header's example: relu(add(x, y)) becomes clamp_min(x + y, 0)") {
 
 testdata::ZooModel resnet18() { return testdata::make_zoo_model("resnet18"); }
 
-GraphModule trace(const testdata::ZooModel& model) {
-  TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return symbolic_trace(model.module, model.forward, model.example_inputs,
-                        options);
-}
-
 TEST_CASE("every relu_ of ResNet-18 becomes clamp_min_(x, 0), same output") {
   torch::NoGradGuard no_grad;
   testdata::ZooModel model = resnet18();
-  GraphModule gm = trace(model);
+  GraphModule gm = testdata::trace_zoo_model(model);
   std::shared_ptr<GraphModuleImpl> original = gm->copy();
   const size_t relus = count(gm->graph(), "aten::relu_");
   REQUIRE(relus == 17);
@@ -181,7 +174,7 @@ at::Tensor bn_relu(at::Tensor x, at::Tensor w, at::Tensor b, at::Tensor mean,
 TEST_CASE("bn + relu_ in ResNet-18: literal arguments must match exactly") {
   torch::NoGradGuard no_grad;
   testdata::ZooModel model = resnet18();
-  GraphModule gm = trace(model);
+  GraphModule gm = testdata::trace_zoo_model(model);
   std::shared_ptr<GraphModuleImpl> original = gm->copy();
   std::vector<c10::IValue> examples = {
       torch::randn({1, 3, 4, 4}), torch::randn({3}), torch::randn({3}),

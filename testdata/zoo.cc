@@ -1,5 +1,6 @@
 #include "testdata/zoo.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <tuple>
@@ -105,6 +106,19 @@ std::vector<std::string> zoo_model_names() {
       "inplace_ops",  "data_dependent",
       "data_dependent_leaf",
   };
+}
+
+std::vector<std::string> traceable_zoo_model_names() {
+  std::vector<std::string> names = zoo_model_names();
+  names.erase(std::find(names.begin(), names.end(), "data_dependent"));
+  return names;
+}
+
+fx::GraphModule trace_zoo_model(const ZooModel& model) {
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
+                            options);
 }
 
 ZooModel make_zoo_model(const std::string& name) {

@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include "fx/tracer.h"
+
 namespace testdata {
 
 struct ZooModel {
@@ -34,5 +36,12 @@ std::vector<std::string> zoo_model_names();
 // folding tests are meaningful. Throws
 // std::invalid_argument for unknown names.
 ZooModel make_zoo_model(const std::string& name);
+
+// The models fx::symbolic_trace can trace: all but "data_dependent".
+std::vector<std::string> traceable_zoo_model_names();
+
+// Traces `model` on its example inputs, keeping its leaf modules
+// (fx::TraceOptions::leaf_modules).
+fx::GraphModule trace_zoo_model(const ZooModel& model);
 
 }  // namespace testdata

@@ -5,35 +5,13 @@
 #include "fx/fx.h"
 #include "testdata/data_dependent.h"
 #include "testdata/zoo.h"
+#include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace {
 
 using testdata::make_zoo_model;
 using testdata::ZooModel;
-
-fx::GraphModule trace(const ZooModel& model) {
-  fx::TraceOptions options;
-  options.leaf_modules = model.leaf_modules;
-  return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
-                            options);
-}
-
-// Bitwise equality of (nested) outputs.
-void check_equal(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isTensor()) {
-    REQUIRE(b.isTensor());
-    CHECK(a.toTensor().sizes() == b.toTensor().sizes());
-    CHECK(torch::equal(a.toTensor(), b.toTensor()));
-    return;
-  }
-  REQUIRE(a.isTuple());
-  REQUIRE(b.isTuple());
-  const auto& x = a.toTupleRef().elements();
-  const auto& y = b.toTupleRef().elements();
-  REQUIRE(x.size() == y.size());
-  for (size_t i = 0; i < x.size(); ++i) check_equal(x[i], y[i]);
-}
 
 // Checks, node by node, that the metadata recorded while tracing is the
 // metadata of the value computed at run time.
@@ -60,49 +38,46 @@ class MetaChecker : public fx::Interpreter {
   int checked = 0;
 };
 
-const std::vector<std::string> kTraceable = {
-    "mlp",         "lenet",       "resnet18",    "resnet50",
-    "mobilenet_v2", "transformer_encoder", "lstm_tagger", "unet",
-    "inplace_ops", "data_dependent_leaf"};
-
 TEST_CASE("every traceable zoo model runs as a GraphModule exactly as eager") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    fx::GraphModule gm = trace(model);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
     gm->graph().lint();
     c10::IValue expected = model.forward(model.example_inputs);
-    check_equal(gm->forward(model.example_inputs), expected);
+    testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
     // Twice: values are freed after their last use, nothing is stale.
-    check_equal(gm->forward(model.example_inputs), expected);
+    testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
     fx::Interpreter interpreter(gm);
-    check_equal(interpreter.run(model.example_inputs), expected);
+    testdata::check_outputs_equal(interpreter.run(model.example_inputs),
+                                  expected);
   }
 }
 
 TEST_CASE("tracing is deterministic: the same graph text every time") {
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel a = make_zoo_model(name);
     ZooModel b = make_zoo_model(name);
-    CHECK(trace(a)->graph().to_string() == trace(b)->graph().to_string());
+    CHECK(testdata::trace_zoo_model(a)->graph().to_string() ==
+          testdata::trace_zoo_model(b)->graph().to_string());
   }
 }
 
 TEST_CASE("metadata recorded while tracing matches run time, node by node") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    MetaChecker checker(trace(model));
+    MetaChecker checker(testdata::trace_zoo_model(model));
     checker.run(model.example_inputs);
     CHECK(checker.checked > 0);
   }
 }
 
 TEST_CASE("no zoo model needs a real kernel to trace") {
-  for (const std::string& name : kTraceable) {
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
     fx::TraceOptions options;
@@ -178,7 +153,7 @@ TEST_CASE("data-dependent control flow fails with the op, the place and a way ou
   std::vector<at::Tensor> copies;
   for (const auto& p : before) copies.push_back(p.value().clone());
   try {
-    trace(model);
+    testdata::trace_zoo_model(model);
     FAIL("tracing a data-dependent model must fail");
   } catch (const fx::TraceError& e) {
     std::string what = e.what();
@@ -202,7 +177,7 @@ TEST_CASE("data-dependent control flow fails with the op, the place and a way ou
 TEST_CASE("the leaf gate is one call_module node and takes both branches") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("data_dependent_leaf");
-  fx::GraphModule gm = trace(model);
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
   auto calls = gm->graph().find_nodes(fx::Opcode::kCallModule);
   REQUIRE(calls.size() == 1);
   CHECK(calls[0]->target().str() == "gate");

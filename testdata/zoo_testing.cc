@@ -1,0 +1,24 @@
+#include "testdata/zoo_testing.h"
+
+#include <torch/torch.h>
+
+#include "third_party/catch.h"
+
+namespace testdata {
+
+void check_outputs_equal(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor()) {
+    REQUIRE(b.isTensor());
+    CHECK(a.toTensor().sizes() == b.toTensor().sizes());
+    CHECK(torch::equal(a.toTensor(), b.toTensor()));
+    return;
+  }
+  REQUIRE(a.isTuple());
+  REQUIRE(b.isTuple());
+  const auto& x = a.toTupleRef().elements();
+  const auto& y = b.toTupleRef().elements();
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i) check_outputs_equal(x[i], y[i]);
+}
+
+}  // namespace testdata
