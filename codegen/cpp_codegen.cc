@@ -287,11 +287,7 @@ class Emitter {
       members->push_back({given->second, path});
       return given->second;
     }
-    std::string base;
-    for (char c : path) base += (c == '.' ? '_' : c);
-    if (!base.empty() && std::isdigit(static_cast<unsigned char>(base[0]))) {
-      base = "_" + base;
-    }
+    const std::string base = member_base_name(path);
     std::string name = base + "_";
     for (int i = 1; used_members_.contains(name) || given_names().contains(name);
          ++i) {
@@ -673,6 +669,17 @@ class Emitter {
 
 std::string Forward::text() const {
   return absl::StrCat(signature, " {\n", body, "}\n");
+}
+
+std::string member_base_name(const std::string& path) {
+  std::string base;
+  for (char c : path) {
+    base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  }
+  if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) {
+    base = "_" + base;
+  }
+  return base;
 }
 
 Forward emit_forward(const Graph& graph, const CodegenOptions& options) {

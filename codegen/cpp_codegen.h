@@ -72,6 +72,11 @@ struct CodegenOptions {
   bool tensors_as_vector = false;
 };
 
+// The variable name a member holding the tensor or leaf module at `path`
+// gets before de-duplication: "layer1.0.conv1.weight" ->
+// "layer1_0_conv1_weight" (then a trailing "_", or "_1_", ... if taken).
+std::string member_base_name(const std::string& path);
+
 // The forward of `graph`. Throws fx::GraphError for what C++ cannot express
 // (an operator argument of a type the emitter does not know, such as a
 // Dimname).

@@ -212,12 +212,18 @@ class ModuleEmitter {
                                    " = fx::bind_leaf_module(leaf_modules, ",
                                    quoted(m.path), ", kClass);\n"));
     }
+    // Registered functions, of the init steps and of forward.
     std::set<std::string> functions;
-    for (Node* n : module_.graph().find_nodes(Opcode::kCallFunction)) {
-      if (n->target().is_function() && n->target().function().name() != "getitem") {
-        functions.insert(n->target().function().name());
+    auto collect_functions = [&](const Graph& g) {
+      for (Node* n : g.find_nodes(Opcode::kCallFunction)) {
+        if (n->target().is_function() &&
+            n->target().function().name() != "getitem") {
+          functions.insert(n->target().function().name());
+        }
       }
-    }
+    };
+    for (const auto& step : steps) collect_functions(*step.graph);
+    collect_functions(module_.graph());
     for (const std::string& f : functions) {
       binds.push_back(absl::StrCat("  fx::bind_function(", quoted(f),
                                    ", kClass);\n"));
@@ -275,13 +281,7 @@ class ModuleEmitter {
     absl::flat_hash_set<std::string> used;
     auto add = [&](const std::string& path) {
       if (members_.count(path)) return;
-      std::string base;
-      for (char ch : path) {
-        base += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      }
-      if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0]))) {
-        base = "_" + base;
-      }
+      const std::string base = member_base_name(path);
       std::string name = base + "_";
       for (int i = 1; used.contains(name); ++i) {
         name = absl::StrCat(base, "_", i, "_");

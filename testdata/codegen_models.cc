@@ -8,11 +8,7 @@ namespace {
 
 fx::codegen::Model zoo_model(const std::string& name) {
   ZooModel zoo = make_zoo_model(name);
-  return {zoo.module,
-          [forward = zoo.forward](const std::vector<c10::IValue>& inputs) {
-            return forward(inputs);
-          },
-          zoo.leaf_modules};
+  return {zoo.module, zoo.forward, zoo.leaf_modules};
 }
 
 }  // namespace

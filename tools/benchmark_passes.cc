@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "the passes' targets: folded models vs eager and torch.fx's fuse(), "
       "passes on 100k-node graphs.\n  bazel run //tools:benchmark_passes -- "
-      "[--quick] [--threads=N] [--repeats=N]");
+      "[--quick] [--threads=N] [--repeats=N] [--passes=a,b] [--forward=false]");
   absl::ParseCommandLine(argc, argv);
   const bool quick = absl::GetFlag(FLAGS_quick);
   const int threads = absl::GetFlag(FLAGS_threads);
