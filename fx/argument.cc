@@ -47,7 +47,15 @@ std::string quote(const std::string& s) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
-      default: out += c;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          // Python's repr: '\x01'.
+          char buf[5];
+          std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
     }
   }
   out += "'";

@@ -39,6 +39,21 @@ class GraphError : public Error {
   using Error::Error;
 };
 
+// Text given to fx::parse_graph (or a file given to fx::load) is not a valid
+// graph. line() and column() (1-based) locate the first problem; the message
+// starts with them and quotes the offending line.
+class ParseError : public GraphError {
+ public:
+  ParseError(std::string message, int line, int column)
+      : GraphError(std::move(message)), line_(line), column_(column) {}
+  int line() const { return line_; }
+  int column() const { return column_; }
+
+ private:
+  int line_;
+  int column_;
+};
+
 // An input given to a GraphModule does not satisfy what the trace assumed
 // (dtype, device, rank, or sizes the traced program read).
 class GuardError : public Error {
