@@ -14,6 +14,7 @@
 #include "codegen/module_codegen.h"
 #include "codegen/runtime.h"
 #include "fx/errors.h"
+#include "fx/internal/files.h"
 #include "fx/tracer.h"
 #include "passes/pass_manager.h"
 

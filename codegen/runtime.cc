@@ -1,17 +1,12 @@
 #include "codegen/runtime.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
 #include <ATen/ATen.h>
 #include <torch/serialize.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/errors.h"
+#include "fx/internal/files.h"
 
 namespace fx {
 
@@ -35,33 +30,9 @@ void save_tensors(const TensorMap& tensors, const std::string& path) {
   write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(partial.c_str());
-      throw GraphError(absl::StrCat("cannot write '", partial,
-                                    "': ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    throw GraphError(absl::StrCat("cannot replace '", path,
-                                  "': ", std::strerror(errno)));
-  }
-}
-
 TensorMap load_tensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw GraphError(absl::StrCat("load_tensors: cannot open '", path,
-                                  "': ", std::strerror(errno)));
-  }
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  const std::string file = read_file(path, "load_tensors");
+  std::vector<char> bytes(file.begin(), file.end());
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);

@@ -27,10 +27,6 @@ using LeafModuleMap = std::map<std::string, LeafModule>;
 // A module's named_parameters() and named_buffers(), recursively.
 TensorMap named_tensors(const torch::nn::Module& module);
 
-// Writes `bytes` to `path`, replacing an existing file only once the new
-// one is complete. Throws fx::GraphError if it cannot.
-void write_file_atomically(const std::string& path, const std::string& bytes);
-
 // Writes / reads a TensorMap as one file (torch::pickle_save of a
 // dict from name to tensor, readable in Python with torch.load). save
 // replaces an existing file only once the new one is complete.

@@ -10,6 +10,8 @@
 // Parts, each usable alone:
 //   fx/graph.h          the IR: Graph, Node, Argument, Target
 //   fx/tracer.h         symbolic_trace, Tracer, fx::call, fx::wrap
+//   fx/parser.h         parse_graph: the printed graph read back
+//   fx/serialization.h  save / load a GraphModule to / from one file
 //   fx/graph_module.h   GraphModule: a torch::nn::Module running a graph
 //   interpreter/interpreter.h   Interpreter: node-by-node execution
 #pragma once
@@ -17,5 +19,7 @@
 #include "fx/errors.h"
 #include "fx/graph.h"
 #include "fx/graph_module.h"
+#include "fx/parser.h"
+#include "fx/serialization.h"
 #include "fx/tracer.h"
 #include "interpreter/interpreter.h"

@@ -5,7 +5,9 @@
 //   bazel run //tools:fx -- zoo        list the bundled models
 //   bazel run //tools:fx -- passes     list the passes --passes takes
 //   bazel run //tools:fx -- trace resnet50 --passes=fuse_conv_bn,eliminate_dead_code \
-//       --before --print=graph,code --dot=/tmp/resnet50.svg --cost
+//       --before --print=graph,code --dot=/tmp/resnet50.svg --cost \
+//       --save=/tmp/resnet50.fx
+//   bazel run //tools:fx -- trace /tmp/resnet50.fx --print=tabular
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -43,6 +45,9 @@ ABSL_FLAG(std::string, dot, "",
 ABSL_FLAG(bool, cost, false,
           "print the cost model's table: FLOPs, MACs, bytes and a roofline "
           "time per module");
+ABSL_FLAG(std::string, save, "",
+          "write the GraphModule (after the passes) to this file (fx::save); "
+          "`fx trace FILE` reads it back");
 ABSL_FLAG(double, peak_gflops, 100,
           "the roofline machine's peak GFLOP/s (--cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
@@ -60,11 +65,13 @@ constexpr char kUsage[] =
     "  fx passes                       list the passes --passes takes\n"
     "  fx trace MODEL [--passes=a,b] [--before] [--print=...] [--dot=FILE] "
     "[--cost]\n"
-    "                                  trace a bundled model, transform it "
+    "           [--save=FILE]          trace a bundled model, transform it "
     "and print\n"
     "                                  it (graph, tabular, code, readable, "
     "meta), draw\n"
-    "                                  it, estimate its cost\n";
+    "                                  it, estimate its cost, save it\n"
+    "  fx trace FILE [...]             the same for a GraphModule saved "
+    "with --save\n";
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
@@ -209,14 +216,22 @@ void write_picture(const fx::Graph& graph, const std::string& path) {
 
 int trace(const std::string& name) {
   std::vector<std::string> names = testdata::zoo_model_names();
-  if (std::find(names.begin(), names.end(), name) == names.end()) {
-    std::cerr << "fx trace: no bundled model named '" << name
-              << "'; `fx zoo` lists them\n";
+  fx::GraphModule module{nullptr};
+  if (std::find(names.begin(), names.end(), name) != names.end()) {
+    Traced t = trace_zoo_model(name);
+    print_stats(t);
+    module = t.module;
+  } else if (std::ifstream(name).good()) {
+    module = fx::load(name);
+    std::cerr << "loaded " << name << ": " << module->graph().size()
+              << " nodes\n";
+  } else {
+    std::cerr << "fx trace: '" << name
+              << "' is neither a bundled model (`fx zoo` lists them) nor a "
+                 "readable file\n";
     return 2;
   }
-  Traced t = trace_zoo_model(name);
-  print_stats(t);
-  fx::GraphModule module = t.module;
+  const size_t nodes_before = module->graph().size();
   std::string passes = absl::GetFlag(FLAGS_passes);
   if (!passes.empty()) {
     fx::PassManager manager;
@@ -231,7 +246,7 @@ int trace(const std::string& name) {
     module = result.module;
     std::cerr << "passes " << passes << ": "
               << (result.modified ? "changed the graph" : "changed nothing")
-              << ", " << t.module->graph().size() << " -> "
+              << ", " << nodes_before << " -> "
               << module->graph().size() << " nodes\n";
     if (absl::GetFlag(FLAGS_before)) std::cout << "== After\n";
   }
@@ -239,6 +254,10 @@ int trace(const std::string& name) {
   if (absl::GetFlag(FLAGS_cost)) print_cost(module->graph());
   if (!absl::GetFlag(FLAGS_dot).empty()) {
     write_picture(module->graph(), absl::GetFlag(FLAGS_dot));
+  }
+  if (!absl::GetFlag(FLAGS_save).empty()) {
+    fx::save(module, absl::GetFlag(FLAGS_save));
+    std::cerr << "wrote " << absl::GetFlag(FLAGS_save) << "\n";
   }
   return 0;
 }
