@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -106,6 +107,7 @@ struct Value {
   Kind kind = Kind::kOther;
   // A reference to a member (get_attr): never released.
   bool member = false;
+  std::string member_name;
   // For kTuple: the kinds of its elements.
   std::vector<Kind> elements;
 };
@@ -131,6 +133,9 @@ class Emitter {
     compute_last_uses();
     std::vector<std::string> params;
     size_t index = 0;
+    const size_t limit = options_.max_nodes_per_function;
+    const size_t placeholders = limit ? graph_.placeholders().size() : 0;
+    size_t in_part = 0;
     for (Node* n : graph_.nodes()) {
       switch (n->op()) {
         case Opcode::kPlaceholder:
@@ -145,15 +150,103 @@ class Emitter {
         default:
           call(*n);
       }
+      if (limit == 0 || n->op() == Opcode::kOutput) continue;
+      track_liveness(n);
+      if (++in_part >= limit && index == placeholders &&
+          n->next()->op() != Opcode::kOutput && can_split()) {
+        split();
+        in_part = 0;
+      }
     }
     forward_.signature = absl::StrCat(return_type_, " ",
                                       options_.function_name, "(",
                                       absl::StrJoin(params, ", "), ")");
-    forward_.body = guards_ + body_;
+    if (parts_.empty()) {
+      forward_.body = guards_ + body_;
+    } else {
+      forward_.body = guards_ + parts_.front();
+      parts_.push_back(std::move(body_));
+      for (size_t k = 1; k < parts_.size(); ++k) {
+        forward_.parts.push_back(
+            {absl::StrCat(return_type_, " ", part_name(k),
+                          "(fx::ForwardFrame& frame)"),
+             std::move(parts_[k])});
+      }
+    }
     return std::move(forward_);
   }
 
  private:
+  // --- Splitting into parts ------------------------------------------------
+  std::string part_name(size_t k) const {
+    return absl::StrCat(options_.function_name, "_part_", k);
+  }
+
+  // Keeps live_ (the values defined so far that a later node reads) up to
+  // date after `n` was emitted.
+  void track_liveness(Node* n) {
+    for (Node* input : n->all_input_nodes()) {
+      if (last_use_[input] == n) live_.erase(definition_index_[input]);
+    }
+    if (!n->users().empty()) {
+      definition_index_[n] = next_definition_index_;
+      live_.emplace(next_definition_index_++, n);
+    }
+  }
+
+  bool can_split() const {
+    for (const auto& entry : live_) {
+      const Value& v = values_.at(entry.second);
+      if (v.member) continue;
+      if (v.kind != Kind::kTensor && v.kind != Kind::kTensorVector &&
+          v.kind != Kind::kBoxed) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Ends the current function with a call of the next one, passing the live
+  // values; the next one starts by taking them back.
+  void split() {
+    const size_t k = parts_.size() + 1;
+    std::string save = k == 1 ? "  fx::ForwardFrame frame;\n" : "";
+    save += "  frame.tensors.clear();\n  frame.values.clear();\n";
+    std::string load;
+    size_t tensors = 0, values = 0;
+    for (const auto& entry : live_) {
+      const Value& v = values_.at(entry.second);
+      if (v.member) {
+        absl::StrAppend(&load, "  at::Tensor& ", v.name, " = ", v.member_name,
+                        ";\n");
+        continue;
+      }
+      switch (v.kind) {
+        case Kind::kTensor:
+          absl::StrAppend(&save, "  frame.tensors.push_back(std::move(", v.name,
+                          "));\n");
+          absl::StrAppend(&load, "  at::Tensor ", v.name,
+                          " = std::move(frame.tensors[", tensors++, "]);\n");
+          break;
+        case Kind::kTensorVector:
+          absl::StrAppend(&save, "  frame.values.push_back(c10::IValue(std::move(",
+                          v.name, ")));\n");
+          absl::StrAppend(&load, "  std::vector<at::Tensor> ", v.name,
+                          " = std::move(frame.values[", values++,
+                          "]).toTensorVector();\n");
+          break;
+        default:  // kBoxed
+          absl::StrAppend(&save, "  frame.values.push_back(std::move(", v.name,
+                          "));\n");
+          absl::StrAppend(&load, "  c10::IValue ", v.name,
+                          " = std::move(frame.values[", values++, "]);\n");
+      }
+    }
+    absl::StrAppend(&save, "  return ", part_name(k), "(frame);\n");
+    parts_.push_back(body_ + save);
+    body_ = std::move(load);
+  }
+
   void compute_last_uses() {
     for (Node* n : graph_.nodes()) {
       for (Node* input : n->all_input_nodes()) last_use_[input] = n;
@@ -305,6 +398,7 @@ class Emitter {
     v.name = n.name();
     v.kind = Kind::kTensor;
     v.member = true;
+    v.member_name = member;
     values_[&n] = v;
     statement(n, absl::StrCat("at::Tensor& ", v.name, " = ", member, ";"));
   }
@@ -658,6 +752,12 @@ class Emitter {
   std::string body_;
   std::string guards_;
   std::string return_type_ = "c10::IValue";
+  // For max_nodes_per_function: the bodies of the finished functions, the
+  // live values by definition order.
+  std::vector<std::string> parts_;
+  std::map<size_t, Node*> live_;
+  absl::flat_hash_map<const Node*, size_t> definition_index_;
+  size_t next_definition_index_ = 0;
   absl::flat_hash_map<const Node*, Value> values_;
   absl::flat_hash_map<const Node*, const Node*> last_use_;
   absl::flat_hash_map<std::string, std::string> member_of_path_;
@@ -668,7 +768,11 @@ class Emitter {
 }  // namespace
 
 std::string Forward::text() const {
-  return absl::StrCat(signature, " {\n", body, "}\n");
+  std::string out = absl::StrCat(signature, " {\n", body, "}\n");
+  for (const Part& part : parts) {
+    absl::StrAppend(&out, "\n", part.signature, " {\n", part.body, "}\n");
+  }
+  return out;
 }
 
 std::string member_base_name(const std::string& path) {

@@ -51,7 +51,18 @@ struct Forward {
   std::vector<Member> tensors;
   std::vector<Member> leaf_modules;
 
-  // signature + " {\n" + body + "}\n"
+  // A graph longer than CodegenOptions::max_nodes_per_function continues
+  // in further functions, each ending by calling the next with the live
+  // values in an fx::ForwardFrame (codegen/runtime.h):
+  //   at::Tensor forward_part_1(fx::ForwardFrame& frame)
+  // They are members of the same class as forward.
+  struct Part {
+    std::string signature;
+    std::string body;
+  };
+  std::vector<Part> parts;
+
+  // Each function: signature + " {\n" + body + "}\n".
   std::string text() const;
 };
 
@@ -70,6 +81,11 @@ struct CodegenOptions {
   // Return a tuple or list of tensors as a std::vector<at::Tensor> (a
   // std::tuple of hundreds of elements is slow to compile).
   bool tensors_as_vector = false;
+  // Split the body after about this many nodes into further functions
+  // (Forward::parts), so that compilers cope with very large graphs; 0 never
+  // splits. A split waits until every value live across it is a tensor, a
+  // tensor list or boxed.
+  size_t max_nodes_per_function = 0;
 };
 
 // The variable name a member holding the tensor or leaf module at `path`

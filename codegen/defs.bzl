@@ -18,6 +18,9 @@ from passes/registry.h) and compiles what it writes into a cc_library named
 `name`, whose header `<package>/<name>.h` declares the class (see
 codegen/module_codegen.h). With `weights = True` it also writes
 `<name>.weights`, the tensors the class binds (fx::load_tensors).
+`max_function_nodes` (default 2000) splits forward and the init steps into
+member functions of about that many nodes, so that the compiler copes with
+very large graphs.
 """
 
 def fx_cc_library(
@@ -30,6 +33,7 @@ def fx_cc_library(
         namespace = "",
         weights = False,
         train = False,
+        max_function_nodes = None,
         visibility = None,
         testonly = False):
     scope, _, function = factory.rpartition("::")
@@ -78,6 +82,8 @@ def fx_cc_library(
         args.append("--weights=$(location %s.weights)" % name)
     if train:
         args.append("--train")
+    if max_function_nodes != None:
+        args.append("--max_function_nodes=%d" % max_function_nodes)
 
     # The generator is a source, not a tool, so that it is built once, in
     # the target configuration (this machine), rather than again for the

@@ -68,7 +68,7 @@ int generator_main(int argc, char** argv,
     bool train = false;
     const std::set<std::string> known = {
         "passes", "class_name", "namespace", "header_include", "header",
-        "source", "weights"};
+        "source", "weights", "max_function_nodes"};
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       if (arg == "--train") {
@@ -123,6 +123,12 @@ int generator_main(int argc, char** argv,
     ModuleOptions module_options;
     module_options.class_name = flags["class_name"];
     module_options.namespace_name = flags["namespace"];
+    if (!flags["max_function_nodes"].empty() &&
+        !absl::SimpleAtoi(flags["max_function_nodes"],
+                          &module_options.max_nodes_per_function)) {
+      throw GraphError(absl::StrCat("--max_function_nodes takes a count, not '",
+                                    flags["max_function_nodes"], "'"));
+    }
     module_options.header_include = flags["header_include"].empty()
                                         ? flags["header"]
                                         : flags["header_include"];

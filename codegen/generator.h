@@ -13,6 +13,7 @@
 //     --class_name=MyNetFolded --namespace=models
 //     --header_include=models/my_net_folded.h
 //     --header=OUT.h --source=OUT.cc [--weights=OUT.weights] [--train]
+//     --max_function_nodes=2000       split longer functions (0: never)
 #pragma once
 
 #include <functional>

@@ -56,6 +56,20 @@ std::string qualify(const std::string& signature, const std::string& function,
                       signature.substr(at + 1));
 }
 
+// The definition of `f` (named `name`) and of the parts it continues in, as
+// members of `class_name`.
+void define(std::string* out, const Forward& f, const std::string& name,
+            const std::string& class_name) {
+  absl::StrAppend(out, "\n", qualify(f.signature, name, class_name), " {\n",
+                  f.body, "}\n");
+  for (size_t k = 0; k < f.parts.size(); ++k) {
+    absl::StrAppend(out, "\n",
+                    qualify(f.parts[k].signature,
+                            absl::StrCat(name, "_part_", k + 1), class_name),
+                    " {\n", f.parts[k].body, "}\n");
+  }
+}
+
 class ModuleEmitter {
  public:
   ModuleEmitter(const GraphModuleImpl& module, const ModuleOptions& options)
@@ -85,11 +99,13 @@ class ModuleEmitter {
       o.function_name = absl::StrCat("init_", i);
       o.member_names = members_;
       o.tensors_as_vector = true;
+      o.max_nodes_per_function = options_.max_nodes_per_function;
       init_.push_back(emit_forward(*steps[i].graph, o));
       for (const std::string& path : steps[i].outputs) computed.insert(path);
     }
     CodegenOptions o;
     o.member_names = members_;
+    o.max_nodes_per_function = options_.max_nodes_per_function;
     Forward forward = emit_forward(module_.graph(), o);
 
     // Every member, in order of first use.
@@ -148,10 +164,18 @@ class ModuleEmitter {
         "  // The qualified names of the tensors the constructor binds.\n",
         "  static const std::vector<std::string>& tensor_names();\n\n",
         " private:\n");
-    for (const Forward& f : init_) {
-      absl::StrAppend(&h, "  ", f.signature, ";\n");
+    bool private_functions = false;
+    for (const Forward* f : all_functions(forward)) {
+      if (f != &forward) {
+        absl::StrAppend(&h, "  ", f->signature, ";\n");
+        private_functions = true;
+      }
+      for (const Forward::Part& part : f->parts) {
+        absl::StrAppend(&h, "  ", part.signature, ";\n");
+        private_functions = true;
+      }
     }
-    if (!init_.empty()) h += "\n";
+    if (private_functions) h += "\n";
     for (const auto& m : tensors) {
       absl::StrAppend(&h, "  at::Tensor ", m.name, ";  // ", m.path, "\n");
     }
@@ -259,12 +283,9 @@ class ModuleEmitter {
     }
     c += "\n  };\n  return names;\n}\n";
     for (size_t i = 0; i < init_.size(); ++i) {
-      absl::StrAppend(&c, "\n",
-                      qualify(init_[i].signature, absl::StrCat("init_", i), cls),
-                      " {\n", init_[i].body, "}\n");
+      define(&c, init_[i], absl::StrCat("init_", i), cls);
     }
-    absl::StrAppend(&c, "\n", qualify(forward.signature, "forward", cls), " {\n",
-                    forward.body, "}\n");
+    define(&c, forward, "forward", cls);
     if (!namespaces.empty()) c += "\n";
     for (auto it = namespaces.rbegin(); it != namespaces.rend(); ++it) {
       absl::StrAppend(&c, "}  // namespace ", *it, "\n");
@@ -306,6 +327,14 @@ class ModuleEmitter {
   const GraphModuleImpl& module_;
   const ModuleOptions& options_;
   std::map<std::string, std::string> members_;
+  // The init functions, then forward.
+  std::vector<const Forward*> all_functions(const Forward& forward) const {
+    std::vector<const Forward*> out;
+    for (const Forward& f : init_) out.push_back(&f);
+    out.push_back(&forward);
+    return out;
+  }
+
   std::vector<Forward> init_;
 };
 

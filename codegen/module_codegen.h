@@ -39,6 +39,10 @@ struct ModuleOptions {
   std::string namespace_name;
   // How the source includes the header: "models/resnet18_folded.h".
   std::string header_include = "generated_module.h";
+  // forward and each init step continue in a new private member function
+  // after about this many nodes (CodegenOptions::max_nodes_per_function),
+  // so that compilers cope with graphs of 100k nodes; 0 never splits.
+  size_t max_nodes_per_function = 2000;
 };
 
 struct GeneratedModule {

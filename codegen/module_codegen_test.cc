@@ -11,6 +11,7 @@
 #include "passes/pass_manager.h"
 #include "testdata/lenet_generated.h"
 #include "testdata/resnet18_folded.h"
+#include "testdata/resnet18_split.h"
 #include "testdata/zoo.h"
 #include "third_party/catch.h"
 
@@ -51,6 +52,41 @@ TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
   fx::GraphModule refolded = folded_resnet18(model);
   CHECK(torch::equal(generated.forward(x), refolded(x).toTensor()));
   CHECK_FALSE(torch::allclose(generated.forward(x), ours));
+}
+
+TEST_CASE("a forward split into many functions computes the same") {
+  torch::NoGradGuard no_grad;
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  testdata::ResNet18Folded whole(*model.module);
+  testdata::ResNet18Split split(*model.module);
+  at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::equal(split.forward(x), whole.forward(x)));
+  // The guard is still checked (in the first function).
+  CHECK_THROWS_AS(split.forward(torch::randn({1, 3, 64, 64})), fx::GuardError);
+
+  // How the emitter splits: parts of about 16 nodes, for forward and the
+  // init step, each handing its live tensors to the next.
+  fx::GraphModule gm = folded_resnet18(model);
+  fx::codegen::ModuleOptions options;
+  options.class_name = "Split";
+  options.max_nodes_per_function = 16;
+  fx::codegen::GeneratedModule code = fx::codegen::emit_module(*gm, options);
+  const size_t nodes = gm->graph().size();
+  size_t parts = 0;
+  for (size_t at = code.header.find(" forward_part_"); at != std::string::npos;
+       at = code.header.find(" forward_part_", at + 1)) {
+    ++parts;
+  }
+  CHECK(parts >= nodes / 16 / 2);
+  CHECK(parts <= nodes / 16 + 1);
+  CHECK(code.header.find(" init_0_part_1(fx::ForwardFrame& frame);") !=
+        std::string::npos);
+  CHECK(code.source.find("return forward_part_1(frame);") != std::string::npos);
+  CHECK(code.source.find("= std::move(frame.tensors[0]);") != std::string::npos);
+  // The default does not split a graph of this size.
+  options.max_nodes_per_function = 2000;
+  CHECK(fx::codegen::emit_module(*gm, options).header.find("_part_") ==
+        std::string::npos);
 }
 
 TEST_CASE("generated code runs on the weights file written beside it") {

@@ -27,6 +27,13 @@ using LeafModuleMap = std::map<std::string, LeafModule>;
 // A module's named_parameters() and named_buffers(), recursively.
 TensorMap named_tensors(const torch::nn::Module& module);
 
+// The values a generated forward split into several functions
+// (ModuleOptions::max_nodes_per_function) hands from one to the next.
+struct ForwardFrame {
+  std::vector<at::Tensor> tensors;
+  std::vector<c10::IValue> values;
+};
+
 // Writes / reads a TensorMap as one file (torch::pickle_save of a
 // dict from name to tensor, readable in Python with torch.load). save
 // replaces an existing file only once the new one is complete.

@@ -1,10 +1,17 @@
 // Generated C++ (fx_cc_library, built with this binary) beside eager C++ and
 // the GraphModule, on ResNet-18 and ResNet-50, as traced (the same
-// operators as eager) and conv/bn folded:
+// operators as eager) and conv/bn folded; then the emitter on graphs of 10k
+// and 100k nodes (time per node, functions it splits into) and g++ -O2
+// compiling the 10k one:
 //
-//   bazel run //tools:benchmark_codegen [-- --repeats=N --threads=N]
+//   bazel run //tools:benchmark_codegen [-- --repeats=N --threads=N
+//       --emit_blocks=1250,12500 --compile_blocks=1250]
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,18 +20,29 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "codegen/module_codegen.h"
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
 #include "testdata/resnet18_folded.h"
 #include "testdata/resnet18_generated.h"
 #include "testdata/resnet50_folded.h"
 #include "testdata/resnet50_generated.h"
+#include "testdata/blocks.h"
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
 ABSL_FLAG(int, threads, 2, "intra-op threads (at::set_num_threads)");
 ABSL_FLAG(int, repeats, 20, "interleaved rounds per model");
+ABSL_FLAG(std::string, emit_blocks, "1250,12500",
+          "sizes (conv/bn/relu blocks of 8 nodes) of the graphs to emit C++ "
+          "for, comma-separated; empty skips");
+ABSL_FLAG(int, compile_blocks, 1250,
+          "compile the C++ emitted for a graph of this many blocks with g++ "
+          "-O2 (0 skips)");
 
 namespace {
 
@@ -79,6 +97,83 @@ Times measure(const std::string& name, int rounds) {
   return t;
 }
 
+struct Emission {
+  int64_t blocks = 0;
+  size_t nodes = 0;
+  double emit_ms = 0;
+  size_t lines = 0;
+  size_t functions = 0;
+  std::optional<double> compile_s;
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// g++ -O2 on the emitted source, as the build compiles it; seconds, or
+// nullopt if it could not run.
+std::optional<double> compile_seconds(const fx::codegen::GeneratedModule& code) {
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  if (workspace == nullptr) {
+    std::cerr << "not run by `bazel run`: skipping the compile\n";
+    return std::nullopt;
+  }
+  const std::string dir = "/tmp/fx_benchmark_codegen";
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream(dir + "/blocks_generated.h") << code.header;
+  std::ofstream(dir + "/blocks_generated.cc") << code.source;
+  const std::string command = absl::StrCat(
+      "g++ -std=c++17 -O2 -fPIC -c -I", dir, " -I", workspace,
+      " -I/usr/include/torch/csrc/api/include ", dir,
+      "/blocks_generated.cc -o ", dir, "/blocks_generated.o");
+  auto start = Clock::now();
+  int status = std::system(command.c_str());
+  double seconds = ms_since(start) / 1000;
+  if (status != 0) {
+    std::cerr << "compile failed: " << command << "\n";
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+std::vector<Emission> measure_emission(const std::vector<int64_t>& sizes,
+                                       int64_t compile_blocks) {
+  std::vector<Emission> out;
+  for (int64_t blocks : sizes) {
+    std::cerr << "emitting " << blocks << " blocks\n";
+    testdata::Blocks model(blocks);
+    model->eval();
+    fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({1, 2, 4, 4}));
+    fx::codegen::ModuleOptions options;
+    options.class_name = "Blocks";
+    options.header_include = "blocks_generated.h";
+    Emission e;
+    e.blocks = blocks;
+    e.nodes = gm->graph().size();
+    fx::codegen::GeneratedModule code;
+    e.emit_ms = median_ms(
+        [&] {
+          auto start = Clock::now();
+          code = fx::codegen::emit_module(*gm, options);
+          return ms_since(start);
+        },
+        3);
+    e.lines = count(code.header, "\n") + count(code.source, "\n");
+    e.functions = 1 + count(code.header, " forward_part_");
+    if (blocks == compile_blocks) {
+      std::cerr << "compiling the code for " << blocks << " blocks\n";
+      e.compile_s = compile_seconds(code);
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +191,19 @@ int main(int argc, char** argv) {
   std::cerr << "timing resnet50\n";
   all.push_back(measure<testdata::ResNet50Generated, testdata::ResNet50Folded>(
       "resnet50", rounds));
+
+  std::vector<int64_t> sizes;
+  for (absl::string_view size : absl::StrSplit(absl::GetFlag(FLAGS_emit_blocks),
+                                               ',', absl::SkipEmpty())) {
+    int64_t blocks = 0;
+    if (!absl::SimpleAtoi(size, &blocks) || blocks <= 0) {
+      std::cerr << "--emit_blocks takes counts, not '" << size << "'\n";
+      return 2;
+    }
+    sizes.push_back(blocks);
+  }
+  std::vector<Emission> emissions =
+      measure_emission(sizes, absl::GetFlag(FLAGS_compile_blocks));
 
   std::cout << "fx for LibTorch generated-code benchmark\nbefore: " << before
             << "; after: " << machine_summary()
@@ -117,6 +225,21 @@ int main(int argc, char** argv) {
       {"generated: fx_cc_library classes built with this binary (as traced, "
        "and with fuse_conv_bn,remove_dropout,eliminate_dead_code).",
        "Ratios: medians of per-round ratios; max |diff|: generated vs eager."});
+  Table emission_table({"graph", "nodes", "emit ms", "us/node", "lines",
+                        "functions", "g++ -O2 s"});
+  for (const Emission& e : emissions) {
+    emission_table.add_row(
+        {absl::StrCat(e.blocks, " blocks"), absl::StrCat(e.nodes),
+         fixed(e.emit_ms, 1), fixed(1000 * e.emit_ms / e.nodes, 2),
+         absl::StrCat(e.lines), absl::StrCat(e.functions),
+         e.compile_s ? fixed(*e.compile_s, 1) : "-"});
+  }
+  print_section(
+      "Emitting C++ for large graphs (conv, batch_norm, relu blocks)",
+      emission_table,
+      {"emit: codegen::emit_module, median of 3; functions: forward and the "
+       "parts it is split into (2000 nodes each, the default).",
+       "g++ -O2: compiling the emitted source as fx_cc_library would."});
   std::vector<TargetCheck> checks;
   for (const Times& t : all) {
     checks.push_back(
@@ -127,6 +250,15 @@ int main(int argc, char** argv) {
     checks.push_back({"generated folded " + t.model + " faster than eager",
                       absl::StrFormat("%.3fx eager", t.folded_over_eager),
                       t.folded_over_eager < 1.0});
+  }
+  if (emissions.size() >= 2) {
+    const Emission& small = emissions.front();
+    const Emission& large = emissions.back();
+    double growth = (large.emit_ms / large.nodes) / (small.emit_ms / small.nodes);
+    checks.push_back(
+        {absl::StrCat("emission linear from ", small.nodes, " to ", large.nodes,
+                      " nodes"),
+         absl::StrFormat("%.2fx time per node", growth), growth < 2.0});
   }
   print_targets(checks);
   return 0;

@@ -34,6 +34,7 @@
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
 #include "passes/split_module.h"
+#include "testdata/blocks.h"
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
@@ -131,32 +132,6 @@ void print_folds(const std::vector<FoldTimes>& folds,
 
 // --- 2. Passes on large graphs ----------------------------------------------
 
-// n blocks of 1x1 convolution, batch norm and relu on 2 channels: 8 nodes a
-// block, every pass has work on it.
-class BlocksImpl : public torch::nn::Module {
- public:
-  explicit BlocksImpl(int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      convs_.push_back(register_module(
-          absl::StrCat("conv", i),
-          torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 2, 1).bias(false))));
-      norms_.push_back(register_module(absl::StrCat("bn", i),
-                                       torch::nn::BatchNorm2d(2)));
-    }
-  }
-  at::Tensor forward(at::Tensor x) {
-    for (size_t i = 0; i < convs_.size(); ++i) {
-      x = torch::relu(norms_[i](convs_[i](x)));
-    }
-    return x;
-  }
-
- private:
-  std::vector<torch::nn::Conv2d> convs_;
-  std::vector<torch::nn::BatchNorm2d> norms_;
-};
-TORCH_MODULE(Blocks);
-
 struct PassTime {
   std::string pass;
   std::vector<std::pair<size_t, double>> nodes_and_ms;  // per graph size
@@ -184,7 +159,7 @@ std::vector<PassTime> measure_passes(const std::vector<int64_t>& sizes) {
   std::vector<fx::GraphModule> modules;
   for (int64_t blocks : sizes) {
     std::cerr << "building and tracing " << blocks << " blocks\n";
-    Blocks model(blocks);
+    testdata::Blocks model(blocks);
     model->eval();
     modules.push_back(
         fx::symbolic_trace(model, torch::randn({1, 2, 4, 4})));
