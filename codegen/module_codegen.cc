@@ -199,7 +199,11 @@ class ModuleEmitter {
     // Embedded constants.
     std::string constants;
     std::vector<std::string> binds;
-    std::vector<std::string> names_list;
+    // The tensors bound by path, as a table the constructor loops over (a
+    // statement per tensor makes a constructor too large to compile for
+    // graphs of 100k nodes).
+    std::string sizes_table, bound_table, members_table;
+    size_t sizes_offset = 0;
     int constant_index = 0;
     for (const auto& m : tensors) {
       if (computed.count(m.path)) continue;
@@ -224,12 +228,25 @@ class ModuleEmitter {
             ");\n"));
         continue;
       }
-      names_list.push_back(m.path);
       out.bound_tensors.push_back(m.path);
-      binds.push_back(absl::StrCat(
-          "  ", m.name, " = fx::bind_tensor(tensors, ", quoted(m.path), ", ",
-          dtype_literal(t.scalar_type()), ", ", sizes_literal(t.sizes()),
-          ", kClass);\n"));
+      absl::StrAppend(&sizes_table, "\n    ", absl::StrJoin(t.sizes(), ", "),
+                      t.dim() ? ",  // " : "// ", m.path);
+      absl::StrAppend(&bound_table, "\n    {", quoted(m.path), ", ",
+                      dtype_literal(t.scalar_type()), ", kSizes + ",
+                      sizes_offset, ", ", t.dim(), "},");
+      absl::StrAppend(&members_table, "\n      &", cls, "::", m.name, ",");
+      sizes_offset += t.dim();
+    }
+    if (!out.bound_tensors.empty()) {
+      binds.insert(
+          binds.begin(),
+          absl::StrCat("  static constexpr at::Tensor ", cls,
+                       "::*kMembers[] = {", members_table,
+                       "\n  };\n  for (size_t i = 0; i < ",
+                       out.bound_tensors.size(),
+                       "; ++i) {\n    this->*kMembers[i] = "
+                       "fx::bind_tensor(tensors, kBoundTensors[i], kClass);\n"
+                       "  }\n"));
     }
     for (const auto& m : leaves) {
       binds.push_back(absl::StrCat("  ", m.name,
@@ -254,6 +271,16 @@ class ModuleEmitter {
     }
     c += "namespace {\n\n";
     absl::StrAppend(&c, "constexpr char kClass[] = ", quoted(cls), ";\n");
+    if (!out.bound_tensors.empty()) {
+      if (sizes_offset == 0) sizes_table = "\n    0,  // (all 0-dim)";
+      absl::StrAppend(
+          &c,
+          "\n// The tensors the constructor binds by qualified path, with the "
+          "dtype and\n// sizes the code was generated for.\nconstexpr int64_t "
+          "kSizes[] = {",
+          sizes_table, "\n};\nconstexpr fx::BoundTensor kBoundTensors[] = {",
+          bound_table, "\n};\n");
+    }
     if (!constants.empty()) absl::StrAppend(&c, "\n", constants);
     c += "\n}  // namespace\n\n";
     absl::StrAppend(&c, cls, "::", cls,
@@ -276,12 +303,14 @@ class ModuleEmitter {
     }
     c += "}\n\n";
     absl::StrAppend(&c, "const std::vector<std::string>& ", cls,
-                    "::tensor_names() {\n  static const "
-                    "std::vector<std::string> names = {");
-    for (const std::string& n : names_list) {
-      absl::StrAppend(&c, "\n      ", quoted(n), ",");
+                    "::tensor_names() {\n");
+    if (out.bound_tensors.empty()) {
+      c += "  static const std::vector<std::string> names;\n";
+    } else {
+      c += "  static const std::vector<std::string> names(\n"
+           "      std::begin(kBoundTensors), std::end(kBoundTensors));\n";
     }
-    c += "\n  };\n  return names;\n}\n";
+    c += "  return names;\n}\n";
     for (size_t i = 0; i < init_.size(); ++i) {
       define(&c, init_[i], absl::StrCat("init_", i), cls);
     }

@@ -81,6 +81,13 @@ at::Tensor bind_tensor(const TensorMap& tensors, const std::string& path,
   return t;
 }
 
+at::Tensor bind_tensor(const TensorMap& tensors, const BoundTensor& spec,
+                       const char* who) {
+  return bind_tensor(tensors, spec.path, spec.dtype,
+                     std::vector<int64_t>(spec.sizes, spec.sizes + spec.dim),
+                     who);
+}
+
 LeafModule bind_leaf_module(const LeafModuleMap& modules,
                             const std::string& path, const char* who) {
   auto it = modules.find(path);

@@ -40,6 +40,21 @@ struct ForwardFrame {
 void save_tensors(const TensorMap& tensors, const std::string& path);
 TensorMap load_tensors(const std::string& path);
 
+// One row of a generated class's table of the tensors it binds: the
+// qualified path, and the dtype and sizes (`dim` values from `sizes`) the
+// code was generated for. Converts to its path.
+struct BoundTensor {
+  const char* path;
+  c10::ScalarType dtype;
+  const int64_t* sizes;
+  size_t dim;
+  operator std::string() const { return path; }
+};
+
+// The tensor `spec` names in `tensors`, checked as bind_tensor below does.
+at::Tensor bind_tensor(const TensorMap& tensors, const BoundTensor& spec,
+                       const char* who);
+
 // The tensor at `path` in `tensors`, checked against the dtype and sizes the
 // code was generated for. Throws fx::GraphError naming `who` (the generated
 // class), the path, and what was found instead.

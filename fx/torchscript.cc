@@ -1,0 +1,268 @@
+#include "fx/torchscript.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "fx/errors.h"
+#include "fx/function.h"
+
+namespace fx {
+namespace {
+
+// A torch::nn::Module holding the TorchScript module's tensors (shared, not
+// copied) under the same qualified names, so that the tracer finds them.
+class TensorHolder : public torch::nn::Module {
+ public:
+  TensorHolder() : torch::nn::Module("TorchScriptModule") {}
+
+  void add(const std::string& path, const at::Tensor& tensor, bool parameter) {
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    torch::nn::Module* parent = this;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto children = parent->named_children();
+      if (auto* child = children.find(parts[i])) {
+        parent = child->get();
+      } else {
+        parent = parent->register_module(parts[i],
+                                         std::make_shared<TensorHolder>())
+                     .get();
+      }
+    }
+    if (parameter) {
+      // Keeps the tensor's requires_grad as it is.
+      parent->register_parameter(parts.back(), tensor, tensor.requires_grad());
+    } else {
+      parent->register_buffer(parts.back(), tensor);
+    }
+  }
+};
+
+// --- Export -------------------------------------------------------------
+
+using JitValue = torch::jit::Value;
+
+class Exporter {
+ public:
+  explicit Exporter(const GraphModuleImpl& gm)
+      : gm_(gm),
+        cu_(std::make_shared<torch::jit::CompilationUnit>()),
+        root_(c10::QualifiedName("__torch__.fx.GraphModule"), cu_,
+              /*shouldMangle=*/true),
+        graph_(std::make_shared<torch::jit::Graph>()) {}
+
+  torch::jit::Module run() {
+    for (const auto& [path, tensor] : gm_.tensor_attributes()) {
+      add_tensor(path, tensor, gm_.is_parameter(path));
+    }
+    self_ = graph_->addInput("self");
+    self_->setType(root_.type());
+    for (const Node* n : gm_.graph().nodes()) node(*n);
+    auto* fn = cu_->create_function(
+        c10::QualifiedName(*root_.type()->name(), "forward"), graph_);
+    root_.type()->addMethod(fn);
+    return root_;
+  }
+
+ private:
+  [[noreturn]] void fail(const Node& n, const std::string& why) const {
+    throw GraphError(absl::StrCat("to_torchscript: %", n.name(), " (",
+                                  n.format_node(), "): ", why));
+  }
+
+  void add_tensor(const std::string& path, const at::Tensor& tensor,
+                  bool parameter) {
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    torch::jit::Module parent = root_;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (parent.hasattr(parts[i])) {
+        parent = parent.attr(parts[i]).toModule();
+      } else {
+        torch::jit::Module child(c10::QualifiedName("__torch__.fx.Module"),
+                                 cu_, /*shouldMangle=*/true);
+        parent.register_module(parts[i], child);
+        parent = child;
+      }
+    }
+    if (parameter) {
+      parent.register_parameter(parts.back(), tensor, /*is_buffer=*/false);
+    } else {
+      parent.register_buffer(parts.back(), tensor);
+    }
+  }
+
+  JitValue* value(const Node& user, const Argument& arg) {
+    switch (arg.kind()) {
+      case ArgumentKind::kNode: return values_.at(arg.to_node());
+      case ArgumentKind::kNone: return graph_->insertConstant(c10::IValue());
+      case ArgumentKind::kBool: return graph_->insertConstant(arg.to_bool());
+      case ArgumentKind::kInt: return graph_->insertConstant(arg.to_int());
+      case ArgumentKind::kDouble: return graph_->insertConstant(arg.to_double());
+      case ArgumentKind::kComplex:
+        return graph_->insertConstant(c10::IValue(arg.to_complex()));
+      case ArgumentKind::kString:
+        return graph_->insertConstant(arg.to_string_ref());
+      case ArgumentKind::kDtype:
+        return graph_->insertConstant(static_cast<int64_t>(arg.to_dtype()));
+      case ArgumentKind::kLayout:
+        return graph_->insertConstant(static_cast<int64_t>(arg.to_layout()));
+      case ArgumentKind::kMemoryFormat:
+        return graph_->insertConstant(
+            static_cast<int64_t>(arg.to_memory_format()));
+      case ArgumentKind::kDevice: return graph_->insertConstant(arg.to_device());
+      case ArgumentKind::kList:
+      case ArgumentKind::kTuple: {
+        std::vector<JitValue*> items;
+        for (const Argument& e : arg.elements()) items.push_back(value(user, e));
+        if (arg.is_tuple()) {
+          return graph_->insertNode(graph_->createTuple(items))->output();
+        }
+        c10::TypePtr element = items.empty() ? c10::IntType::get()
+                                              : items.front()->type();
+        bool has_none = false;
+        for (JitValue* v : items) {
+          if (v->type()->kind() == c10::TypeKind::NoneType) has_none = true;
+        }
+        for (JitValue* v : items) {
+          if (v->type()->kind() != c10::TypeKind::NoneType) element = v->type();
+        }
+        if (element->kind() == c10::TypeKind::TensorType) {
+          element = c10::TensorType::get();
+        }
+        if (has_none) element = c10::OptionalType::create(element);
+        return graph_->insertNode(graph_->createList(element, items))->output();
+      }
+    }
+    fail(user, "an argument TorchScript cannot hold");
+  }
+
+  void node(const Node& n) {
+    switch (n.op()) {
+      case Opcode::kPlaceholder: {
+        JitValue* v = graph_->addInput(n.name());
+        const InputGuard* guard = n.meta().get(kGuard);
+        if (guard && guard->kind == InputGuard::Kind::kTensorList) {
+          v->setType(c10::ListType::ofTensors());
+        } else if (guard && guard->kind == InputGuard::Kind::kValue) {
+          fail(n, "non-tensor inputs are baked into the graph; TorchScript "
+                  "export takes tensor inputs only");
+        } else {
+          v->setType(c10::TensorType::get());
+        }
+        values_[&n] = v;
+        return;
+      }
+      case Opcode::kGetAttr: {
+        JitValue* v = self_;
+        for (absl::string_view part :
+             absl::StrSplit(n.target().str(), '.')) {
+          v = graph_->insertGetAttr(v, std::string(part));
+        }
+        values_[&n] = v;
+        return;
+      }
+      case Opcode::kOutput:
+        graph_->registerOutput(value(n, n.args().at(0)));
+        return;
+      case Opcode::kCallModule:
+        fail(n, "leaf modules are C++ code, which TorchScript cannot hold; "
+                "trace through the module instead");
+      case Opcode::kCallFunction:
+      case Opcode::kCallMethod:
+        break;
+    }
+    if (n.op() == Opcode::kCallFunction && n.target().is_function()) {
+      if (n.target().function().name() != "getitem") {
+        fail(n, "functions registered with fx::wrap are C++ code, which "
+                "TorchScript cannot hold");
+      }
+      JitValue* container = value(n, n.args().at(0));
+      JitValue* index = value(n, n.args().at(1));
+      if (auto tuple = container->type()->cast<c10::TupleType>()) {
+        int64_t i = n.args().at(1).to_int();
+        values_[&n] = graph_->insertNode(graph_->createTupleIndex(
+                                             container, index,
+                                             tuple->elements().at(i)))
+                          ->output();
+      } else {
+        values_[&n] = graph_->insert(c10::Symbol::fromQualString(
+                                         "aten::__getitem__"),
+                                     {container, index});
+      }
+      return;
+    }
+    std::string name = n.op() == Opcode::kCallMethod
+                           ? "aten::" + n.target().str()
+                           : n.target().op().operator_name().name;
+    std::vector<torch::jit::NamedValue> args;
+    for (const Argument& a : n.args()) args.emplace_back(value(n, a));
+    std::vector<torch::jit::NamedValue> kwargs;
+    for (const auto& [key, a] : n.kwargs()) kwargs.emplace_back(key, value(n, a));
+    try {
+      values_[&n] =
+          graph_->insert(c10::Symbol::fromQualString(name), args, kwargs);
+    } catch (const std::exception& e) {
+      fail(n, absl::StrCat("TorchScript has no matching call: ", e.what()));
+    }
+  }
+
+  const GraphModuleImpl& gm_;
+  std::shared_ptr<torch::jit::CompilationUnit> cu_;
+  torch::jit::Module root_;
+  std::shared_ptr<torch::jit::Graph> graph_;
+  JitValue* self_ = nullptr;
+  absl::flat_hash_map<const Node*, JitValue*> values_;
+};
+
+}  // namespace
+
+torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
+  return Exporter(gm).run();
+}
+
+GraphModule symbolic_trace(const torch::jit::Module& module,
+                           const std::vector<c10::IValue>& example_inputs,
+                           TraceOptions options) {
+  auto holder = std::make_shared<TensorHolder>();
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    holder->add(p.name, p.value, /*parameter=*/true);
+  }
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) {
+    if (b.value.defined()) holder->add(b.name, b.value, /*parameter=*/false);
+  }
+  torch::jit::Method forward = module.get_method("forward");
+  if (options.input_names.empty()) {
+    const auto& arguments = forward.function().getSchema().arguments();
+    for (size_t i = 1; i < arguments.size(); ++i) {
+      options.input_names.push_back(arguments[i].name());
+    }
+  }
+  BoxedForward call = [forward](const std::vector<c10::IValue>& inputs) mutable {
+    // The plain interpreter: no profiling runs, no fusion, each operator
+    // called as the graph says.
+    torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
+    try {
+      return forward(inputs);
+    } catch (const TraceError&) {
+      throw;
+    } catch (const c10::Error& e) {
+      throw TraceError(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      // The interpreter rethrows errors (ours included) as its own
+      // exception, with TorchScript's traceback: keep it, as a TraceError.
+      throw TraceError(e.what());
+    }
+  };
+  Tracer tracer(options);
+  std::unique_ptr<Graph> graph = tracer.trace(holder, call, example_inputs);
+  return GraphModule(holder, std::move(graph), tracer.take_attributes());
+}
+
+}  // namespace fx

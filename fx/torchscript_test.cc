@@ -1,0 +1,135 @@
+#include "fx/torchscript.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "fx/fx.h"
+#include "passes/fuse_conv_bn.h"
+#include "testdata/zoo.h"
+#include "testdata/zoo_testing.h"
+#include "third_party/catch.h"
+
+namespace {
+
+// The TorchScript files testdata/torchscript_models.py writes (once per test
+// run), in the test's temporary directory.
+std::string model_path(const std::string& name) {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string out = std::string(tmp ? tmp : "/tmp") + "/torchscript_models";
+    std::string command = "/usr/bin/python3 testdata/torchscript_models.py " +
+                          out + " > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    return out;
+  }();
+  return dir + "/" + name + ".pt";
+}
+
+}  // namespace
+
+TEST_CASE("torchvision models from TorchScript trace into equal GraphModules") {
+  for (const char* name : {"resnet18_scripted", "resnet18_traced",
+                           "mobilenet_v2_scripted", "squeezenet_traced",
+                           "resnet50_scripted"}) {
+    INFO(name);
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    torch::manual_seed(1);
+    at::Tensor x = torch::randn({1, 3, 224, 224});
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    // Parameters by their qualified names.
+    CHECK(gm->graph().find_nodes(fx::Opcode::kGetAttr).size() > 10);
+    CHECK(gm->has_tensor_attribute(
+        std::string(name).rfind("resnet", 0) == 0 ? "layer1.0.conv1.weight"
+                                                  : "features.0.0.weight") ==
+          (std::string(name).rfind("resnet", 0) == 0 ||
+           std::string(name).rfind("mobilenet", 0) == 0));
+    CHECK(gm->graph().placeholders()[0]->name() == "x");
+    torch::NoGradGuard no_grad;
+    at::Tensor expected = script.forward({x}).toTensor();
+    at::Tensor ours = gm(x).toTensor();
+    CHECK(torch::equal(ours, expected));
+
+    // conv/bn folding applies to the imported graph.
+    fx::GraphModule folded = gm->copy();
+    if (fx::fuse_conv_bn(*folded)) {
+      folded->recompile();
+      CHECK(torch::allclose(folded(x).toTensor(), expected, 1e-4, 1e-4));
+    }
+  }
+}
+
+TEST_CASE("a scripted model with control flow on tensor values is refused") {
+  torch::jit::Module script = torch::jit::load(model_path("data_dependent_scripted"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({2, 3})});
+    FAIL("traced data-dependent control flow");
+  } catch (const fx::TraceError& e) {
+    INFO(e.what());
+    CHECK_THAT(e.what(), Catch::Contains("aten::") );
+    CHECK_THAT(e.what(), Catch::Contains("x.sum()"));
+  }
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("GraphModules export to TorchScript and load back in C++") {
+  for (const std::string& name : {"resnet18", "lenet", "mlp", "mobilenet_v2",
+                                  "inplace_ops"}) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    torch::jit::Module exported = fx::to_torchscript(gm);
+    // The same parameters under the same names.
+    std::set<std::string> names;
+    for (const auto& p : exported.named_parameters()) names.insert(p.name);
+    std::set<std::string> expected_names;
+    for (const auto& p : gm->named_parameters()) expected_names.insert(p.key());
+    CHECK(names == expected_names);
+
+    torch::NoGradGuard no_grad;
+    c10::IValue expected = gm->forward(model.example_inputs);
+    testdata::check_outputs_equal(exported.forward(model.example_inputs),
+                                  expected);
+    const std::string path = model_path("exported_" + name);
+    exported.save(path);
+    torch::jit::Module loaded = torch::jit::load(path);
+    testdata::check_outputs_equal(loaded.forward(model.example_inputs),
+                                  expected);
+  }
+}
+
+TEST_CASE("an imported TorchScript model, folded, exports and loads in Python") {
+  torch::jit::Module script = torch::jit::load(model_path("resnet18_traced"));
+  torch::manual_seed(2);
+  at::Tensor x = torch::randn({1, 3, 224, 224});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  REQUIRE(fx::fuse_conv_bn(*gm));
+  gm->recompile();
+  torch::NoGradGuard no_grad;
+  at::Tensor expected = gm(x).toTensor();
+  const std::string path = model_path("folded_resnet18");
+  fx::to_torchscript(gm).save(path);
+  // Python runs the file on the same input and compares.
+  const std::string data = model_path("folded_resnet18_io");
+  std::vector<char> bytes =
+      torch::pickle_save(c10::ivalue::Tuple::create({x, expected}));
+  std::ofstream(data, std::ios::binary).write(bytes.data(), bytes.size());
+  const std::string command =
+      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1]); "
+      "x, y = torch.load(sys.argv[2]); "
+      "sys.exit(0 if torch.equal(m(x), y) else 1)\" " + path + " " + data;
+  CHECK(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("export names what TorchScript cannot hold") {
+  testdata::ZooModel model = testdata::make_zoo_model("data_dependent_leaf");
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  CHECK_THROWS_WITH(fx::to_torchscript(gm),
+                    Catch::Contains("leaf modules are C++ code") &&
+                        Catch::Contains("call_module"));
+}

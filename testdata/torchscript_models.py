@@ -1,0 +1,74 @@
+"""Writes torchvision models as TorchScript files, for the import tests and
+benchmarks (run with Debian's /usr/bin/python3, torch 1.13, torchvision
+0.14). Random weights from a fixed seed, nothing downloaded.
+
+    python3 testdata/torchscript_models.py OUT_DIR [NAME ...]
+
+Writes OUT_DIR/<name>.pt for each name (default: all), and prints one line
+per file.
+"""
+import os
+import sys
+
+import torch
+import torchvision
+
+
+class DataDependent(torch.nn.Module):
+    """Control flow on a tensor value: cannot be traced."""
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return x.relu()
+        return -x
+
+
+def _calibrated(model):
+    # Non-trivial batch norm statistics, so conv/bn folding is tested.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def _image():
+    return torch.randn(1, 3, 224, 224)
+
+
+MODELS = {
+    # name: (factory, "script" or "trace")
+    "resnet18_scripted": (lambda: torchvision.models.resnet18(), "script"),
+    "resnet18_traced": (lambda: torchvision.models.resnet18(), "trace"),
+    "resnet50_scripted": (lambda: torchvision.models.resnet50(), "script"),
+    "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
+    "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
+    "data_dependent_scripted": (lambda: DataDependent(), "script"),
+}
+
+
+def write(name, out_dir):
+    torch.manual_seed(0)
+    factory, how = MODELS[name]
+    model = _calibrated(factory())
+    if how == "script":
+        module = torch.jit.script(model)
+    else:
+        module = torch.jit.trace(model, _image())
+    path = os.path.join(out_dir, name + ".pt")
+    module.save(path)
+    print(path)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    for name in sys.argv[2:] or sorted(MODELS):
+        write(name, out_dir)
+
+
+if __name__ == "__main__":
+    main()
