@@ -14,6 +14,9 @@
 //   fx/serialization.h  save / load a GraphModule to / from one file
 //   fx/graph_module.h   GraphModule: a torch::nn::Module running a graph
 //   interpreter/interpreter.h   Interpreter: node-by-node execution
+//   fx/torchscript.h    TorchScript in (symbolic_trace of a torch::jit::Module)
+//                       and out (to_torchscript); not included here, as it
+//                       pulls in TorchScript's headers
 #pragma once
 
 #include "fx/errors.h"

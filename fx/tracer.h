@@ -172,8 +172,24 @@ constexpr bool is_module_v =
     IsModuleHolder<std::decay_t<T>>::value ||
     std::is_base_of_v<torch::detail::ModuleHolderIndicator, std::decay_t<T>>;
 
+// Each T is one input (not a std::vector of inputs, which IValue claims to
+// take but cannot).
 template <typename... T>
-constexpr bool all_ivalues_v = (std::is_constructible_v<c10::IValue, T> && ...);
+constexpr bool all_ivalues_v =
+    ((std::is_constructible_v<c10::IValue, T> &&
+      !std::is_same_v<std::decay_t<T>, std::vector<c10::IValue>>) &&
+     ...);
+
+// A function pointer or an object with one operator() (a lambda).
+template <typename F, typename = void>
+struct HasCallOperator : std::false_type {};
+template <typename F>
+struct HasCallOperator<F, std::void_t<decltype(&F::operator())>>
+    : std::true_type {};
+template <typename F>
+constexpr bool is_function_v =
+    std::is_function_v<std::remove_pointer_t<std::decay_t<F>>> ||
+    HasCallOperator<std::decay_t<F>>::value;
 
 // Records a path while tracing through a non-leaf module.
 class ModulePathScope {
@@ -214,6 +230,7 @@ GraphModule symbolic_trace(const ModuleType& module,
 // one operator()); tensors it uses that are not inputs become constants.
 template <typename Function, typename... Inputs,
           std::enable_if_t<!detail::is_module_v<Function> &&
+                               detail::is_function_v<Function> &&
                                detail::all_ivalues_v<Inputs...>,
                            int> = 0>
 GraphModule symbolic_trace(Function fn, Inputs&&... example_inputs) {

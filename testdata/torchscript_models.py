@@ -44,6 +44,7 @@ MODELS = {
     "resnet18_scripted": (lambda: torchvision.models.resnet18(), "script"),
     "resnet18_traced": (lambda: torchvision.models.resnet18(), "trace"),
     "resnet50_scripted": (lambda: torchvision.models.resnet50(), "script"),
+    "resnet50_traced": (lambda: torchvision.models.resnet50(), "trace"),
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
     "data_dependent_scripted": (lambda: DataDependent(), "script"),

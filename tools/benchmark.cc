@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -34,7 +35,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "fx/fx.h"
+#include "fx/torchscript.h"
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
@@ -459,6 +462,83 @@ void print_allocations(const ResNet50Allocations& a) {
        bytes(kLargestActivationBytes) + "."});
 }
 
+// --- 5. Importing TorchScript ----------------------------------------------
+
+constexpr char kTorchScriptModels[] = "testdata/torchscript_models.py";
+const std::vector<std::string> kTorchScriptNames = {
+    "resnet18_scripted", "resnet50_scripted", "resnet50_traced"};
+
+struct TorchScriptImport {
+  std::string name;
+  size_t nodes = 0;
+  double cold_ms = 0;  // a freshly loaded module: includes TorchScript's
+                       // first-run setup of its graph executor
+  double warm_ms = 0;  // the same module traced again
+};
+
+std::vector<TorchScriptImport> measure_torchscript_imports(
+    const std::string& argv0, int repeats) {
+  const std::string dir = "/tmp/fx_benchmark_torchscript";
+  PythonReference written = run_python_reference(
+      argv0, kTorchScriptModels,
+      absl::StrCat(dir, " ", absl::StrJoin(kTorchScriptNames, " ")));
+  std::vector<TorchScriptImport> out;
+  if (!written.unavailable.empty()) {
+    std::cerr << "TorchScript models not written: " << written.unavailable
+              << "\n";
+    return out;
+  }
+  at::Tensor x = torch::randn({1, 3, 224, 224});
+  for (const std::string& name : kTorchScriptNames) {
+    std::cerr << "importing " << name << "\n";
+    const std::string path = dir + "/" + name + ".pt";
+    TorchScriptImport t;
+    t.name = name;
+    std::vector<double> cold;
+    for (int i = 0; i < repeats; ++i) {
+      torch::jit::Module script = torch::jit::load(path);
+      script.eval();
+      auto start = Clock::now();
+      fx::GraphModule gm = fx::symbolic_trace(script, {x});
+      cold.push_back(ms_since(start));
+      t.nodes = gm->graph().size();
+    }
+    t.cold_ms = median(cold);
+    torch::jit::Module script = torch::jit::load(path);
+    script.eval();
+    t.warm_ms = median_ms(
+        [&] {
+          auto start = Clock::now();
+          fx::symbolic_trace(script, {x});
+          return ms_since(start);
+        },
+        repeats);
+    out.push_back(t);
+  }
+  return out;
+}
+
+void print_torchscript_imports(const std::vector<TorchScriptImport>& imports,
+                               const PythonReference& py) {
+  Table table({"TorchScript file", "nodes", "import ms (fresh module)",
+               "import ms (again)", "py symbolic_trace ms", "py / fresh"});
+  for (const TorchScriptImport& t : imports) {
+    std::string model = t.name.substr(0, t.name.find('_'));
+    std::optional<double> py_ms = py.number("trace_ms." + model);
+    table.add_row({t.name + ".pt", absl::StrCat(t.nodes), fixed(t.cold_ms, 2),
+                   fixed(t.warm_ms, 2), fixed(py_ms, 2),
+                   times(ratio(py_ms, t.cold_ms))});
+  }
+  print_section(
+      "5. Importing TorchScript (fx::symbolic_trace of a torch::jit::Module)",
+      table,
+      {"Files: torchvision 0.14 models scripted / traced by "
+       "testdata/torchscript_models.py.",
+       "fresh module: each import on a newly loaded module, so it includes "
+       "TorchScript's first-run setup;",
+       "py: torch.fx.symbolic_trace of the same torchvision model in Python."});
+}
+
 // --- Targets ---------------------------------------------------------------
 
 struct Results {
@@ -467,6 +547,7 @@ struct Results {
   ForwardTimes resnet18;
   ForwardTimes chain;
   ResNet50Allocations allocations;
+  std::vector<TorchScriptImport> torchscript_imports;
 };
 
 std::vector<TargetCheck> check_targets(const Results& r,
@@ -517,6 +598,17 @@ std::vector<TargetCheck> check_targets(const Results& r,
   checks.push_back({"Interpreter on the chain <= 1.5x eager",
                     absl::StrFormat("%.2fx", interpreter_ratio),
                     interpreter_ratio <= 1.5});
+  for (const TorchScriptImport& t : r.torchscript_imports) {
+    if (t.name != "resnet50_scripted") continue;
+    std::optional<double> speedup = ratio(py_resnet50, t.cold_ms);
+    checks.push_back(
+        {"ResNet-50 TorchScript import <= 1/4 of Python's symbolic_trace",
+         speedup ? absl::StrFormat("%.2f ms (again: %.2f) vs %.2f ms: %.2fx",
+                                   t.cold_ms, t.warm_ms, *py_resnet50,
+                                   *speedup)
+                 : absl::StrFormat("%.2f ms (Python n/a)", t.cold_ms),
+         speedup ? std::optional<bool>(*speedup >= 4) : std::nullopt});
+  }
   int64_t largest = r.allocations.trace.largest_bytes;
   checks.push_back(
       {"ResNet-50 trace allocates no activation (largest < 3.2 MB)",
@@ -573,12 +665,14 @@ int main(int argc, char** argv) {
   r.chain = measure_chain_forward(repeats);
   std::cerr << "counting allocations\n";
   r.allocations = measure_resnet50_allocations();
+  r.torchscript_imports = measure_torchscript_imports(argv[0], repeats);
 
   print_header(threads, repeats, quick, py, before);
   print_model_traces(r.model_traces, py);
   print_chain_traces(r.chain_traces, py);
   print_forward(r.resnet18, r.chain, py);
   print_allocations(r.allocations);
+  print_torchscript_imports(r.torchscript_imports, py);
   print_targets(check_targets(r, py));
   return 0;
 }

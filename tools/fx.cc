@@ -8,12 +8,16 @@
 //       --before --print=graph,code --dot=/tmp/resnet50.svg --cost \
 //       --save=/tmp/resnet50.fx
 //   bazel run //tools:fx -- trace /tmp/resnet50.fx --print=tabular
+//   bazel run //tools:fx -- trace model.pt --input=1x3x224x224 \
+//       --passes=fuse_conv_bn --torchscript=/tmp/folded.pt
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include <torch/script.h>
 
 #include <torch/torch.h>
 
@@ -23,7 +27,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "codegen/generator.h"
 #include "fx/fx.h"
+#include "fx/torchscript.h"
 #include "passes/cost_model.h"
 #include "passes/graph_drawer.h"
 #include "passes/pass_manager.h"
@@ -48,6 +54,12 @@ ABSL_FLAG(bool, cost, false,
 ABSL_FLAG(std::string, save, "",
           "write the GraphModule (after the passes) to this file (fx::save); "
           "`fx trace FILE` reads it back");
+ABSL_FLAG(std::vector<std::string>, input, {},
+          "for a TorchScript MODEL.pt: the example inputs, comma-separated, "
+          "as 1x3x224x224 or 1x3x224x224:float32 (zeros of that shape)");
+ABSL_FLAG(std::string, torchscript, "",
+          "export the GraphModule (after the passes) as TorchScript to this "
+          "file (torch.jit.load reads it)");
 ABSL_FLAG(double, peak_gflops, 100,
           "the roofline machine's peak GFLOP/s (--cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
@@ -71,7 +83,12 @@ constexpr char kUsage[] =
     "meta), draw\n"
     "                                  it, estimate its cost, save it\n"
     "  fx trace FILE [...]             the same for a GraphModule saved "
-    "with --save\n";
+    "with --save\n"
+    "  fx trace MODEL.pt --input=1x3x224x224[:float32],... [...] "
+    "[--torchscript=OUT.pt]\n"
+    "                                  the same for a TorchScript file "
+    "(torch.jit.save);\n"
+    "                                  export the result as TorchScript\n";
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
@@ -214,6 +231,51 @@ void write_picture(const fx::Graph& graph, const std::string& path) {
   std::cerr << "wrote " << path << "\n";
 }
 
+// A TorchScript file traced on --input, or a GraphModule file read back;
+// null (after saying why) if it is neither.
+fx::GraphModule load_file(const std::string& path) {
+  std::string torchscript_error;
+  torch::jit::Module script;
+  try {
+    script = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    torchscript_error = e.what_without_backtrace();
+  }
+  if (torchscript_error.empty()) {
+    std::vector<c10::IValue> inputs;
+    for (const std::string& spec : absl::GetFlag(FLAGS_input)) {
+      inputs.push_back(fx::codegen::example_input(spec));
+    }
+    if (inputs.empty()) {
+      std::cerr << "fx trace: " << path
+                << " is TorchScript: give its example inputs, e.g. "
+                   "--input=1x3x224x224 (or 1x3x224x224:float32,1x10:int64)\n";
+      return fx::GraphModule(nullptr);
+    }
+    script.eval();
+    auto start = std::chrono::steady_clock::now();
+    fx::GraphModule module = fx::symbolic_trace(script, inputs);
+    std::cerr << "traced TorchScript " << path << " in "
+              << milliseconds_since(start) << " ms: "
+              << module->graph().size() << " nodes\n";
+    return module;
+  }
+  try {
+    fx::GraphModule module = fx::load(path);
+    std::cerr << "loaded " << path << ": " << module->graph().size()
+              << " nodes\n";
+    return module;
+  } catch (const fx::ParseError&) {
+    throw;
+  } catch (const fx::GraphError& e) {
+    std::cerr << "fx trace: " << path
+              << " is neither a TorchScript file (torch::jit::load: "
+              << torchscript_error.substr(0, torchscript_error.find('\n'))
+              << ") nor a GraphModule file (" << e.what() << ")\n";
+    return fx::GraphModule(nullptr);
+  }
+}
+
 int trace(const std::string& name) {
   std::vector<std::string> names = testdata::zoo_model_names();
   fx::GraphModule module{nullptr};
@@ -222,9 +284,8 @@ int trace(const std::string& name) {
     print_stats(t);
     module = t.module;
   } else if (std::ifstream(name).good()) {
-    module = fx::load(name);
-    std::cerr << "loaded " << name << ": " << module->graph().size()
-              << " nodes\n";
+    module = load_file(name);
+    if (!module) return 2;
   } else {
     std::cerr << "fx trace: '" << name
               << "' is neither a bundled model (`fx zoo` lists them) nor a "
@@ -254,6 +315,10 @@ int trace(const std::string& name) {
   if (absl::GetFlag(FLAGS_cost)) print_cost(module->graph());
   if (!absl::GetFlag(FLAGS_dot).empty()) {
     write_picture(module->graph(), absl::GetFlag(FLAGS_dot));
+  }
+  if (!absl::GetFlag(FLAGS_torchscript).empty()) {
+    fx::to_torchscript(module).save(absl::GetFlag(FLAGS_torchscript));
+    std::cerr << "wrote " << absl::GetFlag(FLAGS_torchscript) << "\n";
   }
   if (!absl::GetFlag(FLAGS_save).empty()) {
     fx::save(module, absl::GetFlag(FLAGS_save));
