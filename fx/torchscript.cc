@@ -17,34 +17,6 @@
 namespace fx {
 namespace {
 
-// A torch::nn::Module holding the TorchScript module's tensors (shared, not
-// copied) under the same qualified names, so that the tracer finds them.
-class TensorHolder : public torch::nn::Module {
- public:
-  TensorHolder() : torch::nn::Module("TorchScriptModule") {}
-
-  void add(const std::string& path, const at::Tensor& tensor, bool parameter) {
-    std::vector<std::string> parts = absl::StrSplit(path, '.');
-    torch::nn::Module* parent = this;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      auto children = parent->named_children();
-      if (auto* child = children.find(parts[i])) {
-        parent = child->get();
-      } else {
-        parent = parent->register_module(parts[i],
-                                         std::make_shared<TensorHolder>())
-                     .get();
-      }
-    }
-    if (parameter) {
-      // Keeps the tensor's requires_grad as it is.
-      parent->register_parameter(parts.back(), tensor, tensor.requires_grad());
-    } else {
-      parent->register_buffer(parts.back(), tensor);
-    }
-  }
-};
-
 // --- Export -------------------------------------------------------------
 
 using JitValue = torch::jit::Value;
@@ -230,12 +202,12 @@ torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
 GraphModule symbolic_trace(const torch::jit::Module& module,
                            const std::vector<c10::IValue>& example_inputs,
                            TraceOptions options) {
-  auto holder = std::make_shared<TensorHolder>();
+  Attributes named;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
-    holder->add(p.name, p.value, /*parameter=*/true);
+    named.parameters.emplace(p.name, p.value);
   }
   for (const auto& b : module.named_buffers(/*recurse=*/true)) {
-    if (b.value.defined()) holder->add(b.name, b.value, /*parameter=*/false);
+    if (b.value.defined()) named.buffers.emplace(b.name, b.value);
   }
   torch::jit::Method forward = module.get_method("forward");
   if (options.input_names.empty()) {
@@ -261,8 +233,13 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
     }
   };
   Tracer tracer(options);
-  std::unique_ptr<Graph> graph = tracer.trace(holder, call, example_inputs);
-  return GraphModule(holder, std::move(graph), tracer.take_attributes());
+  std::unique_ptr<Graph> graph = tracer.trace(named, call, example_inputs);
+  Attributes attributes = tracer.take_attributes();
+  attributes.parameters.merge(named.parameters);
+  attributes.buffers.merge(named.buffers);
+  // As for a torch::nn::Module: the mode the trace recorded is guarded.
+  attributes.traced_training = module.is_training();
+  return GraphModule(std::move(graph), std::move(attributes));
 }
 
 }  // namespace fx

@@ -44,7 +44,9 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
 // TorchScript operator call, parameters and buffers under their qualified
 // names (shared with `gm`), so that save() writes a file that
 // torch::jit::load and Python's torch.jit.load read back. Init steps are not
-// exported: their current results are, as parameters. Throws
+// exported: their current results are, as parameters. Nor are the input
+// guards: like torch.jit.trace's output, the module assumes the traced
+// input shapes where the trace read sizes. Throws
 // fx::GraphError for what TorchScript cannot hold: leaf modules and
 // functions registered with fx::wrap (C++ code).
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm);

@@ -721,6 +721,19 @@ Argument Tracer::output_argument(const c10::IValue& value) {
 std::unique_ptr<Graph> Tracer::trace(
     const std::shared_ptr<torch::nn::Module>& root, const BoxedForward& forward,
     const std::vector<c10::IValue>& example_inputs) {
+  return trace(root, nullptr, forward, example_inputs);
+}
+
+std::unique_ptr<Graph> Tracer::trace(
+    const Attributes& named, const BoxedForward& forward,
+    const std::vector<c10::IValue>& example_inputs) {
+  return trace(nullptr, &named, forward, example_inputs);
+}
+
+std::unique_ptr<Graph> Tracer::trace(
+    const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
+    const BoxedForward& forward,
+    const std::vector<c10::IValue>& example_inputs) {
   attributes_ = Attributes();
   stats_ = TraceStats();
   auto session = std::make_unique<Session>();
@@ -728,7 +741,15 @@ std::unique_ptr<Graph> Tracer::trace(
   session->id = next_session_id++;
   session->graph = std::make_unique<Graph>();
   session->root = root;
-  if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root.get())) {
+  if (named != nullptr) {
+    for (const auto* tensors : {&named->parameters, &named->buffers}) {
+      for (const auto& [path, tensor] : *tensors) {
+        if (tensor.defined()) {
+          session->attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
+        }
+      }
+    }
+  } else if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root.get())) {
     // A GraphModule (re-traced by a Transformer) knows its attributes; its
     // empty holder modules have nothing fx::call could name.
     for (const auto& [path, tensor] : gm->tensor_attributes()) {

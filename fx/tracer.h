@@ -110,6 +110,15 @@ class Tracer {
   std::unique_ptr<Graph> trace(const std::shared_ptr<torch::nn::Module>& root,
                                const BoxedForward& forward,
                                const std::vector<c10::IValue>& example_inputs);
+  // The same for a program that is not a torch::nn::Module (a TorchScript
+  // module, say) whose parameters and buffers are given by qualified name
+  // in `named.parameters` and `named.buffers`: those it reads become
+  // get_attr nodes with these names. take_attributes() afterwards holds
+  // only the constants; GraphModule(graph, attributes) takes the rest from
+  // `named`.
+  std::unique_ptr<Graph> trace(const Attributes& named,
+                               const BoxedForward& forward,
+                               const std::vector<c10::IValue>& example_inputs);
 
   // What a GraphModule of the last trace needs besides root and graph:
   // constants, leaf modules, the traced training mode.
@@ -151,6 +160,10 @@ class Tracer {
  private:
   friend struct Session;
   Argument output_argument(const c10::IValue& value);
+  std::unique_ptr<Graph> trace(const std::shared_ptr<torch::nn::Module>& root,
+                               const Attributes* named,
+                               const BoxedForward& forward,
+                               const std::vector<c10::IValue>& example_inputs);
 
   TraceOptions options_;
   TraceStats stats_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -124,7 +125,7 @@ std::optional<double> compile_seconds(const fx::codegen::GeneratedModule& code) 
     return std::nullopt;
   }
   const std::string dir = "/tmp/fx_benchmark_codegen";
-  std::system(("mkdir -p " + dir).c_str());
+  std::filesystem::create_directories(dir);
   std::ofstream(dir + "/blocks_generated.h") << code.header;
   std::ofstream(dir + "/blocks_generated.cc") << code.source;
   const std::string command = absl::StrCat(
