@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The fx command-line tool end to end: bundled models, saved GraphModules,
+# TorchScript files in and out, and its errors. Prints a Catch2-style summary
+# line, which tools/test.sh counts.
+set -uo pipefail
+
+fx="$1"
+models_script="$2"
+out="${TEST_TMPDIR:-/tmp}/fx_cli_test"
+mkdir -p "$out"
+checks=0
+failures=0
+
+# check NAME EXPECTED_STATUS PATTERN -- COMMAND...: runs COMMAND, expects
+# its exit status and PATTERN (grep -E) in its output.
+check() {
+  local name="$1" expected="$2" pattern="$3"
+  shift 4
+  local output status
+  output="$("$@" 2>&1)"
+  status=$?
+  checks=$((checks + 1))
+  if [ "$status" -ne "$expected" ] || ! grep -qE -- "$pattern" <<<"$output"; then
+    failures=$((failures + 1))
+    echo "FAILED: $name: exit $status (expected $expected), output:"
+    echo "$output" | head -20
+  fi
+}
+
+check "zoo lists models" 0 "^resnet18$" -- "$fx" zoo
+check "trace, fold and save a bundled model" 0 "wrote $out/lenet.fx" -- \
+  "$fx" trace lenet --passes=fuse_conv_bn,eliminate_dead_code --print=tabular \
+  --save="$out/lenet.fx"
+check "a saved GraphModule reads back" 0 "call_function\[target=aten::conv2d\]" -- \
+  "$fx" trace "$out/lenet.fx" --print=graph
+check "a missing file is named" 2 "neither a bundled model" -- \
+  "$fx" trace "$out/missing.pt"
+echo "not a model" > "$out/text.pt"
+check "a file that is no model is named" 2 "neither a TorchScript file" -- \
+  "$fx" trace "$out/text.pt" --input=1x3
+
+/usr/bin/python3 "$models_script" "$out" resnet18_traced > /dev/null
+check "TorchScript needs --input" 2 "give its example inputs" -- \
+  "$fx" trace "$out/resnet18_traced.pt"
+check "a bad input spec is explained" 1 "unknown dtype 'float99'" -- \
+  "$fx" trace "$out/resnet18_traced.pt" --input=1x3x224x224:float99
+check "TorchScript in, folded, TorchScript out" 0 "wrote $out/folded.pt" -- \
+  "$fx" trace "$out/resnet18_traced.pt" --input=1x3x224x224 \
+  --passes=fuse_conv_bn,eliminate_dead_code --print=code \
+  --torchscript="$out/folded.pt"
+check "Python runs the exported file like the original" 0 "^same$" -- \
+  /usr/bin/python3 -c "
+import sys, torch
+a = torch.jit.load('$out/resnet18_traced.pt').eval()
+b = torch.jit.load('$out/folded.pt')
+x = torch.randn(1, 3, 224, 224)
+with torch.no_grad():
+    print('same' if torch.allclose(a(x), b(x), atol=1e-4) else 'different')
+"
+
+if [ "$failures" -eq 0 ]; then
+  echo "All tests passed ($checks assertions in 1 test case)"
+  exit 0
+fi
+echo "test cases: 1 | 0 passed | 1 failed"
+exit 1
