@@ -492,9 +492,11 @@ class Parser {
         pos_ = end;
         return lookup(word, start);
       }
-      if (word == "None") return pos_ = end, Argument();
-      if (word == "True") return pos_ = end, Argument(true);
-      if (word == "False") return pos_ = end, Argument(false);
+      if (word == "None" || word == "True" || word == "False") {
+        pos_ = end;
+        if (word == "None") return Argument();
+        return Argument(word == "True");
+      }
       if (word == "inf" || word == "nan" || word == "infj" || word == "nanj") {
         return parse_number();
       }
