@@ -212,7 +212,10 @@ void GraphModuleImpl::register_tensor_attribute(const std::string& path,
   auto* container = dynamic_cast<AttributeModule*>(&parent);
   // The containers this GraphModule made hold only what was registered
   // here; other parents (leaf modules) may hold the name already.
-  const bool fresh = container != nullptr && tensors_.count(path) == 0;
+  // One lookup for both the check and the insertion below.
+  auto slot = tensors_.lower_bound(path);
+  const bool present = slot != tensors_.end() && slot->first == path;
+  const bool fresh = container != nullptr && !present;
   const at::Tensor* existing_param = nullptr;
   const at::Tensor* existing_buffer = nullptr;
   torch::OrderedDict<std::string, at::Tensor> params, buffers;
@@ -241,7 +244,7 @@ void GraphModuleImpl::register_tensor_attribute(const std::string& path,
   } else {
     parent.register_buffer(name, tensor);
   }
-  tensors_[path] = std::move(tensor);
+  tensors_.insert_or_assign(slot, path, std::move(tensor));
   is_parameter_[path] = is_parameter;
 }
 

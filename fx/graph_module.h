@@ -33,6 +33,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "fx/graph.h"
 #include "fx/leaf_module.h"
 
@@ -157,7 +158,7 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
 
   std::unique_ptr<Graph> graph_;
   std::map<std::string, at::Tensor> tensors_;
-  std::map<std::string, bool> is_parameter_;
+  absl::flat_hash_map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;
   // The module at each qualified path walked so far.
   std::map<std::string, torch::nn::Module*> modules_;
