@@ -600,14 +600,21 @@ std::vector<TargetCheck> check_targets(const Results& r,
                     interpreter_ratio <= 1.5});
   for (const TorchScriptImport& t : r.torchscript_imports) {
     if (t.name != "resnet50_scripted") continue;
-    std::optional<double> speedup = ratio(py_resnet50, t.cold_ms);
-    checks.push_back(
-        {"ResNet-50 TorchScript import <= 1/4 of Python's symbolic_trace",
-         speedup ? absl::StrFormat("%.2f ms (again: %.2f) vs %.2f ms: %.2fx",
-                                   t.cold_ms, t.warm_ms, *py_resnet50,
-                                   *speedup)
-                 : absl::StrFormat("%.2f ms (Python n/a)", t.cold_ms),
-         speedup ? std::optional<bool>(*speedup >= 4) : std::nullopt});
+    // Python's figure is a median of repeated traces; "again" is the
+    // like-for-like one, "fresh" adds TorchScript's own first-run setup.
+    for (bool fresh : {false, true}) {
+      double ms = fresh ? t.cold_ms : t.warm_ms;
+      std::optional<double> speedup = ratio(py_resnet50, ms);
+      checks.push_back(
+          {fresh ? "ResNet-50 TorchScript import, fresh module, <= 1/4 of "
+                   "Python's symbolic_trace"
+                 : "ResNet-50 TorchScript import, again, <= 1/4 of Python's "
+                   "symbolic_trace",
+           speedup ? absl::StrFormat("%.2f ms vs %.2f ms: %.2fx", ms,
+                                     *py_resnet50, *speedup)
+                   : absl::StrFormat("%.2f ms (Python n/a)", ms),
+           speedup ? std::optional<bool>(*speedup >= 4) : std::nullopt});
+    }
   }
   int64_t largest = r.allocations.trace.largest_bytes;
   checks.push_back(
