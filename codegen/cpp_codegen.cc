@@ -37,20 +37,6 @@ std::string double_literal(double v) {
   return format_double(v);
 }
 
-std::string string_literal(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string dtype_expression(c10::ScalarType dtype) {
   return absl::StrCat("at::ScalarType::", c10::toString(dtype));
 }
@@ -766,6 +752,20 @@ class Emitter {
 };
 
 }  // namespace
+
+std::string string_literal(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
 
 std::string Forward::text() const {
   std::string out = absl::StrCat(signature, " {\n", body, "}\n");

@@ -93,6 +93,9 @@ struct CodegenOptions {
 // "layer1_0_conv1_weight" (then a trailing "_", or "_1_", ... if taken).
 std::string member_base_name(const std::string& path);
 
+// `s` as a C++ string literal, quotes included: "layer1.0", "a\"b".
+std::string string_literal(const std::string& s);
+
 // The forward of `graph`. Throws fx::GraphError for what C++ cannot express
 // (an operator argument of a type the emitter does not know, such as a
 // Dimname).
