@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/errors.h"
@@ -378,6 +379,31 @@ std::string format_memory_format(c10::MemoryFormat memory_format) {
     case c10::MemoryFormat::ChannelsLast3d: return "torch.channels_last_3d";
     default: return "torch.contiguous_format";
   }
+}
+
+std::optional<Argument> parse_torch_name(std::string_view name) {
+  static const auto* names = [] {
+    auto* map = new absl::flat_hash_map<std::string, Argument>();
+    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+      auto dtype = static_cast<c10::ScalarType>(i);
+      map->emplace(format_dtype(dtype), Argument(dtype));
+    }
+    for (c10::Layout layout :
+         {c10::Layout::Strided, c10::Layout::Sparse, c10::Layout::SparseCsr,
+          c10::Layout::SparseCsc, c10::Layout::SparseBsr,
+          c10::Layout::SparseBsc, c10::Layout::Mkldnn}) {
+      map->emplace(format_layout(layout), Argument(layout));
+    }
+    for (c10::MemoryFormat format :
+         {c10::MemoryFormat::Contiguous, c10::MemoryFormat::Preserve,
+          c10::MemoryFormat::ChannelsLast, c10::MemoryFormat::ChannelsLast3d}) {
+      map->emplace(format_memory_format(format), Argument(format));
+    }
+    return map;
+  }();
+  auto it = names->find(std::string(name));
+  if (it == names->end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace fx

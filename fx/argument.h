@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -175,5 +176,10 @@ std::string format_double(double value);
 std::string format_dtype(c10::ScalarType dtype);
 std::string format_layout(c10::Layout layout);
 std::string format_memory_format(c10::MemoryFormat memory_format);
+
+// The reverse of the three above: the dtype, layout or memory format a
+// Python spelling names ("torch.float32" -> c10::ScalarType::Float), or
+// nullopt.
+std::optional<Argument> parse_torch_name(std::string_view name);
 
 }  // namespace fx

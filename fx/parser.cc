@@ -18,28 +18,14 @@
 namespace fx {
 namespace {
 
-// Spellings printed by format_dtype/format_layout/format_memory_format and
-// short_dtype_name, read back.
+// short_dtype_name read back: "f32" -> Float.
 struct Spellings {
-  absl::flat_hash_map<std::string, Argument> torch_names;
   absl::flat_hash_map<std::string, c10::ScalarType> short_dtypes;
 
   Spellings() {
     for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
       auto dtype = static_cast<c10::ScalarType>(i);
-      torch_names.emplace(format_dtype(dtype), Argument(dtype));
       short_dtypes.emplace(short_dtype_name(dtype), dtype);
-    }
-    for (c10::Layout layout :
-         {c10::Layout::Strided, c10::Layout::Sparse, c10::Layout::SparseCsr,
-          c10::Layout::SparseCsc, c10::Layout::SparseBsr,
-          c10::Layout::SparseBsc, c10::Layout::Mkldnn}) {
-      torch_names.emplace(format_layout(layout), Argument(layout));
-    }
-    for (c10::MemoryFormat format :
-         {c10::MemoryFormat::Contiguous, c10::MemoryFormat::Preserve,
-          c10::MemoryFormat::ChannelsLast, c10::MemoryFormat::ChannelsLast3d}) {
-      torch_names.emplace(format_memory_format(format), Argument(format));
     }
   }
 };
@@ -504,10 +490,9 @@ class Parser {
         pos_ = end;
         return parse_device(start);
       }
-      auto it = spellings().torch_names.find(word);
-      if (it != spellings().torch_names.end()) {
+      if (std::optional<Argument> named = parse_torch_name(word)) {
         pos_ = end;
-        return it->second;
+        return *named;
       }
       if (bare_names) {
         fail(start, absl::StrCat("'", word, "' is not a node defined above "

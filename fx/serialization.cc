@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -126,11 +127,11 @@ class Reader {
   }
   c10::ScalarType dtype(const c10::IValue& v, const std::string& where) const {
     const std::string& name = string(v, where);
-    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-      auto dtype = static_cast<c10::ScalarType>(i);
-      if (format_dtype(dtype) == name) return dtype;
+    std::optional<Argument> named = parse_torch_name(name);
+    if (!named || !named->is_dtype()) {
+      fail(where, absl::StrCat("names no dtype: '", name, "'"));
     }
-    fail(where, absl::StrCat("names no dtype: '", name, "'"));
+    return named->to_dtype();
   }
   c10::Device device(const c10::IValue& v, const std::string& where) const {
     const std::string& name = string(v, where);
@@ -143,12 +144,11 @@ class Reader {
   c10::MemoryFormat memory_format(const c10::IValue& v,
                                   const std::string& where) const {
     const std::string& name = string(v, where);
-    for (c10::MemoryFormat f :
-         {c10::MemoryFormat::Contiguous, c10::MemoryFormat::Preserve,
-          c10::MemoryFormat::ChannelsLast, c10::MemoryFormat::ChannelsLast3d}) {
-      if (format_memory_format(f) == name) return f;
+    std::optional<Argument> named = parse_torch_name(name);
+    if (!named || !named->is_memory_format()) {
+      fail(where, absl::StrCat("names no memory format: '", name, "'"));
     }
-    fail(where, absl::StrCat("names no memory format: '", name, "'"));
+    return named->to_memory_format();
   }
 
   TensorMeta tensor_meta(const c10::IValue& v, const std::string& where) const {
