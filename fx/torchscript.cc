@@ -122,12 +122,14 @@ class Exporter {
         }
         c10::TypePtr element = items.empty() ? c10::IntType::get()
                                               : items.front()->type();
+        // The last non-None element's type; Optional of it if any is None.
         bool has_none = false;
         for (JitValue* v : items) {
-          if (v->type()->kind() == c10::TypeKind::NoneType) has_none = true;
-        }
-        for (JitValue* v : items) {
-          if (v->type()->kind() != c10::TypeKind::NoneType) element = v->type();
+          if (v->type()->kind() == c10::TypeKind::NoneType) {
+            has_none = true;
+          } else {
+            element = v->type();
+          }
         }
         if (element->kind() == c10::TypeKind::TensorType) {
           element = c10::TensorType::get();
