@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "fx/errors.h"
 #include "fx/function.h"
+#include "fx/internal/torchscript_interpreter.h"
 
 namespace fx {
 namespace {
@@ -237,7 +238,12 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
       options.input_names.push_back(arguments[i].name());
     }
   }
-  BoxedForward call = [forward](const std::vector<c10::IValue>& inputs) mutable {
+  // Node by node, unless the module has a node kind only TorchScript's
+  // interpreter runs (see internal/torchscript_interpreter.h).
+  BoxedForward walk = [&forward](const std::vector<c10::IValue>& inputs) {
+    return internal::run_torchscript_method(forward, inputs);
+  };
+  BoxedForward interpret = [&forward](const std::vector<c10::IValue>& inputs) {
     // The plain interpreter: no profiling runs, no fusion, each operator
     // called as the graph says.
     torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
@@ -254,7 +260,12 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
     }
   };
   Tracer tracer(options);
-  std::unique_ptr<Graph> graph = tracer.trace(named, call, example_inputs);
+  std::unique_ptr<Graph> graph;
+  try {
+    graph = tracer.trace(named, walk, example_inputs);
+  } catch (const internal::UnsupportedNode&) {
+    graph = tracer.trace(named, interpret, example_inputs);
+  }
   Attributes attributes = tracer.take_attributes();
   attributes.parameters.merge(named.parameters);
   attributes.buffers.merge(named.buffers);

@@ -12,12 +12,16 @@
 //       %conv2d : [#users=1] = call_function[target=aten::conv2d](args = (%x, %conv1_weight, None, [2, 2], [3, 3]), kwargs = {})
 //       ...
 //
-// TorchScript's interpreter calls every operator through the dispatcher, so
-// the tracer records them as it does for torch::nn::Module: the module's
-// parameters and buffers become get_attr nodes with their qualified names,
-// its aten operators (aten::_convolution from torch.jit.trace, in-place ops,
-// lists and tuples) become nodes. The GraphModule shares the TorchScript
-// module's tensors. Placeholders take the names of forward's arguments.
+// fx runs the module's TorchScript graphs node by node (prim::GetAttr,
+// prim::CallMethod, prim::If, prim::Loop on concrete values; every operator
+// through the dispatcher), so the tracer records them as it does for
+// torch::nn::Module: the module's parameters and buffers become get_attr
+// nodes with their qualified names, its aten operators (aten::_convolution
+// from torch.jit.trace, in-place ops, lists and tuples) become nodes. A
+// module with nodes only TorchScript's own interpreter runs (`with` blocks,
+// fork) is traced through that interpreter instead, at the cost of its
+// first-run setup. The GraphModule shares the TorchScript module's tensors.
+// Placeholders take the names of forward's arguments.
 //
 // What a trace cannot follow fails with fx::TraceError naming the operator
 // and TorchScript's source location: control flow on tensor values inside a

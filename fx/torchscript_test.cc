@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fx/fx.h"
+#include "fx/internal/torchscript_interpreter.h"
 #include "passes/fuse_conv_bn.h"
 #include "testdata/zoo.h"
 #include "testdata/zoo_testing.h"
@@ -76,9 +77,50 @@ TEST_CASE("a scripted model with control flow on tensor values is refused") {
     FAIL("traced data-dependent control flow");
   } catch (const fx::TraceError& e) {
     INFO(e.what());
-    CHECK_THAT(e.what(), Catch::Contains("aten::") );
+    // The operator that needed data, the TorchScript node that called it,
+    // and the Python source line.
+    CHECK_THAT(e.what(), Catch::Contains("aten::item"));
+    CHECK_THAT(e.what(), Catch::Contains("aten::Bool"));
     CHECK_THAT(e.what(), Catch::Contains("x.sum()"));
+    CHECK_THAT(e.what(), Catch::Contains("torchscript_models.py"));
   }
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("TorchScript control flow on known values traces into the branch taken") {
+  torch::jit::Module script = torch::jit::load(model_path("control_flow_scripted"));
+  script.eval();
+  torch::manual_seed(3);
+  at::Tensor x = torch::randn({3, 4});
+  // fx's own TorchScript interpreter runs this model: prim::Loop,
+  // prim::If, lists, a dict, prim::CallMethod and prim::CallFunction.
+  torch::NoGradGuard no_grad;
+  c10::IValue expected = script.forward({x});
+  testdata::check_outputs_equal(
+      fx::internal::run_torchscript_method(script.get_method("forward"), {x}),
+      expected);
+
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  testdata::check_outputs_equal(gm(x), expected);
+  // The loop ran x.size(0) = 3 times; the branch kept is the linear one.
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::add.Scalar")).size() == 3);
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::linear")).size() == 1);
+  CHECK(gm->has_tensor_attribute("linear.weight"));
+  // The trace read x.size(0): other sizes are refused, not run wrongly.
+  CHECK_THROWS_AS(gm(torch::randn({5, 4})), fx::GuardError);
+}
+
+TEST_CASE("TorchScript nodes only TorchScript runs are traced through its interpreter") {
+  torch::jit::Module script = torch::jit::load(model_path("no_grad_scripted"));
+  at::Tensor x = torch::randn({2, 3});
+  // A `with` block (prim::Enter) is not one fx's interpreter runs...
+  CHECK_THROWS_AS(
+      fx::internal::run_torchscript_method(script.get_method("forward"), {x}),
+      fx::internal::UnsupportedNode);
+  // ...so symbolic_trace hands the module to TorchScript's.
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::mul.Scalar")).size() == 1);
   CHECK_FALSE(fx::is_tracing());
 }
 

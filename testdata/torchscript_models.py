@@ -23,6 +23,45 @@ class DataDependent(torch.nn.Module):
         return -x
 
 
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+class ControlFlow(torch.nn.Module):
+    """TorchScript's control flow on values a trace knows: a loop over a
+    size, branches on dim() and on an attribute, lists, tuples, a dict, a
+    call to a scripted function, a tuple output."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.use_linear = True
+
+    def forward(self, x):
+        h = x
+        for i in range(x.size(0)):
+            h = h + float(i)
+        a, b = h.chunk(2, dim=1)
+        pair = (a, b)
+        p, q = pair
+        parts = {"p": p, "q": q}
+        if x.dim() == 2 and self.use_linear:
+            out = self.linear(torch.cat([parts["p"], parts["q"]], 1))
+        else:
+            out = x
+        return out, _double(out)
+
+
+class NoGrad(torch.nn.Module):
+    """A `with` block: prim::Enter / prim::Exit, which only TorchScript's
+    own interpreter runs."""
+
+    def forward(self, x):
+        with torch.no_grad():
+            y = x * 3
+        return y + 1
+
+
 def _calibrated(model):
     # Non-trivial batch norm statistics, so conv/bn folding is tested.
     with torch.no_grad():
@@ -48,6 +87,8 @@ MODELS = {
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
+    "control_flow_scripted": (lambda: ControlFlow(), "script"),
+    "no_grad_scripted": (lambda: NoGrad(), "script"),
 }
 
 
