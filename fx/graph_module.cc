@@ -119,11 +119,11 @@ void GraphModuleImpl::take_attributes(
   for (Node* n : graph.find_nodes(Opcode::kGetAttr)) {
     const std::string& path = n->target().str();
     if (!seen.insert(absl::string_view(path)).second) continue;
-    auto parameter = attributes.parameters.find(path);
-    auto buffer = attributes.buffers.find(path);
-    if (parameter != attributes.parameters.end()) {
+    if (auto parameter = attributes.parameters.find(path);
+        parameter != attributes.parameters.end()) {
       found.push_back({&path, parameter->second, true});
-    } else if (buffer != attributes.buffers.end()) {
+    } else if (auto buffer = attributes.buffers.find(path);
+               buffer != attributes.buffers.end()) {
       found.push_back({&path, buffer->second, false});
     } else if (tensors_.count(path)) {
       continue;
@@ -158,7 +158,7 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
   // Fast path: the parent was walked before.
   size_t dot = path.rfind('.');
   if (dot != std::string::npos && dot + 1 < path.size()) {
-    auto cached = modules_.find(path.substr(0, dot));
+    auto cached = modules_.find(absl::string_view(path.data(), dot));
     if (cached != modules_.end()) {
       *leaf_name = path.substr(dot + 1);
       return *cached->second;
@@ -174,9 +174,10 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
   *leaf_name = parts.back();
   parts.pop_back();
   torch::nn::Module* current = this;
-  std::string prefix;
+  size_t prefix_size = 0;
   for (const std::string& part : parts) {
-    prefix = prefix.empty() ? part : absl::StrCat(prefix, ".", part);
+    prefix_size += (prefix_size == 0 ? 0 : 1) + part.size();
+    absl::string_view prefix(path.data(), prefix_size);
     auto cached = modules_.find(prefix);
     if (cached != modules_.end()) {
       current = cached->second;
@@ -199,7 +200,7 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
                         ->register_module(part,
                                           std::make_shared<AttributeModule>())
                         .get();
-    modules_[prefix] = current;
+    modules_.emplace(prefix, current);
   }
   return *current;
 }
@@ -266,9 +267,13 @@ void GraphModuleImpl::register_leaf_module(const std::string& path,
     parent.register_module(name, module.module);
   }
   // Forget what was cached under the old module at this path.
-  for (auto it = modules_.lower_bound(path);
-       it != modules_.end() && absl::StartsWith(it->first, path);) {
-    it = modules_.erase(it);
+  const std::string below = path + ".";
+  for (auto it = modules_.begin(); it != modules_.end();) {
+    if (absl::StartsWith(it->first, below)) {
+      modules_.erase(it++);
+    } else {
+      ++it;
+    }
   }
   modules_[path] = module.module.get();
   leaves_[path] = std::move(module);

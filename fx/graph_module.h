@@ -161,7 +161,7 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   absl::flat_hash_map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;
   // The module at each qualified path walked so far.
-  std::map<std::string, torch::nn::Module*> modules_;
+  absl::flat_hash_map<std::string, torch::nn::Module*> modules_;
   std::optional<bool> traced_training_;
   std::vector<InitStep> init_steps_;
   std::unique_ptr<Executor> executor_;

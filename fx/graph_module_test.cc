@@ -171,6 +171,20 @@ TEST_CASE("attributes can be replaced in the GraphModule only") {
                      torch::relu(torch::linear(x, w, fc->bias))));
 }
 
+TEST_CASE("a leaf module at a path does not disturb paths it prefixes by name") {
+  // "layer1" is a prefix of "layer10" as a string, not as a path.
+  torch::nn::Linear fc(3, 2);
+  fx::GraphModule gm(linear_relu_graph(), linear_attributes(fc));
+  gm->register_tensor_attribute("layer10.w", torch::ones({1}), true);
+  torch::nn::Linear leaf(3, 3);
+  gm->register_leaf_module("layer1", fx::make_leaf_module(leaf));
+  gm->register_tensor_attribute("layer10.v", torch::zeros({1}), false);
+  auto params = gm->named_parameters();
+  CHECK(params.contains("layer10.w"));
+  CHECK(params["layer1.weight"].is_same(leaf->weight));
+  CHECK(gm->named_buffers().contains("layer10.v"));
+}
+
 TEST_CASE("set_graph swaps the graph in place, or changes nothing") {
   torch::nn::Linear fc(3, 2);
   fx::GraphModule gm(linear_relu_graph(), linear_attributes(fc));
