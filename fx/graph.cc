@@ -42,10 +42,18 @@ bool is_reserved_name(std::string_view name) {
 // torch.fx's candidate cleaning: runs of characters that cannot appear in an
 // identifier become '_', and a leading digit gets a '_' in front.
 std::string sanitize(std::string_view candidate) {
+  auto valid = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  if (!candidate.empty() &&
+      !absl::ascii_isdigit(static_cast<unsigned char>(candidate[0])) &&
+      std::all_of(candidate.begin(), candidate.end(), valid)) {
+    return std::string(candidate);
+  }
   std::string out;
   bool in_bad_run = false;
   for (char c : candidate) {
-    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_') {
+    if (valid(c)) {
       out += c;
       in_bad_run = false;
     } else if (!in_bad_run) {
@@ -151,8 +159,10 @@ Graph::~Graph() {
 
 std::string Graph::unique_name(std::string_view candidate) {
   std::string name = sanitize(candidate);
-  // Split a numeric suffix: add_3 -> (add, 3).
-  std::string base = name;
+  if (!is_reserved_name(name) && used_names_.insert(name).second) return name;
+  // Taken: count up from a numeric suffix (add_3 -> add_4) or from the last
+  // number given to this base.
+  std::string_view base = name;
   int64_t number = 0;
   size_t underscore = name.rfind('_');
   if (underscore != std::string::npos && underscore > 0 &&
@@ -160,19 +170,18 @@ std::string Graph::unique_name(std::string_view candidate) {
       std::all_of(name.begin() + underscore + 1, name.end(),
                   [](char c) { return absl::ascii_isdigit(c); }) &&
       name.size() - underscore - 1 < 18) {
-    base = name.substr(0, underscore);
+    base = std::string_view(name).substr(0, underscore);
     number = std::stoll(name.substr(underscore + 1));
   }
-  if (used_names_.contains(name) || is_reserved_name(name)) {
-    int64_t& next = next_suffix_[base];
-    int64_t n = std::max(number, next);
-    do {
-      name = absl::StrCat(base, "_", ++n);
-    } while (used_names_.contains(name));
-    next = n;
-  }
-  used_names_.insert(name);
-  return name;
+  const absl::string_view prefix(base.data(), base.size());
+  int64_t& next = next_suffix_[prefix];
+  int64_t n = std::max(number, next);
+  std::string candidate_name;
+  do {
+    candidate_name = absl::StrCat(prefix, "_", ++n);
+  } while (!used_names_.insert(candidate_name).second);
+  next = n;
+  return candidate_name;
 }
 
 void Graph::link_before(detail::NodeLink* position, Node* node) {

@@ -1,5 +1,7 @@
 #include "fx/meta.h"
 
+#include <algorithm>
+
 #include <ATen/core/Tensor.h>
 
 #include "absl/strings/str_cat.h"
@@ -39,35 +41,54 @@ bool operator==(const TensorMeta& a, const TensorMeta& b) {
          a.memory_format == b.memory_format;
 }
 
+namespace {
+
+// The dimensions of a `memory_format` tensor of rank `n`, innermost first
+// (row-major: n-1, ..., 0), one by one without allocating.
+class DimensionOrder {
+ public:
+  DimensionOrder(c10::MemoryFormat memory_format, size_t n) : n_(n) {
+    static constexpr size_t kChannelsLast[] = {1, 3, 2, 0};
+    static constexpr size_t kChannelsLast3d[] = {1, 4, 3, 2, 0};
+    if (memory_format == c10::MemoryFormat::ChannelsLast && n == 4) {
+      order_ = kChannelsLast;
+    } else if (memory_format == c10::MemoryFormat::ChannelsLast3d && n == 5) {
+      order_ = kChannelsLast3d;
+    }
+  }
+  size_t operator[](size_t i) const { return order_ ? order_[i] : n_ - 1 - i; }
+
+ private:
+  size_t n_;
+  const size_t* order_ = nullptr;
+};
+
+}  // namespace
+
 std::vector<int64_t> strides_for(const std::vector<int64_t>& sizes,
                                  c10::MemoryFormat memory_format) {
   const size_t n = sizes.size();
   std::vector<int64_t> strides(n);
-  auto fill = [&](const std::vector<size_t>& order) {  // innermost first
-    int64_t stride = 1;
-    for (size_t d : order) {
-      strides[d] = stride;
-      stride *= std::max<int64_t>(sizes[d], 1);
-    }
-  };
-  std::vector<size_t> order;
-  if (memory_format == c10::MemoryFormat::ChannelsLast && n == 4) {
-    order = {1, 3, 2, 0};
-  } else if (memory_format == c10::MemoryFormat::ChannelsLast3d && n == 5) {
-    order = {1, 4, 3, 2, 0};
-  } else {
-    for (size_t d = n; d-- > 0;) order.push_back(d);
+  DimensionOrder order(memory_format, n);
+  int64_t stride = 1;
+  for (size_t i = 0; i < n; ++i) {
+    strides[order[i]] = stride;
+    stride *= std::max<int64_t>(sizes[order[i]], 1);
   }
-  fill(order);
   return strides;
 }
 
 c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,
                                    const std::vector<int64_t>& strides) {
+  // Whether the strides are strides_for(sizes, f), but for size-1
+  // dimensions, whose stride does not matter.
   auto matches = [&](c10::MemoryFormat f) {
-    std::vector<int64_t> expected = strides_for(sizes, f);
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      if (sizes[d] != 1 && expected[d] != strides[d]) return false;
+    DimensionOrder order(f, sizes.size());
+    int64_t stride = 1;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const size_t d = order[i];
+      if (sizes[d] != 1 && strides[d] != stride) return false;
+      stride *= std::max<int64_t>(sizes[d], 1);
     }
     return true;
   };

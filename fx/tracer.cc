@@ -175,6 +175,7 @@ bool is_uninitialized_factory(const c10::OperatorHandle& op,
 // and out= operators), or -1.
 std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
   std::vector<int> out;
+  out.reserve(schema.returns().size());
   for (const auto& r : schema.returns()) {
     int index = -1;
     const c10::AliasInfo* ra = r.alias_info();

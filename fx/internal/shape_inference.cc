@@ -106,6 +106,7 @@ Outputs conv_output(const std::vector<c10::IValue>& args,
   const size_t spatial = weight.sizes.size() - 2;
   const bool batched = input.sizes.size() == weight.sizes.size();
   std::vector<int64_t> sizes;
+  sizes.reserve(weight.sizes.size());
   if (batched) sizes.push_back(input.sizes[0]);
   sizes.push_back(p.transposed ? weight.sizes[1] * p.groups : weight.sizes[0]);
   const size_t first = batched ? 2 : 1;
