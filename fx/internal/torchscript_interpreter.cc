@@ -1,5 +1,6 @@
 #include "fx/internal/torchscript_interpreter.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,25 +73,29 @@ class Planner {
   GraphPlan plan(const Graph& graph) {
     GraphPlan out;
     out.body = block(*graph.block());
-    out.slots = static_cast<uint32_t>(slots_.size());
+    out.slots = slots_;
     return out;
   }
 
  private:
-  uint32_t slot(const Value* v) {
-    return slots_.try_emplace(v, static_cast<uint32_t>(slots_.size()))
-        .first->second;
-  }
+  // A value's slot is its number in the graph (Value::unique()), dense in a
+  // loaded graph.
   std::vector<uint32_t> slots(c10::ArrayRef<const Value*> values) {
     std::vector<uint32_t> out;
     out.reserve(values.size());
-    for (const Value* v : values) out.push_back(slot(v));
+    for (const Value* v : values) {
+      out.push_back(static_cast<uint32_t>(v->unique()));
+      slots_ = std::max(slots_, out.back() + 1);
+    }
     return out;
   }
 
   BlockPlan block(const Block& b) {
     BlockPlan out;
     out.inputs = slots(b.inputs());
+    size_t size = 0;
+    for (auto it = b.nodes().begin(); it != b.nodes().end(); ++it) ++size;
+    out.steps.reserve(size);
     for (const Node* n : b.nodes()) out.steps.push_back(step(*n));
     out.outputs = slots(b.outputs());
     return out;
@@ -144,7 +149,7 @@ class Planner {
     return out;
   }
 
-  absl::flat_hash_map<const Value*, uint32_t> slots_;
+  uint32_t slots_ = 0;
 };
 
 class Interpreter {
@@ -321,11 +326,14 @@ class Interpreter {
       default:
         break;
     }
-    Stack stack = read(s.inputs, *frame);
-    (*s.operation)(stack);
+    // One stack for all operator calls (an operator does not call back
+    // into this interpreter), so that it keeps its capacity.
+    stack_.clear();
+    for (uint32_t slot : s.inputs) stack_.push_back((*frame)[slot]);
+    (*s.operation)(stack_);
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       (*frame)[s.outputs[i]] =
-          std::move(stack[stack.size() - s.outputs.size() + i]);
+          std::move(stack_[stack_.size() - s.outputs.size() + i]);
     }
   }
 
@@ -364,6 +372,7 @@ class Interpreter {
   }
 
   std::vector<Call> frames_;
+  Stack stack_;
   // By pointer: a plan stays put while the map grows under its call.
   absl::flat_hash_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
 };
