@@ -34,10 +34,11 @@ namespace prim = torch::jit::prim;
 // trace (a graph is called many times: ResNet-50's 16 bottlenecks share
 // one).
 struct BlockPlan;
+using Slots = c10::ArrayRef<uint32_t>;  // into GraphPlan::slot_table
 struct Step {
   const Node* node = nullptr;
-  std::vector<uint32_t> inputs;
-  std::vector<uint32_t> outputs;
+  Slots inputs;
+  Slots outputs;
   mutable std::optional<torch::jit::Operation> operation;  // an operator's
   c10::IValue constant;             // prim::Constant's
   // prim::GetAttr's slot and prim::CallMethod's and prim::CallFunction's
@@ -47,13 +48,16 @@ struct Step {
   std::vector<BlockPlan> blocks;    // prim::If's and prim::Loop's
 };
 struct BlockPlan {
-  std::vector<uint32_t> inputs;
-  std::vector<uint32_t> outputs;
+  Slots inputs;
+  Slots outputs;
   std::vector<Step> steps;
 };
 struct GraphPlan {
   BlockPlan body;
   uint32_t slots = 0;
+  // Every step's and block's slots, allocated once (reserved in full
+  // before the Slots views into it are taken).
+  std::vector<uint32_t> slot_table;
 };
 
 // The graph behind a call, or UnsupportedNode for a builtin callee.
@@ -70,32 +74,40 @@ torch::jit::GraphFunction* graph_function(const Node& call,
 
 class Planner {
  public:
-  GraphPlan plan(const Graph& graph) {
-    GraphPlan out;
-    out.body = block(*graph.block());
-    out.slots = slots_;
+  std::unique_ptr<GraphPlan> plan(const Graph& graph) {
+    auto out = std::make_unique<GraphPlan>();
+    table_ = &out->slot_table;
+    table_->reserve(count(*graph.block()));
+    out->body = block(*graph.block());
+    out->slots = slots_;
     return out;
   }
 
  private:
+  // The slot references in `b` and the blocks in it.
+  static size_t count(const Block& b) {
+    size_t n = b.inputs().size() + b.outputs().size();
+    for (const Node* node : b.nodes()) {
+      n += node->inputs().size() + node->outputs().size();
+      for (const Block* inner : node->blocks()) n += count(*inner);
+    }
+    return n;
+  }
+
   // A value's slot is its number in the graph (Value::unique()), dense in a
   // loaded graph.
-  std::vector<uint32_t> slots(c10::ArrayRef<const Value*> values) {
-    std::vector<uint32_t> out;
-    out.reserve(values.size());
+  Slots slots(c10::ArrayRef<const Value*> values) {
+    const size_t begin = table_->size();
     for (const Value* v : values) {
-      out.push_back(static_cast<uint32_t>(v->unique()));
-      slots_ = std::max(slots_, out.back() + 1);
+      table_->push_back(static_cast<uint32_t>(v->unique()));
+      slots_ = std::max(slots_, table_->back() + 1);
     }
-    return out;
+    return Slots(table_->data() + begin, values.size());
   }
 
   BlockPlan block(const Block& b) {
     BlockPlan out;
     out.inputs = slots(b.inputs());
-    size_t size = 0;
-    for (auto it = b.nodes().begin(); it != b.nodes().end(); ++it) ++size;
-    out.steps.reserve(size);
     for (const Node* n : b.nodes()) out.steps.push_back(step(*n));
     out.outputs = slots(b.outputs());
     return out;
@@ -149,6 +161,7 @@ class Planner {
     return out;
   }
 
+  std::vector<uint32_t>* table_ = nullptr;
   uint32_t slots_ = 0;
 };
 
@@ -177,22 +190,19 @@ class Interpreter {
   const GraphPlan& plan(const Graph& graph) {
     auto it = plans_.find(&graph);
     if (it == plans_.end()) {
-      it = plans_
-               .emplace(&graph,
-                        std::make_unique<GraphPlan>(Planner().plan(graph)))
-               .first;
+      it = plans_.emplace(&graph, Planner().plan(graph)).first;
     }
     return *it->second;
   }
 
-  static void bind(const std::vector<uint32_t>& slots, Stack values,
+  static void bind(Slots slots, Stack values,
                    Frame* frame) {
     for (size_t i = 0; i < slots.size(); ++i) {
       (*frame)[slots[i]] = std::move(values[i]);
     }
   }
 
-  static Stack read(const std::vector<uint32_t>& slots, const Frame& frame) {
+  static Stack read(Slots slots, const Frame& frame) {
     Stack out;
     out.reserve(slots.size());
     for (uint32_t s : slots) out.push_back(frame[s]);
