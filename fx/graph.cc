@@ -18,6 +18,8 @@ namespace {
 
 // Names a generated C++ forward cannot use for a local variable.
 bool is_reserved_name(std::string_view name) {
+  // The longest below is reinterpret_cast; most node names are longer.
+  if (name.size() > 16) return false;
   static const auto* reserved = new absl::flat_hash_set<std::string_view>{
       // C++ keywords and alternative tokens.
       "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor",
@@ -442,6 +444,8 @@ void Graph::lint() const {
   };
   absl::flat_hash_set<const Node*> defined;
   absl::flat_hash_set<std::string_view> names;
+  defined.reserve(size());
+  names.reserve(size());
   size_t outputs = 0;
   size_t count = 0;
   // Every users entry is checked to be a use its user records, and every

@@ -1,5 +1,6 @@
 #include "fx/graph_module.h"
 
+#include <optional>
 #include <ostream>
 
 #include <torch/utils.h>
@@ -219,12 +220,12 @@ void GraphModuleImpl::register_tensor_attribute(const std::string& path,
   const bool fresh = container != nullptr && !present;
   const at::Tensor* existing_param = nullptr;
   const at::Tensor* existing_buffer = nullptr;
-  torch::OrderedDict<std::string, at::Tensor> params, buffers;
+  std::optional<torch::OrderedDict<std::string, at::Tensor>> params, buffers;
   if (!fresh) {
     params = parent.named_parameters(/*recurse=*/false);
     buffers = parent.named_buffers(/*recurse=*/false);
-    existing_param = params.find(name);
-    existing_buffer = buffers.find(name);
+    existing_param = params->find(name);
+    existing_buffer = buffers->find(name);
   }
   const at::Tensor* existing = existing_param ? existing_param : existing_buffer;
   if (existing != nullptr) {
