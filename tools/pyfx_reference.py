@@ -2,7 +2,10 @@
 """Python torch.fx reference figures for tools/benchmark.cc.
 
 Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
-  - torch.fx.symbolic_trace of torchvision's resnet18, resnet50, mobilenet_v2;
+  - torch.fx.symbolic_trace of torchvision's resnet18, resnet50, mobilenet_v2
+    (median of repeated traces of one model), and of resnet18 and resnet50
+    freshly built before each trace (the like-for-like figure for importing
+    a freshly loaded TorchScript file);
   - symbolic_trace of a chain of n `x = x + 1` (n = 1,000 and 10,000; torch.fx
     1.13 traces in quadratic time, so 10,000 is measured once, and skipped
     with --quick);
@@ -32,6 +35,7 @@ except ImportError as e:
     sys.exit(1)
 
 TRACE_MODELS = ["resnet18", "resnet50", "mobilenet_v2"]
+FRESH_TRACE_MODELS = ["resnet18", "resnet50"]
 FORWARD_CHAIN_LENGTH = 1000
 # Chain forward samples time this many calls each (one call is a few ms).
 CHAIN_CALLS_PER_SAMPLE = 10
@@ -91,6 +95,19 @@ def trace_models(repeats):
         emit(f"trace_ms.{name}",
              median_seconds(lambda: torch.fx.symbolic_trace(model), repeats) * 1e3)
         emit(f"nodes.{name}", len(torch.fx.symbolic_trace(model).graph.nodes))
+
+
+def trace_fresh_models(repeats):
+    """Median time of symbolic_trace of a model built just before (not timed),
+    so that, as for a freshly loaded file, nothing of it is in the caches."""
+    for name in FRESH_TRACE_MODELS:
+        samples = []
+        for _ in range(repeats):
+            model = getattr(torchvision.models, name)().eval()
+            start = time.perf_counter()
+            torch.fx.symbolic_trace(model)
+            samples.append(time.perf_counter() - start)
+        emit(f"trace_fresh_ms.{name}", statistics.median(samples) * 1e3)
 
 
 def trace_chains(repeats, quick):
@@ -179,6 +196,7 @@ def main():
         fuse_times(args.repeats)
         return
     trace_models(args.repeats)
+    trace_fresh_models(args.repeats)
     trace_chains(args.repeats, args.quick)
     forward_times(args.repeats)
 
