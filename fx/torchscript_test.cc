@@ -85,6 +85,22 @@ TEST_CASE("a scripted model with control flow on tensor values is refused") {
     CHECK_THAT(e.what(), Catch::Contains("torchscript_models.py"));
   }
   CHECK_FALSE(fx::is_tracing());
+
+  // One call down: the call stack, outermost call first.
+  script = torch::jit::load(model_path("calls_data_dependent_scripted"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({2, 3})});
+    FAIL("traced data-dependent control flow");
+  } catch (const fx::TraceError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    const size_t outer = what.find("self.inner(x)");
+    const size_t inner = what.find("x.sum()");
+    CHECK(outer != std::string::npos);
+    CHECK(inner != std::string::npos);
+    CHECK(outer < inner);
+  }
+  CHECK_FALSE(fx::is_tracing());
 }
 
 TEST_CASE("TorchScript control flow on known values traces into the branch taken") {

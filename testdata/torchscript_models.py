@@ -23,6 +23,17 @@ class DataDependent(torch.nn.Module):
         return -x
 
 
+class CallsDataDependent(torch.nn.Module):
+    """The data-dependent branch one call down."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = DataDependent()
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
 def _double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
@@ -87,6 +98,7 @@ MODELS = {
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
+    "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
     "no_grad_scripted": (lambda: NoGrad(), "script"),
 }

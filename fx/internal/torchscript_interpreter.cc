@@ -171,7 +171,7 @@ class Interpreter {
     const GraphPlan& plan = this->plan(*function.graph());
     std::vector<c10::IValue> frame(plan.slots);
     bind(plan.body.inputs, std::move(args), &frame);
-    frames_.push_back({function.qualname().name(), nullptr});
+    frames_.push_back({&function, nullptr});
     run(plan.body, &frame);
     frames_.pop_back();
     return read(plan.body.outputs, frame);
@@ -183,7 +183,7 @@ class Interpreter {
   // A call in progress, for error messages: its function and, while it
   // calls another, the calling node.
   struct Call {
-    std::string function;
+    const torch::jit::GraphFunction* function;
     const Node* at;
   };
 
@@ -376,7 +376,7 @@ class Interpreter {
           at.sourceRange().findSourceRangeThatGenerated().value_or(
               at.sourceRange());
       range.print_with_context(out, /*context=*/3, /*highlight=*/true,
-                               c.function);
+                               c.function->qualname().name());
     }
     throw Located(out.str());
   }
