@@ -41,15 +41,6 @@
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
-ABSL_FLAG(bool, quick, false,
-          "smoke run: fewer repetitions, chains of 1k and 10k nodes only, no "
-          "10k-node Python trace");
-ABSL_FLAG(int, threads, 2,
-          "intra-op threads (at::set_num_threads, torch.set_num_threads)");
-ABSL_FLAG(int, repeats, 0,
-          "timed runs per trace figure and rounds per forward figure "
-          "(0: 20, or 3 with --quick)");
-
 namespace {
 
 using namespace fx::benchmark;  // NOLINT: the benchmark vocabulary
@@ -658,13 +649,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fx for LibTorch and Python torch.fx, side by side: trace time, "
       "forward time, allocations.\n  bazel run //tools:benchmark -- "
-      "[--quick] [--threads=N] [--repeats=N]");
+      "[--quick] [--threads=N] [--repeats=N]\n--quick: 3 rounds, chains of "
+      "1k and 10k nodes only, no 10k-node Python trace.");
   absl::ParseCommandLine(argc, argv);
-  const bool quick = absl::GetFlag(FLAGS_quick);
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const int repeats = absl::GetFlag(FLAGS_repeats) > 0
-                          ? absl::GetFlag(FLAGS_repeats)
-                          : (quick ? 3 : 20);
+  const auto [quick, threads, repeats] = run_flags();
   at::set_num_threads(threads);
   const std::string before = machine_summary();
 

@@ -36,8 +36,6 @@
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
-ABSL_FLAG(int, threads, 2, "intra-op threads (at::set_num_threads)");
-ABSL_FLAG(int, repeats, 20, "interleaved rounds per model");
 ABSL_FLAG(std::string, emit_blocks, "1250,12500",
           "sizes (conv/bn/relu blocks of 8 nodes) of the graphs to emit C++ "
           "for, comma-separated; empty skips");
@@ -180,10 +178,12 @@ std::vector<Emission> measure_emission(const std::vector<int64_t>& sizes,
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "generated C++ vs eager and GraphModule.\n  bazel run "
-      "//tools:benchmark_codegen -- [--threads=N] [--repeats=N]");
+      "//tools:benchmark_codegen -- [--quick] [--threads=N] [--repeats=N] "
+      "[--emit_blocks=a,b] [--compile_blocks=N]\n--quick: 3 rounds.");
   absl::ParseCommandLine(argc, argv);
-  at::set_num_threads(absl::GetFlag(FLAGS_threads));
-  const int rounds = absl::GetFlag(FLAGS_repeats);
+  const RunFlags flags = run_flags();
+  at::set_num_threads(flags.threads);
+  const int rounds = flags.repeats;
   const std::string before = machine_summary();
   std::vector<Times> all;
   std::cerr << "timing resnet18\n";
@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
 
   std::cout << "fx for LibTorch generated-code benchmark\nbefore: " << before
             << "; after: " << machine_summary()
-            << "\nthreads: " << absl::GetFlag(FLAGS_threads)
+            << "\nthreads: " << flags.threads
             << "; rounds: " << rounds << "\n";
   Table table({"model", "eager ms", "GM ms", "generated ms", "gen/eager",
                "gen/GM", "GM folded ms", "gen folded ms", "gen folded/eager",

@@ -38,14 +38,10 @@
 #include "testdata/zoo.h"
 #include "tools/benchmark_support.h"
 
-ABSL_FLAG(bool, quick, false, "fewer rounds; pass scaling on 10k nodes only");
-ABSL_FLAG(int, threads, 2,
-          "intra-op threads (at::set_num_threads, torch.set_num_threads)");
 ABSL_FLAG(std::vector<std::string>, passes, {},
           "time only these passes and analyses on large graphs (default: all)");
 ABSL_FLAG(bool, forward, true,
           "time forward after folding (section 1) and run the Python reference");
-ABSL_FLAG(int, repeats, 0, "rounds per forward figure (0: 20, or 3 --quick)");
 
 namespace {
 
@@ -234,13 +230,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "the passes' targets: folded models vs eager and torch.fx's fuse(), "
       "passes on 100k-node graphs.\n  bazel run //tools:benchmark_passes -- "
-      "[--quick] [--threads=N] [--repeats=N] [--passes=a,b] [--forward=false]");
+      "[--quick] [--threads=N] [--repeats=N] [--passes=a,b] [--forward=false]"
+      "\n--quick: 3 rounds, pass scaling on 10k nodes only.");
   absl::ParseCommandLine(argc, argv);
-  const bool quick = absl::GetFlag(FLAGS_quick);
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const int repeats = absl::GetFlag(FLAGS_repeats) > 0
-                          ? absl::GetFlag(FLAGS_repeats)
-                          : (quick ? 3 : 20);
+  const auto [quick, threads, repeats] = run_flags();
   at::set_num_threads(threads);
   const std::string before = machine_summary();
 

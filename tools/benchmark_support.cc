@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+
+ABSL_FLAG(bool, quick, false,
+          "smoke run: fewer rounds and smaller sizes (the usage message says "
+          "which)");
+ABSL_FLAG(int, threads, 2,
+          "intra-op threads (at::set_num_threads, torch.set_num_threads)");
+ABSL_FLAG(int, repeats, 0,
+          "timed runs or interleaved rounds per figure (0: 20, or 3 with "
+          "--quick)");
 
 namespace fx {
 namespace benchmark {
@@ -239,6 +249,16 @@ PythonReference run_python_reference(const std::string& argv0,
   }
   if (!ref.unavailable.empty()) ref.values.clear();
   return ref;
+}
+
+RunFlags run_flags() {
+  RunFlags flags;
+  flags.quick = absl::GetFlag(FLAGS_quick);
+  flags.threads = absl::GetFlag(FLAGS_threads);
+  flags.repeats = absl::GetFlag(FLAGS_repeats) > 0
+                      ? absl::GetFlag(FLAGS_repeats)
+                      : (flags.quick ? 3 : 20);
+  return flags;
 }
 
 }  // namespace benchmark

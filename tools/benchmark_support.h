@@ -15,6 +15,21 @@
 namespace fx {
 namespace benchmark {
 
+// --- Flags -------------------------------------------------------------------
+
+// The flags every benchmark takes, read after absl::ParseCommandLine:
+//   --quick       a smoke run: fewer rounds and smaller sizes (each
+//                 benchmark's usage message says which)
+//   --threads=N   intra-op threads (at::set_num_threads, and Python's)
+//   --repeats=N   timed runs or interleaved rounds per figure (default 20,
+//                 or 3 with --quick)
+struct RunFlags {
+  bool quick = false;
+  int threads = 2;
+  int repeats = 20;
+};
+RunFlags run_flags();
+
 // --- Timing ------------------------------------------------------------------
 
 using Clock = std::chrono::steady_clock;
