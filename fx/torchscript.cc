@@ -10,9 +10,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "fx/argument.h"
 #include "fx/errors.h"
 #include "fx/function.h"
+#include "fx/meta.h"
 #include "fx/internal/torchscript_interpreter.h"
 
 namespace fx {
@@ -101,6 +104,77 @@ class Exporter {
     }
   }
 
+  // Emits `if failed: raise Exception(message)`; `message` may hold one
+  // "{}", filled with `detail`.
+  void raise_if(JitValue* failed, const std::string& message,
+                JitValue* detail = nullptr) {
+    torch::jit::Node* branch =
+        graph_->insertNode(graph_->create(c10::prim::If, {failed}, 0));
+    torch::jit::WithInsertPoint in_then(branch->addBlock());
+    branch->addBlock();
+    JitValue* text = graph_->insertConstant(absl::StrCat(
+        "fx::to_torchscript module ", message,
+        "; the graph was traced for other inputs: trace the model again "
+        "with an example input like this one (fx::symbolic_trace) and "
+        "export it again"));
+    if (detail) {
+      text = graph_->insert(c10::Symbol::fromQualString("aten::format"),
+                            {text, detail});
+    }
+    graph_->insert(c10::prim::RaiseException, {text});
+  }
+
+  JitValue* differs(JitValue* actual, JitValue* expected) {
+    return graph_->insert(c10::aten::ne, {actual, expected});
+  }
+
+  // The checks fx::check_input makes on a GraphModule's input (fx/guards.h),
+  // as TorchScript at the top of forward.
+  void check(JitValue* v, const InputGuard& guard, const std::string& who) {
+    if (guard.kind == InputGuard::Kind::kTensorList) {
+      JitValue* length = graph_->insert(c10::aten::len, {v});
+      raise_if(differs(length, graph_->insertConstant(static_cast<int64_t>(
+                                   guard.elements.size()))),
+               absl::StrCat(who, " has {} tensors but the trace saw ",
+                            guard.elements.size()),
+               length);
+      for (size_t i = 0; i < guard.elements.size(); ++i) {
+        JitValue* element = graph_->insert(
+            c10::aten::__getitem__,
+            {v, graph_->insertConstant(static_cast<int64_t>(i))});
+        check(element, guard.elements[i],
+              absl::StrCat(who, "[", i, "]"));
+      }
+      return;
+    }
+    if (guard.kind != InputGuard::Kind::kTensor) return;
+    raise_if(differs(graph_->insert(c10::prim::dtype, {v}),
+                     graph_->insertConstant(
+                         static_cast<int64_t>(guard.dtype))),
+             absl::StrCat(who, " does not have dtype ",
+                          format_dtype(guard.dtype), ", which the trace saw"));
+    JitValue* device = graph_->insert(c10::prim::device, {v});
+    raise_if(differs(device, graph_->insertConstant(guard.device)),
+             absl::StrCat(who, " is on {} but the trace saw ",
+                          guard.device.str()),
+             device);
+    JitValue* dim = graph_->insert(c10::aten::dim, {v});
+    raise_if(differs(dim, graph_->insertConstant(guard.dim)),
+             absl::StrCat(who, " has {} dimensions but the trace saw ",
+                          guard.dim),
+             dim);
+    if (!guard.check_sizes) return;
+    JitValue* sizes = graph_->insert(c10::aten::size, {v});
+    raise_if(differs(sizes, graph_->insertConstant(guard.sizes)),
+             absl::StrCat(who,
+                          " has shape {} but the traced code read the sizes "
+                          "of its example input [",
+                          absl::StrJoin(guard.sizes, ", "),
+                          "] (C++ reads sizes as plain integers, so the graph "
+                          "is specialized to them)"),
+             sizes);
+  }
+
   JitValue* value(const Node& user, const Argument& arg) {
     switch (arg.kind()) {
       case ArgumentKind::kNode: return values_.at(arg.to_node());
@@ -161,6 +235,11 @@ class Exporter {
         } else {
           v->setType(c10::TensorType::get());
         }
+        if (guard) {
+          check(v, *guard,
+                absl::StrCat("input ", inputs_, " ('", n.name(), "')"));
+        }
+        ++inputs_;
         values_[&n] = v;
         return;
       }
@@ -223,6 +302,7 @@ class Exporter {
   torch::jit::Module root_;
   std::shared_ptr<torch::jit::Graph> graph_;
   JitValue* self_ = nullptr;
+  size_t inputs_ = 0;
   absl::flat_hash_map<const Node*, JitValue*> values_;
 };
 

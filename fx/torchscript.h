@@ -48,11 +48,15 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
 // TorchScript operator call, parameters and buffers under their qualified
 // names (shared with `gm`), so that save() writes a file that
 // torch::jit::load and Python's torch.jit.load read back. Init steps are not
-// exported: their current results are, as parameters. Nor are the input
-// guards: like torch.jit.trace's output, the module assumes the traced
-// input shapes where the trace read sizes. Throws
-// fx::GraphError for what TorchScript cannot hold: leaf modules and
-// functions registered with fx::wrap (C++ code).
+// exported: their current results are, as parameters. The input guards
+// (fx/guards.h) are, as checks at the top of forward that raise with the
+// GraphModule's message (torch.jit.trace's output has none):
+//
+//   if torch.ne(torch.size(x), [1, 3, 224, 224]):
+//     ops.prim.RaiseException(torch.format("... input 0 ('x') has shape {} ..."))
+//
+// Throws fx::GraphError for what TorchScript cannot hold: leaf modules and
+// functions registered with fx::wrap (C++ code), non-tensor inputs.
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm);
 inline torch::jit::Module to_torchscript(const GraphModule& gm) {
   return to_torchscript(*gm);

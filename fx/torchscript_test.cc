@@ -166,6 +166,53 @@ TEST_CASE("GraphModules export to TorchScript and load back in C++") {
   }
 }
 
+TEST_CASE("exported TorchScript checks the inputs as the GraphModule does") {
+  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  const std::string path = model_path("exported_guards");
+  fx::to_torchscript(gm).save(path);
+  torch::jit::Module loaded = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  // Shapes: the trace read the input's sizes.
+  std::vector<c10::IValue> wrong_shape = {torch::randn({2, 3, 64, 64})};
+  CHECK_THROWS_WITH(gm->forward(wrong_shape), Catch::Contains("has shape"));
+  CHECK_THROWS_WITH(
+      loaded.forward(wrong_shape),
+      Catch::Contains("input 0 ('x') has shape [2, 3, 64, 64] but the traced "
+                      "code read the sizes of its example input [1, 3, 224, "
+                      "224]") &&
+          Catch::Contains("trace the model again"));
+  CHECK_THROWS_WITH(loaded.forward({torch::randn({1, 3, 224, 224},
+                                                 torch::kDouble)}),
+                    Catch::Contains("does not have dtype torch.float32"));
+  CHECK_THROWS_WITH(loaded.forward({torch::randn({3, 224, 224})}),
+                    Catch::Contains("has 3 dimensions but the trace saw 4"));
+  // Python sees the same message.
+  const std::string command =
+      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1])\n"
+      "try: m(torch.randn(2, 3, 64, 64))\n"
+      "except Exception as e: sys.exit(0 if 'has shape [2, 3, 64, 64]' in str(e) else 1)\n"
+      "sys.exit(2)\" " + path;
+  CHECK(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("a model with a list input exports its length guard") {
+  fx::GraphModule gm = fx::symbolic_trace(
+      [](std::vector<at::Tensor> xs) { return torch::cat(xs, 1) * 2; },
+      std::vector<at::Tensor>{torch::ones({2, 3}), torch::ones({2, 1})});
+  torch::jit::Module exported = fx::to_torchscript(gm);
+  std::vector<at::Tensor> xs = {torch::randn({2, 3}), torch::randn({2, 1})};
+  CHECK(torch::equal(exported.forward({xs}).toTensor(),
+                     gm(xs).toTensor()));
+  CHECK_THROWS_WITH(
+      exported.forward({std::vector<at::Tensor>{torch::randn({2, 3})}}),
+      Catch::Contains("input 0 ('x') has 1 tensors but the trace saw 2"));
+  CHECK_THROWS_WITH(
+      exported.forward({std::vector<at::Tensor>{
+          torch::randn({2, 3}), torch::randn({2, 1}, torch::kDouble)}}),
+      Catch::Contains("input 0 ('x')[1] does not have dtype torch.float32"));
+}
+
 TEST_CASE("an imported TorchScript model, folded, exports and loads in Python") {
   torch::jit::Module script = torch::jit::load(model_path("resnet18_traced"));
   torch::manual_seed(2);
