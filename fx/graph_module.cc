@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <ostream>
+#include <string_view>
 
 #include <torch/utils.h>
 
@@ -159,7 +160,7 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
   // Fast path: the parent was walked before.
   size_t dot = path.rfind('.');
   if (dot != std::string::npos && dot + 1 < path.size()) {
-    auto cached = modules_.find(absl::string_view(path.data(), dot));
+    auto cached = modules_.find(std::string_view(path.data(), dot));
     if (cached != modules_.end()) {
       *leaf_name = path.substr(dot + 1);
       return *cached->second;
@@ -178,7 +179,7 @@ torch::nn::Module& GraphModuleImpl::parent_module(const std::string& path,
   size_t prefix_size = 0;
   for (const std::string& part : parts) {
     prefix_size += (prefix_size == 0 ? 0 : 1) + part.size();
-    absl::string_view prefix(path.data(), prefix_size);
+    std::string_view prefix(path.data(), prefix_size);
     auto cached = modules_.find(prefix);
     if (cached != modules_.end()) {
       current = cached->second;
@@ -268,14 +269,12 @@ void GraphModuleImpl::register_leaf_module(const std::string& path,
     parent.register_module(name, module.module);
   }
   // Forget what was cached under the old module at this path.
+  // ("layer1." and not "layer1": "layer10" is not below it.)
   const std::string below = path + ".";
-  for (auto it = modules_.begin(); it != modules_.end();) {
-    if (absl::StartsWith(it->first, below)) {
-      modules_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+  auto first = modules_.lower_bound(below);
+  auto last = first;
+  while (last != modules_.end() && absl::StartsWith(last->first, below)) ++last;
+  modules_.erase(first, last);
   modules_[path] = module.module.get();
   leaves_[path] = std::move(module);
 }

@@ -22,6 +22,7 @@
 // fx::GuardError saying what to do.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -160,8 +161,9 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   std::map<std::string, at::Tensor> tensors_;
   absl::flat_hash_map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;
-  // The module at each qualified path walked so far.
-  absl::flat_hash_map<std::string, torch::nn::Module*> modules_;
+  // The module at each qualified path walked so far; ordered, so that the
+  // paths below one are a range, and looked up by std::string_view.
+  std::map<std::string, torch::nn::Module*, std::less<>> modules_;
   std::optional<bool> traced_training_;
   std::vector<InitStep> init_steps_;
   std::unique_ptr<Executor> executor_;
