@@ -18,8 +18,6 @@ namespace {
 
 // Names a generated C++ forward cannot use for a local variable.
 bool is_reserved_name(std::string_view name) {
-  // The longest below is reinterpret_cast; most node names are longer.
-  if (name.size() > 16) return false;
   static const auto* reserved = new absl::flat_hash_set<std::string_view>{
       // C++ keywords and alternative tokens.
       "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor",
@@ -38,7 +36,13 @@ bool is_reserved_name(std::string_view name) {
       "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
       // Namespaces and names the generated code refers to.
       "at", "c10", "std", "torch", "fx", "inputs", "self"};
-  return reserved->contains(name);
+  // Most node names are longer than any of these, and need no lookup.
+  static const size_t longest = std::max_element(
+      reserved->begin(), reserved->end(),
+      [](std::string_view a, std::string_view b) {
+        return a.size() < b.size();
+      })->size();
+  return name.size() <= longest && reserved->contains(name);
 }
 
 // torch.fx's candidate cleaning: runs of characters that cannot appear in an
