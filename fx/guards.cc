@@ -13,15 +13,8 @@ std::string format_sizes(c10::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
 
-std::string describe_input(const std::string& name, size_t index) {
-  return absl::StrCat("input ", index, " ('", name, "')");
-}
-
 [[noreturn]] void guard_failure(const std::string& what) {
-  throw GuardError(absl::StrCat(
-      "GraphModule ", what,
-      "; the graph was traced for other inputs: trace the model again with "
-      "an example input like this one (fx::symbolic_trace)"));
+  throw GuardError(guard_failure_message("GraphModule", what));
 }
 
 void check_tensor(const at::Tensor& t, const std::string& who,
@@ -37,20 +30,13 @@ void check_tensor(const at::Tensor& t, const std::string& who,
                                " but the trace saw ", format_dtype(dtype)));
   }
   if (t.device() != device) {
-    guard_failure(absl::StrCat(who, " is on ", t.device().str(),
-                               " but the trace saw ", device.str()));
+    guard_failure(device_mismatch(who, t.device().str(), device));
   }
   if (t.dim() != dim) {
-    guard_failure(absl::StrCat(who, " has ", t.dim(),
-                               " dimensions but the trace saw ", dim));
+    guard_failure(rank_mismatch(who, absl::StrCat(t.dim()), dim));
   }
   if (sizes && t.sizes() != *sizes) {
-    guard_failure(absl::StrCat(
-        who, " has shape ", format_sizes(t.sizes()),
-        " but the traced code read the sizes of its example input ",
-        format_sizes(*sizes),
-        " (C++ reads sizes as plain integers, so the graph is specialized to "
-        "them)"));
+    guard_failure(shape_mismatch(who, format_sizes(t.sizes()), *sizes));
   }
 }
 
@@ -67,8 +53,7 @@ void check_tensor_value(const InputGuard& g, const c10::IValue& value,
 
 void check_length(size_t length, const std::string& who, size_t expected) {
   if (length != expected) {
-    guard_failure(absl::StrCat(who, " has ", length,
-                               " tensors but the trace saw ", expected));
+    guard_failure(length_mismatch(who, absl::StrCat(length), expected));
   }
 }
 
@@ -89,6 +74,48 @@ void check_value(const c10::IValue& value, const std::string& who,
 }
 
 }  // namespace
+
+std::string describe_input(const std::string& name, size_t index) {
+  return absl::StrCat("input ", index, " ('", name, "')");
+}
+
+std::string device_mismatch(const std::string& who, const std::string& actual,
+                            c10::Device expected) {
+  return absl::StrCat(who, " is on ", actual, " but the trace saw ",
+                      expected.str());
+}
+
+std::string rank_mismatch(const std::string& who, const std::string& actual,
+                          int64_t expected) {
+  return absl::StrCat(who, " has ", actual, " dimensions but the trace saw ",
+                      expected);
+}
+
+std::string shape_mismatch(const std::string& who, const std::string& actual,
+                           c10::IntArrayRef expected) {
+  return absl::StrCat(
+      who, " has shape ", actual,
+      " but the traced code read the sizes of its example input ",
+      format_sizes(expected),
+      " (C++ reads sizes as plain integers, so the graph is specialized to "
+      "them)");
+}
+
+std::string length_mismatch(const std::string& who, const std::string& actual,
+                            size_t expected) {
+  return absl::StrCat(who, " has ", actual, " tensors but the trace saw ",
+                      expected);
+}
+
+std::string guard_failure_message(const std::string& module,
+                                  const std::string& what,
+                                  const std::string& then) {
+  return absl::StrCat(
+      module, " ", what,
+      "; the graph was traced for other inputs: trace the model again with "
+      "an example input like this one (fx::symbolic_trace)",
+      then);
+}
 
 void check_tensor_input(const at::Tensor& tensor, const std::string& name,
                         size_t index, c10::ScalarType dtype,

@@ -43,4 +43,23 @@ void check_value_input(const c10::IValue& value, const std::string& name,
 void check_input(const InputGuard& guard, const c10::IValue& value,
                  const std::string& name, size_t index);
 
+// The wording of the checks above, shared by the checks fx::to_torchscript
+// writes into an exported forward. `who` names the input ("input 0 ('x')",
+// "input 0 ('xs')[1]"); `actual` is its value as text, or "{}" where
+// TorchScript formats it in at run time.
+std::string describe_input(const std::string& name, size_t index);
+std::string device_mismatch(const std::string& who, const std::string& actual,
+                            c10::Device expected);
+std::string rank_mismatch(const std::string& who, const std::string& actual,
+                          int64_t expected);
+std::string shape_mismatch(const std::string& who, const std::string& actual,
+                           c10::IntArrayRef expected);
+std::string length_mismatch(const std::string& who, const std::string& actual,
+                            size_t expected);
+// "<module> <what>; the graph was traced for other inputs: trace the model
+// again with an example input like this one (fx::symbolic_trace)<then>".
+std::string guard_failure_message(const std::string& module,
+                                  const std::string& what,
+                                  const std::string& then = "");
+
 }  // namespace fx

@@ -10,11 +10,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/argument.h"
 #include "fx/errors.h"
 #include "fx/function.h"
+#include "fx/guards.h"
 #include "fx/meta.h"
 #include "fx/internal/torchscript_interpreter.h"
 
@@ -112,11 +112,8 @@ class Exporter {
         graph_->insertNode(graph_->create(c10::prim::If, {failed}, 0));
     torch::jit::WithInsertPoint in_then(branch->addBlock());
     branch->addBlock();
-    JitValue* text = graph_->insertConstant(absl::StrCat(
-        "fx::to_torchscript module ", message,
-        "; the graph was traced for other inputs: trace the model again "
-        "with an example input like this one (fx::symbolic_trace) and "
-        "export it again"));
+    JitValue* text = graph_->insertConstant(guard_failure_message(
+        "fx::to_torchscript module", message, " and export it again"));
     if (detail) {
       text = graph_->insert(c10::Symbol::fromQualString("aten::format"),
                             {text, detail});
@@ -135,19 +132,18 @@ class Exporter {
       JitValue* length = graph_->insert(c10::aten::len, {v});
       raise_if(differs(length, graph_->insertConstant(static_cast<int64_t>(
                                    guard.elements.size()))),
-               absl::StrCat(who, " has {} tensors but the trace saw ",
-                            guard.elements.size()),
-               length);
+               length_mismatch(who, "{}", guard.elements.size()), length);
       for (size_t i = 0; i < guard.elements.size(); ++i) {
         JitValue* element = graph_->insert(
             c10::aten::__getitem__,
             {v, graph_->insertConstant(static_cast<int64_t>(i))});
-        check(element, guard.elements[i],
-              absl::StrCat(who, "[", i, "]"));
+        check(element, guard.elements[i], absl::StrCat(who, "[", i, "]"));
       }
       return;
     }
     if (guard.kind != InputGuard::Kind::kTensor) return;
+    // TorchScript has a dtype as a number, so this one message names only
+    // the dtype expected.
     raise_if(differs(graph_->insert(c10::prim::dtype, {v}),
                      graph_->insertConstant(
                          static_cast<int64_t>(guard.dtype))),
@@ -155,24 +151,14 @@ class Exporter {
                           format_dtype(guard.dtype), ", which the trace saw"));
     JitValue* device = graph_->insert(c10::prim::device, {v});
     raise_if(differs(device, graph_->insertConstant(guard.device)),
-             absl::StrCat(who, " is on {} but the trace saw ",
-                          guard.device.str()),
-             device);
+             device_mismatch(who, "{}", guard.device), device);
     JitValue* dim = graph_->insert(c10::aten::dim, {v});
     raise_if(differs(dim, graph_->insertConstant(guard.dim)),
-             absl::StrCat(who, " has {} dimensions but the trace saw ",
-                          guard.dim),
-             dim);
+             rank_mismatch(who, "{}", guard.dim), dim);
     if (!guard.check_sizes) return;
     JitValue* sizes = graph_->insert(c10::aten::size, {v});
     raise_if(differs(sizes, graph_->insertConstant(guard.sizes)),
-             absl::StrCat(who,
-                          " has shape {} but the traced code read the sizes "
-                          "of its example input [",
-                          absl::StrJoin(guard.sizes, ", "),
-                          "] (C++ reads sizes as plain integers, so the graph "
-                          "is specialized to them)"),
-             sizes);
+             shape_mismatch(who, "{}", guard.sizes), sizes);
   }
 
   JitValue* value(const Node& user, const Argument& arg) {
@@ -236,8 +222,7 @@ class Exporter {
           v->setType(c10::TensorType::get());
         }
         if (guard) {
-          check(v, *guard,
-                absl::StrCat("input ", inputs_, " ('", n.name(), "')"));
+          check(v, *guard, describe_input(n.name(), inputs_));
         }
         ++inputs_;
         values_[&n] = v;
