@@ -60,13 +60,15 @@ struct GraphPlan {
   std::vector<uint32_t> slot_table;
 };
 
-// The graph behind a call, or UnsupportedNode for a builtin callee.
-torch::jit::GraphFunction* graph_function(const Node& call,
-                                          torch::jit::Function& function) {
+// The graph behind `function` (called by `call`, if given), or
+// UnsupportedNode for a builtin.
+torch::jit::GraphFunction* graph_function(torch::jit::Function& function,
+                                          const Node* call = nullptr) {
   torch::jit::GraphFunction* out = torch::jit::tryToGraphFunction(function);
   if (!out) {
-    throw UnsupportedNode(absl::StrCat(call.kind().toQualString(), " of ",
-                                       function.qualname().qualifiedName()));
+    throw UnsupportedNode(absl::StrCat(
+        call ? absl::StrCat(call->kind().toQualString(), " of ") : "",
+        function.qualname().qualifiedName()));
   }
   out->ensure_defined();
   return out;
@@ -134,12 +136,13 @@ class Planner {
         break;
       case prim::CallMethod:
         if (auto type = n.input(0)->type()->cast<c10::ClassType>()) {
-          out.callee = graph_function(n, type->getMethod(n.s(attr::name)));
+          out.callee = graph_function(type->getMethod(n.s(attr::name)), &n);
         }
         break;
       case prim::CallFunction:
         out.callee = graph_function(
-            n, *n.input(0)->type()->expectRef<c10::FunctionType>().function());
+            *n.input(0)->type()->expectRef<c10::FunctionType>().function(),
+            &n);
         break;
       case prim::SetAttr:
       case prim::If:
@@ -195,8 +198,7 @@ class Interpreter {
     return *it->second;
   }
 
-  static void bind(Slots slots, Stack values,
-                   Frame* frame) {
+  static void bind(Slots slots, Stack values, Frame* frame) {
     for (size_t i = 0; i < slots.size(); ++i) {
       (*frame)[slots[i]] = std::move(values[i]);
     }
@@ -256,8 +258,9 @@ class Interpreter {
         call_function(
             s,
             s.callee ? *s.callee
-                     : *graph_function(n, in(0).toObjectRef().type()->getMethod(
-                                              n.s(attr::name))),
+                     : *graph_function(in(0).toObjectRef().type()->getMethod(
+                                           n.s(attr::name)),
+                                       &n),
             0, frame);
         return;
       case prim::CallFunction:
@@ -391,12 +394,9 @@ class Interpreter {
 
 c10::IValue run_torchscript_method(const torch::jit::Method& method,
                                    std::vector<c10::IValue> inputs) {
-  torch::jit::Function& function = method.function();
-  torch::jit::GraphFunction* graph = torch::jit::tryToGraphFunction(function);
-  if (!graph) throw UnsupportedNode(function.qualname().qualifiedName());
-  graph->ensure_defined();
+  torch::jit::GraphFunction* graph = graph_function(method.function());
   inputs.insert(inputs.begin(), method.owner()._ivalue());
-  function.getSchema().checkAndNormalizeInputs(inputs, {});
+  graph->getSchema().checkAndNormalizeInputs(inputs, {});
   Stack out = Interpreter().call(*graph, std::move(inputs));
   return std::move(out.at(0));
 }
