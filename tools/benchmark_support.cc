@@ -252,13 +252,10 @@ PythonReference run_python_reference(const std::string& argv0,
 }
 
 RunFlags run_flags() {
-  RunFlags flags;
-  flags.quick = absl::GetFlag(FLAGS_quick);
-  flags.threads = absl::GetFlag(FLAGS_threads);
-  flags.repeats = absl::GetFlag(FLAGS_repeats) > 0
-                      ? absl::GetFlag(FLAGS_repeats)
-                      : (flags.quick ? 3 : 20);
-  return flags;
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  return {quick, absl::GetFlag(FLAGS_threads),
+          repeats > 0 ? repeats : (quick ? 3 : 20)};
 }
 
 }  // namespace benchmark

@@ -24,9 +24,9 @@ namespace benchmark {
 //   --repeats=N   timed runs or interleaved rounds per figure (default 20,
 //                 or 3 with --quick)
 struct RunFlags {
-  bool quick = false;
-  int threads = 2;
-  int repeats = 20;
+  bool quick;
+  int threads;
+  int repeats;
 };
 RunFlags run_flags();
 
