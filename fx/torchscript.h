@@ -49,8 +49,8 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
 // names (shared with `gm`), so that save() writes a file that
 // torch::jit::load and Python's torch.jit.load read back. Init steps are not
 // exported: their current results are, as parameters. The input guards
-// (fx/guards.h) are, as checks at the top of forward that raise with the
-// GraphModule's message (torch.jit.trace's output has none):
+// (fx/guards.h) are, as checks at the top of forward that raise in the
+// GraphModule's words (torch.jit.trace's output has none):
 //
 //   if torch.ne(torch.size(x), [1, 3, 224, 224]):
 //     ops.prim.RaiseException(torch.format("... input 0 ('x') has shape {} ..."))
