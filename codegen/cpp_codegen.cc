@@ -349,10 +349,15 @@ class Emitter {
       sizes = absl::StrCat("at::IntArrayRef({", absl::StrJoin(g.sizes, ", "),
                            "})");
     }
+    std::string strides;
+    if (g.check_strides) {
+      strides = absl::StrCat(", at::IntArrayRef({",
+                             absl::StrJoin(g.strides, ", "), "})");
+    }
     return absl::StrCat("fx::check_tensor_input(", var, ", ", who, ", ",
                         dtype_expression(g.dtype), ", ",
                         device_expression(g.device), ", ", g.dim, ", ", sizes,
-                        ");");
+                        strides, ");");
   }
 
   std::string member_name(std::vector<Forward::Member>* members,

@@ -19,7 +19,8 @@ std::string format_sizes(c10::IntArrayRef sizes) {
 
 void check_tensor(const at::Tensor& t, const std::string& who,
                   c10::ScalarType dtype, c10::Device device, int64_t dim,
-                  c10::optional<c10::IntArrayRef> sizes) {
+                  c10::optional<c10::IntArrayRef> sizes,
+                  c10::optional<c10::IntArrayRef> strides) {
   if (!t.defined()) {
     throw GuardError(absl::StrCat("GraphModule ", who,
                                   " is an undefined tensor"));
@@ -38,6 +39,9 @@ void check_tensor(const at::Tensor& t, const std::string& who,
   if (sizes && t.sizes() != *sizes) {
     guard_failure(shape_mismatch(who, format_sizes(t.sizes()), *sizes));
   }
+  if (strides && t.strides() != *strides) {
+    guard_failure(stride_mismatch(who, format_sizes(t.strides()), *strides));
+  }
 }
 
 void check_tensor_value(const InputGuard& g, const c10::IValue& value,
@@ -48,7 +52,9 @@ void check_tensor_value(const InputGuard& g, const c10::IValue& value,
   }
   check_tensor(value.toTensor(), who, g.dtype, g.device, g.dim,
                g.check_sizes ? c10::optional<c10::IntArrayRef>(g.sizes)
-                             : c10::nullopt);
+                             : c10::nullopt,
+               g.check_strides ? c10::optional<c10::IntArrayRef>(g.strides)
+                               : c10::nullopt);
 }
 
 void check_length(size_t length, const std::string& who, size_t expected) {
@@ -101,6 +107,16 @@ std::string shape_mismatch(const std::string& who, const std::string& actual,
       "them)");
 }
 
+std::string stride_mismatch(const std::string& who, const std::string& actual,
+                            c10::IntArrayRef expected) {
+  return absl::StrCat(
+      who, " has strides ", actual,
+      " but the traced code read the strides or contiguity of its example "
+      "input, whose strides were ",
+      format_sizes(expected),
+      " (pass an input laid out alike, e.g. x.contiguous())");
+}
+
 std::string length_mismatch(const std::string& who, const std::string& actual,
                             size_t expected) {
   return absl::StrCat(who, " has ", actual, " tensors but the trace saw ",
@@ -120,8 +136,10 @@ std::string guard_failure_message(const std::string& module,
 void check_tensor_input(const at::Tensor& tensor, const std::string& name,
                         size_t index, c10::ScalarType dtype,
                         c10::Device device, int64_t dim,
-                        c10::optional<c10::IntArrayRef> sizes) {
-  check_tensor(tensor, describe_input(name, index), dtype, device, dim, sizes);
+                        c10::optional<c10::IntArrayRef> sizes,
+                        c10::optional<c10::IntArrayRef> strides) {
+  check_tensor(tensor, describe_input(name, index), dtype, device, dim, sizes,
+               strides);
 }
 
 void check_input(const InputGuard& guard, const c10::IValue& value,

@@ -23,11 +23,13 @@
 
 namespace fx {
 
-// Checks a tensor input: dtype, device, rank and (if given) sizes.
+// Checks a tensor input: dtype, device, rank and (if given) sizes and
+// strides.
 void check_tensor_input(const at::Tensor& tensor, const std::string& name,
                         size_t index, c10::ScalarType dtype,
                         c10::Device device, int64_t dim,
-                        c10::optional<c10::IntArrayRef> sizes);
+                        c10::optional<c10::IntArrayRef> sizes,
+                        c10::optional<c10::IntArrayRef> strides = c10::nullopt);
 
 // Checks the length of a list-of-tensors input (its elements are checked
 // with check_tensor_input, named "x[0]", ...).
@@ -54,6 +56,8 @@ std::string rank_mismatch(const std::string& who, const std::string& actual,
                           int64_t expected);
 std::string shape_mismatch(const std::string& who, const std::string& actual,
                            c10::IntArrayRef expected);
+std::string stride_mismatch(const std::string& who, const std::string& actual,
+                            c10::IntArrayRef expected);
 std::string length_mismatch(const std::string& who, const std::string& actual,
                             size_t expected);
 // "<module> <what>; the graph was traced for other inputs: trace the model

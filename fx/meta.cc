@@ -140,8 +140,12 @@ std::string InputGuard::to_string() const {
         std::vector<std::string> q(dim, "?");
         dims = absl::StrJoin(q, ", ");
       }
-      return absl::StrCat(short_dtype_name(dtype), "[", dims, "] on ",
-                          device.str());
+      std::string layout;
+      if (check_strides) {
+        layout = absl::StrCat(" strides [", absl::StrJoin(strides, ", "), "]");
+      }
+      return absl::StrCat(short_dtype_name(dtype), "[", dims, "]", layout,
+                          " on ", device.str());
     }
   }
   return "";

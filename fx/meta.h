@@ -124,12 +124,18 @@ struct InputGuard {
   int64_t dim = 0;
   bool check_sizes = false;
   std::vector<int64_t> sizes;
+  // Strides too, when the traced program read strides or contiguity
+  // (x.stride(0), x.is_contiguous(), a contiguous() that did nothing): the
+  // graph then holds only for inputs laid out alike. Implies check_sizes.
+  bool check_strides = false;
+  std::vector<int64_t> strides;
   // For kValue: the value printed as in the graph (e.g. "3", "True", "'x'").
   std::string value;
   // For kTensorList.
   std::vector<InputGuard> elements;
 
-  // "f32[1, 3, 224, 224] on cpu", "f32[?, ?] on cpu", "== 3".
+  // "f32[1, 3, 224, 224] on cpu", "f32[?, ?] on cpu", "== 3",
+  // "f32[2, 3] strides [3, 1] on cpu".
   std::string to_string() const;
 };
 

@@ -46,13 +46,16 @@ const char* guard_kind_name(InputGuard::Kind kind) {
   return "tensor";
 }
 
-// guard: (kind, dtype, device, dim, check_sizes, sizes, value, elements)
+// guard: (kind, dtype, device, dim, check_sizes, sizes, value, elements,
+// check_strides, strides); files written before strides were guarded have
+// the first eight.
 c10::IValue encode(const InputGuard& g) {
   c10::impl::GenericList elements(c10::AnyType::get());
   for (const InputGuard& e : g.elements) elements.push_back(encode(e));
   return c10::ivalue::Tuple::create(
       {guard_kind_name(g.kind), format_dtype(g.dtype), g.device.str(), g.dim,
-       g.check_sizes, int_list(g.sizes), g.value, elements});
+       g.check_sizes, int_list(g.sizes), g.value, elements, g.check_strides,
+       int_list(g.strides)});
 }
 
 c10::impl::GenericDict encode_meta(const Node& node) {
@@ -168,7 +171,8 @@ class Reader {
 
   InputGuard guard(const c10::IValue& v, const std::string& where,
                    int depth = 0) const {
-    const auto& t = tuple(v, 8, where);
+    const bool has_strides = v.isTuple() && v.toTupleRef().elements().size() == 10;
+    const auto& t = tuple(v, has_strides ? 10 : 8, where);
     InputGuard g;
     const std::string& kind = string(t[0], where);
     if (kind == "tensor") {
@@ -186,6 +190,13 @@ class Reader {
     g.check_sizes = boolean(t[4], where);
     g.sizes = ints(t[5], where);
     g.value = string(t[6], where);
+    if (has_strides) {
+      g.check_strides = boolean(t[8], where);
+      g.strides = ints(t[9], where);
+      if (g.check_strides && g.strides.size() != g.sizes.size()) {
+        fail(where, "has sizes and strides of different lengths");
+      }
+    }
     if (depth > 8) fail(where, "nests guards too deeply");
     for (const c10::IValue& e : list(t[7], where)) {
       g.elements.push_back(guard(e, where, depth + 1));

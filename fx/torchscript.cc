@@ -159,6 +159,10 @@ class Exporter {
     JitValue* sizes = graph_->insert(c10::aten::size, {v});
     raise_if(differs(sizes, graph_->insertConstant(guard.sizes)),
              shape_mismatch(who, "{}", guard.sizes), sizes);
+    if (!guard.check_strides) return;
+    JitValue* strides = graph_->insert(c10::aten::stride, {v});
+    raise_if(differs(strides, graph_->insertConstant(guard.strides)),
+             stride_mismatch(who, "{}", guard.strides), strides);
   }
 
   JitValue* value(const Node& user, const Argument& arg) {

@@ -59,13 +59,14 @@ c10::intrusive_ptr<c10::TensorImpl> ProxyImpl::shallow_copy_and_detach(
 }
 
 void ProxyImpl::noticed() const { note_size_read(session_); }
+void ProxyImpl::noticed_layout() const { note_layout_read(session_); }
 
 c10::IntArrayRef ProxyImpl::sizes_custom() const {
   noticed();
   return sizes_and_strides_.sizes_arrayref();
 }
 c10::IntArrayRef ProxyImpl::strides_custom() const {
-  noticed();
+  noticed_layout();
   return sizes_and_strides_.strides_arrayref();
 }
 int64_t ProxyImpl::size_custom(int64_t d) const {
@@ -83,15 +84,15 @@ int64_t ProxyImpl::numel_custom() const {
 }
 int64_t ProxyImpl::storage_offset_custom() const { return storage_offset_; }
 bool ProxyImpl::is_contiguous_custom(at::MemoryFormat memory_format) const {
-  noticed();
+  noticed_layout();
   return is_contiguous_default(memory_format);
 }
 bool ProxyImpl::is_strides_like_custom(at::MemoryFormat memory_format) const {
-  noticed();
+  noticed_layout();
   return is_strides_like_default(memory_format);
 }
 bool ProxyImpl::is_non_overlapping_and_dense_custom() const {
-  noticed();
+  noticed_layout();
   return is_non_overlapping_and_dense_default();
 }
 c10::SymIntArrayRef ProxyImpl::sym_sizes_custom() const {
@@ -100,7 +101,7 @@ c10::SymIntArrayRef ProxyImpl::sym_sizes_custom() const {
       sizes_and_strides_.sizes_arrayref());
 }
 c10::SymIntArrayRef ProxyImpl::sym_strides_custom() const {
-  noticed();
+  noticed_layout();
   return c10::fromIntArrayRefKnownNonNegative(
       sizes_and_strides_.strides_arrayref());
 }

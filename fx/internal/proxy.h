@@ -56,6 +56,7 @@ class ProxyImpl : public c10::TensorImpl {
 
  private:
   void noticed() const;
+  void noticed_layout() const;
   uint64_t session_;
   Node* node_;
 };
@@ -65,9 +66,12 @@ ProxyImpl* as_proxy(const at::Tensor& tensor);
 
 at::Tensor make_proxy(uint64_t session, Node* node, const TensorMeta& meta);
 
-// Implemented by the tracer: called when user code reads the sizes,
-// strides or numel of a proxy of session `session`.
+// Implemented by the tracer: called when user code reads the sizes or numel
+// of a proxy of session `session`.
 void note_size_read(uint64_t session);
+// Likewise for strides and contiguity, which specialize the trace to the
+// inputs' layout as well.
+void note_layout_read(uint64_t session);
 
 }  // namespace internal
 }  // namespace fx
