@@ -42,6 +42,7 @@ struct Tracer::Session {
   std::vector<at::Tensor> fresh_tensors;  // keeps the addresses unique
   int64_t constants = 0;
   bool read_sizes = false;
+  bool read_layout = false;
   Session* enclosing = nullptr;
 
   void record(const c10::OperatorHandle& op, torch::jit::Stack* stack);
@@ -223,6 +224,76 @@ TORCH_LIBRARY_IMPL(_, DeferredInit, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
 }
 
+
+// Whether `node`, a call of an operator, passes `value` in an argument the
+// schema marks as aliased (a view or an in-place write); sets `*writes` when
+// the argument is written.
+bool passes_aliased(const Node& node, const Node* value, bool* writes) {
+  if (node.op() != Opcode::kCallFunction || !node.target().is_operator()) {
+    return false;
+  }
+  const c10::FunctionSchema& schema = node.target().op().schema();
+  std::vector<std::optional<Argument>> bound;
+  try {
+    bound = bind_node_arguments(node, schema);
+  } catch (const GraphError&) {
+    return false;
+  }
+  bool aliased = false;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const c10::AliasInfo* info = schema.arguments()[i].alias_info();
+    if (!bound[i] || info == nullptr) continue;
+    bool uses = false;
+    for_each_node(*bound[i], [&](Node* n) { uses = uses || n == value; });
+    if (!uses) continue;
+    aliased = true;
+    if (info->isWrite()) *writes = true;
+  }
+  return aliased;
+}
+
+// Constants the trace made (torch::empty then copy_, torch::tensor({...})
+// then mul_) that the graph writes into, directly or through a view, would
+// be one tensor shared by every run and every thread: each run gets a copy
+// instead, made right after the get_attr.
+//   before: %c = get_attr[_tensor_constant0]; %w = aten::copy_(%c, %x)
+//   after:  %c = get_attr[_tensor_constant0]; %c2 = aten::clone(%c);
+//           %w = aten::copy_(%c2, %x)
+void privatize_written_constants(Graph& graph, const Attributes& attributes) {
+  for (Node* constant : graph.find_nodes(Opcode::kGetAttr)) {
+    if (!attributes.buffers.count(constant->target().str())) continue;
+    bool written = false;
+    std::vector<const Node*> work{constant};
+    absl::flat_hash_set<const Node*> seen{constant};
+    while (!work.empty() && !written) {
+      const Node* value = work.back();
+      work.pop_back();
+      for (Node* user : value->users()) {
+        bool aliases = false;
+        if (user->op() == Opcode::kCallFunction &&
+            user->target().is_function() &&
+            &user->target().function() == fx::getitem()) {
+          aliases = true;  // an element of a view's list is a view
+        } else {
+          aliases = passes_aliased(*user, value, &written);
+        }
+        if (aliases && seen.insert(user).second) work.push_back(user);
+      }
+    }
+    if (!written) continue;
+    Node* copy;
+    {
+      auto guard = graph.inserting_after(constant);
+      copy = graph.call_function(op("aten::clone"), {constant});
+    }
+    // clone keeps a dense tensor's strides.
+    if (const TensorMeta* meta = constant->meta().get(kTensorMeta)) {
+      copy->meta().set(kTensorMeta, *meta);
+    }
+    constant->replace_all_uses_with(copy);
+  }
+}
+
 }  // namespace
 
 namespace internal {
@@ -230,6 +301,14 @@ void note_size_read(uint64_t session) {
   if (internal_depth == 0 && current_session != nullptr &&
       current_session->id == session) {
     current_session->read_sizes = true;
+  }
+}
+
+void note_layout_read(uint64_t session) {
+  if (internal_depth == 0 && current_session != nullptr &&
+      current_session->id == session) {
+    current_session->read_sizes = true;
+    current_session->read_layout = true;
   }
 }
 }  // namespace internal
@@ -402,6 +481,12 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
     internal::InferenceTier tier;
     try {
       outputs = internal::infer_outputs(op, args, &tier);
+    } catch (const internal::DataDependentOutput& e) {
+      throw TraceError(absl::StrCat(
+          op_name(op), location(),
+          " returns a tensor whose shape depends on the input's data (", e.what(),
+          "), which a graph traced with fixed shapes cannot record. ",
+          kWorkaround));
     } catch (const c10::Error& e) {
       throw TraceError(absl::StrCat(op_name(op), " failed on the example "
                                     "inputs' shapes while tracing",
@@ -494,6 +579,9 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
         break;
       }
       case internal::InferredOutput::Kind::kTensorList: {
+        // How many tensors there are follows from sizes (unbind, split,
+        // chunk, ...), which C++ code then loops over: a size read.
+        read_sizes = true;
         Node* list = single ? node : getitem(node, r);
         c10::List<at::Tensor> proxies;
         for (size_t i = 0; i < out.tensors.size(); ++i) {
@@ -530,6 +618,8 @@ c10::IValue Tracer::Session::wrap_outputs(Node* node, const c10::IValue& value,
                                      items[i], what));
     }
     if (value.isTuple()) return c10::ivalue::Tuple::create(std::move(wrapped));
+    // A list's length may follow from the inputs' sizes.
+    read_sizes = true;
     if (value.isTensorList()) {
       c10::List<at::Tensor> list;
       for (auto& w : wrapped) list.push_back(w.toTensor());
@@ -561,13 +651,21 @@ bool Tracer::is_leaf_module(const torch::nn::Module& /*module*/,
 Node* Tracer::create_node(Opcode op, const Target& target,
                           std::vector<Argument> args, Kwargs kwargs,
                           const std::string& name) {
-  return session_->graph->create_node(op, target, std::move(args),
+  return active_session("create_node").graph->create_node(op, target, std::move(args),
                                       std::move(kwargs), name);
 }
 
 Argument Tracer::create_arg(const at::Tensor& tensor) {
-  Session& s = *session_;
-  if (internal::ProxyImpl* p = internal::as_proxy(tensor)) return p->node();
+  Session& s = active_session("create_arg");
+  if (internal::ProxyImpl* p = internal::as_proxy(tensor)) {
+    if (p->session() != s.id) {
+      throw TraceError(absl::StrCat(
+          "a proxy tensor of another trace reached this one", s.location(),
+          " (through a leaf module, a wrapped function or a captured "
+          "tensor): do not keep tensors from one trace for the next"));
+    }
+    return p->node();
+  }
   const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
   if (auto it = s.tensor_nodes.find(impl); it != s.tensor_nodes.end()) {
     return it->second;
@@ -586,12 +684,13 @@ Argument Tracer::create_arg(const at::Tensor& tensor) {
 }
 
 at::Tensor Tracer::create_proxy(Node* node, const TensorMeta& meta) {
-  return internal::make_proxy(session_->id, node, meta);
+  return internal::make_proxy(active_session("create_proxy").id, node, meta);
 }
 
 std::string Tracer::module_path(const torch::nn::Module& module) const {
-  auto it = session_->module_paths.find(&module);
-  if (it == session_->module_paths.end()) {
+  const Session& s = active_session("module_path");
+  auto it = s.module_paths.find(&module);
+  if (it == s.module_paths.end()) {
     throw TraceError(absl::StrCat(
         "fx::call: module ", module.name(),
         " is not a submodule of the traced module (modules are found by "
@@ -601,10 +700,22 @@ std::string Tracer::module_path(const torch::nn::Module& module) const {
 }
 
 void Tracer::push_module_path(const std::string& path) {
-  session_->module_stack.push_back(path);
+  active_session("push_module_path").module_stack.push_back(path);
 }
 
-void Tracer::pop_module_path() { session_->module_stack.pop_back(); }
+void Tracer::pop_module_path() {
+  Session& s = active_session("pop_module_path");
+  if (!s.module_stack.empty()) s.module_stack.pop_back();
+}
+
+Tracer::Session& Tracer::active_session(const char* what) const {
+  if (!session_) {
+    throw TraceError(absl::StrCat(
+        "Tracer::", what, " was called outside a trace: it is for use while "
+        "Tracer::trace runs"));
+  }
+  return *session_;
+}
 
 namespace {
 
@@ -633,7 +744,7 @@ c10::IValue Tracer::call_leaf_module(const std::string& path, LeafModule leaf,
   } catch (const GraphError& e) {
     throw TraceError(absl::StrCat("fx::call(", path, "): ", e.msg()));
   }
-  session_->annotate(node, {});
+  active_session("call_leaf_module").annotate(node, {});
   node->meta().set(kModulePath, path);
   c10::IValue result;
   {
@@ -670,7 +781,7 @@ c10::IValue Tracer::call_function(const Function* function,
   } catch (const GraphError& e) {
     throw TraceError(absl::StrCat(function->name(), ": ", e.msg()));
   }
-  session_->annotate(node, node->args());
+  active_session("call_function").annotate(node, node->args());
   c10::IValue result;
   {
     SuspendTracing suspend;
@@ -793,7 +904,9 @@ std::unique_ptr<Graph> Tracer::trace(
     Tracer* tracer;
     ~Uninstall() {
       current_session = tracer->session_->enclosing;
-      // Keep the session (and graph) only while tracing.
+      // The session (and graph) live only while tracing: proxies of this
+      // trace are refused by any later one.
+      tracer->session_.reset();
     }
   } uninstall{this};
   current_session = s;
@@ -820,6 +933,7 @@ std::unique_ptr<Graph> Tracer::trace(
           g.device = t.device();
           g.dim = t.dim();
           g.sizes = t.sizes().vec();
+          g.strides = t.strides().vec();
           return g;
         };
         if (v.isTensor() && v.toTensor().defined()) {
@@ -878,12 +992,17 @@ std::unique_ptr<Graph> Tracer::trace(
     for (auto it = s->getitems.rbegin(); it != s->getitems.rend(); ++it) {
       if ((*it)->users().empty()) s->graph->erase_node(*it);
     }
+    privatize_written_constants(*s->graph, attributes_);
     stats_.read_sizes = s->read_sizes;
     if (s->read_sizes) {
       for (Node* ph : s->placeholders) {
         InputGuard* g = ph->meta().get_mutable(kGuard);
         g->check_sizes = g->kind == InputGuard::Kind::kTensor;
-        for (InputGuard& e : g->elements) e.check_sizes = true;
+        g->check_strides = g->check_sizes && s->read_layout;
+        for (InputGuard& e : g->elements) {
+          e.check_sizes = true;
+          e.check_strides = s->read_layout;
+        }
       }
     }
     s->graph->lint();

@@ -159,6 +159,9 @@ class Tracer {
 
  private:
   friend struct Session;
+  // The session of the running trace; throws fx::TraceError naming `what`
+  // outside a trace.
+  Session& active_session(const char* what) const;
   Argument output_argument(const c10::IValue& value);
   std::unique_ptr<Graph> trace(const std::shared_ptr<torch::nn::Module>& root,
                                const Attributes* named,
