@@ -236,6 +236,36 @@ Outputs native_layer_norm(const std::vector<c10::IValue>& args) {
                                   c10::MemoryFormat::Contiguous))};
 }
 
+at::Tensor to_meta_tensor(const at::Tensor& t);
+
+// aten::where.self / .ScalarSelf / .ScalarOther / .Scalar(condition, self,
+// other): the broadcast sizes, and the dtype of result_type(self, other), as
+// ATen's where computes it (not the condition's).
+Outputs where(const std::vector<c10::IValue>& args) {
+  std::vector<int64_t> sizes = meta_arg(args, 0).sizes;
+  for (size_t i = 1; i < 3; ++i) {
+    if (args[i].isTensor()) {
+      sizes = at::infer_size(sizes, args[i].toTensor().sizes());
+    }
+  }
+  at::ScalarType dtype;
+  const c10::IValue& a = args[1];
+  const c10::IValue& b = args[2];
+  if (a.isTensor() && b.isTensor()) {
+    dtype = at::result_type(to_meta_tensor(a.toTensor()),
+                            to_meta_tensor(b.toTensor()));
+  } else if (a.isTensor()) {
+    dtype = at::result_type(to_meta_tensor(a.toTensor()), b.toScalar());
+  } else if (b.isTensor()) {
+    dtype = at::result_type(a.toScalar(), to_meta_tensor(b.toTensor()));
+  } else {
+    dtype = at::result_type(a.toScalar(), b.toScalar());
+  }
+  return {tensor_output(make_meta(std::move(sizes), dtype,
+                                  args[0].toTensor().device(),
+                                  c10::MemoryFormat::Contiguous))};
+}
+
 const absl::flat_hash_map<std::string, Rule>& rules() {
   static const auto* table = new absl::flat_hash_map<std::string, Rule>{
       {"aten::relu", &same_layout_as_input},
@@ -256,7 +286,7 @@ const absl::flat_hash_map<std::string, Rule>& rules() {
       {"aten::batch_norm", &same_sizes_suggested_format},
       {"aten::instance_norm", &same_sizes_contiguous},
       {"aten::layer_norm", &same_sizes_contiguous},
-      {"aten::group_norm", &same_sizes_contiguous},
+      {"aten::group_norm", &same_sizes_suggested_format},
       {"aten::native_layer_norm", &native_layer_norm},
       {"aten::adaptive_avg_pool1d", &adaptive_pool},
       {"aten::adaptive_avg_pool2d", &adaptive_pool},
@@ -264,6 +294,10 @@ const absl::flat_hash_map<std::string, Rule>& rules() {
       {"aten::_adaptive_avg_pool2d", &adaptive_pool},
       {"aten::_adaptive_avg_pool3d", &adaptive_pool},
       {"aten::embedding", &embedding},
+      {"aten::where.self", &where},
+      {"aten::where.ScalarSelf", &where},
+      {"aten::where.ScalarOther", &where},
+      {"aten::where.Scalar", &where},
   };
   return *table;
 }
@@ -471,9 +505,36 @@ std::optional<Outputs> try_shape_function(const c10::OperatorHandle& op,
     }
   }
   if (!first_tensor) return std::nullopt;
+  // Shape functions give sizes only: the dtype is the `dtype` argument's,
+  // else self's (input's) promoted with other's, else the first tensor's.
+  const c10::FunctionSchema& schema = op.schema();
+  c10::ScalarType dtype = first.dtype;
+  auto tensor_named = [&](const char* name) -> const at::Tensor* {
+    auto index = schema.argumentIndexWithName(name);
+    if (!index || static_cast<size_t>(*index) >= args.size() ||
+        !args[*index].isTensor() || !args[*index].toTensor().defined()) {
+      return nullptr;
+    }
+    return &args[*index].toTensor();
+  };
+  const at::Tensor* self = tensor_named("self");
+  if (self == nullptr) self = tensor_named("input");
+  if (self != nullptr) {
+    dtype = self->scalar_type();
+    if (const at::Tensor* other = tensor_named("other")) {
+      dtype = c10::promoteTypes(dtype, other->scalar_type());
+    }
+  }
+  if (auto index = schema.argumentIndexWithName("dtype")) {
+    if (static_cast<size_t>(*index) < args.size() && args[*index].isInt()) {
+      dtype = static_cast<c10::ScalarType>(args[*index].toInt());
+    }
+  }
   try {
     torch::jit::InterpreterState(*code).run(stack);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {
+    // c10::Error, or a JITException from the function's own asserts: the
+    // real kernel will say what is wrong.
     return std::nullopt;
   }
   std::vector<std::vector<int64_t>> shapes;
@@ -490,20 +551,93 @@ std::optional<Outputs> try_shape_function(const c10::OperatorHandle& op,
   if (shapes.size() != returns.size()) return std::nullopt;
   Outputs outs;
   for (auto& sizes : shapes) {
-    outs.push_back(tensor_output(make_meta(std::move(sizes), first.dtype,
-                                           device, suggested_format(first))));
+    outs.push_back(tensor_output(make_meta(std::move(sizes), dtype, device,
+                                           suggested_format(first))));
   }
   return outs;
 }
 
+// Like to_zeros, but filled with small non-zero values that vary along the
+// storage (`step` apart, true and false alternating for bool).
+at::Tensor to_varied(const at::Tensor& t, int64_t step) {
+  at::Tensor z = to_zeros(t);
+  at::Tensor storage = at::empty({0}, z.options());
+  storage.set_(z.storage());
+  const int64_t n = storage.numel();
+  at::Tensor values = z.scalar_type() == at::kBool
+                          ? at::arange(n, at::kLong).add(step).remainder(2)
+                          : at::arange(n, at::kLong).mul(step).remainder(97).add(1);
+  storage.copy_(values);
+  return z;
+}
+at::Tensor to_varied_a(const at::Tensor& t) { return to_varied(t, 1); }
+at::Tensor to_varied_b(const at::Tensor& t) { return to_varied(t, 5); }
+
+Outputs call_on(const c10::OperatorHandle& op,
+                const std::vector<c10::IValue>& args, c10::Device device,
+                at::Tensor (*fill)(const at::Tensor&)) {
+  std::vector<c10::IValue> stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& a : args) stack.push_back(map_tensors(a, fill));
+  op.callBoxed(&stack);
+  return outputs_from_stack(op.schema(), stack, device);
+}
+
+bool same_shapes(const Outputs& a, const Outputs& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].kind != b[i].kind) return false;
+    if (a[i].kind == InferredOutput::Kind::kTensor &&
+        (a[i].tensor.sizes != b[i].tensor.sizes ||
+         a[i].tensor.dtype != b[i].tensor.dtype)) {
+      return false;
+    }
+    if (a[i].kind == InferredOutput::Kind::kTensorList) {
+      if (a[i].tensors.size() != b[i].tensors.size()) return false;
+      for (size_t j = 0; j < a[i].tensors.size(); ++j) {
+        if (a[i].tensors[j].sizes != b[i].tensors[j].sizes ||
+            a[i].tensors[j].dtype != b[i].tensors[j].dtype) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// The last resort: the real kernel on inputs of the right metadata, twice,
+// with different values (zeros, else two non-zero fillings for operators
+// that refuse zeros, as integer division does); an operator whose outputs'
+// shapes differ between the two depends on data.
 Outputs run_real_kernel(const c10::OperatorHandle& op,
                         const std::vector<c10::IValue>& args,
                         c10::Device device) {
-  std::vector<c10::IValue> stack;
-  stack.reserve(args.size());
-  for (const c10::IValue& a : args) stack.push_back(map_tensors(a, &to_zeros));
-  op.callBoxed(&stack);
-  return outputs_from_stack(op.schema(), stack, device);
+  using Fill = at::Tensor (*)(const at::Tensor&);
+  Fill first = &to_zeros;
+  Fill second = &to_varied_a;
+  Outputs a;
+  try {
+    a = call_on(op, args, device, first);
+  } catch (const c10::Error&) {
+    first = &to_varied_a;
+    second = &to_varied_b;
+    a = call_on(op, args, device, first);  // its error is the operator's
+  }
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return a;
+  Outputs b;
+  try {
+    b = call_on(op, args, device, second);
+  } catch (const c10::Error&) {
+    // Other values may be invalid for it (indices out of range): the first
+    // run stands.
+    return a;
+  }
+  if (!same_shapes(a, b)) {
+    throw DataDependentOutput(absl::StrCat(
+        full_name(op), " returned outputs of different shapes for inputs "
+        "of the same shapes but other values"));
+  }
+  return a;
 }
 
 }  // namespace

@@ -6,11 +6,15 @@
 //      kernel for (convolutions, batch_norm, layer_norm, relu, hardtanh,
 //      adaptive pooling, embedding);
 //   2. the operator's Meta kernel, on meta tensors of the inputs' shapes;
-//   3. TorchScript's shape function registry (sizes; dtype and layout follow
-//      the first tensor input);
-//   4. last resort, counted: the real kernel on zero-filled inputs.
+//   3. TorchScript's shape function registry (sizes; the dtype is the
+//      `dtype` argument's, else `self`'s (or `input`'s) promoted with
+//      `other`'s, else the first tensor input's; layout follows that input);
+//   4. last resort, counted: the real kernel on zero-filled inputs, and again
+//      on inputs of other values: outputs whose shapes differ between the two
+//      depend on data (at::_unique), and raise DataDependentOutput.
 #pragma once
 
+#include <stdexcept>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -29,6 +33,12 @@ struct InferredOutput {
   std::vector<TensorMeta> tensors;
   // For kValue: the (shape-derived) value, e.g. of aten::size.int.
   c10::IValue value;
+};
+
+// Thrown by infer_outputs for an operator whose outputs' shapes (or count)
+// depend on its inputs' values.
+struct DataDependentOutput : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 enum class InferenceTier { kRule, kMetaKernel, kShapeFunction, kRealKernel };
