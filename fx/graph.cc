@@ -140,16 +140,31 @@ std::vector<Node*> NodeRange::to_vector() const {
 
 // --- InsertionGuard ----------------------------------------------------------
 
+InsertionGuard::InsertionGuard(Graph* graph, InsertPoint saved)
+    : graph_(graph), saved_(saved) {
+  // Nodes erased while an insertion point is set stay allocated (as while
+  // a NodeRange is live), so that an erased anchor is reported, not read
+  // after it was freed.
+  ++graph_->live_ranges_;
+}
+
 InsertionGuard::InsertionGuard(InsertionGuard&& other) noexcept
     : graph_(other.graph_), saved_(other.saved_) {
   other.graph_ = nullptr;
 }
 
 InsertionGuard::~InsertionGuard() {
-  if (graph_) graph_->insert_point_ = saved_;
+  if (!graph_) return;
+  graph_->insert_point_ = saved_;
+  if (--graph_->live_ranges_ == 0) graph_->free_erased();
 }
 
 // --- Graph -------------------------------------------------------------------
+
+uint64_t Graph::next_version() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
 
 Graph::Graph() = default;
 
@@ -215,7 +230,7 @@ void Graph::check_insert_point() const {
 }
 
 void Graph::insert(Node* node) {
-  ++version_;
+  touch();
   const InsertionGuard::InsertPoint& p = insert_point_;
   detail::NodeLink* anchor =
       p.anchor ? static_cast<detail::NodeLink*>(p.anchor) : &root_;
@@ -367,7 +382,7 @@ void Graph::erase_node(Node* node) {
   }
   node->unlink_uses();
   unlink(node);
-  ++version_;
+  touch();
   node->erased_ = true;
   --size_;
   if (node == output_) output_ = nullptr;

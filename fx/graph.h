@@ -115,8 +115,7 @@ class InsertionGuard {
     Node* anchor = nullptr;
     bool before = true;
   };
-  InsertionGuard(Graph* graph, InsertPoint saved)
-      : graph_(graph), saved_(saved) {}
+  InsertionGuard(Graph* graph, InsertPoint saved);
   Graph* graph_;
   InsertPoint saved_;
 };
@@ -234,8 +233,9 @@ class Graph {
   // args and kwargs.
   std::string tabular() const;
 
-  // Incremented by every edit (nodes created, erased, moved, args changed),
-  // so that a GraphModule can tell its compiled form is stale.
+  // Changed by every edit (nodes created, erased, moved, args changed), so
+  // that a GraphModule can tell its compiled form is stale. Unique across all
+  // graphs of the process: no two graphs, or two states of one, share one.
   uint64_t version() const { return version_; }
 
   // The module that owns this graph (a GraphModule), if any; set by it.
@@ -270,7 +270,9 @@ class Graph {
   mutable std::atomic<int> live_ranges_{0};
   Node* output_ = nullptr;
   const GraphOwner* owner_ = nullptr;
-  uint64_t version_ = 0;
+  uint64_t version_ = next_version();
+  static uint64_t next_version();
+  void touch() { version_ = next_version(); }
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph);

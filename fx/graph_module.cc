@@ -247,6 +247,10 @@ void GraphModuleImpl::register_tensor_attribute(const std::string& path,
   } else {
     parent.register_buffer(name, tensor);
   }
+  if (present && !slot->second.is_same(tensor)) {
+    // The executor bound the old tensor when it compiled.
+    replaced_since_compile_ = path;
+  }
   tensors_.insert_or_assign(slot, path, std::move(tensor));
   is_parameter_[path] = is_parameter;
 }
@@ -347,16 +351,41 @@ void GraphModuleImpl::add_init_step(InitStep step) {
       throw GraphError(absl::StrCat("init graph output ", i, " (",
                                     step.outputs[i], ") is not a tensor"));
     }
-    register_tensor_attribute(step.outputs[i], values[i].toTensor(),
+  }
+  // Folded values are computed copies: an output that shares memory with a
+  // tensor the step read (weight.t() is a view of the weight) is copied, so
+  // that it neither follows later writes to that tensor (torch::load,
+  // optimizer.step()) nor blocks them (views made in no_grad mode).
+  absl::flat_hash_set<const c10::StorageImpl*> read;
+  for (Node* n : step.graph->find_nodes(Opcode::kGetAttr)) {
+    const at::Tensor t = get_attr(n->target().str());
+    if (t.defined() && t.has_storage()) {
+      read.insert(t.storage().unsafeGetStorageImpl());
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    at::Tensor t = values[i].toTensor();
+    if (t.defined() && t.has_storage() &&
+        read.contains(t.storage().unsafeGetStorageImpl())) {
+      torch::NoGradGuard no_grad;
+      t = t.clone();
+    }
+    register_tensor_attribute(step.outputs[i], std::move(t),
                               /*is_parameter=*/true);
   }
   init_steps_.push_back(std::move(step));
 }
 
 void GraphModuleImpl::run_init() {
-  std::vector<InitStep> steps = std::move(init_steps_);
+  std::vector<InitStep> steps = init_steps_;  // graphs are shared, immutable
   init_steps_.clear();
-  for (InitStep& step : steps) add_init_step(std::move(step));
+  try {
+    for (const InitStep& step : steps) add_init_step(step);
+  } catch (...) {
+    // Every step is kept, to be run again once the cause is fixed.
+    init_steps_ = std::move(steps);
+    throw;
+  }
   recompile();
 }
 
@@ -378,6 +407,7 @@ void GraphModuleImpl::compile() {
     guards_.push_back(std::move(g));
   }
   compiled_version_ = graph_->version();
+  replaced_since_compile_.reset();
 }
 
 void GraphModuleImpl::check_inputs(
@@ -386,6 +416,12 @@ void GraphModuleImpl::check_inputs(
     throw GraphError(
         "GraphModule: the graph was edited after the last recompile(): call "
         "recompile() before running it");
+  }
+  if (replaced_since_compile_) {
+    throw GraphError(absl::StrCat(
+        "GraphModule: the tensor at '", *replaced_since_compile_,
+        "' was replaced after the last recompile(), which bound the old one: "
+        "call recompile() before running it"));
   }
   if (inputs.size() != guards_.size()) {
     std::vector<std::string> names;
@@ -472,6 +508,16 @@ void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
                                 Attributes attributes) {
   if (!graph) throw GraphError("set_graph: the graph is null");
   graph->lint();
+  {
+    // Compile once before changing anything, so that a graph that cannot
+    // run leaves the module as it was. (Only arguments are checked here;
+    // take_attributes names missing targets.)
+    static const LeafModule unchecked;
+    ExecutionEnvironment env;
+    env.tensor = [](const std::string&) { return at::Tensor(); };
+    env.module = [](const std::string&) { return &unchecked; };
+    Executor check(*graph, env);
+  }
   take_attributes(*graph, nullptr, attributes);
   graph_->set_owner(nullptr);
   graph_ = std::move(graph);

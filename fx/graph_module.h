@@ -168,6 +168,8 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   std::vector<InitStep> init_steps_;
   std::unique_ptr<Executor> executor_;
   uint64_t compiled_version_ = 0;
+  // A tensor attribute replaced since the executor bound the old one.
+  std::optional<std::string> replaced_since_compile_;
   struct Guard {
     std::string name;
     InputGuard guard;

@@ -88,7 +88,7 @@ void Node::refresh_uses() {
   for (const auto& kv : kwargs_) collect(kv.second);
 
   unlink_uses();
-  ++graph_->version_;
+  graph_->touch();
   // Distinct, in order of first use.
   if (inputs.size() <= 16) {
     for (Node* n : inputs) {
@@ -204,7 +204,7 @@ void Node::prepend(Node* x) {
   }
   graph_->unlink(x);
   graph_->link_before(this, x);
-  ++graph_->version_;
+  graph_->touch();
 }
 
 void Node::append(Node* x) {
@@ -215,7 +215,7 @@ void Node::append(Node* x) {
   }
   graph_->unlink(x);
   graph_->link_before(detail::NodeLink::next, x);
-  ++graph_->version_;
+  graph_->touch();
 }
 
 std::vector<Node*> Node::replace_all_uses_with(

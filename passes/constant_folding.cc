@@ -68,12 +68,20 @@ std::string attribute_path(const GraphModuleImpl& module, const Node& boundary,
   return path;
 }
 
-}  // namespace
+// What folding does to a graph, worked out before anything changes: the init
+// step, and the nodes whose values it stores (its outputs, in order).
+struct FoldPlan {
+  GraphModuleImpl::InitStep step;
+  std::vector<Node*> boundary;
+  std::vector<Node*> order;
+  absl::flat_hash_set<const Node*> foldable;
+};
 
-GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
-                                                const FoldOptions& options) {
+FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
+  FoldPlan plan;
   Graph& graph = module.graph();
-  std::vector<Node*> order = graph.nodes().to_vector();
+  std::vector<Node*>& order = plan.order;
+  order = graph.nodes().to_vector();
 
   // Values changed between runs: used by something impure, directly or
   // through a view.
@@ -100,7 +108,7 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
     }
   }
 
-  absl::flat_hash_set<const Node*> foldable;
+  absl::flat_hash_set<const Node*>& foldable = plan.foldable;
   for (Node* n : order) {
     if (mutated.contains(n)) continue;
     if (!options.only.empty() && !needed.contains(n)) continue;
@@ -124,7 +132,7 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
   }
 
   // Boundary: folded values something outside the fold still uses.
-  std::vector<Node*> boundary;
+  std::vector<Node*>& boundary = plan.boundary;
   for (Node* n : order) {
     if (!foldable.contains(n) || n->op() == Opcode::kGetAttr) continue;
     for (Node* user : n->users()) {
@@ -157,12 +165,20 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
   std::vector<Argument> results;
   for (Node* b : boundary) results.emplace_back(map.at(b));
   init->output(Argument::tuple(std::move(results)));
-
-  // The main graph reads the folded values.
-  GraphModuleImpl::InitStep step;
   absl::flat_hash_set<std::string> taken;
   for (Node* b : boundary) {
-    std::string path = attribute_path(module, *b, &taken);
+    plan.step.outputs.push_back(attribute_path(module, *b, &taken));
+  }
+  plan.step.graph = std::move(init);
+  return plan;
+}
+
+// The main graph reads the folded values; what only they used goes. Nothing
+// here can fail, so a graph is never left half rewritten.
+void apply_folding(Graph& graph, const FoldPlan& plan) {
+  for (size_t i = 0; i < plan.boundary.size(); ++i) {
+    Node* b = plan.boundary[i];
+    const std::string& path = plan.step.outputs[i];
     Node* attribute;
     {
       auto guard = graph.inserting_before(b);
@@ -172,21 +188,29 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
       attribute->meta().set(kTensorMeta, *tm);
     }
     b->replace_all_uses_with(attribute);
-    step.outputs.push_back(path);
   }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (foldable.contains(*it) && (*it)->users().empty()) {
+  for (auto it = plan.order.rbegin(); it != plan.order.rend(); ++it) {
+    if (plan.foldable.contains(*it) && (*it)->users().empty()) {
       graph.erase_node(*it);
     }
   }
-  step.graph = std::move(init);
-  return step;
+}
+
+}  // namespace
+
+GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
+                                                const FoldOptions& options) {
+  FoldPlan plan = plan_folding(module, options);
+  apply_folding(module.graph(), plan);
+  return std::move(plan.step);
 }
 
 bool fold_constants(GraphModuleImpl& module, const FoldOptions& options) {
-  GraphModuleImpl::InitStep step = split_const_subgraphs(module, options);
-  if (step.outputs.empty()) return false;
-  module.add_init_step(std::move(step));
+  FoldPlan plan = plan_folding(module, options);
+  if (plan.step.outputs.empty()) return false;
+  // Computed and registered first: if that fails, the graph is unchanged.
+  module.add_init_step(plan.step);
+  apply_folding(module.graph(), plan);
   return true;
 }
 

@@ -128,13 +128,18 @@ class Fuser {
     if (outputs_.empty()) return false;
     init_->output(Argument::tuple(std::move(init_results_)));
     module_.add_init_step({std::move(init_), std::move(outputs_)});
-    // The original parameters the graph no longer reads.
+    // The original parameters the graph no longer reads. A node may be
+    // listed twice (one BatchNorm module after two convolutions): each is
+    // looked at once, before any is erased (and freed).
+    absl::flat_hash_set<Node*> seen;
+    std::vector<Node*> unused;
     for (Node* n : stale_) {
-      if (!n->is_erased() && n->op() == Opcode::kGetAttr &&
+      if (seen.insert(n).second && n->op() == Opcode::kGetAttr &&
           n->users().empty()) {
-        graph_.erase_node(n);
+        unused.push_back(n);
       }
     }
+    for (Node* n : unused) graph_.erase_node(n);
     return true;
   }
 
