@@ -126,6 +126,28 @@ TEST_CASE("TorchScript control flow on known values traces into the branch taken
   CHECK_THROWS_AS(gm(torch::randn({5, 4})), fx::GuardError);
 }
 
+TEST_CASE("vararg operators get their input count: f-string asserts, a scripted ViT") {
+  // aten::format(str self, ...) takes the number of inputs on the stack;
+  // without it the operator read a stale value as its format string.
+  torch::jit::Module script =
+      torch::jit::load(model_path("formats_message_scripted"));
+  at::Tensor x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+
+  // torchvision's VisionTransformer (vit_b_16's code, small): class token,
+  // torch._assert on sizes with f-string messages, encoder blocks.
+  script = torch::jit::load(model_path("small_vit_scripted"));
+  script.eval();
+  torch::manual_seed(4);
+  at::Tensor image = torch::randn({1, 3, 32, 32});
+  gm = fx::symbolic_trace(script, {image});
+  torch::NoGradGuard no_grad;
+  at::Tensor expected = script.forward({image}).toTensor();
+  at::Tensor ours = gm(image).toTensor();
+  CHECK(torch::allclose(ours, expected, 1e-5, 1e-6));
+}
+
 TEST_CASE("TorchScript nodes only TorchScript runs are traced through its interpreter") {
   torch::jit::Module script = torch::jit::load(model_path("no_grad_scripted"));
   at::Tensor x = torch::randn({2, 3});

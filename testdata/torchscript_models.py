@@ -73,6 +73,23 @@ class NoGrad(torch.nn.Module):
         return y + 1
 
 
+class FormatsMessage(torch.nn.Module):
+    """torch._assert with an f-string: aten::format, a vararg operator."""
+
+    def forward(self, x):
+        n = x.size(1)
+        torch._assert(n == 4, f"Wrong width! Expected {4} but got {n}!")
+        return x * 2
+
+
+def _small_vit():
+    # vit_b_16's code (class token, torch._assert with f-strings, encoder
+    # blocks) at a size that imports in a moment.
+    return torchvision.models.VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2,
+        hidden_dim=32, mlp_dim=64, num_classes=10)
+
+
 def _calibrated(model):
     # Non-trivial batch norm statistics, so conv/bn folding is tested.
     with torch.no_grad():
@@ -101,6 +118,8 @@ MODELS = {
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
     "no_grad_scripted": (lambda: NoGrad(), "script"),
+    "formats_message_scripted": (lambda: FormatsMessage(), "script"),
+    "small_vit_scripted": (_small_vit, "script"),
 }
 
 

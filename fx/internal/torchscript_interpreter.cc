@@ -37,6 +37,10 @@ struct BlockPlan;
 using Slots = c10::ArrayRef<uint32_t>;  // into GraphPlan::slot_table
 struct Step {
   const Node* node = nullptr;
+  // For a vararg operator (aten::format(str self, ...)): its operation
+  // takes the number of inputs on top of the stack, as TorchScript's
+  // interpreter pushes it.
+  bool vararg = false;
   Slots inputs;
   Slots outputs;
   mutable std::optional<torch::jit::Operation> operation;  // an operator's
@@ -159,6 +163,7 @@ class Planner {
         const torch::jit::Operator* op = n.maybeOperator();
         if (!op) throw UnsupportedNode(n.kind().toQualString());
         out.operation = op->getOperation(&n);
+        out.vararg = op->schema().is_vararg();
       }
     }
     return out;
@@ -343,6 +348,7 @@ class Interpreter {
     // into this interpreter), so that it keeps its capacity.
     stack_.clear();
     for (uint32_t slot : s.inputs) stack_.push_back((*frame)[slot]);
+    if (s.vararg) stack_.emplace_back(static_cast<int64_t>(s.inputs.size()));
     (*s.operation)(stack_);
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       (*frame)[s.outputs[i]] =
