@@ -4,11 +4,13 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "fx/fx.h"
 #include "passes/fuse_conv_bn.h"
@@ -141,15 +143,36 @@ TEST_CASE("save is deterministic and replaces a file only once complete") {
   CHECK(!bytes.empty());
   CHECK(bytes == file_bytes(b));
 
-  // A save that fails leaves the existing file as it was, and no partial
-  // file behind.
-  const std::string partial = a + ".partial." + std::to_string(::getpid());
-  std::filesystem::create_directory(partial);  // blocks the partial file
-  CHECK_THROWS_AS(fx::save(gm, a), fx::GraphError);
-  std::filesystem::remove(partial);
-  CHECK(file_bytes(a) == bytes);
+  // A save that fails (here: the path is a directory, which rename will not
+  // replace) leaves what was there and no partial file behind.
+  const std::string directory = temp_path("a_directory.fx");
+  std::filesystem::create_directory(directory);
+  CHECK_THROWS_WITH(fx::save(gm, directory), Catch::Contains("cannot replace"));
+  CHECK(std::filesystem::is_directory(directory));
+  std::filesystem::remove(directory);
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(a).parent_path())) {
+    CHECK(entry.path().string().find(".partial.") == std::string::npos);
+  }
   CHECK_THROWS_WITH(fx::save(gm, "/nonexistent-dir/x.fx"),
-                    Catch::Contains("cannot write"));
+                    Catch::Contains("cannot create a file beside"));
+
+  // Threads saving to one path at once each write a partial file of their
+  // own: the file is always one whole save.
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      try {
+        fx::save(gm, a);
+      } catch (...) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(file_bytes(a) == bytes);
   std::remove(a.c_str());
   std::remove(b.c_str());
 }

@@ -1,5 +1,7 @@
 #include "fx/internal/files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,33 +9,75 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
 
 namespace fx {
 
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path,
+                       int error) {
+  throw GraphError(absl::StrCat("cannot ", what, " '", path,
+                                "': ", std::strerror(error)));
+}
+
+// The directory holding `path` ("." for a bare file name).
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  // Unique per process, so that two processes saving to one path do not
-  // write into each other's partial file.
-  const std::string partial =
-      absl::StrCat(path, ".partial.", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const int error = errno;
-      std::remove(partial.c_str());
-      throw GraphError(absl::StrCat("cannot write '", partial,
-                                    "': ", std::strerror(error)));
+  // The partial file is made by mkstemp in the target's directory (so the
+  // rename stays on one file system): unique per process and per thread.
+  std::string partial = absl::StrCat(path, ".partial.XXXXXX");
+  const int fd = ::mkstemp(partial.data());
+  if (fd < 0) fail("create a file beside", path, errno);
+  auto abandon = [&](const char* what, int error) {
+    ::close(fd);
+    ::unlink(partial.c_str());
+    fail(what, partial, error);
+  };
+  // mkstemp makes the file 0600; give it the mode a new file would get.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) abandon("set the mode of", errno);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n =
+        ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      abandon("write", errno);
     }
+    written += static_cast<size_t>(n);
+  }
+  // On disk before it takes the name: a crash leaves the old file or the
+  // new one, never a short one.
+  if (::fsync(fd) != 0) abandon("flush", errno);
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(partial.c_str());
+    fail("close", partial, error);
   }
   if (std::rename(partial.c_str(), path.c_str()) != 0) {
     const int error = errno;
-    std::remove(partial.c_str());
-    throw GraphError(absl::StrCat("cannot replace '", path,
-                                  "': ", std::strerror(error)));
+    ::unlink(partial.c_str());
+    fail("replace", path, error);
+  }
+  // And the rename itself is durable once the directory is.
+  const std::string directory = directory_of(path);
+  const int dir = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 
