@@ -1,5 +1,6 @@
 #include "fx/argument.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -297,15 +298,14 @@ std::string format_kwargs(const Kwargs& kwargs) {
 std::string format_double(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  // Shortest round-trip digits, as Python's repr.
+  // Shortest round-trip digits, as Python's repr; std::to_chars, unlike
+  // printf, ignores the C locale (no decimal comma).
   char buf[64];
-  int precision = 1;
-  for (; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*e", precision - 1, value);
-    if (std::strtod(buf, nullptr) == value) break;
-  }
+  char* end = std::to_chars(buf, buf + sizeof(buf), value,
+                            std::chars_format::scientific)
+                  .ptr;
   // buf is [-]d[.ddd]e[+-]XX
-  std::string s(buf);
+  std::string s(buf, end);
   bool negative = s[0] == '-';
   if (negative) s = s.substr(1);
   size_t e_pos = s.find('e');
@@ -320,10 +320,9 @@ std::string format_double(double value) {
   if (decpt <= -4 || decpt > 16) {
     out = digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    char exp[16];
-    std::snprintf(exp, sizeof(exp), "e%c%02d", exponent < 0 ? '-' : '+',
-                  std::abs(exponent));
-    out += exp;
+    out += exponent < 0 ? "e-" : "e+";
+    if (std::abs(exponent) < 10) out += "0";
+    out += std::to_string(std::abs(exponent));
   } else if (decpt <= 0) {
     out = "0." + std::string(-decpt, '0') + digits;
   } else if (decpt >= static_cast<int>(digits.size())) {

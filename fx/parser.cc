@@ -635,9 +635,15 @@ class Parser {
       }
       return Argument(value);
     }
-    char* parsed_end = nullptr;
-    double value = std::strtod(token.c_str(), &parsed_end);
-    if (parsed_end != token.c_str() + token.size()) {
+    // std::from_chars, unlike strtod, ignores the C locale.
+    double value = 0;
+    const char* first = token.data() + (token[0] == '+' ? 1 : 0);
+    auto [ptr, ec] = std::from_chars(first, token.data() + token.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      fail(start, absl::StrCat("number '", token,
+                               "' is out of range of double"));
+    }
+    if (ec != std::errc() || ptr != token.data() + token.size()) {
       fail(start, absl::StrCat("malformed number '", token, "'"));
     }
     if (imaginary) return Argument(c10::complex<double>(0.0, value));

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <clocale>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -200,6 +203,43 @@ TEST_CASE("parse_graph round-trips every zoo model, and the parsed graph runs") 
     testdata::check_outputs_equal(gm->forward(model.example_inputs),
                                   reparsed->forward(model.example_inputs));
   }
+}
+
+TEST_CASE("numbers print and parse alike under a locale with a decimal comma") {
+  // A German locale, built into the test's directory (Debian's `locales`
+  // package has its source; tools/setup.sh installs it).
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/locales";
+  const std::string command = "mkdir -p " + dir +
+                              " && localedef -i de_DE -f UTF-8 " + dir +
+                              "/de_DE.UTF-8 2>/dev/null";
+  REQUIRE(std::system(command.c_str()) == 0);
+  ::setenv("LOCPATH", dir.c_str(), 1);
+  REQUIRE(std::setlocale(LC_ALL, "de_DE.UTF-8") != nullptr);
+  // The locale is in force: C's own printing uses a comma.
+  char probe[16];
+  std::snprintf(probe, sizeof(probe), "%.1f", 0.5);
+  REQUIRE(std::string(probe) == "0,5");
+
+  CHECK(fx::Argument(0.5).to_string() == "0.5");
+  CHECK(fx::Argument(1e-7).to_string() == "1e-07");
+  CHECK(fx::Argument(-2.25e22).to_string() == "-2.25e+22");
+  auto g = fx::parse_graph(
+      "graph():\n"
+      "    %x : [#users=1] = placeholder[target=x]\n"
+      "    %mul : [#users=1] = call_function[target=aten::mul.Scalar](args = "
+      "(%x, 0.125), kwargs = {})\n"
+      "    return mul");
+  CHECK(g->find_nodes(fx::Opcode::kCallFunction)[0]->args()[1].to_double() ==
+        0.125);
+  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    const std::string text = gm->graph().to_string({.tensor_meta = true});
+    CHECK(fx::parse_graph(text)->to_string({.tensor_meta = true}) == text);
+  }
+  std::setlocale(LC_ALL, "C");
 }
 
 TEST_CASE("parse_graph reports malformed text with line and column") {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fx for LibTorch builds and tests with, from Debian 12's
 # archive only: libtorch, Bazel (offline, with its platforms and Java rules),
-# Catch2, abseil, graphviz, and Python torch/torchvision (the torch.fx
+# Catch2, abseil, graphviz, the locale sources (a test builds a locale with
+# a decimal comma), and Python torch/torchvision (the torch.fx
 # reference the benchmarks compare against). Does nothing when all are there.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ packages=(
   catch2
   libabsl-dev
   graphviz
+  locales
   python3-torch
   python3-torchvision
 )
