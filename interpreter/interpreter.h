@@ -20,6 +20,12 @@
 // A failing node raises fx::ExecutionError("While executing %conv2d = ...").
 // Values are freed after their last use. Unlike GraphModule::forward, run()
 // checks no guards: interpreting is for analyses on any input.
+//
+// An Interpreter keeps the values of the run in progress in its members (as
+// torch.fx's does in self.env), so one object must not run on two threads at
+// once: make one Interpreter per thread (they may share the GraphModule),
+// or run the GraphModule itself, whose forward is safe to call from many
+// threads.
 #pragma once
 
 #include <utility>

@@ -1,0 +1,128 @@
+// GraphModules under threads: one module run from many threads at once is
+// bitwise equal to running it serially; traces on different threads do not
+// see each other; a model traced on one thread while its GraphModule runs
+// on another is undisturbed.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "testdata/zoo.h"
+#include "testdata/zoo_testing.h"
+#include "third_party/catch.h"
+
+namespace {
+
+bool equal_outputs(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor() && b.isTensor()) return torch::equal(a.toTensor(), b.toTensor());
+  if (a.isTuple() && b.isTuple()) {
+    const auto& x = a.toTupleRef().elements();
+    const auto& y = b.toTupleRef().elements();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!equal_outputs(x[i], y[i])) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// Runs `gm` from `threads` threads, `runs` forwards each, on inputs that
+// differ by thread and run; returns how many outputs differ from serial.
+int run_concurrently(fx::GraphModule gm, const std::vector<at::Tensor>& inputs,
+                     int threads, int runs) {
+  std::vector<c10::IValue> expected;
+  for (const at::Tensor& x : inputs) expected.push_back(gm(x));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      at::set_num_threads(1);
+      for (int r = 0; r < runs; ++r) {
+        const size_t k = static_cast<size_t>(t + r) % inputs.size();
+        if (!equal_outputs(gm(inputs[k]), expected[k])) ++wrong;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  return wrong;
+}
+
+TEST_CASE("one GraphModule on 8 threads, 1,000 forwards each, equals serial") {
+  at::set_num_threads(1);
+  for (const char* name : {"mlp", "lenet", "inplace_ops"}) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    const at::Tensor example = model.example_inputs[0].toTensor();
+    std::vector<at::Tensor> inputs;
+    for (int i = 0; i < 5; ++i) inputs.push_back(torch::randn_like(example));
+    CHECK(run_concurrently(gm, inputs, 8, 1000) == 0);
+  }
+}
+
+TEST_CASE("a model that creates and fills tensors in forward, on 8 threads") {
+  at::set_num_threads(1);
+  auto f = [](at::Tensor x) {
+    at::Tensor scale = torch::tensor({1.f, 2.f, 3.f, 4.f});
+    scale.mul_(2);
+    at::Tensor out = torch::empty({4}, x.options());
+    out.copy_(x * scale);
+    return out.relu_();
+  };
+  fx::GraphModule gm = fx::symbolic_trace(f, torch::zeros({4}));
+  std::vector<at::Tensor> inputs;
+  for (int i = 0; i < 7; ++i) inputs.push_back(torch::randn({4}));
+  for (const at::Tensor& x : inputs) CHECK(torch::equal(gm(x).toTensor(), f(x)));
+  CHECK(run_concurrently(gm, inputs, 8, 1000) == 0);
+}
+
+TEST_CASE("two models traced on two threads at once") {
+  testdata::ZooModel lenet = testdata::make_zoo_model("lenet");
+  testdata::ZooModel resnet = testdata::make_zoo_model("resnet18");
+  std::string lenet_graph[2], resnet_graph[2];
+  auto trace = [](const testdata::ZooModel& m, std::string* out) {
+    for (int i = 0; i < 2; ++i) {
+      out[i] = testdata::trace_zoo_model(m)->graph().to_string();
+    }
+  };
+  std::thread a(trace, std::cref(lenet), lenet_graph);
+  std::thread b(trace, std::cref(resnet), resnet_graph);
+  a.join();
+  b.join();
+  // The same graphs as traced alone, one after the other.
+  CHECK(lenet_graph[0] == testdata::trace_zoo_model(lenet)->graph().to_string());
+  CHECK(lenet_graph[1] == lenet_graph[0]);
+  CHECK(resnet_graph[0] == testdata::trace_zoo_model(resnet)->graph().to_string());
+  CHECK(resnet_graph[1] == resnet_graph[0]);
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("a model traced on one thread while its GraphModule runs on another") {
+  at::set_num_threads(1);
+  testdata::ZooModel model = testdata::make_zoo_model("lenet");
+  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  const c10::IValue expected = gm(x);
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::atomic<int> runs{0};
+  std::thread runner([&] {
+    while (!done) {
+      if (!equal_outputs(gm(x), expected)) ++wrong;
+      ++runs;
+    }
+  });
+  const std::string graph = gm->graph().to_string();
+  for (int i = 0; i < 20; ++i) {
+    CHECK(testdata::trace_zoo_model(model)->graph().to_string() == graph);
+  }
+  done = true;
+  runner.join();
+  CHECK(wrong == 0);
+  CHECK(runs > 0);
+}
+
+}  // namespace
