@@ -480,6 +480,30 @@ GraphError misfit(const Node& node, const c10::FunctionSchema& schema,
 
 }  // namespace
 
+std::optional<AliasedUse> aliased_use(const Node& user, const Node* input) {
+  if (user.op() != Opcode::kCallFunction || !user.target().is_operator()) {
+    return std::nullopt;
+  }
+  const c10::FunctionSchema& schema = user.target().op().schema();
+  std::vector<std::optional<Argument>> bound;
+  try {
+    bound = bind_node_arguments(user, schema);
+  } catch (const GraphError&) {
+    return std::nullopt;
+  }
+  AliasedUse use;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const c10::AliasInfo* info = schema.arguments()[i].alias_info();
+    if (!bound[i] || info == nullptr) continue;
+    bool mentions = false;
+    for_each_node(*bound[i], [&](Node* n) { mentions = mentions || n == input; });
+    if (!mentions) continue;
+    use.aliased = true;
+    use.written = use.written || info->isWrite();
+  }
+  return use;
+}
+
 std::vector<std::optional<Argument>> bind_node_arguments(
     const Node& node, const c10::FunctionSchema& schema) {
   const auto& params = schema.arguments();

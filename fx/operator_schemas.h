@@ -70,6 +70,21 @@ Argument ivalue_to_argument(
 std::vector<std::optional<Argument>> bind_node_arguments(
     const Node& node, const c10::FunctionSchema& schema);
 
+// How `user`, a call_function of an operator, takes the value of `input`:
+// through a parameter its schema gives an alias set (a view,
+// Tensor(a) self -> Tensor(a), so the result may share input's memory), and
+// whether that parameter is written (Tensor(a!)). nullopt when `user` calls
+// no operator or its arguments do not bind to the schema: callers decide
+// what an unknown user may do.
+//   %v = aten::select.int(%c, 0, 1)     {aliased, not written}
+//   %w = aten::copy_(%v, %x)            for %v: {aliased, written}
+//   %a = aten::add.Tensor(%c, %x)       {not aliased}
+struct AliasedUse {
+  bool aliased = false;
+  bool written = false;
+};
+std::optional<AliasedUse> aliased_use(const Node& user, const Node* input);
+
 // The default of parameter `index` of `schema` as an Argument, in the form
 // the tracer records values of its type. The parameter must have one.
 Argument default_argument(const c10::FunctionSchema& schema, size_t index);

@@ -225,33 +225,6 @@ TORCH_LIBRARY_IMPL(_, DeferredInit, m) {
 }
 
 
-// Whether `node`, a call of an operator, passes `value` in an argument the
-// schema marks as aliased (a view or an in-place write); sets `*writes` when
-// the argument is written.
-bool passes_aliased(const Node& node, const Node* value, bool* writes) {
-  if (node.op() != Opcode::kCallFunction || !node.target().is_operator()) {
-    return false;
-  }
-  const c10::FunctionSchema& schema = node.target().op().schema();
-  std::vector<std::optional<Argument>> bound;
-  try {
-    bound = bind_node_arguments(node, schema);
-  } catch (const GraphError&) {
-    return false;
-  }
-  bool aliased = false;
-  for (size_t i = 0; i < bound.size(); ++i) {
-    const c10::AliasInfo* info = schema.arguments()[i].alias_info();
-    if (!bound[i] || info == nullptr) continue;
-    bool uses = false;
-    for_each_node(*bound[i], [&](Node* n) { uses = uses || n == value; });
-    if (!uses) continue;
-    aliased = true;
-    if (info->isWrite()) *writes = true;
-  }
-  return aliased;
-}
-
 // Constants the trace made (torch::empty then copy_, torch::tensor({...})
 // then mul_) that the graph writes into, directly or through a view, would
 // be one tensor shared by every run and every thread: each run gets a copy
@@ -274,8 +247,11 @@ void privatize_written_constants(Graph& graph, const Attributes& attributes) {
             user->target().is_function() &&
             &user->target().function() == fx::getitem()) {
           aliases = true;  // an element of a view's list is a view
-        } else {
-          aliases = passes_aliased(*user, value, &written);
+        } else if (std::optional<AliasedUse> use = aliased_use(*user, value)) {
+          // (Leaf modules and wrapped functions are taken not to write
+          // their inputs, as torch::nn modules do not.)
+          aliases = use->aliased;
+          written = written || use->written;
         }
         if (aliases && seen.insert(user).second) work.push_back(user);
       }
@@ -297,18 +273,25 @@ void privatize_written_constants(Graph& graph, const Attributes& attributes) {
 }  // namespace
 
 namespace internal {
+namespace {
+// The session a read of a proxy of `session` is noticed by: this thread's
+// trace of it, while user code (not tracer code) runs.
+Tracer::Session* noticing(uint64_t session) {
+  return internal_depth == 0 && current_session != nullptr &&
+                 current_session->id == session
+             ? current_session
+             : nullptr;
+}
+}  // namespace
+
 void note_size_read(uint64_t session) {
-  if (internal_depth == 0 && current_session != nullptr &&
-      current_session->id == session) {
-    current_session->read_sizes = true;
-  }
+  if (Tracer::Session* s = noticing(session)) s->read_sizes = true;
 }
 
 void note_layout_read(uint64_t session) {
-  if (internal_depth == 0 && current_session != nullptr &&
-      current_session->id == session) {
-    current_session->read_sizes = true;
-    current_session->read_layout = true;
+  if (Tracer::Session* s = noticing(session)) {
+    s->read_sizes = true;
+    s->read_layout = true;
   }
 }
 }  // namespace internal
@@ -651,8 +634,8 @@ bool Tracer::is_leaf_module(const torch::nn::Module& /*module*/,
 Node* Tracer::create_node(Opcode op, const Target& target,
                           std::vector<Argument> args, Kwargs kwargs,
                           const std::string& name) {
-  return active_session("create_node").graph->create_node(op, target, std::move(args),
-                                      std::move(kwargs), name);
+  return active_session("create_node")
+      .graph->create_node(op, target, std::move(args), std::move(kwargs), name);
 }
 
 Argument Tracer::create_arg(const at::Tensor& tensor) {

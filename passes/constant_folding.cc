@@ -11,19 +11,6 @@
 namespace fx {
 namespace {
 
-// The argument of `node` bound to parameter `index` of `schema`, or nullptr.
-const Argument* bound(const Node& node, const c10::FunctionSchema& schema,
-                      size_t index) {
-  if (index < node.args().size()) return &node.args()[index];
-  return find_kwarg(node.kwargs(), schema.arguments()[index].name());
-}
-
-bool mentions(const Argument& arg, const Node* node) {
-  bool found = false;
-  for_each_node(arg, [&](Node* n) { found = found || n == node; });
-  return found;
-}
-
 // Whether `user`'s value may be a view of `input` (so writing to it would
 // write to `input`): the schema marks the parameter `input` is bound to
 // with an alias set (Tensor(a) self -> Tensor(a)), or the user is getitem.
@@ -31,18 +18,8 @@ bool may_alias(const Node& user, const Node* input) {
   if (user.op() == Opcode::kCallFunction && user.target().is_function()) {
     return user.target().function().name() == "getitem";
   }
-  if (user.op() != Opcode::kCallFunction || !user.target().is_operator()) {
-    return true;  // unknown: assume it may
-  }
-  const c10::FunctionSchema& schema = user.target().op().schema();
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const Argument* arg = bound(user, schema, i);
-    if (arg != nullptr && schema.arguments()[i].alias_info() != nullptr &&
-        mentions(*arg, input)) {
-      return true;
-    }
-  }
-  return false;
+  std::optional<AliasedUse> use = aliased_use(user, input);
+  return !use || use->aliased;  // unknown: assume it may
 }
 
 // Whether a node produces one tensor (what an init step can store).
