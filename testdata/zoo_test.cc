@@ -13,6 +13,7 @@
 #include "testdata/inplace_ops.h"
 #include "testdata/mobilenet_v2.h"
 #include "testdata/resnet.h"
+#include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace testdata {
@@ -34,20 +35,6 @@ std::string shape_of(const c10::IValue& value) {
     out += (i == 0 ? "" : ", ") + shape_of(elements[i]);
   }
   return out + ")";
-}
-
-bool bitwise_equal(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isTensor() && b.isTensor()) {
-    return torch::equal(a.toTensor(), b.toTensor());
-  }
-  if (!a.isTuple() || !b.isTuple()) return false;
-  const auto& xs = a.toTupleRef().elements();
-  const auto& ys = b.toTupleRef().elements();
-  if (xs.size() != ys.size()) return false;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (!bitwise_equal(xs[i], ys[i])) return false;
-  }
-  return true;
 }
 
 // Parameters and buffers in the order of Python's state_dict(): module by
@@ -159,10 +146,11 @@ TEST_CASE("zoo models are deterministic") {
     }
     REQUIRE(a.example_inputs.size() == b.example_inputs.size());
     for (size_t i = 0; i < a.example_inputs.size(); ++i) {
-      CHECK(bitwise_equal(a.example_inputs[i], b.example_inputs[i]));
+      CHECK(testdata::outputs_bitwise_equal(a.example_inputs[i],
+                                            b.example_inputs[i]));
     }
-    CHECK(bitwise_equal(a.forward(a.example_inputs),
-                        b.forward(b.example_inputs)));
+    CHECK(testdata::outputs_bitwise_equal(a.forward(a.example_inputs),
+                                          b.forward(b.example_inputs)));
   }
 }
 

@@ -21,4 +21,18 @@ void check_outputs_equal(const c10::IValue& a, const c10::IValue& b) {
   for (size_t i = 0; i < x.size(); ++i) check_outputs_equal(x[i], y[i]);
 }
 
+bool outputs_bitwise_equal(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor() && b.isTensor()) {
+    return torch::equal(a.toTensor(), b.toTensor());
+  }
+  if (!a.isTuple() || !b.isTuple()) return false;
+  const auto& xs = a.toTupleRef().elements();
+  const auto& ys = b.toTupleRef().elements();
+  if (xs.size() != ys.size()) return false;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!outputs_bitwise_equal(xs[i], ys[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace testdata
