@@ -414,17 +414,19 @@ at::Tensor to_meta_tensor(const at::Tensor& t) {
 // A zero-filled tensor with t's metadata (strides included: the storage
 // spans every element the strides can reach, so expanded and sliced layouts
 // work too).
-at::Tensor to_zeros(const at::Tensor& t) {
-  TensorMeta m = tensor_meta_of(t);
+// How many elements t's sizes and strides reach in its storage.
+int64_t storage_size(const TensorMeta& m) {
   int64_t storage = 1;
   for (size_t d = 0; d < m.sizes.size(); ++d) {
-    if (m.sizes[d] == 0) {
-      storage = 0;
-      break;
-    }
+    if (m.sizes[d] == 0) return 0;
     storage += (m.sizes[d] - 1) * m.strides[d];
   }
-  return at::zeros({storage},
+  return storage;
+}
+
+at::Tensor to_zeros(const at::Tensor& t) {
+  TensorMeta m = tensor_meta_of(t);
+  return at::zeros({storage_size(m)},
                    at::TensorOptions().dtype(m.dtype).device(m.device))
       .as_strided(m.sizes, m.strides);
 }
@@ -558,17 +560,16 @@ std::optional<Outputs> try_shape_function(const c10::OperatorHandle& op,
 }
 
 // Like to_zeros, but filled with small non-zero values that vary along the
-// storage (`step` apart, true and false alternating for bool).
+// storage: element i is (i * step) % 97 + 1, or for bool (i / step) % 2, so
+// that steps 1 and 5 fill bool tensors differently too.
 at::Tensor to_varied(const at::Tensor& t, int64_t step) {
-  at::Tensor z = to_zeros(t);
-  at::Tensor storage = at::empty({0}, z.options());
-  storage.set_(z.storage());
-  const int64_t n = storage.numel();
-  at::Tensor values = z.scalar_type() == at::kBool
-                          ? at::arange(n, at::kLong).add(step).remainder(2)
-                          : at::arange(n, at::kLong).mul(step).remainder(97).add(1);
-  storage.copy_(values);
-  return z;
+  TensorMeta m = tensor_meta_of(t);
+  at::Tensor i = at::arange(storage_size(m), at::kLong);
+  at::Tensor values = m.dtype == at::kBool
+                          ? i.div(step, "floor").remainder(2)
+                          : i.mul(step).remainder(97).add(1);
+  return values.to(at::TensorOptions().dtype(m.dtype).device(m.device))
+      .as_strided(m.sizes, m.strides);
 }
 at::Tensor to_varied_a(const at::Tensor& t) { return to_varied(t, 1); }
 at::Tensor to_varied_b(const at::Tensor& t) { return to_varied(t, 5); }
