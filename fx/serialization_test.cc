@@ -2,6 +2,7 @@
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -173,6 +174,11 @@ TEST_CASE("save is deterministic and replaces a file only once complete") {
   for (auto& t : threads) t.join();
   CHECK(failures == 0);
   CHECK(file_bytes(a) == bytes);
+  // The mode a newly created file gets (mkstemp's own is 0600).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  CHECK(static_cast<mode_t>(std::filesystem::status(a).permissions()) ==
+        (0666 & ~mask));
   std::remove(a.c_str());
   std::remove(b.c_str());
 }

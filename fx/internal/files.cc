@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -32,6 +33,19 @@ std::string directory_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// The process's umask, read without changing it (umask(2) can only read it
+// by setting it, which would race with other threads creating files).
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Umask:", 0) == 0) {
+      return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+    }
+  }
+  return 022;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
@@ -46,9 +60,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     fail(what, partial, error);
   };
   // mkstemp makes the file 0600; give it the mode a new file would get.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) abandon("set the mode of", errno);
+  if (::fchmod(fd, 0666 & ~current_umask()) != 0) {
+    abandon("set the mode of", errno);
+  }
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n =
