@@ -51,16 +51,51 @@ TEST_CASE("a torch::tensor literal multiplied in place keeps its value") {
 }
 
 TEST_CASE("a constant written through a view is fresh on every run") {
+  // torch::tensor's data is computed while tracing; the view and the write
+  // into it are the graph's.
   auto f = [](at::Tensor x) {
-    at::Tensor o = torch::zeros({2, 3});
-    o.select(0, 1).copy_(x);
+    at::Tensor o = torch::tensor({1.f, 2.f, 3.f});
+    o.narrow(0, 1, 2).mul_(x);
+    return o * 1;
+  };
+  fx::GraphModule gm = fx::symbolic_trace(f, torch::zeros({2}));
+  for (float v : {2.f, 3.f, 5.f}) {
+    at::Tensor x = torch::full({2}, v);
+    CHECK(torch::equal(run(gm, x), f(x)));
+  }
+}
+
+TEST_CASE("a view of a C++-built tensor written in place, the tensor returned") {
+  // The view (made while tracing) and its base become two constants
+  // sharing memory: a copy of one would not be seen through the other.
+  auto f = [](at::Tensor x) {
+    at::Tensor o = torch::tensor({0.f, 0.f, 0.f, 0.f});
+    o.narrow(0, 1, 2).copy_(x);
     return o;
   };
-  fx::GraphModule gm = fx::symbolic_trace(f, torch::zeros({3}));
-  at::Tensor y1 = run(gm, torch::ones({3}));
-  at::Tensor y2 = run(gm, torch::full({3}, 7.f));
-  CHECK(torch::equal(y1, f(torch::ones({3}))));
-  CHECK(torch::equal(y2, f(torch::full({3}, 7.f))));
+  fx::GraphModule gm = fx::symbolic_trace(f, torch::zeros({2}));
+  at::Tensor y1 = run(gm, torch::full({2}, 2.f));
+  at::Tensor y2 = run(gm, torch::full({2}, 3.f));
+  CHECK(torch::equal(y1, f(torch::full({2}, 2.f))));
+  CHECK(torch::equal(y2, f(torch::full({2}, 3.f))));
+  // The view is a view of the one constant in the graph.
+  CHECK(gm->graph()
+            .find_nodes(Opcode::kCallFunction, fx::op("aten::as_strided"))
+            .size() == 1);
+}
+
+TEST_CASE("a written constant sharing memory with another is refused") {
+  // Captured tensors, one a view of the other, become two constants.
+  at::Tensor whole = torch::zeros({4});
+  at::Tensor part = whole.narrow(0, 1, 2);
+  auto f = [whole, part](at::Tensor x) {
+    part.copy_(x);
+    return whole * 1;
+  };
+  CHECK_THROWS_WITH(fx::symbolic_trace(f, torch::zeros({2})),
+                    Catch::Contains("shares memory with another constant"));
+  CHECK(torch::equal(whole, torch::zeros({4})));
+  CHECK_FALSE(fx::is_tracing());
 }
 
 TEST_CASE("forwards from several threads never share an output") {

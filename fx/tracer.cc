@@ -40,6 +40,10 @@ struct Tracer::Session {
   // until the graph uses one: then it is a constant.
   absl::flat_hash_set<const c10::TensorImpl*> fresh;
   std::vector<at::Tensor> fresh_tensors;  // keeps the addresses unique
+  // For each storage of fresh tensors, the first fresh tensor spanning all
+  // of it (torch::tensor's result, not the select views filling it): the
+  // graph makes views of it from this one constant (create_arg).
+  absl::flat_hash_map<const c10::StorageImpl*, at::Tensor> fresh_bases;
   int64_t constants = 0;
   bool read_sizes = false;
   bool read_layout = false;
@@ -172,6 +176,14 @@ bool is_uninitialized_factory(const c10::OperatorHandle& op,
   return true;
 }
 
+// Whether `t` is all of its storage, laid out contiguously from its start
+// (so a copy of it has the same layout, and views of the storage are views of
+// it with the same strides and offsets).
+bool spans_storage(const at::Tensor& t) {
+  return t.has_storage() && t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * t.itemsize() == t.storage().nbytes();
+}
+
 // For each return, the index of the argument it writes and returns (in-place
 // and out= operators), or -1.
 std::vector<int> written_arguments(const c10::FunctionSchema& schema) {
@@ -233,6 +245,12 @@ TORCH_LIBRARY_IMPL(_, DeferredInit, m) {
 //   after:  %c = get_attr[_tensor_constant0]; %c2 = aten::clone(%c);
 //           %w = aten::copy_(%c2, %x)
 void privatize_written_constants(Graph& graph, const Attributes& attributes) {
+  // How many constants each storage holds: a copy of one of several would
+  // not be seen through the others.
+  absl::flat_hash_map<const c10::StorageImpl*, int> sharing;
+  for (const auto& [path, tensor] : attributes.buffers) {
+    if (tensor.has_storage()) ++sharing[tensor.storage().unsafeGetStorageImpl()];
+  }
   for (Node* constant : graph.find_nodes(Opcode::kGetAttr)) {
     if (!attributes.buffers.count(constant->target().str())) continue;
     bool written = false;
@@ -257,6 +275,17 @@ void privatize_written_constants(Graph& graph, const Attributes& attributes) {
       }
     }
     if (!written) continue;
+    const at::Tensor& tensor = attributes.buffers.at(constant->target().str());
+    if (tensor.has_storage() &&
+        sharing[tensor.storage().unsafeGetStorageImpl()] > 1) {
+      throw TraceError(absl::StrCat(
+          "forward writes into the tensor %", constant->name(),
+          " (a constant of the graph, made before forward or from C++ data) "
+          "which shares memory with another constant: one tensor written by "
+          "every run cannot be recorded. Make the tensor in forward from the "
+          "input (x.new_zeros, torch::zeros(..., x.options())), or register "
+          "it as a buffer"));
+    }
     Node* copy;
     {
       auto guard = graph.inserting_after(constant);
@@ -364,6 +393,9 @@ void Tracer::Session::run_for_real(const c10::OperatorHandle& op,
       const at::Tensor& t = (*stack)[i].toTensor();
       if (fresh.insert(t.unsafeGetTensorImpl()).second) {
         fresh_tensors.push_back(t);
+        if (spans_storage(t)) {
+          fresh_bases.try_emplace(t.storage().unsafeGetStorageImpl(), t);
+        }
       }
     }
   }
@@ -654,8 +686,26 @@ Argument Tracer::create_arg(const at::Tensor& tensor) {
     return it->second;
   }
   Node* node;
+  auto base = tensor.has_storage() ? s.fresh_bases.find(
+                                         tensor.storage().unsafeGetStorageImpl())
+                                   : s.fresh_bases.end();
   if (auto it = s.attribute_paths.find(impl); it != s.attribute_paths.end()) {
     node = create_node(Opcode::kGetAttr, Target(it->second), {}, {}, "");
+  } else if (base != s.fresh_bases.end() && !base->second.is_same(tensor)) {
+    // A view, made while tracing, of a tensor built from C++ data: a view
+    // of that tensor's one constant in the graph too, so that a write into
+    // either is seen through the other.
+    //   %_tensor_constant0 = get_attr[...]
+    //   %as_strided = aten::as_strided(%_tensor_constant0, [2], [1], 1)
+    std::vector<Argument> sizes, strides;
+    for (int64_t v : tensor.sizes()) sizes.emplace_back(v);
+    for (int64_t v : tensor.strides()) strides.emplace_back(v);
+    node = create_node(Opcode::kCallFunction, op("aten::as_strided"),
+                       {create_arg(base->second),
+                        Argument::list(std::move(sizes)),
+                        Argument::list(std::move(strides)),
+                        tensor.storage_offset()},
+                       {}, "");
   } else {
     std::string name = absl::StrCat("_tensor_constant", s.constants++);
     attributes_.buffers[name] = tensor;
