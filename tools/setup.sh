@@ -2,8 +2,10 @@
 # Installs what fx for LibTorch builds and tests with, from Debian 12's
 # archive only: libtorch, Bazel (offline, with its platforms and Java rules),
 # Catch2, abseil, graphviz, the locale sources (a test builds a locale with
-# a decimal comma), and Python torch/torchvision (the torch.fx
-# reference the benchmarks compare against). Does nothing when all are there.
+# a decimal comma), clang-14 with its sanitizer and libFuzzer runtimes (the
+# fuzzers and the sanitized test run) and Python torch/torchvision (the
+# torch.fx reference the benchmarks compare against). Does nothing when all
+# are there.
 set -euo pipefail
 
 packages=(
@@ -15,6 +17,8 @@ packages=(
   libabsl-dev
   graphviz
   locales
+  clang-14
+  libclang-rt-14-dev
   python3-torch
   python3-torchvision
 )
