@@ -14,50 +14,13 @@
 #include "codegen/module_codegen.h"
 #include "codegen/runtime.h"
 #include "fx/errors.h"
+#include "fx/input_spec.h"
 #include "fx/internal/files.h"
 #include "fx/tracer.h"
 #include "passes/pass_manager.h"
 
 namespace fx {
 namespace codegen {
-
-at::Tensor example_input(const std::string& spec) {
-  static const std::map<std::string, c10::ScalarType> kDtypes = {
-      {"float32", at::kFloat}, {"float", at::kFloat},
-      {"float64", at::kDouble}, {"double", at::kDouble},
-      {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
-      {"int64", at::kLong}, {"int32", at::kInt}, {"int8", at::kChar},
-      {"uint8", at::kByte}, {"bool", at::kBool}};
-  std::vector<std::string> parts = absl::StrSplit(spec, ':');
-  auto bad = [&](const std::string& why) {
-    return GraphError(absl::StrCat(
-        "input spec '", spec, "': ", why,
-        "; write sizes joined by 'x' and an optional dtype, e.g. "
-        "1x3x224x224 or 1x3x224x224:float32"));
-  };
-  if (parts.size() > 2) throw bad("more than one ':'");
-  c10::ScalarType dtype = at::kFloat;
-  if (parts.size() == 2) {
-    auto it = kDtypes.find(parts[1]);
-    if (it == kDtypes.end()) {
-      std::vector<std::string> names;
-      for (const auto& entry : kDtypes) names.push_back(entry.first);
-      throw bad(absl::StrCat("unknown dtype '", parts[1], "' (known: ",
-                             absl::StrJoin(names, ", "), ")"));
-    }
-    dtype = it->second;
-  }
-  std::vector<int64_t> sizes;
-  if (parts[0].empty()) throw bad("no sizes");
-  for (absl::string_view s : absl::StrSplit(parts[0], 'x')) {
-    int64_t size = 0;
-    if (!absl::SimpleAtoi(s, &size) || size < 0) {
-      throw bad(absl::StrCat("'", std::string(s), "' is not a size"));
-    }
-    sizes.push_back(size);
-  }
-  return at::zeros(sizes, at::TensorOptions().dtype(dtype));
-}
 
 int generator_main(int argc, char** argv,
                    const std::function<Model()>& factory) {
@@ -102,7 +65,7 @@ int generator_main(int argc, char** argv,
     }
     std::vector<c10::IValue> examples;
     for (const std::string& spec : inputs) {
-      examples.emplace_back(example_input(spec));
+      examples.emplace_back(fx::example_input(spec));
     }
     Model model = factory();
     if (!model.module || !model.forward) {

@@ -8,7 +8,8 @@
 //
 //   generator flags:
 //     --input=1x3x224x224[:float32]   one per forward input (zeros: only
-//                                     shapes and dtypes are read)
+//                                     shapes and dtypes are read;
+//                                     fx/input_spec.h)
 //     --passes=fuse_conv_bn,...       passes/registry.h names, in order
 //     --class_name=MyNetFolded --namespace=models
 //     --header_include=models/my_net_folded.h
@@ -45,11 +46,6 @@ Model model_of(const ModuleType& module) {
   auto ptr = detail::module_ptr(module);
   return Model{ptr, box_forward(ptr, ptr->name() + ".forward"), {}};
 }
-
-// "1x3x224x224" or "1x3x224x224:float32" (also float64, float16,
-// bfloat16, int64, int32, int8, uint8, bool) as a zero tensor; "" or "x"
-// alone is not a shape. Throws fx::GraphError naming the spec.
-at::Tensor example_input(const std::string& spec);
 
 // Runs the generator with the flags above; returns the process exit code
 // and prints errors to stderr.

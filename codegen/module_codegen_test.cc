@@ -8,6 +8,7 @@
 #include "codegen/generator.h"
 #include "codegen/runtime.h"
 #include "fx/fx.h"
+#include "fx/input_spec.h"
 #include "passes/pass_manager.h"
 #include "testdata/lenet_generated.h"
 #include "testdata/resnet18_folded.h"
@@ -172,14 +173,21 @@ TEST_CASE("tensor files round-trip and bad ones are named") {
 }
 
 TEST_CASE("input specs parse or say what is wrong") {
-  at::Tensor t = fx::codegen::example_input("1x3x8x8:float64");
+  at::Tensor t = fx::example_input("1x3x8x8:float64");
   CHECK(t.sizes() == c10::IntArrayRef({1, 3, 8, 8}));
   CHECK(t.scalar_type() == torch::kDouble);
-  CHECK(fx::codegen::example_input("5").sizes() == c10::IntArrayRef({5}));
-  CHECK_THROWS_WITH(fx::codegen::example_input("1xAx3"),
+  CHECK(fx::example_input("5").sizes() == c10::IntArrayRef({5}));
+  CHECK_THROWS_WITH(fx::example_input("1xAx3"),
                     Catch::Contains("'A' is not a size"));
-  CHECK_THROWS_WITH(fx::codegen::example_input("2x2:float33"),
+  CHECK_THROWS_WITH(fx::example_input("2x2:float33"),
                     Catch::Contains("unknown dtype 'float33'"));
+  CHECK_THROWS_WITH(fx::example_input("99999999999x99999999999"),
+                    Catch::Contains("overflows int64"));
+  CHECK_THROWS_WITH(fx::example_input("1x2:float:int8"),
+                    Catch::Contains("more than one ':'"));
+  fx::InputSpec spec = fx::parse_input_spec("0x4:double");
+  CHECK(fx::to_string(spec) == "0x4:float64");
+  CHECK(fx::parse_input_spec(fx::to_string(spec)).sizes == spec.sizes);
 }
 
 }  // namespace

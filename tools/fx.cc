@@ -27,7 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "codegen/generator.h"
+#include "fx/input_spec.h"
 #include "fx/fx.h"
 #include "fx/torchscript.h"
 #include "passes/cost_model.h"
@@ -244,7 +244,7 @@ fx::GraphModule load_file(const std::string& path) {
   if (torchscript_error.empty()) {
     std::vector<c10::IValue> inputs;
     for (const std::string& spec : absl::GetFlag(FLAGS_input)) {
-      inputs.push_back(fx::codegen::example_input(spec));
+      inputs.push_back(fx::example_input(spec));
     }
     if (inputs.empty()) {
       std::cerr << "fx trace: " << path
