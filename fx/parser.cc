@@ -1,5 +1,6 @@
 #include "fx/parser.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -366,6 +367,15 @@ class Parser {
     meta.dtype = it->second;
     expect("[");
     meta.sizes = parse_ints(']');
+    // Strides are products of sizes (size-0 dimensions counting as 1).
+    int64_t extent = 1;
+    for (int64_t size : meta.sizes) {
+      if (size < 0) fail(start, "a size in the type slot is negative");
+      if (__builtin_mul_overflow(extent, std::max<int64_t>(size, 1),
+                                 &extent)) {
+        fail(start, "the type's sizes multiply to more than int64 can hold");
+      }
+    }
     skip_spaces();
     if (accept('{')) {
       meta.strides = parse_ints('}');
