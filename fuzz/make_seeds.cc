@@ -1,0 +1,91 @@
+// Writes the fuzzers' seed corpora: every traceable zoo model's graph as
+// text (with and without types) for parse_graph, every zoo model saved with
+// fx::save for load, and CLI input specs for input_spec.
+//
+//   bazel run //fuzz:make_seeds -- DIR     writes DIR/parse_graph, DIR/load,
+//                                          DIR/input_spec
+//
+// The saved files keep each model's graph, guards, meta and attribute names
+// but shrink every tensor to at most 2 elements, so that a seed is a few KB
+// (a fuzzer mutates small inputs quickly) yet has every record a real file
+// has. The small MLP and LeNet are also saved whole, once plain and once
+// after fuse_conv_bn (which adds init steps).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "fx/graph_module.h"
+#include "fx/serialization.h"
+#include "passes/fuse_conv_bn.h"
+#include "testdata/zoo.h"
+
+namespace {
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+void shrink_tensors(fx::GraphModuleImpl& gm) {
+  torch::NoGradGuard no_grad;
+  for (const auto& entry : gm.tensor_attributes()) {
+    at::Tensor t = entry.second;
+    int64_t keep = std::min<int64_t>(t.numel(), 2);
+    t.set_data(at::zeros({keep}, t.options()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  try {
+    const std::filesystem::path dir(argv[1]);
+    for (const char* sub : {"parse_graph", "load", "input_spec"}) {
+      std::filesystem::create_directories(dir / sub);
+    }
+    int graphs = 0, files = 0;
+    for (const std::string& name : testdata::traceable_zoo_model_names()) {
+      testdata::ZooModel model = testdata::make_zoo_model(name);
+      fx::GraphModule gm = testdata::trace_zoo_model(model);
+      fx::PrintOptions typed;
+      typed.tensor_meta = true;
+      write_text(dir / "parse_graph" / (name + ".txt"),
+                 gm->graph().to_string());
+      write_text(dir / "parse_graph" / (name + "_typed.txt"),
+                 gm->graph().to_string(typed));
+      graphs += 2;
+      if (name == "mlp" || name == "lenet") {
+        fx::save(gm, (dir / "load" / (name + "_whole.fx")).string());
+        fx::fuse_conv_bn(*gm);
+        fx::save(gm, (dir / "load" / (name + "_folded.fx")).string());
+        files += 2;
+        gm = testdata::trace_zoo_model(model);
+      }
+      shrink_tensors(*gm);
+      fx::save(gm, (dir / "load" / (name + ".fx")).string());
+      ++files;
+    }
+    int specs = 0;
+    for (const char* spec :
+         {"1x3x224x224", "1x3x224x224:float32", "5:int64", "2x3:bool",
+          "0x4:float16", "7x1x1:uint8", "8:bfloat16", "3x3:float64"}) {
+      write_text(dir / "input_spec" / ("spec" + std::to_string(specs++)),
+                 spec);
+    }
+    std::printf("wrote %d graphs, %d saved files and %d input specs to %s\n",
+                graphs, files, specs, dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+// The fuzz targets (fuzz/targets.h) over every input a fuzzer ever found a
+// problem with (fuzz/regressions/TARGET/*, each named after what it found)
+// and over the zoo's graphs and saved files, which are the fuzzers' seeds.
+// A target aborts on a finding, which fails this test.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "fuzz/targets.h"
+#include "fx/graph_module.h"
+#include "fx/serialization.h"
+#include "testdata/zoo.h"
+#include "third_party/catch.h"
+
+namespace {
+
+std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+}
+
+void run(fx::fuzz::Target target, const std::string& text) {
+  target(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+}
+
+}  // namespace
+
+TEST_CASE("every saved fuzz finding is refused or accepted soundly") {
+  const std::filesystem::path root = "fuzz/regressions";
+  REQUIRE(std::filesystem::is_directory(root));
+  size_t inputs = 0;
+  for (const std::string& name : fx::fuzz::target_names()) {
+    const std::filesystem::path dir = root / name;
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      INFO(entry.path().string());
+      std::vector<uint8_t> bytes = read_bytes(entry.path());
+      fx::fuzz::target_named(name)(bytes.data(), bytes.size());
+      ++inputs;
+    }
+  }
+  CHECK(inputs > 0);
+}
+
+TEST_CASE("the zoo's graphs and files, the fuzzers' seeds, pass the targets") {
+  const std::string scratch = std::string(std::getenv("TEST_TMPDIR")) + "/z.fx";
+  for (const char* name : {"mlp", "lenet", "resnet18", "unet"}) {
+    INFO(name);
+    testdata::ZooModel model = testdata::make_zoo_model(name);
+    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    fx::PrintOptions typed;
+    typed.tensor_meta = true;
+    run(fx::fuzz::parse_graph, gm->graph().to_string());
+    run(fx::fuzz::parse_graph, gm->graph().to_string(typed));
+    fx::save(gm, scratch);
+    std::vector<uint8_t> bytes = read_bytes(scratch);
+    fx::fuzz::load(bytes.data(), bytes.size());
+  }
+  for (const char* spec : {"1x3x224x224", "5:int64", "0x4:float16"}) {
+    run(fx::fuzz::input_spec, spec);
+  }
+}
+
+TEST_CASE("a saved file with lengths or memo indices beyond its data is refused") {
+  // libtorch's unpickler would allocate what they claim (GBs) first.
+  for (const char* name : {"huge_string_length", "huge_memo_index"}) {
+    INFO(name);
+    CHECK_THROWS_WITH(
+        fx::load(std::string("fuzz/regressions/load/") + name),
+        Catch::Contains("is corrupt or is not a file written by fx::save") &&
+            Catch::Contains("beyond the data"));
+  }
+}
+
+TEST_CASE("the fuzz targets refuse malformed input with fx errors") {
+  // Each returns (refusal) instead of aborting.
+  run(fx::fuzz::parse_graph, "graph():\n    %x = placeholder[target=");
+  run(fx::fuzz::load, "PK\x03\x04 not a zip");
+  run(fx::fuzz::input_spec, "99999999999x99999999999x99999999999");
+  run(fx::fuzz::input_spec, "1x:float32");
+}

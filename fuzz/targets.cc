@@ -1,0 +1,145 @@
+#include "fuzz/targets.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+
+#include "fx/errors.h"
+#include "fx/input_spec.h"
+#include "fx/parser.h"
+#include "fx/serialization.h"
+
+namespace fx {
+namespace fuzz {
+namespace {
+
+[[noreturn]] void finding(const std::string& what) {
+  std::fprintf(stderr, "fuzz finding: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Runs `body`; an fx::Error is a refusal, any other exception a finding.
+// Returns whether `body` returned normally.
+bool accepts(const std::function<void()>& body) {
+  try {
+    body();
+    return true;
+  } catch (const fx::Error&) {
+    return false;
+  } catch (const std::exception& e) {
+    finding(std::string("an exception that is not an fx::Error left the "
+                        "API: ") +
+            typeid(e).name() + ": " + e.what());
+  }
+}
+
+void expect(bool condition, const std::string& what) {
+  if (!condition) finding(what);
+}
+
+// A file of this process's own in a directory made once per process.
+std::string scratch_path(const std::string& name) {
+  static const std::string dir = [] {
+    std::string base = "/tmp";
+    if (const char* tmp = std::getenv("TEST_TMPDIR")) base = tmp;
+    std::string pattern = base + "/fx_fuzz_XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) finding("cannot make a temp dir");
+    return pattern;
+  }();
+  return dir + "/" + name;
+}
+
+void write_bytes(const std::string& path, const uint8_t* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data),
+            static_cast<std::streamsize>(size));
+  out.close();
+  if (!out) finding("cannot write " + path);
+}
+
+}  // namespace
+
+void parse_graph(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::unique_ptr<Graph> graph;
+  if (!accepts([&] { graph = fx::parse_graph(text); })) return;
+  // What parses is a well-formed graph that prints, with and without its
+  // types, as text that parses back to the same text.
+  for (bool tensor_meta : {false, true}) {
+    PrintOptions options;
+    options.tensor_meta = tensor_meta;
+    std::string printed;
+    expect(accepts([&] {
+             graph->lint();
+             printed = graph->to_string(options);
+           }),
+           "a parsed graph fails lint or printing");
+    std::unique_ptr<Graph> again;
+    expect(accepts([&] { again = fx::parse_graph(printed); }),
+           "the printed form of a parsed graph does not parse:\n" + printed);
+    std::string reprinted = again->to_string(options);
+    expect(reprinted == printed, "printing is not stable:\n" + printed +
+                                     "\n---- reparsed and printed ----\n" +
+                                     reprinted);
+  }
+}
+
+void load(const uint8_t* data, size_t size) {
+  const std::string path = scratch_path("input.fx");
+  write_bytes(path, data, size);
+  GraphModule gm{nullptr};
+  if (!accepts([&] { gm = fx::load(path); })) return;
+  // What loads saves, and loads back to the same graph.
+  const std::string copy = scratch_path("copy.fx");
+  std::string printed = gm->graph().to_string();
+  GraphModule again{nullptr};
+  expect(accepts([&] {
+           fx::save(gm, copy);
+           again = fx::load(copy);
+         }),
+         "a loaded module does not save and load back");
+  expect(again->graph().to_string() == printed,
+         "save and load changed the graph:\n" + printed);
+}
+
+void input_spec(const uint8_t* data, size_t size) {
+  std::string spec(reinterpret_cast<const char*>(data), size);
+  InputSpec parsed;
+  if (!accepts([&] { parsed = parse_input_spec(spec); })) return;
+  int64_t numel = 1;
+  for (int64_t s : parsed.sizes) {
+    expect(s >= 0, "a negative size was accepted: " + spec);
+    expect(s == 0 || numel <= INT64_MAX / s,
+           "sizes whose product overflows were accepted: " + spec);
+    numel *= s;
+  }
+  // The accepted spec prints as a spec that parses to the same.
+  std::string printed = fx::to_string(parsed);
+  InputSpec again;
+  expect(accepts([&] { again = parse_input_spec(printed); }),
+         "a printed spec does not parse: " + printed);
+  expect(again.sizes == parsed.sizes && again.dtype == parsed.dtype,
+         "a spec does not round-trip: " + spec + " -> " + printed);
+}
+
+Target target_named(const std::string& name) {
+  if (name == "parse_graph") return &parse_graph;
+  if (name == "load") return &load;
+  if (name == "input_spec") return &input_spec;
+  return nullptr;
+}
+
+std::vector<std::string> target_names() {
+  return {"parse_graph", "load", "input_spec"};
+}
+
+}  // namespace fuzz
+}  // namespace fx

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers of untrusted input with libFuzzer: fx::parse_graph, fx::load
+# and the CLI's input specs (fuzz/targets.h). Builds the fuzzers with
+# --config=fuzz (clang-14, libFuzzer, AddressSanitizer with leak checks,
+# UndefinedBehaviorSanitizer), writes the seeds (every zoo graph and saved
+# file, fuzz/make_seeds.cc) and runs each fuzzer for SECONDS, then prints a
+# table of executions. Exits non-zero on a crash, hang (10 s per input),
+# leak, out-of-memory (4 GB) or broken property; the input is kept in
+# $FX_FUZZ_DIR/findings and belongs, once fixed, in fuzz/regressions/TARGET/.
+#
+#   tools/fuzz.sh [SECONDS] [TARGET...]      default: 60 s, all three targets
+#
+# The corpus grows across runs in $FX_FUZZ_DIR (default
+# ~/.cache/fx-libtorch-fuzz).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ "${#targets[@]}" -eq 0 ] && targets=(parse_graph load input_spec)
+work="${FX_FUZZ_DIR:-$HOME/.cache/fx-libtorch-fuzz}"
+mkdir -p "$work/findings" "$work/seeds"
+
+bazel build --config=fuzz $(printf '//fuzz:%s_fuzzer ' "${targets[@]}") || exit 1
+bin="$(bazel info --config=fuzz bazel-bin 2>/dev/null)"
+if [ ! -f "$work/seeds/.done" ]; then
+  # The seed maker is a tool, not under test: its leaks are not reported.
+  ASAN_OPTIONS=detect_leaks=0 \
+    bazel run --config=fuzz //fuzz:make_seeds -- "$work/seeds" || exit 1
+  touch "$work/seeds/.done"
+fi
+
+status=0
+rows=()
+for target in "${targets[@]}"; do
+  corpus="$work/corpus/$target"
+  mkdir -p "$corpus"
+  log="$work/$target.log"
+  ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$bin/fuzz/${target}_fuzzer" "$corpus" "$work/seeds/$target" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+      -max_len=262144 -print_final_stats=1 \
+      -artifact_prefix="$work/findings/${target}-" >"$log" 2>&1
+  code=$?
+  execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')"
+  rate="$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$')"
+  result="ok"
+  if [ "$code" -ne 0 ]; then
+    result="FINDING (exit $code, see $log)"
+    status=1
+    tail -n 40 "$log"
+  fi
+  rows+=("$(printf '%-12s %8ss %12s %10s %8s  %s' "$target" "$seconds" \
+    "${execs:-?}" "${rate:-?}" "$(ls "$corpus" | wc -l)" "$result")")
+done
+
+printf '%-12s %9s %12s %10s %8s  %s\n' target time executions "exec/s" corpus result
+printf '%s\n' "${rows[@]}"
+exit "$status"
