@@ -52,7 +52,9 @@ struct Times {
   double eager = 0, gm = 0, generated = 0, gm_folded = 0, generated_folded = 0;
   double generated_over_eager = 0, generated_over_gm = 0;
   double folded_over_eager = 0, folded_over_gm_folded = 0;
-  double max_difference = 0;
+  double max_difference = 0;   // of the folded generated class
+  double plain_difference = 0;  // of the generated class as traced
+  double max_magnitude = 0;     // max |eager output|
 };
 
 template <typename Generated, typename Folded>
@@ -76,9 +78,9 @@ Times measure(const std::string& name, int rounds) {
   t.model = name;
   at::Tensor plain_out = generated.forward(x);
   at::Tensor folded_out = generated_folded.forward(x);
-  t.max_difference =
-      std::max((plain_out - expected).abs().max().item<double>(),
-               (folded_out - expected).abs().max().item<double>());
+  t.plain_difference = (plain_out - expected).abs().max().item<double>();
+  t.max_difference = (folded_out - expected).abs().max().item<double>();
+  t.max_magnitude = expected.abs().max().item<double>();
   auto ms = interleaved_samples_ms(
       {[&] { model.forward(inputs); }, [&] { gm->forward(inputs); },
        [&] { generated.forward(x); }, [&] { folded->forward(inputs); },
@@ -219,13 +221,15 @@ int main(int argc, char** argv) {
                    times(t.generated_over_gm), fixed(t.gm_folded, 2),
                    fixed(t.generated_folded, 2), times(t.folded_over_eager),
                    times(t.folded_over_gm_folded),
-                   absl::StrFormat("%.2g", t.max_difference)});
+                   absl::StrFormat("%.2g, %.2g", t.plain_difference,
+                                   t.max_difference)});
   }
   print_section(
       "Forward time (median ms, no grad, interleaved rounds)", table,
       {"generated: fx_cc_library classes built with this binary (as traced, "
        "and with fuse_conv_bn,remove_dropout,eliminate_dead_code).",
-       "Ratios: medians of per-round ratios; max |diff|: generated vs eager."});
+       "Ratios: medians of per-round ratios; max |diff|: generated vs eager, as "
+       "traced and folded."});
   Table emission_table({"graph", "nodes", "emit ms", "us/node", "lines",
                         "functions", "g++ -O2 s"});
   for (const Emission& e : emissions) {
@@ -251,6 +255,16 @@ int main(int argc, char** argv) {
     checks.push_back({"generated folded " + t.model + " faster than eager",
                       absl::StrFormat("%.3fx eager", t.folded_over_eager),
                       t.folded_over_eager < 1.0});
+    checks.push_back(
+        {"generated " + t.model + " equals eager bitwise",
+         absl::StrFormat("max |diff| %g", t.plain_difference),
+         t.plain_difference == 0, /*timing=*/false});
+    const double bound = 1e-4 * std::max(1.0, t.max_magnitude);
+    checks.push_back(
+        {"generated folded " + t.model + " matches eager (1e-4 relative)",
+         absl::StrFormat("max |diff| %.2g (bound %.2g)", t.max_difference,
+                         bound),
+         t.max_difference <= bound, /*timing=*/false});
   }
   if (emissions.size() >= 2) {
     const Emission& small = emissions.front();
@@ -261,6 +275,5 @@ int main(int argc, char** argv) {
                       " nodes"),
          absl::StrFormat("%.2fx time per node", growth), growth < 2.0});
   }
-  print_targets(checks);
-  return 0;
+  return print_targets(checks, flags.quick);
 }
