@@ -48,7 +48,8 @@ void expect(bool condition, const std::string& what) {
 // A file of this process's own in a directory made once per process.
 std::string scratch_path(const std::string& name) {
   static const std::string dir = [] {
-    std::string base = "/tmp";
+    // Memory-backed when there is one: the file is written every run.
+    std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     if (const char* tmp = std::getenv("TEST_TMPDIR")) base = tmp;
     std::string pattern = base + "/fx_fuzz_XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) finding("cannot make a temp dir");

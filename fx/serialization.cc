@@ -1,6 +1,7 @@
 #include "fx/serialization.h"
 
 #include <cstring>
+#include <exception>
 #include <map>
 #include <sstream>
 #include <memory>
@@ -408,6 +409,12 @@ GraphModule load(const std::string& path, Attributes attributes) {
     throw GraphError(absl::StrCat(
         "fx::load: '", path, "' is truncated or is not a file written by "
         "fx::save (", e.what_without_backtrace(), ")"));
+  } catch (const std::exception& e) {
+    // libtorch's unpickler also throws std::runtime_error, e.g. "Can't hash
+    // IValues with tag 'GenericList'" for a dict keyed by a list.
+    throw GraphError(absl::StrCat(
+        "fx::load: '", path, "' is corrupt or is not a file written by "
+        "fx::save (", e.what(), ")"));
   }
   Reader r(path);
   if (!value.isGenericDict()) {
