@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# The tests: `bazel test //...` in this workspace, then in the consumer
-# example (examples/consumer: its own workspace, which depends on this one
-# through local_repository, traces its own model through the public headers
-# and generates code with fx_cc_library). Ends with one line
-# "N passed, N failed" counting Catch2 test cases over all test targets of
-# both (a target that fails to build or dies without a Catch2 summary counts
-# as one failed case). Exits non-zero if anything failed.
+# The tests, in five parts:
+#   1. `bazel test //...` in this workspace;
+#   2. the same in the consumer example (examples/consumer: its own
+#      workspace, which depends on this one through local_repository, traces
+#      its own model through the public headers and generates code with
+#      fx_cc_library);
+#   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
+#      TorchScript and fuzz regression tests again under AddressSanitizer,
+#      LeakSanitizer and UndefinedBehaviorSanitizer (--config=fuzz: clang-14,
+#      whose objects also make the fuzzers);
+#   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
+#   5. each benchmark with --quick, to prove it runs (its timing targets are
+#      for full runs; its accuracy and allocation targets hold in any run).
+# Ends with one line "N passed, N failed" counting Catch2 test cases over all
+# test targets (a target that fails to build or dies without a Catch2
+# summary counts as one failed case), plus one case per fuzzer and per
+# benchmark. Exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,14 +23,24 @@ passed=0
 failed=0
 status=0
 
-# Runs `bazel test //...` in workspace $1 and adds its cases to the counts.
+# Runs `bazel test ARGS...` (default //...) in workspace $1 and adds its
+# cases to the counts. Options among ARGS (--config=...) also pick the test
+# logs' directory.
 test_workspace() {
+  local dir="$1"
+  shift
+  local args=("$@")
+  [ "${#args[@]}" -eq 0 ] && args=(//...)
+  local options=()
+  for arg in "${args[@]}"; do
+    [[ "$arg" == --* ]] && options+=("$arg")
+  done
   local log
   log="$(mktemp)"
-  (cd "$1" && bazel test //... 2>&1) | tee "$log"
+  (cd "$dir" && bazel test "${args[@]}" 2>&1) | tee "$log"
   local ws_status=${PIPESTATUS[0]}
   local testlogs
-  testlogs="$(cd "$1" && bazel info bazel-testlogs 2>/dev/null)"
+  testlogs="$(cd "$dir" && bazel info "${options[@]}" bazel-testlogs 2>/dev/null)"
   local ws_failed=0
   while read -r target result; do
     local path="${target#//}"
@@ -58,8 +78,29 @@ test_workspace() {
   fi
 }
 
+# Counts one case for a command: passed if it exits 0.
+one_case() {
+  local name="$1"
+  shift
+  echo "== $name: $*"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    echo "== $name FAILED"
+    failed=$((failed + 1))
+    status=1
+  fi
+}
+
 test_workspace .
 test_workspace examples/consumer
+test_workspace . --config=fuzz //fx/... //interpreter/... //passes/... //fuzz/...
+for target in parse_graph load input_spec; do
+  one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
+done
+for benchmark in benchmark benchmark_passes benchmark_codegen; do
+  one_case "$benchmark --quick" bazel run "//tools:$benchmark" -- --quick
+done
 
 echo "$passed passed, $failed failed"
 exit "$status"
