@@ -41,7 +41,7 @@ ABSL_FLAG(std::string, emit_blocks, "1250,12500",
           "for, comma-separated; empty skips");
 ABSL_FLAG(int, compile_blocks, 1250,
           "compile the C++ emitted for a graph of this many blocks with g++ "
-          "-O2 (0 skips)");
+          "-O2 (0 skips; --quick skips it, a 3-minute compile)");
 
 namespace {
 
@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "generated C++ vs eager and GraphModule.\n  bazel run "
       "//tools:benchmark_codegen -- [--quick] [--threads=N] [--repeats=N] "
-      "[--emit_blocks=a,b] [--compile_blocks=N]\n--quick: 3 rounds.");
+      "[--emit_blocks=a,b] [--compile_blocks=N]\n--quick: 3 rounds, no g++ "
+      "compile.");
   absl::ParseCommandLine(argc, argv);
   const RunFlags flags = run_flags();
   at::set_num_threads(flags.threads);
@@ -206,7 +207,8 @@ int main(int argc, char** argv) {
     sizes.push_back(blocks);
   }
   std::vector<Emission> emissions =
-      measure_emission(sizes, absl::GetFlag(FLAGS_compile_blocks));
+      measure_emission(sizes,
+                       flags.quick ? 0 : absl::GetFlag(FLAGS_compile_blocks));
 
   std::cout << "fx for LibTorch generated-code benchmark\nbefore: " << before
             << "; after: " << machine_summary()
