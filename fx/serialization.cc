@@ -2,10 +2,13 @@
 
 #include <cstring>
 #include <exception>
+#include <istream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <utility>
 #include <vector>
 
@@ -81,11 +84,12 @@ c10::impl::GenericDict encode_meta(const Node& node) {
 // Checked access to the loaded IValues; errors name the file and the entry.
 class Reader {
  public:
-  explicit Reader(std::string path) : path_(std::move(path)) {}
+  // `source` names what is read: "'model.fx'" or "the stream".
+  explicit Reader(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(const std::string& where,
                          const std::string& problem) const {
-    throw GraphError(absl::StrCat("fx::load: '", path_, "': ", where, " ",
+    throw GraphError(absl::StrCat("fx::load: ", source_, ": ", where, " ",
                                   problem,
                                   "; the file is damaged or was not written "
                                   "by fx::save"));
@@ -240,19 +244,18 @@ class Reader {
     try {
       return parse_graph(text);
     } catch (const ParseError& e) {
-      throw ParseError(absl::StrCat("fx::load: '", path_, "': ", where, ": ",
+      throw ParseError(absl::StrCat("fx::load: ", source_, ": ", where, ": ",
                                     e.what()),
                        e.line(), e.column());
     }
   }
 
  private:
-  std::string path_;
+  std::string source_;
 };
 
-}  // namespace
-
-void save(const GraphModuleImpl& gm, const std::string& path) {
+// The bytes fx::save writes.
+std::string save_to_bytes(const GraphModuleImpl& gm) {
   c10::impl::GenericDict root = make_dict();
   root.insert("format", kFormat);
   root.insert("version", kVersion);
@@ -289,7 +292,22 @@ void save(const GraphModuleImpl& gm, const std::string& path) {
   root.insert("meta", meta);
 
   std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
-  write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+void save(const GraphModuleImpl& gm, const std::string& path) {
+  write_file_atomically(path, save_to_bytes(gm));
+}
+
+void save(const GraphModuleImpl& gm, std::ostream& out) {
+  const std::string bytes = save_to_bytes(gm);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    throw GraphError("fx::save: the stream refused the bytes (its badbit or "
+                     "failbit is set): check that it is open for writing");
+  }
 }
 
 namespace {
@@ -381,17 +399,17 @@ std::string check_pickle(const char* data, size_t size) {
   return "no STOP";
 }
 
-}  // namespace
-
-GraphModule load(const std::string& path, Attributes attributes) {
-  const std::string bytes = read_file(path, "fx::load");
+// Loads what save_to_bytes wrote; `source` names it in errors ("'a.fx'",
+// "the stream").
+GraphModule load_from_bytes(const std::string& bytes,
+                            const std::string& source, Attributes attributes) {
   c10::IValue value;
   try {
     std::istringstream stream(bytes);
     caffe2::serialize::PyTorchStreamReader reader(&stream);
     if (!reader.hasRecord("data.pkl")) {
       throw GraphError(absl::StrCat(
-          "fx::load: '", path, "' is not a file written by fx::save (the "
+          "fx::load: ", source, " is not a file written by fx::save (the "
           "archive has no data.pkl)"));
     }
     auto [pickle, pickle_size] = reader.getRecord("data.pkl");
@@ -399,7 +417,7 @@ GraphModule load(const std::string& path, Attributes attributes) {
         static_cast<const char*>(pickle.get()), pickle_size);
     if (!problem.empty()) {
       throw GraphError(absl::StrCat(
-          "fx::load: '", path, "' is corrupt or is not a file written by "
+          "fx::load: ", source, " is corrupt or is not a file written by "
           "fx::save (its data.pkl: ", problem, ")"));
     }
     value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
@@ -407,16 +425,16 @@ GraphModule load(const std::string& path, Attributes attributes) {
     throw;
   } catch (const c10::Error& e) {
     throw GraphError(absl::StrCat(
-        "fx::load: '", path, "' is truncated or is not a file written by "
+        "fx::load: ", source, " is truncated or is not a file written by "
         "fx::save (", e.what_without_backtrace(), ")"));
   } catch (const std::exception& e) {
     // libtorch's unpickler also throws std::runtime_error, e.g. "Can't hash
     // IValues with tag 'GenericList'" for a dict keyed by a list.
     throw GraphError(absl::StrCat(
-        "fx::load: '", path, "' is corrupt or is not a file written by "
+        "fx::load: ", source, " is corrupt or is not a file written by "
         "fx::save (", e.what(), ")"));
   }
-  Reader r(path);
+  Reader r(source);
   if (!value.isGenericDict()) {
     r.fail("the file", absl::StrCat("holds a ", value.tagKind(),
                                     " where fx::save writes a dict"));
@@ -430,7 +448,7 @@ GraphModule load(const std::string& path, Attributes attributes) {
   const int64_t version = r.integer(r.entry(root, "version", "the file"), "'version'");
   if (version > kVersion) {
     throw GraphError(absl::StrCat(
-        "fx::load: '", path, "' has format version ", version,
+        "fx::load: ", source, " has format version ", version,
         "; this program reads version ", kVersion,
         " and older: load it with a newer fx for LibTorch"));
   }
@@ -481,7 +499,7 @@ GraphModule load(const std::string& path, Attributes attributes) {
   }
   if (!missing.empty()) {
     throw GraphError(absl::StrCat(
-        "fx::load: '", path, "' calls leaf module",
+        "fx::load: ", source, " calls leaf module",
         missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "),
         ", which a file cannot hold (they are C++ code): pass ",
         missing.size() > 1 ? "them" : "it",
@@ -520,6 +538,23 @@ GraphModule load(const std::string& path, Attributes attributes) {
     gm->recompile();
   }
   return gm;
+}
+
+}  // namespace
+
+GraphModule load(const std::string& path, Attributes attributes) {
+  return load_from_bytes(read_file(path, "fx::load"), "'" + path + "'",
+                         std::move(attributes));
+}
+
+GraphModule load(std::istream& in, Attributes attributes) {
+  std::string bytes{std::istreambuf_iterator<char>(in),
+                    std::istreambuf_iterator<char>()};
+  if (in.bad()) {
+    throw GraphError("fx::load: the stream could not be read (its badbit is "
+                     "set)");
+  }
+  return load_from_bytes(bytes, "the stream", std::move(attributes));
 }
 
 }  // namespace fx

@@ -29,6 +29,7 @@
 // lost there and kept here.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 
 #include "fx/graph_module.h"
@@ -43,6 +44,12 @@ inline void save(const GraphModule& gm, const std::string& path) {
   save(*gm, path);
 }
 
+// The same bytes, to a stream (a buffer, a socket, an archive of one's
+// own), as torch::save takes one. Throws fx::GraphError if the stream
+// refuses them.
+void save(const GraphModuleImpl& gm, std::ostream& out);
+inline void save(const GraphModule& gm, std::ostream& out) { save(*gm, out); }
+
 // Reads a GraphModule written by fx::save. Entries of `attributes` win over
 // the file's (e.g. new weights) and supply its leaf modules. Throws
 //   fx::ParseError (with line and column in the graph text) if the saved
@@ -51,5 +58,8 @@ inline void save(const GraphModule& gm, const std::string& path) {
 //     truncated, not written by fx::save, or needs a leaf module or
 //     registered function this program lacks.
 GraphModule load(const std::string& path, Attributes attributes = {});
+// The same from what fx::save wrote to a stream, read to its end; errors
+// name "the stream" where the others name the file.
+GraphModule load(std::istream& in, Attributes attributes = {});
 
 }  // namespace fx
