@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "codegen/cpp_codegen.h"
+#include "fx/cpp_code.h"
 #include "fx/errors.h"
 #include "fx/function.h"
 

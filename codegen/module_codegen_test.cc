@@ -13,12 +13,12 @@
 #include "testdata/lenet_generated.h"
 #include "testdata/resnet18_folded.h"
 #include "testdata/resnet18_split.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
 
-fx::GraphModule folded_resnet18(const testdata::ZooModel& model) {
+fx::GraphModule folded_resnet18(const models::ZooModel& model) {
   fx::GraphModule gm =
       fx::symbolic_trace(model.module, model.forward, model.example_inputs);
   return fx::PassManager()
@@ -31,7 +31,7 @@ fx::GraphModule folded_resnet18(const testdata::ZooModel& model) {
 
 TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  models::ZooModel model = models::make_zoo_model("resnet18");
   fx::GraphModule gm = folded_resnet18(model);
   testdata::ResNet18Folded generated(*model.module);
   at::Tensor x = model.example_inputs[0].toTensor();
@@ -57,7 +57,7 @@ TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
 
 TEST_CASE("a forward split into many functions computes the same") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  models::ZooModel model = models::make_zoo_model("resnet18");
   testdata::ResNet18Folded whole(*model.module);
   testdata::ResNet18Split split(*model.module);
   at::Tensor x = model.example_inputs[0].toTensor();
@@ -96,7 +96,7 @@ TEST_CASE("generated code runs on the weights file written beside it") {
   fx::TensorMap weights = fx::load_tensors("testdata/lenet_generated.weights");
   CHECK(weights.size() == testdata::LenetGenerated::tensor_names().size());
   testdata::LenetGenerated generated(weights);
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
+  models::ZooModel model = models::make_zoo_model("lenet");
   at::Tensor x = model.example_inputs[0].toTensor();
   CHECK(torch::allclose(generated.forward(x),
                         model.forward(model.example_inputs).toTensor(), 1e-5,
@@ -105,7 +105,7 @@ TEST_CASE("generated code runs on the weights file written beside it") {
 
 TEST_CASE("generated code checks its tensors and inputs") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  models::ZooModel model = models::make_zoo_model("resnet18");
   fx::TensorMap tensors = fx::named_tensors(*model.module);
   tensors.erase("layer1.0.conv1.weight");
   CHECK_THROWS_WITH(testdata::ResNet18Folded(tensors),

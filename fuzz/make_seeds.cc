@@ -21,7 +21,7 @@
 #include "fx/graph_module.h"
 #include "fx/serialization.h"
 #include "passes/fuse_conv_bn.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 
 namespace {
 
@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
       std::filesystem::create_directories(dir / sub);
     }
     int graphs = 0, files = 0;
-    for (const std::string& name : testdata::traceable_zoo_model_names()) {
-      testdata::ZooModel model = testdata::make_zoo_model(name);
-      fx::GraphModule gm = testdata::trace_zoo_model(model);
+    for (const std::string& name : models::traceable_zoo_model_names()) {
+      models::ZooModel model = models::make_zoo_model(name);
+      fx::GraphModule gm = models::trace_zoo_model(model);
       fx::PrintOptions typed;
       typed.tensor_meta = true;
       write_text(dir / "parse_graph" / (name + ".txt"),
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         fx::fuse_conv_bn(*gm);
         fx::save(gm, (dir / "load" / (name + "_folded.fx")).string());
         files += 2;
-        gm = testdata::trace_zoo_model(model);
+        gm = models::trace_zoo_model(model);
       }
       shrink_tensors(*gm);
       fx::save(gm, (dir / "load" / (name + ".fx")).string());

@@ -11,7 +11,7 @@
 #include "fuzz/targets.h"
 #include "fx/graph_module.h"
 #include "fx/serialization.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -49,8 +49,8 @@ TEST_CASE("the zoo's graphs and files, the fuzzers' seeds, pass the targets") {
   const std::string scratch = std::string(std::getenv("TEST_TMPDIR")) + "/z.fx";
   for (const char* name : {"mlp", "lenet", "resnet18", "unet"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     fx::PrintOptions typed;
     typed.tensor_meta = true;
     run(fx::fuzz::parse_graph, gm->graph().to_string());

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -40,8 +40,8 @@ TEST_CASE("one GraphModule on 8 threads, 1,000 forwards each, equals serial") {
   at::set_num_threads(1);
   for (const char* name : {"mlp", "lenet", "inplace_ops"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     const at::Tensor example = model.example_inputs[0].toTensor();
     std::vector<at::Tensor> inputs;
     for (int i = 0; i < 5; ++i) inputs.push_back(torch::randn_like(example));
@@ -66,12 +66,12 @@ TEST_CASE("a model that creates and fills tensors in forward, on 8 threads") {
 }
 
 TEST_CASE("two models traced on two threads at once") {
-  testdata::ZooModel lenet = testdata::make_zoo_model("lenet");
-  testdata::ZooModel resnet = testdata::make_zoo_model("resnet18");
+  models::ZooModel lenet = models::make_zoo_model("lenet");
+  models::ZooModel resnet = models::make_zoo_model("resnet18");
   std::string lenet_graph[2], resnet_graph[2];
-  auto trace = [](const testdata::ZooModel& m, std::string* out) {
+  auto trace = [](const models::ZooModel& m, std::string* out) {
     for (int i = 0; i < 2; ++i) {
-      out[i] = testdata::trace_zoo_model(m)->graph().to_string();
+      out[i] = models::trace_zoo_model(m)->graph().to_string();
     }
   };
   std::thread a(trace, std::cref(lenet), lenet_graph);
@@ -79,17 +79,17 @@ TEST_CASE("two models traced on two threads at once") {
   a.join();
   b.join();
   // The same graphs as traced alone, one after the other.
-  CHECK(lenet_graph[0] == testdata::trace_zoo_model(lenet)->graph().to_string());
+  CHECK(lenet_graph[0] == models::trace_zoo_model(lenet)->graph().to_string());
   CHECK(lenet_graph[1] == lenet_graph[0]);
-  CHECK(resnet_graph[0] == testdata::trace_zoo_model(resnet)->graph().to_string());
+  CHECK(resnet_graph[0] == models::trace_zoo_model(resnet)->graph().to_string());
   CHECK(resnet_graph[1] == resnet_graph[0]);
   CHECK_FALSE(fx::is_tracing());
 }
 
 TEST_CASE("a model traced on one thread while its GraphModule runs on another") {
   at::set_num_threads(1);
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const at::Tensor x = model.example_inputs[0].toTensor();
   const c10::IValue expected = gm(x);
   std::atomic<bool> done{false};
@@ -106,7 +106,7 @@ TEST_CASE("a model traced on one thread while its GraphModule runs on another") 
   // to run 20 forwards meanwhile (a bounded number).
   int traces = 0;
   for (; traces < 20 || (runs < 20 && traces < 5000); ++traces) {
-    CHECK(testdata::trace_zoo_model(model)->graph().to_string() == graph);
+    CHECK(models::trace_zoo_model(model)->graph().to_string() == graph);
   }
   done = true;
   runner.join();

@@ -13,7 +13,11 @@
 //   fx/parser.h         parse_graph: the printed graph read back
 //   fx/serialization.h  save / load a GraphModule to / from one file
 //   fx/graph_module.h   GraphModule: a torch::nn::Module running a graph
-//   interpreter/interpreter.h   Interpreter: node-by-node execution
+//   fx/cpp_code.h       a graph as C++ (what gm->code() prints)
+// Above this layer, included on their own:
+//   interpreter/        Interpreter, Transformer, ShapeProp
+//   passes/             the passes, PassManager, cost model, pictures
+//   codegen/            classes generated at build time (fx_cc_library)
 //   fx/torchscript.h    TorchScript in (symbolic_trace of a torch::jit::Module)
 //                       and out (to_torchscript); not included here, as it
 //                       pulls in TorchScript's headers
@@ -25,4 +29,3 @@
 #include "fx/parser.h"
 #include "fx/serialization.h"
 #include "fx/tracer.h"
-#include "interpreter/interpreter.h"

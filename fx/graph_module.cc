@@ -12,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "codegen/cpp_codegen.h"
+#include "fx/cpp_code.h"
 #include "fx/errors.h"
 #include "fx/guards.h"
-#include "interpreter/executor.h"
+#include "fx/internal/executor.h"
 
 namespace fx {
 namespace {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "interpreter/interpreter.h"
 #include "third_party/catch.h"
 
 namespace {

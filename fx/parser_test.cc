@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -169,10 +169,10 @@ TEST_CASE("parse_graph reads the type slot into tensor meta") {
 }
 
 TEST_CASE("parse_graph round-trips every zoo model, and the parsed graph runs") {
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     for (bool meta : {false, true}) {
       const std::string text = gm->graph().to_string({.tensor_meta = meta});
       auto parsed = fx::parse_graph(text);
@@ -232,10 +232,10 @@ TEST_CASE("numbers print and parse alike under a locale with a decimal comma") {
       "    return mul");
   CHECK(g->find_nodes(fx::Opcode::kCallFunction)[0]->args()[1].to_double() ==
         0.125);
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     const std::string text = gm->graph().to_string({.tensor_meta = true});
     CHECK(fx::parse_graph(text)->to_string({.tensor_meta = true}) == text);
   }
@@ -301,8 +301,8 @@ TEST_CASE("parse_graph reports malformed text with line and column") {
 }
 
 TEST_CASE("parse_graph never crashes on truncated or corrupted text") {
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const std::string text = gm->graph().to_string({.tensor_meta = true});
   // Every prefix without the whole return line is a ParseError (one
   // cutting the returned name short may name another node).

@@ -10,12 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "fx/fx.h"
 #include "passes/fuse_conv_bn.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -66,10 +67,10 @@ std::string meta_summary(const fx::Graph& graph) {
 
 TEST_CASE("save and load every zoo model: same graph, meta, tensors, outputs") {
   const std::string path = temp_path("zoo.fx");
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     fx::save(gm, path);
     fx::GraphModule loaded = fx::load(path, leaf_modules_of(gm));
 
@@ -104,8 +105,8 @@ TEST_CASE("save and load every zoo model: same graph, meta, tensors, outputs") {
 }
 
 TEST_CASE("a folded ResNet-18 keeps its init steps through save and load") {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   REQUIRE(fx::fuse_conv_bn(*gm));
   gm->recompile();
   REQUIRE(!gm->init_steps().empty());
@@ -134,8 +135,8 @@ TEST_CASE("a folded ResNet-18 keeps its init steps through save and load") {
 }
 
 TEST_CASE("save is deterministic and replaces a file only once complete") {
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const std::string a = temp_path("a.fx");
   const std::string b = temp_path("b.fx");
   fx::save(gm, a);
@@ -183,9 +184,40 @@ TEST_CASE("save is deterministic and replaces a file only once complete") {
   std::remove(b.c_str());
 }
 
+TEST_CASE("save to and load from streams: the file's bytes, in memory") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::fuse_conv_bn(*gm);
+  gm->recompile();
+  const std::string path = temp_path("stream.fx");
+  fx::save(gm, path);
+  std::ostringstream out;
+  fx::save(gm, out);
+  CHECK(out.str() == file_bytes(path));
+
+  std::istringstream in(out.str());
+  fx::GraphModule loaded = fx::load(in);
+  CHECK(loaded->graph().to_string({.tensor_meta = true}) ==
+        gm->graph().to_string({.tensor_meta = true}));
+  CHECK(loaded->init_steps().size() == gm->init_steps().size());
+  torch::NoGradGuard no_grad;
+  testdata::check_outputs_equal(gm->forward(model.example_inputs),
+                                loaded->forward(model.example_inputs));
+
+  // Errors name the stream; a stream that refuses bytes is an error too.
+  std::istringstream truncated(out.str().substr(0, out.str().size() / 2));
+  CHECK_THROWS_AS(fx::load(truncated), fx::GraphError);
+  std::istringstream truncated_again(out.str().substr(0, out.str().size() / 2));
+  CHECK_THROWS_WITH(fx::load(truncated_again), Catch::Contains("the stream"));
+  std::ostringstream closed;
+  closed.setstate(std::ios::badbit);
+  CHECK_THROWS_WITH(fx::save(gm, closed), Catch::Contains("the stream refused"));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("load rejects missing, truncated and foreign files clearly") {
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const std::string path = temp_path("bad.fx");
   fx::save(gm, path);
   const std::string bytes = file_bytes(path);
@@ -213,8 +245,8 @@ TEST_CASE("load rejects missing, truncated and foreign files clearly") {
 }
 
 TEST_CASE("load reports a hand-edited graph with line and column") {
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const std::string path = temp_path("edited.fx");
   fx::save(gm, path);
   c10::IValue root = torch::pickle_load([&] {
@@ -243,8 +275,8 @@ TEST_CASE("load reports a hand-edited graph with line and column") {
 }
 
 TEST_CASE("load asks for the leaf modules a file cannot hold") {
-  testdata::ZooModel model = testdata::make_zoo_model("data_dependent_leaf");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("data_dependent_leaf");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   REQUIRE(!gm->leaf_modules().empty());
   const std::string path = temp_path("leaf.fx");
   fx::save(gm, path);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "interpreter/interpreter.h"
 #include "interpreter/shape_prop.h"
 #include "passes/constant_folding.h"
 #include "passes/eliminate_noops.h"

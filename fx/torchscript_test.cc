@@ -11,7 +11,7 @@
 #include "fx/fx.h"
 #include "fx/internal/torchscript_interpreter.h"
 #include "passes/fuse_conv_bn.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -163,11 +163,11 @@ TEST_CASE("TorchScript nodes only TorchScript runs are traced through its interp
 }
 
 TEST_CASE("GraphModules export to TorchScript and load back in C++") {
-  for (const std::string& name : {"resnet18", "lenet", "mlp", "mobilenet_v2",
+  for (std::string name : {"resnet18", "lenet", "mlp", "mobilenet_v2",
                                   "inplace_ops"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     torch::jit::Module exported = fx::to_torchscript(gm);
     // The same parameters under the same names.
     std::set<std::string> names;
@@ -189,8 +189,8 @@ TEST_CASE("GraphModules export to TorchScript and load back in C++") {
 }
 
 TEST_CASE("exported TorchScript checks the inputs as the GraphModule does") {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const std::string path = model_path("exported_guards");
   fx::to_torchscript(gm).save(path);
   torch::jit::Module loaded = torch::jit::load(path);
@@ -259,8 +259,8 @@ TEST_CASE("an imported TorchScript model, folded, exports and loads in Python") 
 }
 
 TEST_CASE("export names what TorchScript cannot hold") {
-  testdata::ZooModel model = testdata::make_zoo_model("data_dependent_leaf");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("data_dependent_leaf");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   CHECK_THROWS_WITH(fx::to_torchscript(gm),
                     Catch::Contains("leaf modules are C++ code") &&
                         Catch::Contains("call_module"));

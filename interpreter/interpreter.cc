@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
 #include "fx/function.h"
-#include "interpreter/executor.h"
+#include "fx/internal/executor.h"
 
 namespace fx {
 

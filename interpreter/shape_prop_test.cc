@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -144,7 +144,7 @@ TEST_CASE("ShapeProp overwrites metadata and erases what no longer holds") {
   CHECK(meta_of(by_name(graph, "relu")).sizes == std::vector<int64_t>{7, 5});
 }
 
-fx::GraphModule trace(const testdata::ZooModel& model,
+fx::GraphModule trace(const models::ZooModel& model,
                       std::vector<c10::IValue> inputs) {
   fx::TraceOptions options;
   options.leaf_modules = model.leaf_modules;
@@ -157,7 +157,7 @@ void check_against_fresh_trace(const std::string& name,
                                const at::Tensor& new_input, int64_t new_batch) {
   INFO(name);
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model(name);
+  models::ZooModel model = models::make_zoo_model(name);
   fx::GraphModule gm = trace(model, model.example_inputs);
   c10::IValue out = fx::ShapeProp(gm).propagate({new_input});
   CHECK(torch::allclose(out.toTensor(), model.forward({new_input}).toTensor()));

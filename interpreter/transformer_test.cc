@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -49,8 +49,8 @@ TEST_CASE("an identity Transformer reproduces every zoo model") {
   for (const char* name : {"resnet18", "lstm_tagger", "transformer_encoder",
                            "inplace_ops", "data_dependent_leaf"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     fx::GraphModule again = fx::Transformer(gm).transform();
     CHECK(again->graph().to_string() == gm->graph().to_string());
     c10::IValue a = again->forward(model.example_inputs);

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "fx/function.h"
+#include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
 
 namespace fx {

@@ -650,14 +650,14 @@ std::string format_cost_table(const CostReport& report,
   const Machine* machine = options.machine;
   std::vector<std::string> headers;
   std::vector<Row> rows;
-  Row total{{absl::StrCat("total (", report.nodes.size(), " nodes)")}};
+  Row total{{absl::StrCat("total (", report.nodes.size(), " nodes)")}, {}};
   for (const auto& [node, cost] : report.nodes) total.add(cost, machine);
   if (options.group_by == GroupBy::kNode) {
     headers = {"node", "target", "module"};
     for (const auto& [node, cost] : report.nodes) {
       std::string target = node->target().to_string();
       if (!cost.modelled) absl::StrAppend(&target, " (unmodelled)");
-      rows.push_back(Row{{node->name(), target, module_path_of(*node)}});
+      rows.push_back(Row{{node->name(), target, module_path_of(*node)}, {}});
       rows.back().add(cost, machine);
     }
   } else {

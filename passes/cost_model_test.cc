@@ -4,7 +4,7 @@
 
 #include "fx/fx.h"
 #include "interpreter/shape_prop.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -188,8 +188,8 @@ TEST_CASE("without metadata, a known operator is reported unmodelled") {
 }
 
 double gmacs(const std::string& name) {
-  testdata::ZooModel model = testdata::make_zoo_model(name);
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model(name);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport r = fx::estimate_cost(gm->graph());
   INFO(name << "\n" << fx::format_cost_table(r, {.top_n = 5}));
   CHECK(r.unmodelled_ops.empty());
@@ -213,23 +213,23 @@ TEST_CASE("every traceable zoo model is fully modelled") {
   for (const char* name : {"mlp", "lenet", "transformer_encoder", "lstm_tagger",
                            "unet", "inplace_ops"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
+    models::ZooModel model = models::make_zoo_model(name);
     fx::CostReport r =
-        fx::estimate_cost(testdata::trace_zoo_model(model)->graph());
+        fx::estimate_cost(models::trace_zoo_model(model)->graph());
     CHECK(r.unmodelled_ops.empty());
     CHECK(r.total.flops > 0);
     CHECK(r.total.bytes_read > 0);
   }
   // A leaf module is opaque.
-  testdata::ZooModel model = testdata::make_zoo_model("data_dependent_leaf");
+  models::ZooModel model = models::make_zoo_model("data_dependent_leaf");
   fx::CostReport r =
-      fx::estimate_cost(testdata::trace_zoo_model(model)->graph());
+      fx::estimate_cost(models::trace_zoo_model(model)->graph());
   CHECK(r.unmodelled_ops == std::vector<std::string>{"call_module gate"});
 }
 
 TEST_CASE("an LSTM costs its gate matrix products at every step") {
-  testdata::ZooModel model = testdata::make_zoo_model("lstm_tagger");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lstm_tagger");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport r = fx::estimate_cost(gm->graph());
   Node* lstm = gm->graph().find_nodes(Opcode::kCallFunction,
                                       fx::op("aten::lstm.input"))[0];
@@ -251,8 +251,8 @@ TEST_CASE("an LSTM costs its gate matrix products at every step") {
 }
 
 TEST_CASE("costs group by module path, exactly and by prefix") {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport r = fx::estimate_cost(gm->graph());
   // conv1: 64 x 112 x 112 outputs of 3 x 7 x 7.
   CHECK(r.by_module_path.at("conv1").macs == 64.0 * 112 * 112 * 3 * 7 * 7);
@@ -270,8 +270,8 @@ TEST_CASE("costs group by module path, exactly and by prefix") {
 
 TEST_CASE("ShapeProp at another batch size scales the cost") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   const double macs = fx::estimate_cost(gm->graph()).total.macs;
   fx::ShapeProp(gm).propagate({torch::randn({2, 3, 224, 224})});
   CHECK(fx::estimate_cost(gm->graph()).total.macs == 2 * macs);
@@ -341,8 +341,8 @@ TEST_CASE("the cost table is deterministic text") {
 }
 
 TEST_CASE("the cost table groups by module and adds the roofline") {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport r = fx::estimate_cost(gm->graph());
   const fx::Machine machine{1e12, 1e11};
   const std::string tree = fx::format_cost_table(

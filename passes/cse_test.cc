@@ -4,7 +4,7 @@
 
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -12,8 +12,8 @@ namespace {
 
 using fx::Argument;
 using fx::Node;
-using testdata::make_zoo_model;
-using testdata::ZooModel;
+using models::make_zoo_model;
+using models::ZooModel;
 
 size_t count(const fx::Graph& graph, const char* op) {
   return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
@@ -216,7 +216,7 @@ TEST_CASE("a tied linear layer transposes its weight once") {
 TEST_CASE("the LSTM tagger's two zero states become one") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("lstm_tagger");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   REQUIRE(count(gm->graph(), "aten::zeros") == 2);
   CHECK(fx::eliminate_common_subexpressions(*gm));
   CHECK(count(gm->graph(), "aten::zeros") == 1);
@@ -232,10 +232,10 @@ TEST_CASE("the LSTM tagger's two zero states become one") {
 
 TEST_CASE("every zoo model computes the same after CSE") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     fx::eliminate_common_subexpressions(*gm);
     gm->recompile();
     testdata::check_outputs_equal(gm->forward(model.example_inputs),

@@ -1,4 +1,5 @@
 #include "passes/dead_code_elimination.h"
+#include "fx/graph_module.h"
 
 namespace fx {
 

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
+#include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
 #include "interpreter/transformer.h"
 

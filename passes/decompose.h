@@ -24,6 +24,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "fx/graph_module.h"
 #include "passes/pass.h"
 
 namespace fx {

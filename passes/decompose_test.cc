@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -51,7 +51,7 @@ TEST_CASE("the decompose pass runs in place on zoo models") {
   torch::NoGradGuard no_grad;
   for (const char* name : {"mlp", "lenet"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
+    models::ZooModel model = models::make_zoo_model(name);
     fx::GraphModule gm =
         fx::symbolic_trace(model.module, model.forward, model.example_inputs);
     fx::PassResult result = fx::PassManager().add("decompose").run(gm);
@@ -75,7 +75,7 @@ TEST_CASE("the decompose pass runs in place on zoo models") {
 
 TEST_CASE("decompose keeps the init steps of folded weights") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  models::ZooModel model = models::make_zoo_model("resnet18");
   model.module->eval();
   fx::GraphModule gm =
       fx::symbolic_trace(model.module, model.forward, model.example_inputs);

@@ -7,6 +7,7 @@
 #include <ATen/core/function_schema.h>
 
 #include "fx/function.h"
+#include "fx/graph_module.h"
 #include "fx/meta.h"
 #include "fx/operator_schemas.h"
 

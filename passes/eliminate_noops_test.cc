@@ -1,7 +1,7 @@
 #include "passes/eliminate_noops.h"
 
-#include <ATen/ops/contiguous_ops.h>
 #include <torch/torch.h>
+#include <ATen/ops/contiguous_ops.h>
 
 #include "fx/fx.h"
 #include "passes/pass_manager.h"

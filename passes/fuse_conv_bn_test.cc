@@ -4,7 +4,7 @@
 
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -36,9 +36,9 @@ TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") 
   torch::NoGradGuard no_grad;
   for (const char* name : {"resnet18", "resnet50", "mobilenet_v2"}) {
     INFO(name);
-    testdata::ZooModel model = testdata::make_zoo_model(name);
+    models::ZooModel model = models::make_zoo_model(name);
     auto before = parameter_copies(*model.module);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     size_t convs = count(gm->graph(), "aten::conv2d");
     fx::PassResult result =
         fx::PassManager().add("fuse_conv_bn").add("eliminate_dead_code").run(gm);
@@ -58,8 +58,8 @@ TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") 
 
 TEST_CASE("the fused convolution reads folded attributes computed by an init step") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::fuse_conv_bn(*gm);
   gm->recompile();
   Node* conv =

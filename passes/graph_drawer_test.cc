@@ -9,7 +9,7 @@
 #include "fx/fx.h"
 #include "interpreter/shape_prop.h"
 #include "passes/cost_model.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -119,10 +119,10 @@ TEST_CASE("labels escape what DOT records treat specially") {
 }
 
 TEST_CASE("DOT text is deterministic") {
-  testdata::ZooModel a = testdata::make_zoo_model("mobilenet_v2");
-  testdata::ZooModel b = testdata::make_zoo_model("mobilenet_v2");
-  fx::GraphModule gm_a = testdata::trace_zoo_model(a);
-  fx::GraphModule gm_b = testdata::trace_zoo_model(b);
+  models::ZooModel a = models::make_zoo_model("mobilenet_v2");
+  models::ZooModel b = models::make_zoo_model("mobilenet_v2");
+  fx::GraphModule gm_a = models::trace_zoo_model(a);
+  fx::GraphModule gm_b = models::trace_zoo_model(b);
   fx::CostReport cost_a = fx::estimate_cost(gm_a->graph());
   fx::CostReport cost_b = fx::estimate_cost(gm_b->graph());
   fx::DotOptions options_a, options_b;
@@ -134,8 +134,8 @@ TEST_CASE("DOT text is deterministic") {
 }
 
 TEST_CASE("a ResNet-18 graph renders to SVG with Graphviz") {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport cost = fx::estimate_cost(gm->graph());
   fx::DotOptions options;
   options.name = "resnet18";
@@ -152,8 +152,8 @@ TEST_CASE("a ResNet-18 graph renders to SVG with Graphviz") {
 }
 
 TEST_CASE("LeNet with shapes and costs renders to SVG and PNG") {
-  testdata::ZooModel model = testdata::make_zoo_model("lenet");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::CostReport cost = fx::estimate_cost(gm->graph());
   fx::DotOptions options;
   options.name = "lenet";

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
+#include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
 
 namespace fx {

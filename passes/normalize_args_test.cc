@@ -5,8 +5,9 @@
 #include "fx/errors.h"
 #include "fx/function.h"
 #include "fx/fx.h"
+#include "interpreter/interpreter.h"
 #include "fx/operator_schemas.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
@@ -14,8 +15,8 @@ namespace {
 
 using fx::Argument;
 using fx::Node;
-using testdata::make_zoo_model;
-using testdata::ZooModel;
+using models::make_zoo_model;
+using models::ZooModel;
 
 Node* first(const fx::Graph& graph, const char* op) {
   auto nodes = graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op));
@@ -36,7 +37,7 @@ bool all_kwargs(const fx::Graph& graph) {
 
 TEST_CASE("normalize_args passes every argument by its schema name") {
   ZooModel model = make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   REQUIRE(first(gm->graph(), "aten::conv2d")->format_node() ==
           "%conv2d : [#users=1] = call_function[target=aten::conv2d](args = "
           "(%x, %conv1_weight, None, [2, 2], [3, 3]), kwargs = {})");
@@ -59,7 +60,7 @@ TEST_CASE("normalize_args passes every argument by its schema name") {
 
 TEST_CASE("without fill_defaults, only the arguments given become kwargs") {
   ZooModel model = make_zoo_model("resnet18");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   fx::NormalizeOptions options;
   options.fill_defaults = false;
   CHECK(fx::normalize_args(*gm, options));
@@ -75,11 +76,11 @@ TEST_CASE("without fill_defaults, only the arguments given become kwargs") {
 
 TEST_CASE("normalize then denormalize gives back every zoo graph exactly") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
     c10::IValue expected = model.forward(model.example_inputs);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     const std::string traced = gm->graph().to_string();
 
     CHECK(fx::normalize_args(*gm));

@@ -16,9 +16,11 @@
 
 #include <string>
 
-#include "fx/graph_module.h"
-
 namespace fx {
+
+// fx/graph_module.h, which pulls in the C++ frontend (torch/nn), is for the
+// passes' sources: their headers only name the module.
+class GraphModuleImpl;
 
 class Pass {
  public:

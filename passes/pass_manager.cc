@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
+#include "fx/graph_module.h"
 #include "passes/registry.h"
 
 namespace fx {

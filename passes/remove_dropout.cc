@@ -5,6 +5,7 @@
 
 #include <ATen/core/function_schema.h>
 
+#include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
 
 namespace fx {

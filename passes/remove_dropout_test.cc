@@ -4,14 +4,14 @@
 
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace {
 
 using fx::Node;
-using testdata::make_zoo_model;
-using testdata::ZooModel;
+using models::make_zoo_model;
+using models::ZooModel;
 
 size_t count(const fx::Graph& graph, const char* op) {
   return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
@@ -20,7 +20,7 @@ size_t count(const fx::Graph& graph, const char* op) {
 TEST_CASE("the transformer encoder in eval mode loses every dropout") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("transformer_encoder");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   // Attention weights, attention output, feed-forward inside and output, in
   // each of the two layers.
   REQUIRE(count(gm->graph(), "aten::dropout") == 8);
@@ -37,7 +37,7 @@ TEST_CASE("the transformer encoder in eval mode loses every dropout") {
 TEST_CASE("MobileNetV2's classifier dropout is removed") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("mobilenet_v2");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   auto dropouts = gm->graph().find_nodes(fx::Opcode::kCallFunction,
                                          fx::op("aten::dropout"));
   REQUIRE(dropouts.size() == 1);

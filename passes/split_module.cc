@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/errors.h"
 #include "fx/function.h"
+#include "fx/graph_module.h"
 #include "fx/meta.h"
 
 namespace fx {

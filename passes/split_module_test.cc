@@ -9,7 +9,7 @@
 
 #include "fx/errors.h"
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace fx {
@@ -123,8 +123,8 @@ int64_t resnet_stage(const Node& n, int64_t* current) {
 
 TEST_CASE("ResNet-18 split in four stages runs bitwise as the original") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
-  GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  GraphModule gm = models::trace_zoo_model(model);
   int64_t current = 0;
   GraphModule split = split_module(
       gm, [&](const Node& n) { return resnet_stage(n, &current); });
@@ -177,8 +177,8 @@ TEST_CASE("ResNet-18 split in four stages runs bitwise as the original") {
 
 TEST_CASE("an MLP split per layer") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model("mlp");
-  GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("mlp");
+  GraphModule gm = models::trace_zoo_model(model);
   int64_t current = 0;
   GraphModule split = split_module(gm, [&](const Node& n) {
     if (const std::string* path = n.meta().get(kModulePath)) {
@@ -208,8 +208,8 @@ TEST_CASE("an MLP split per layer") {
 }
 
 TEST_CASE("partitions that use each other throw, naming the cycle") {
-  testdata::ZooModel model = testdata::make_zoo_model("mlp");
-  GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = models::make_zoo_model("mlp");
+  GraphModule gm = models::trace_zoo_model(model);
   // fc1's addmm in 0, its relu in 1, fc2's addmm back in 0.
   auto cyclic = [](const Node& n) -> int64_t {
     return n.name() == "relu" ? 1 : 0;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/errors.h"
+#include "fx/graph_module.h"
 #include "fx/meta.h"
 
 namespace fx {

@@ -9,7 +9,7 @@
 
 #include "fx/errors.h"
 #include "fx/fx.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "third_party/catch.h"
 
 namespace fx {
@@ -131,12 +131,12 @@ TEST_CASE("the header's example: relu(add(x, y)) becomes clamp_min(x + y, 0)") {
   CHECK(matches[0].replacement_nodes[0]->meta().get(kTensorMeta) == nullptr);
 }
 
-testdata::ZooModel resnet18() { return testdata::make_zoo_model("resnet18"); }
+models::ZooModel resnet18() { return models::make_zoo_model("resnet18"); }
 
 TEST_CASE("every relu_ of ResNet-18 becomes clamp_min_(x, 0), same output") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = resnet18();
-  GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = resnet18();
+  GraphModule gm = models::trace_zoo_model(model);
   std::shared_ptr<GraphModuleImpl> original = gm->copy();
   const size_t relus = count(gm->graph(), "aten::relu_");
   REQUIRE(relus == 17);
@@ -173,8 +173,8 @@ at::Tensor bn_relu(at::Tensor x, at::Tensor w, at::Tensor b, at::Tensor mean,
 
 TEST_CASE("bn + relu_ in ResNet-18: literal arguments must match exactly") {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = resnet18();
-  GraphModule gm = testdata::trace_zoo_model(model);
+  models::ZooModel model = resnet18();
+  GraphModule gm = models::trace_zoo_model(model);
   std::shared_ptr<GraphModuleImpl> original = gm->copy();
   std::vector<c10::IValue> examples = {
       torch::randn({1, 3, 4, 4}), torch::randn({3}), torch::randn({3}),

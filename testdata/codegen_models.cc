@@ -1,13 +1,13 @@
 // The zoo's models as fx::codegen::Model factories, for fx_cc_library.
 #include "codegen/generator.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 
 namespace testdata {
 
 namespace {
 
 fx::codegen::Model zoo_model(const std::string& name) {
-  ZooModel zoo = make_zoo_model(name);
+  models::ZooModel zoo = models::make_zoo_model(name);
   return {zoo.module, zoo.forward, zoo.leaf_modules};
 }
 

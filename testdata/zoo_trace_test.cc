@@ -3,15 +3,16 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
-#include "testdata/data_dependent.h"
-#include "testdata/zoo.h"
+#include "interpreter/interpreter.h"
+#include "models/data_dependent.h"
+#include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace {
 
-using testdata::make_zoo_model;
-using testdata::ZooModel;
+using models::make_zoo_model;
+using models::ZooModel;
 
 // Checks, node by node, that the metadata recorded while tracing is the
 // metadata of the value computed at run time.
@@ -40,10 +41,10 @@ class MetaChecker : public fx::Interpreter {
 
 TEST_CASE("every traceable zoo model runs as a GraphModule exactly as eager") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    fx::GraphModule gm = testdata::trace_zoo_model(model);
+    fx::GraphModule gm = models::trace_zoo_model(model);
     gm->graph().lint();
     c10::IValue expected = model.forward(model.example_inputs);
     testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
@@ -56,28 +57,28 @@ TEST_CASE("every traceable zoo model runs as a GraphModule exactly as eager") {
 }
 
 TEST_CASE("tracing is deterministic: the same graph text every time") {
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel a = make_zoo_model(name);
     ZooModel b = make_zoo_model(name);
-    CHECK(testdata::trace_zoo_model(a)->graph().to_string() ==
-          testdata::trace_zoo_model(b)->graph().to_string());
+    CHECK(models::trace_zoo_model(a)->graph().to_string() ==
+          models::trace_zoo_model(b)->graph().to_string());
   }
 }
 
 TEST_CASE("metadata recorded while tracing matches run time, node by node") {
   torch::NoGradGuard no_grad;
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
-    MetaChecker checker(testdata::trace_zoo_model(model));
+    MetaChecker checker(models::trace_zoo_model(model));
     checker.run(model.example_inputs);
     CHECK(checker.checked > 0);
   }
 }
 
 TEST_CASE("no zoo model needs a real kernel to trace") {
-  for (const std::string& name : testdata::traceable_zoo_model_names()) {
+  for (const std::string& name : models::traceable_zoo_model_names()) {
     INFO(name);
     ZooModel model = make_zoo_model(name);
     fx::TraceOptions options;
@@ -153,7 +154,7 @@ TEST_CASE("data-dependent control flow fails with the op, the place and a way ou
   std::vector<at::Tensor> copies;
   for (const auto& p : before) copies.push_back(p.value().clone());
   try {
-    testdata::trace_zoo_model(model);
+    models::trace_zoo_model(model);
     FAIL("tracing a data-dependent model must fail");
   } catch (const fx::TraceError& e) {
     std::string what = e.what();
@@ -177,7 +178,7 @@ TEST_CASE("data-dependent control flow fails with the op, the place and a way ou
 TEST_CASE("the leaf gate is one call_module node and takes both branches") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("data_dependent_leaf");
-  fx::GraphModule gm = testdata::trace_zoo_model(model);
+  fx::GraphModule gm = models::trace_zoo_model(model);
   auto calls = gm->graph().find_nodes(fx::Opcode::kCallModule);
   REQUIRE(calls.size() == 1);
   CHECK(calls[0]->target().str() == "gate");

@@ -37,8 +37,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
+#include "interpreter/interpreter.h"
 #include "fx/torchscript.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 #include "tools/benchmark_support.h"
 
 namespace {
@@ -63,7 +64,7 @@ struct ModelTrace {
   double symbolic_trace_ms = 0;  // fx::symbolic_trace: trace + GraphModule
 };
 
-fx::TraceOptions trace_options(const testdata::ZooModel& model) {
+fx::TraceOptions trace_options(const models::ZooModel& model) {
   fx::TraceOptions options;
   options.leaf_modules = model.leaf_modules;
   return options;
@@ -71,7 +72,7 @@ fx::TraceOptions trace_options(const testdata::ZooModel& model) {
 
 // Median time of fx::Tracer::trace with a fresh Tracer each time (the graph
 // is destroyed outside the timed part).
-double median_trace_ms(const testdata::ZooModel& model, int repeats,
+double median_trace_ms(const models::ZooModel& model, int repeats,
                        fx::TraceStats* stats) {
   return median_ms(
       [&] {
@@ -87,8 +88,9 @@ double median_trace_ms(const testdata::ZooModel& model, int repeats,
 }
 
 ModelTrace measure_model_trace(const std::string& name, int repeats) {
-  testdata::ZooModel model = testdata::make_zoo_model(name);
-  ModelTrace result{name};
+  models::ZooModel model = models::make_zoo_model(name);
+  ModelTrace result;
+  result.name = name;
   result.trace_ms = median_trace_ms(model, repeats, &result.stats);
   result.symbolic_trace_ms = median_ms(
       [&] {
@@ -104,7 +106,7 @@ ModelTrace measure_model_trace(const std::string& name, int repeats) {
 
 std::vector<ModelTrace> measure_model_traces(int repeats) {
   std::vector<ModelTrace> traces;
-  for (const std::string& name : testdata::zoo_model_names()) {
+  for (const std::string& name : models::zoo_model_names()) {
     if (name == "data_dependent") continue;  // untraceable by design
     std::cerr << "tracing " << name << "\n";
     traces.push_back(measure_model_trace(name, repeats));
@@ -277,7 +279,7 @@ ForwardTimes measure_forward(const std::shared_ptr<torch::nn::Module>& root,
 }
 
 ForwardTimes measure_resnet18_forward(int rounds) {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet18");
+  models::ZooModel model = models::make_zoo_model("resnet18");
   return measure_forward(model.module, model.forward, model.example_inputs,
                          rounds, 1, 1.0);
 }
@@ -426,7 +428,7 @@ struct ResNet50Allocations {
 };
 
 ResNet50Allocations measure_resnet50_allocations() {
-  testdata::ZooModel model = testdata::make_zoo_model("resnet50");
+  models::ZooModel model = models::make_zoo_model("resnet50");
   auto trace = [&] {
     fx::Tracer tracer(trace_options(model));
     tracer.trace(model.module, model.forward, model.example_inputs);

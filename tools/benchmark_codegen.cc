@@ -32,8 +32,8 @@
 #include "testdata/resnet18_generated.h"
 #include "testdata/resnet50_folded.h"
 #include "testdata/resnet50_generated.h"
-#include "testdata/blocks.h"
-#include "testdata/zoo.h"
+#include "models/blocks.h"
+#include "models/zoo.h"
 #include "tools/benchmark_support.h"
 
 ABSL_FLAG(std::string, emit_blocks, "1250,12500",
@@ -60,7 +60,7 @@ struct Times {
 template <typename Generated, typename Folded>
 Times measure(const std::string& name, int rounds) {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model(name);
+  models::ZooModel model = models::make_zoo_model(name);
   fx::GraphModule gm =
       fx::symbolic_trace(model.module, model.forward, model.example_inputs);
   fx::GraphModule folded = fx::PassManager()
@@ -147,7 +147,7 @@ std::vector<Emission> measure_emission(const std::vector<int64_t>& sizes,
   std::vector<Emission> out;
   for (int64_t blocks : sizes) {
     std::cerr << "emitting " << blocks << " blocks\n";
-    testdata::Blocks model(blocks);
+    models::Blocks model(blocks);
     model->eval();
     fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({1, 2, 4, 4}));
     fx::codegen::ModuleOptions options;

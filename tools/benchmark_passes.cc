@@ -34,8 +34,8 @@
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
 #include "passes/split_module.h"
-#include "testdata/blocks.h"
-#include "testdata/zoo.h"
+#include "models/blocks.h"
+#include "models/zoo.h"
 #include "tools/benchmark_support.h"
 
 ABSL_FLAG(std::vector<std::string>, passes, {},
@@ -75,7 +75,7 @@ fx::GraphModule inference_module(const fx::GraphModule& gm) {
 
 FoldTimes measure_fold(const std::string& name, int rounds) {
   torch::NoGradGuard no_grad;
-  testdata::ZooModel model = testdata::make_zoo_model(name);
+  models::ZooModel model = models::make_zoo_model(name);
   fx::GraphModule gm =
       fx::symbolic_trace(model.module, model.forward, model.example_inputs);
   fx::GraphModule folded = inference_module(gm);
@@ -163,7 +163,7 @@ std::vector<PassTime> measure_passes(const std::vector<int64_t>& sizes,
   std::vector<fx::GraphModule> modules;
   for (int64_t blocks : sizes) {
     std::cerr << "building and tracing " << blocks << " blocks\n";
-    testdata::Blocks model(blocks);
+    models::Blocks model(blocks);
     model->eval();
     modules.push_back(
         fx::symbolic_trace(model, torch::randn({1, 2, 4, 4})));

@@ -4,11 +4,11 @@
 //                                      graph and code, run it against eager
 //   bazel run //tools:fx -- zoo        list the bundled models
 //   bazel run //tools:fx -- passes     list the passes --passes takes
-//   bazel run //tools:fx -- trace resnet50 --passes=fuse_conv_bn,eliminate_dead_code \
-//       --before --print=graph,code --dot=/tmp/resnet50.svg --cost \
+//   bazel run //tools:fx -- trace resnet50 --passes=fuse_conv_bn,eliminate_dead_code
+//       --before --print=graph,code --dot=/tmp/resnet50.svg --cost
 //       --save=/tmp/resnet50.fx
 //   bazel run //tools:fx -- trace /tmp/resnet50.fx --print=tabular
-//   bazel run //tools:fx -- trace model.pt --input=1x3x224x224 \
+//   bazel run //tools:fx -- trace model.pt --input=1x3x224x224
 //       --passes=fuse_conv_bn --torchscript=/tmp/folded.pt
 #include <algorithm>
 #include <chrono>
@@ -34,7 +34,7 @@
 #include "passes/graph_drawer.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
-#include "testdata/zoo.h"
+#include "models/zoo.h"
 
 ABSL_FLAG(std::string, print, "graph",
           "what `trace` prints after the passes, comma-separated: graph, "
@@ -97,14 +97,14 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 struct Traced {
-  testdata::ZooModel model;
+  models::ZooModel model;
   fx::GraphModule module{nullptr};
-  fx::TraceStats stats;
+  fx::TraceStats stats{};
   double milliseconds = 0;
 };
 
 Traced trace_zoo_model(const std::string& name) {
-  Traced t{testdata::make_zoo_model(name)};
+  Traced t{models::make_zoo_model(name)};
   fx::TraceOptions options;
   options.leaf_modules = t.model.leaf_modules;
   fx::Tracer tracer(options);
@@ -132,7 +132,7 @@ void print_stats(const Traced& t) {
 }
 
 int demo() {
-  std::cout << "== Tracing ResNet-18 (testdata/resnet.h, eval mode) on a "
+  std::cout << "== Tracing ResNet-18 (models/resnet.h, eval mode) on a "
                "1x3x224x224 input\n";
   Traced t = trace_zoo_model("resnet18");
   print_stats(t);
@@ -163,7 +163,7 @@ int demo() {
 }
 
 int zoo() {
-  for (const std::string& name : testdata::zoo_model_names()) {
+  for (const std::string& name : models::zoo_model_names()) {
     std::cout << name << "\n";
   }
   return 0;
@@ -277,7 +277,7 @@ fx::GraphModule load_file(const std::string& path) {
 }
 
 int trace(const std::string& name) {
-  std::vector<std::string> names = testdata::zoo_model_names();
+  std::vector<std::string> names = models::zoo_model_names();
   fx::GraphModule module{nullptr};
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     Traced t = trace_zoo_model(name);

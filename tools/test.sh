@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The tests, in five parts:
-#   1. `bazel test //...` in this workspace;
+# The tests, in six parts:
+#   0. the include graph against the layering (tools/check_layering.py: no
+#      folder includes one above it, no include cycle);
+#   1. `bazel test //...` in this workspace (built with -Wall -Wextra
+#      -Werror, .bazelrc);
 #   2. the same in the consumer example (examples/consumer: its own
 #      workspace, which depends on this one through local_repository, traces
 #      its own model through the public headers and generates code with
@@ -92,6 +95,7 @@ one_case() {
   fi
 }
 
+one_case "layering" /usr/bin/python3 tools/check_layering.py
 test_workspace .
 test_workspace examples/consumer
 test_workspace . --config=fuzz //fx/... //interpreter/... //passes/... //fuzz/...

@@ -329,7 +329,7 @@ OperatorCache& cache_for(const c10::OperatorHandle& op) {
 c10::Device output_device(const c10::FunctionSchema& schema,
                           const std::vector<c10::IValue>& args) {
   if (auto index = schema.argumentIndexWithName("device")) {
-    if (*index < args.size() && args[*index].isDevice()) {
+    if (static_cast<size_t>(*index) < args.size() && args[*index].isDevice()) {
       return args[*index].toDevice();
     }
   }
