@@ -101,7 +101,7 @@ int generator_main(int argc, char** argv,
     if (!flags["weights"].empty()) {
       TensorMap weights;
       for (const std::string& path : generated.bound_tensors) {
-        weights.emplace(path, gm->get_attr(path));
+        weights.emplace(path, gm->fetch_attr(path));
       }
       save_tensors(weights, flags["weights"]);
     }

@@ -198,7 +198,7 @@ class ModuleEmitter {
     int constant_index = 0;
     for (const auto& m : tensors) {
       if (computed.count(m.path)) continue;
-      at::Tensor t = module_.get_attr(m.path);
+      at::Tensor t = module_.fetch_attr(m.path);
       if (absl::StartsWith(m.path, "_tensor_constant")) {
         at::Tensor contiguous = t.contiguous().cpu();
         const auto* bytes =

@@ -611,26 +611,12 @@ class Emitter {
   void call_operator(const Node& n, const c10::OperatorHandle& op, Value* v) {
     const c10::FunctionSchema& schema = op.schema();
     const auto& params = schema.arguments();
+    // Bound as the executor binds them (fx/operator_schemas.h): unknown,
+    // repeated or missing arguments are GraphErrors naming the node.
+    const std::vector<Argument> full = full_arguments(n, schema);
     std::vector<std::string> exprs;
     for (size_t i = 0; i < params.size(); ++i) {
-      const Argument* arg = i < n.args().size()
-                                ? &n.args()[i]
-                                : find_kwarg(n.kwargs(), params[i].name());
-      Argument fallback;
-      if (arg == nullptr) {
-        if (!params[i].default_value()) {
-          throw GraphError(absl::StrCat("codegen: %", n.name(),
-                                        " is missing argument '",
-                                        params[i].name(), "'"));
-        }
-        fallback = ivalue_to_argument(*params[i].default_value(),
-                                      params[i].real_type(),
-                                      [](const at::Tensor&) {
-                                        return Argument();
-                                      });
-        arg = &fallback;
-      }
-      exprs.push_back(expression(*arg, params[i].type(), params[i].real_type()));
+      exprs.push_back(expression(full[i], params[i].type(), params[i].real_type()));
     }
     std::string call = absl::StrCat(ops_struct(op), "::call(",
                                     absl::StrJoin(exprs, ", "), ")");

@@ -283,7 +283,7 @@ void GraphModuleImpl::register_leaf_module(const std::string& path,
   leaves_[path] = std::move(module);
 }
 
-at::Tensor GraphModuleImpl::get_attr(const std::string& path) const {
+at::Tensor GraphModuleImpl::fetch_attr(const std::string& path) const {
   auto it = tensors_.find(path);
   if (it == tensors_.end()) {
     throw GraphError(absl::StrCat("GraphModule has no tensor attribute '",
@@ -319,7 +319,7 @@ namespace {
 ExecutionEnvironment environment_of(const GraphModuleImpl& module) {
   ExecutionEnvironment env;
   env.tensor = [&module](const std::string& path) {
-    return module.get_attr(path);
+    return module.fetch_attr(path);
   };
   env.module = [&module](const std::string& path) {
     return module.leaf_module(path);
@@ -358,7 +358,7 @@ void GraphModuleImpl::add_init_step(InitStep step) {
   // optimizer.step()) nor blocks them (views made in no_grad mode).
   absl::flat_hash_set<const c10::StorageImpl*> read;
   for (Node* n : step.graph->find_nodes(Opcode::kGetAttr)) {
-    const at::Tensor t = get_attr(n->target().str());
+    const at::Tensor t = fetch_attr(n->target().str());
     if (t.defined() && t.has_storage()) {
       read.insert(t.storage().unsafeGetStorageImpl());
     }

@@ -85,8 +85,10 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // and dtype, and the members it uses (torch.fx's print_readable).
   std::string print_readable() const;
 
-  // The tensor a get_attr node with target `path` reads.
-  at::Tensor get_attr(const std::string& path) const;
+  // The tensor a get_attr node with target `path` reads (torch.fx's
+  // fetch_attr; Graph::get_attr makes the node, Interpreter::get_attr runs
+  // it). Throws fx::GraphError if there is none.
+  at::Tensor fetch_attr(const std::string& path) const;
   // The leaf module at `path`, or nullptr.
   const LeafModule* leaf_module(const std::string& path) const;
   bool has_tensor_attribute(const std::string& path) const override;

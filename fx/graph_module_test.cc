@@ -156,7 +156,7 @@ TEST_CASE("copy() gives an independent graph over the same tensors") {
   auto x = torch::randn({4, 3});
   CHECK(torch::equal(copy(x).toTensor(), fc(x)));
   CHECK(torch::equal(gm(x).toTensor(), torch::relu(fc(x))));
-  CHECK(copy->get_attr("fc.weight").is_same(fc->weight));
+  CHECK(copy->fetch_attr("fc.weight").is_same(fc->weight));
 }
 
 TEST_CASE("attributes can be replaced in the GraphModule only") {
@@ -213,7 +213,7 @@ TEST_CASE("set_graph swaps the graph in place, or changes nothing") {
   auto offset = torch::full({2}, 0.5);
   attributes.buffers["offset"] = offset;
   gm->set_graph(std::move(g), std::move(attributes));
-  CHECK(gm->get_attr("fc.weight").is_same(fc->weight));
+  CHECK(gm->fetch_attr("fc.weight").is_same(fc->weight));
   CHECK_FALSE(gm->is_parameter("offset"));
   CHECK(torch::equal(gm(x).toTensor(), torch::sigmoid(fc(x) + offset)));
 }

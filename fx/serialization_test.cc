@@ -81,7 +81,7 @@ TEST_CASE("save and load every zoo model: same graph, meta, tensors, outputs") {
     REQUIRE(loaded->tensor_attributes().size() == gm->tensor_attributes().size());
     for (const auto& [attr, tensor] : gm->tensor_attributes()) {
       INFO(attr);
-      at::Tensor other = loaded->get_attr(attr);
+      at::Tensor other = loaded->fetch_attr(attr);
       CHECK(loaded->is_parameter(attr) == gm->is_parameter(attr));
       CHECK(other.requires_grad() == tensor.requires_grad());
       CHECK(other.sizes() == tensor.sizes());
@@ -122,7 +122,7 @@ TEST_CASE("a folded ResNet-18 keeps its init steps through save and load") {
 
   // New weights, then run_init on the loaded module refolds them.
   at::Tensor y_before = loaded(x).toTensor();
-  loaded->get_attr("bn1.weight").mul_(2);
+  loaded->fetch_attr("bn1.weight").mul_(2);
   loaded->run_init();
   CHECK(!torch::allclose(loaded(x).toTensor(), y_before));
 
@@ -130,7 +130,7 @@ TEST_CASE("a folded ResNet-18 keeps its init steps through save and load") {
   fx::Attributes attributes;
   attributes.parameters["fc.bias"] = torch::zeros({1000});
   fx::GraphModule zero_bias = fx::load(path, attributes);
-  CHECK(torch::equal(zero_bias->get_attr("fc.bias"), torch::zeros({1000})));
+  CHECK(torch::equal(zero_bias->fetch_attr("fc.bias"), torch::zeros({1000})));
   std::remove(path.c_str());
 }
 

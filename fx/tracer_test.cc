@@ -350,16 +350,16 @@ TEST_CASE("plain functions trace; tensors they capture become constants") {
   CHECK(attrs[0]->target().str() == "_tensor_constant0");
   CHECK(attrs[1]->target().str() == "_tensor_constant1");
   // (C++ leaves the order in which the operands are evaluated open.)
-  CHECK((gm->get_attr("_tensor_constant0").is_same(bias) ||
-         gm->get_attr("_tensor_constant1").is_same(bias)));
+  CHECK((gm->fetch_attr("_tensor_constant0").is_same(bias) ||
+         gm->fetch_attr("_tensor_constant1").is_same(bias)));
   CHECK(torch::equal(gm(x).toTensor(), fn(x)));
   // torch::tensor's elements were written while tracing: a plain constant,
   // no nodes that fill it on each run.
   CHECK(gm->graph().find_nodes(Opcode::kCallFunction, fx::op("aten::fill_.Scalar"))
             .empty());
-  CHECK((torch::equal(gm->get_attr("_tensor_constant0"),
+  CHECK((torch::equal(gm->fetch_attr("_tensor_constant0"),
                       torch::tensor({1.0f, 2.0f, 3.0f})) ||
-         torch::equal(gm->get_attr("_tensor_constant1"),
+         torch::equal(gm->fetch_attr("_tensor_constant1"),
                       torch::tensor({1.0f, 2.0f, 3.0f}))));
 }
 

@@ -233,8 +233,8 @@ TEST_CASE("an LSTM costs its gate matrix products at every step") {
   fx::CostReport r = fx::estimate_cost(gm->graph());
   Node* lstm = gm->graph().find_nodes(Opcode::kCallFunction,
                                       fx::op("aten::lstm.input"))[0];
-  at::Tensor w_ih = gm->get_attr("lstm.weight_ih_l0");
-  at::Tensor w_hh = gm->get_attr("lstm.weight_hh_l0");
+  at::Tensor w_ih = gm->fetch_attr("lstm.weight_ih_l0");
+  at::Tensor w_hh = gm->fetch_attr("lstm.weight_hh_l0");
   const int64_t hidden = w_hh.size(1);
   // Input [7, 3] tokens: 21 positions, one layer, one direction.
   const double macs = 21.0 * (w_ih.numel() + w_hh.numel());
@@ -247,7 +247,7 @@ TEST_CASE("an LSTM costs its gate matrix products at every step") {
   CHECK(embedding.flops == 0);
   CHECK(embedding.bytes_read ==
         21 * 8 + embedding.bytes_written);  // i64 indices
-  CHECK(embedding.bytes_written < gm->get_attr("embedding.weight").numel() * 4);
+  CHECK(embedding.bytes_written < gm->fetch_attr("embedding.weight").numel() * 4);
 }
 
 TEST_CASE("costs group by module path, exactly and by prefix") {

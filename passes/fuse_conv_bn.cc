@@ -184,7 +184,7 @@ class Fuser {
   TensorMeta meta_of(const Argument& attribute) const {
     const Node* node = attribute.to_node();
     if (const TensorMeta* meta = node->meta().get(kTensorMeta)) return *meta;
-    return tensor_meta_of(module_.get_attr(node->target().str()));
+    return tensor_meta_of(module_.fetch_attr(node->target().str()));
   }
 
   struct Fused {

@@ -254,7 +254,7 @@ GraphModule split_module(
       const std::string& path = n->target().str();
       (parameter_paths.count(path) ? attributes->parameters
                                    : attributes->buffers)
-          .emplace(path, module.get_attr(path));
+          .emplace(path, module.fetch_attr(path));
     }
     attributes->traced_training = module.traced_training();
   };

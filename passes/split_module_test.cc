@@ -200,9 +200,9 @@ TEST_CASE("an MLP split per layer") {
          "    %relu_1 : [#users=1] = call_function[target=aten::relu](args = "
          "(%addmm_1,), kwargs = {})\n"
          "    return relu_1"));
-  CHECK(submodule(split, "submod_1")->get_attr("fc2.weight")
+  CHECK(submodule(split, "submod_1")->fetch_attr("fc2.weight")
             .unsafeGetTensorImpl() ==
-        gm->get_attr("fc2.weight").unsafeGetTensorImpl());
+        gm->fetch_attr("fc2.weight").unsafeGetTensorImpl());
   at::Tensor input = model.example_inputs[0].toTensor();
   CHECK(torch::equal(split(input).toTensor(), gm(input).toTensor()));
 }

@@ -427,8 +427,8 @@ absl::flat_hash_map<std::string, std::string> import_attributes(
     }
     const bool same =
         in_module &&
-        (tensor ? module.get_attr(path).unsafeGetTensorImpl() ==
-                      owner->get_attr(path).unsafeGetTensorImpl()
+        (tensor ? module.fetch_attr(path).unsafeGetTensorImpl() ==
+                      owner->fetch_attr(path).unsafeGetTensorImpl()
                 : module.leaf_module(path)->module ==
                       owner->leaf_module(path)->module);
     std::string target = same ? path : free_path(module, path);
@@ -436,7 +436,7 @@ absl::flat_hash_map<std::string, std::string> import_attributes(
       if (tensor) {
         const bool is_parameter =
             owner->named_parameters(/*recurse=*/true).find(path) != nullptr;
-        module.register_tensor_attribute(target, owner->get_attr(path),
+        module.register_tensor_attribute(target, owner->fetch_attr(path),
                                          is_parameter);
       } else {
         module.register_leaf_module(target, *owner->leaf_module(path));

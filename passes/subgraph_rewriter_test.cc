@@ -382,8 +382,8 @@ TEST_CASE("constants traced in the replacement are registered on the module") {
   }
   CHECK((constants ==
          std::set<std::string>{"_tensor_constant0", "_tensor_constant0_1"}));
-  CHECK(gm->get_attr("_tensor_constant0_1").unsafeGetTensorImpl() !=
-        gm->get_attr("_tensor_constant0").unsafeGetTensorImpl());
+  CHECK(gm->fetch_attr("_tensor_constant0_1").unsafeGetTensorImpl() !=
+        gm->fetch_attr("_tensor_constant0").unsafeGetTensorImpl());
   CHECK(torch::equal(gm(x).toTensor(), torch::relu(x) * 2 * 3));
 }
 

@@ -204,35 +204,20 @@ class Compiler {
   std::vector<Source> bind_operator(const Node& n,
                                     const c10::FunctionSchema& schema) {
     const auto& params = schema.arguments();
-    const auto& args = n.args();
-    size_t positional = 0;
-    while (positional < params.size() && !params[positional].kwarg_only()) {
-      ++positional;
-    }
-    if (args.size() > positional) {
-      fail(n, absl::StrCat(schema_string(schema), " takes ", positional,
-                           " positional argument(s) but ", args.size(),
-                           " were given"));
-    }
-    for (const auto& kv : n.kwargs()) {
-      auto index = schema.argumentIndexWithName(kv.first);
-      if (!index) {
-        fail(n, absl::StrCat(schema_string(schema),
-                             " has no argument named '", kv.first, "'"));
-      }
-      if (static_cast<size_t>(*index) < args.size()) {
-        fail(n, absl::StrCat("argument '", kv.first,
-                             "' is given both positionally and by keyword"));
-      }
+    // One binding for the executor, the code generator and the passes
+    // (fx/operator_schemas.h): too many positional arguments, unknown or
+    // repeated keywords are GraphErrors naming the node and the schema.
+    std::vector<std::optional<Argument>> bound;
+    try {
+      bound = bind_node_arguments(n, schema);
+    } catch (const GraphError& e) {
+      fail(n, e.what());
     }
     std::vector<Source> sources;
     sources.reserve(params.size());
     for (size_t i = 0; i < params.size(); ++i) {
-      const Argument* arg = i < args.size() ? &args[i]
-                                            : find_kwarg(n.kwargs(),
-                                                         params[i].name());
-      if (arg != nullptr) {
-        sources.push_back(source(n, *arg, params[i].type()));
+      if (bound[i]) {
+        sources.push_back(source(n, *bound[i], params[i].type()));
       } else if (params[i].default_value()) {
         Source s;
         s.constant = *params[i].default_value();
