@@ -49,7 +49,27 @@ struct Tracer::Session {
   bool read_layout = false;
   Session* enclosing = nullptr;
 
+  // Records one operator call (the dispatcher fallback's work), in steps:
   void record(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  void check_proxies_are_ours(const c10::OperatorHandle& op,
+                              const std::vector<c10::IValue>& args) const;
+  // Answers what needs data without it (torch::equal(x, x)), or throws
+  // TraceError; false if the operator needs no data.
+  bool answer_without_data(const c10::OperatorHandle& op,
+                           const std::vector<c10::IValue>& args,
+                           torch::jit::Stack* stack) const;
+  std::vector<Argument> arguments_of(const c10::OperatorHandle& op,
+                                     const std::vector<c10::IValue>& args);
+  std::vector<internal::InferredOutput> outputs_of(
+      const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+      const std::vector<int>& written);
+  Node* call_node(const c10::OperatorHandle& op,
+                  const std::vector<Argument>& full,
+                  const std::vector<internal::InferredOutput>& outputs);
+  void push_outputs(const c10::OperatorHandle& op, Node* node,
+                    const std::vector<int>& written,
+                    std::vector<internal::InferredOutput>* outputs,
+                    std::vector<c10::IValue>* args, torch::jit::Stack* stack);
   bool computes_fresh_tensors(const c10::OperatorHandle& op,
                               const std::vector<c10::IValue>& args) const;
   void run_for_real(const c10::OperatorHandle& op,
@@ -59,6 +79,12 @@ struct Tracer::Session {
                            const std::string& what);
   void annotate(Node* node, const std::vector<Argument>& args);
   std::string location() const;
+  // Steps of Tracer::trace: the root's tensors and modules by path (or the
+  // given `named` tensors), a placeholder per example input, and the output
+  // node with the guards of what the program read.
+  void name_attributes(const Attributes* named);
+  c10::IValue make_input(size_t i, const c10::IValue& example, size_t count);
+  void finish(const c10::IValue& out);
 };
 
 namespace {
@@ -418,109 +444,17 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
       std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, params.size());
 
-  for (const c10::IValue& v : args) {
-    if (v.isTensor()) {
-      internal::ProxyImpl* p = internal::as_proxy(v.toTensor());
-      if (p && p->session() != id) {
-        throw TraceError(absl::StrCat(
-            op_name(op), " was called on a proxy tensor of another trace",
-            location(), ": do not keep tensors from one trace for the next"));
-      }
-    }
-  }
-
-  if (is_data_dependent(op)) {
-    if (schema.name() == "aten::equal" && args.size() == 2 &&
-        args[0].isTensor() && args[1].isTensor()) {
-      // x == x needs no data: C++ MultiheadAttention asks torch::equal(q, k).
-      internal::ProxyImpl* a = internal::as_proxy(args[0].toTensor());
-      internal::ProxyImpl* b = internal::as_proxy(args[1].toTensor());
-      bool same = args[0].toTensor().is_same(args[1].toTensor()) ||
-                  (a && b && a->node() == b->node());
-      if (same) {
-        stack->emplace_back(true);
-        return;
-      }
-    }
-    throw TraceError(absl::StrCat(
-        op_name(op), location(),
-        " needs the data of a tensor, which does not exist while tracing: the "
-        "program's control flow or values depend on the input's data, which "
-        "a graph cannot record. ",
-        kWorkaround));
-  }
-  if (op.hasTag(at::Tag::dynamic_output_shape)) {
-    throw TraceError(absl::StrCat(
-        op_name(op), location(),
-        " returns a tensor whose shape depends on the input's data, which a "
-        "graph traced with fixed shapes cannot record. ",
-        kWorkaround));
-  }
+  check_proxies_are_ours(op, args);
+  if (answer_without_data(op, args, stack)) return;
   if (is_uninitialized_factory(op, args) ||
       computes_fresh_tensors(op, args)) {
     run_for_real(op, std::move(args), stack);
     return;
   }
-
-  // Arguments.
-  std::vector<Argument> full;
-  full.reserve(args.size());
-  try {
-    for (size_t i = 0; i < args.size(); ++i) {
-      full.push_back(ivalue_to_argument(
-          args[i], params[i].real_type(),
-          [this](const at::Tensor& t) { return tracer->create_arg(t); }));
-    }
-  } catch (const GraphError& e) {
-    throw TraceError(absl::StrCat(op_name(op), location(), ": ", e.msg()));
-  }
-
-  // Outputs' metadata.
+  std::vector<Argument> full = arguments_of(op, args);
   const std::vector<int> written = written_arguments(schema);
-  bool all_written = !written.empty();
-  for (int w : written) all_written = all_written && w >= 0;
-  const bool view_in_place = op.hasTag(at::Tag::inplace_view);
-  std::vector<internal::InferredOutput> outputs;
-  if (all_written && !view_in_place) {
-    for (int w : written) {
-      internal::InferredOutput out;
-      if (args[w].isTensor()) {
-        out.tensor = tensor_meta_of(args[w].toTensor());
-      } else {
-        out.kind = internal::InferredOutput::Kind::kValue;
-      }
-      outputs.push_back(std::move(out));
-    }
-    ++tracer->stats_.in_place;
-  } else {
-    internal::InferenceTier tier;
-    try {
-      outputs = internal::infer_outputs(op, args, &tier);
-    } catch (const internal::DataDependentOutput& e) {
-      throw TraceError(absl::StrCat(
-          op_name(op), location(),
-          " returns a tensor whose shape depends on the input's data (", e.what(),
-          "), which a graph traced with fixed shapes cannot record. ",
-          kWorkaround));
-    } catch (const c10::Error& e) {
-      throw TraceError(absl::StrCat(op_name(op), " failed on the example "
-                                    "inputs' shapes while tracing",
-                                    location(), ": ",
-                                    e.what_without_backtrace()));
-    }
-    switch (tier) {
-      case internal::InferenceTier::kRule: ++tracer->stats_.shape_rule; break;
-      case internal::InferenceTier::kMetaKernel:
-        ++tracer->stats_.meta_kernel;
-        break;
-      case internal::InferenceTier::kShapeFunction:
-        ++tracer->stats_.shape_function;
-        break;
-      case internal::InferenceTier::kRealKernel:
-        ++tracer->stats_.real_kernel;
-        break;
-    }
-  }
+  std::vector<internal::InferredOutput> outputs =
+      outputs_of(op, args, written);
 
   // An operator that only answers a question about shapes (aten::size,
   // aten::stride, aten::numel, ...) leaves no node: its answer is a
@@ -540,7 +474,128 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
     return;
   }
 
-  auto [node_args, node_kwargs] = split_arguments(schema, full);
+  Node* node = call_node(op, full, outputs);
+  push_outputs(op, node, written, &outputs, &args, stack);
+}
+
+void Tracer::Session::check_proxies_are_ours(
+    const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) const {
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) {
+      internal::ProxyImpl* p = internal::as_proxy(v.toTensor());
+      if (p && p->session() != id) {
+        throw TraceError(absl::StrCat(
+            op_name(op), " was called on a proxy tensor of another trace",
+            location(), ": do not keep tensors from one trace for the next"));
+      }
+    }
+  }
+}
+
+bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
+                                          const std::vector<c10::IValue>& args,
+                                          torch::jit::Stack* stack) const {
+  if (is_data_dependent(op)) {
+    if (op.schema().name() == "aten::equal" && args.size() == 2 &&
+        args[0].isTensor() && args[1].isTensor()) {
+      // x == x needs no data: C++ MultiheadAttention asks torch::equal(q, k).
+      internal::ProxyImpl* a = internal::as_proxy(args[0].toTensor());
+      internal::ProxyImpl* b = internal::as_proxy(args[1].toTensor());
+      bool same = args[0].toTensor().is_same(args[1].toTensor()) ||
+                  (a && b && a->node() == b->node());
+      if (same) {
+        stack->emplace_back(true);
+        return true;
+      }
+    }
+    throw TraceError(absl::StrCat(
+        op_name(op), location(),
+        " needs the data of a tensor, which does not exist while tracing: the "
+        "program's control flow or values depend on the input's data, which "
+        "a graph cannot record. ",
+        kWorkaround));
+  }
+  if (op.hasTag(at::Tag::dynamic_output_shape)) {
+    throw TraceError(absl::StrCat(
+        op_name(op), location(),
+        " returns a tensor whose shape depends on the input's data, which a "
+        "graph traced with fixed shapes cannot record. ",
+        kWorkaround));
+  }
+  return false;
+}
+
+std::vector<Argument> Tracer::Session::arguments_of(
+    const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
+  const auto& params = op.schema().arguments();
+  std::vector<Argument> full;
+  full.reserve(args.size());
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      full.push_back(ivalue_to_argument(
+          args[i], params[i].real_type(),
+          [this](const at::Tensor& t) { return tracer->create_arg(t); }));
+    }
+  } catch (const GraphError& e) {
+    throw TraceError(absl::StrCat(op_name(op), location(), ": ", e.msg()));
+  }
+  return full;
+}
+
+std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
+    const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+    const std::vector<int>& written) {
+  bool all_written = !written.empty();
+  for (int w : written) all_written = all_written && w >= 0;
+  std::vector<internal::InferredOutput> outputs;
+  if (all_written && !op.hasTag(at::Tag::inplace_view)) {
+    // In place: the outputs are the written arguments.
+    for (int w : written) {
+      internal::InferredOutput out;
+      if (args[w].isTensor()) {
+        out.tensor = tensor_meta_of(args[w].toTensor());
+      } else {
+        out.kind = internal::InferredOutput::Kind::kValue;
+      }
+      outputs.push_back(std::move(out));
+    }
+    ++tracer->stats_.in_place;
+    return outputs;
+  }
+  internal::InferenceTier tier;
+  try {
+    outputs = internal::infer_outputs(op, args, &tier);
+  } catch (const internal::DataDependentOutput& e) {
+    throw TraceError(absl::StrCat(
+        op_name(op), location(),
+        " returns a tensor whose shape depends on the input's data (", e.what(),
+        "), which a graph traced with fixed shapes cannot record. ",
+        kWorkaround));
+  } catch (const c10::Error& e) {
+    throw TraceError(absl::StrCat(op_name(op), " failed on the example "
+                                  "inputs' shapes while tracing",
+                                  location(), ": ",
+                                  e.what_without_backtrace()));
+  }
+  switch (tier) {
+    case internal::InferenceTier::kRule: ++tracer->stats_.shape_rule; break;
+    case internal::InferenceTier::kMetaKernel:
+      ++tracer->stats_.meta_kernel;
+      break;
+    case internal::InferenceTier::kShapeFunction:
+      ++tracer->stats_.shape_function;
+      break;
+    case internal::InferenceTier::kRealKernel:
+      ++tracer->stats_.real_kernel;
+      break;
+  }
+  return outputs;
+}
+
+Node* Tracer::Session::call_node(
+    const c10::OperatorHandle& op, const std::vector<Argument>& full,
+    const std::vector<internal::InferredOutput>& outputs) {
+  auto [node_args, node_kwargs] = split_arguments(op.schema(), full);
   Node* node = tracer->create_node(Opcode::kCallFunction, Target(op),
                                    std::move(node_args),
                                    std::move(node_kwargs), "");
@@ -559,14 +614,21 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
       node->meta().set(kTensorMetaList, std::move(metas));
     }
   }
+  return node;
+}
 
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    internal::InferredOutput& out = outputs[r];
-    const bool single = outputs.size() == 1;
+void Tracer::Session::push_outputs(
+    const c10::OperatorHandle& op, Node* node, const std::vector<int>& written,
+    std::vector<internal::InferredOutput>* outputs,
+    std::vector<c10::IValue>* args, torch::jit::Stack* stack) {
+  const bool view_in_place = op.hasTag(at::Tag::inplace_view);
+  const bool single = outputs->size() == 1;
+  for (size_t r = 0; r < outputs->size(); ++r) {
+    internal::InferredOutput& out = (*outputs)[r];
     if (written[r] >= 0) {
       // In-place: return the written tensor itself, which from now on
       // stands for this node.
-      c10::IValue& target = args[written[r]];
+      c10::IValue& target = (*args)[written[r]];
       if (target.isTensor()) {
         const at::Tensor& t = target.toTensor();
         if (internal::ProxyImpl* p = internal::as_proxy(t)) {
@@ -875,6 +937,136 @@ std::unique_ptr<Graph> Tracer::trace(
   return trace(nullptr, &named, forward, example_inputs);
 }
 
+void Tracer::Session::name_attributes(const Attributes* named) {
+  if (named != nullptr) {
+    for (const auto* tensors : {&named->parameters, &named->buffers}) {
+      for (const auto& [path, tensor] : *tensors) {
+        if (tensor.defined()) {
+          attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
+        }
+      }
+    }
+  } else if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root.get())) {
+    // A GraphModule (re-traced by a Transformer) knows its attributes; its
+    // empty holder modules have nothing fx::call could name.
+    for (const auto& [path, tensor] : gm->tensor_attributes()) {
+      if (tensor.defined()) {
+        attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
+      }
+    }
+    module_paths.emplace(gm, "");
+    for (const auto& [path, leaf] : gm->leaf_modules()) {
+      module_paths.emplace(leaf.module.get(), path);
+    }
+  } else if (root) {
+    for (const auto& item : root->named_parameters(/*recurse=*/true)) {
+      attribute_paths.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    }
+    for (const auto& item : root->named_buffers(/*recurse=*/true)) {
+      if (item.value().defined()) {
+        attribute_paths.emplace(item.value().unsafeGetTensorImpl(), item.key());
+      }
+    }
+    for (const auto& item :
+         root->named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+      module_paths.emplace(item.value().get(), item.key());
+    }
+  }
+}
+
+namespace {
+
+InputGuard tensor_guard(const at::Tensor& t) {
+  InputGuard g;
+  g.kind = InputGuard::Kind::kTensor;
+  g.dtype = t.scalar_type();
+  g.device = t.device();
+  g.dim = t.dim();
+  g.sizes = t.sizes().vec();
+  g.strides = t.strides().vec();
+  return g;
+}
+
+}  // namespace
+
+c10::IValue Tracer::Session::make_input(size_t i, const c10::IValue& v,
+                                        size_t count) {
+  const auto& names = tracer->options_.input_names;
+  std::string name = names.empty() ? (count == 1 ? std::string("x")
+                                                 : absl::StrCat("x", i))
+                                   : names[i];
+  Node* ph = tracer->create_node(Opcode::kPlaceholder, Target(name), {}, {},
+                                 name);
+  placeholders.push_back(ph);
+  InputGuard guard;
+  c10::IValue input;
+  if (v.isTensor() && v.toTensor().defined()) {
+    const at::Tensor& t = v.toTensor();
+    if (internal::as_proxy(t)) {
+      throw TraceError(absl::StrCat("example input ", i,
+                                    " is a proxy of another trace"));
+    }
+    TensorMeta meta = tensor_meta_of(t);
+    meta.requires_grad = false;
+    ph->meta().set(kTensorMeta, meta);
+    input = tracer->create_proxy(ph, meta);
+    guard = tensor_guard(t);
+  } else if (v.isTensorList()) {
+    c10::List<at::Tensor> proxies;
+    guard.kind = InputGuard::Kind::kTensorList;
+    std::vector<TensorMeta> metas;
+    auto list = v.toTensorVector();
+    for (size_t j = 0; j < list.size(); ++j) {
+      TensorMeta meta = tensor_meta_of(list[j]);
+      meta.requires_grad = false;
+      Node* item = getitem(ph, static_cast<int64_t>(j));
+      item->meta().set(kTensorMeta, meta);
+      proxies.push_back(tracer->create_proxy(item, meta));
+      guard.elements.push_back(tensor_guard(list[j]));
+      metas.push_back(meta);
+    }
+    ph->meta().set(kTensorMetaList, std::move(metas));
+    input = c10::IValue(std::move(proxies));
+  } else if (v.isNone() || v.isInt() || v.isDouble() || v.isBool() ||
+             v.isString()) {
+    guard.kind = InputGuard::Kind::kValue;
+    guard.value = ivalue_to_argument(v, nullptr, [](const at::Tensor&) {
+                    return Argument();
+                  }).to_string();
+    input = v;
+  } else {
+    throw TraceError(absl::StrCat(
+        "example input ", i, " is a ", v.tagKind(),
+        "; fx traces tensors, lists of tensors, and ints, doubles, "
+        "bools and strings (which it bakes into the graph)"));
+  }
+  ph->meta().set(kGuard, std::move(guard));
+  return input;
+}
+
+void Tracer::Session::finish(const c10::IValue& out) {
+  tracer->create_node(Opcode::kOutput, Target("output"),
+                      {tracer->output_argument(out)}, {}, "output");
+  for (auto it = getitems.rbegin(); it != getitems.rend(); ++it) {
+    if ((*it)->users().empty()) graph->erase_node(*it);
+  }
+  privatize_written_constants(*graph, tracer->attributes_);
+  tracer->stats_.read_sizes = read_sizes;
+  // What the traced code read of the inputs' sizes and layout is guarded.
+  if (read_sizes) {
+    for (Node* ph : placeholders) {
+      InputGuard* g = ph->meta().get_mutable(kGuard);
+      g->check_sizes = g->kind == InputGuard::Kind::kTensor;
+      g->check_strides = g->check_sizes && read_layout;
+      for (InputGuard& e : g->elements) {
+        e.check_sizes = true;
+        e.check_strides = read_layout;
+      }
+    }
+  }
+  graph->lint();
+}
+
 std::unique_ptr<Graph> Tracer::trace(
     const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
     const BoxedForward& forward,
@@ -886,42 +1078,7 @@ std::unique_ptr<Graph> Tracer::trace(
   session->id = next_session_id++;
   session->graph = std::make_unique<Graph>();
   session->root = root;
-  if (named != nullptr) {
-    for (const auto* tensors : {&named->parameters, &named->buffers}) {
-      for (const auto& [path, tensor] : *tensors) {
-        if (tensor.defined()) {
-          session->attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
-        }
-      }
-    }
-  } else if (auto* gm = dynamic_cast<const GraphModuleImpl*>(root.get())) {
-    // A GraphModule (re-traced by a Transformer) knows its attributes; its
-    // empty holder modules have nothing fx::call could name.
-    for (const auto& [path, tensor] : gm->tensor_attributes()) {
-      if (tensor.defined()) {
-        session->attribute_paths.emplace(tensor.unsafeGetTensorImpl(), path);
-      }
-    }
-    session->module_paths.emplace(gm, "");
-    for (const auto& [path, leaf] : gm->leaf_modules()) {
-      session->module_paths.emplace(leaf.module.get(), path);
-    }
-  } else if (root) {
-    for (const auto& item : root->named_parameters(/*recurse=*/true)) {
-      session->attribute_paths.emplace(item.value().unsafeGetTensorImpl(),
-                                       item.key());
-    }
-    for (const auto& item : root->named_buffers(/*recurse=*/true)) {
-      if (item.value().defined()) {
-        session->attribute_paths.emplace(item.value().unsafeGetTensorImpl(),
-                                         item.key());
-      }
-    }
-    for (const auto& item :
-         root->named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
-      session->module_paths.emplace(item.value().get(), item.key());
-    }
-  }
+  session->name_attributes(named);
   if (!options_.input_names.empty() &&
       options_.input_names.size() != example_inputs.size()) {
     throw TraceError(absl::StrCat(
@@ -950,95 +1107,17 @@ std::unique_ptr<Graph> Tracer::trace(
     {
       InternalScope internal;
       for (size_t i = 0; i < example_inputs.size(); ++i) {
-        std::string name = options_.input_names.empty()
-                               ? (example_inputs.size() == 1
-                                      ? std::string("x")
-                                      : absl::StrCat("x", i))
-                               : options_.input_names[i];
-        Node* ph = create_node(Opcode::kPlaceholder, Target(name), {}, {}, name);
-        s->placeholders.push_back(ph);
-        const c10::IValue& v = example_inputs[i];
-        InputGuard guard;
-        auto tensor_guard = [](const at::Tensor& t) {
-          InputGuard g;
-          g.kind = InputGuard::Kind::kTensor;
-          g.dtype = t.scalar_type();
-          g.device = t.device();
-          g.dim = t.dim();
-          g.sizes = t.sizes().vec();
-          g.strides = t.strides().vec();
-          return g;
-        };
-        if (v.isTensor() && v.toTensor().defined()) {
-          const at::Tensor& t = v.toTensor();
-          if (internal::as_proxy(t)) {
-            throw TraceError(absl::StrCat(
-                "example input ", i, " is a proxy of another trace"));
-          }
-          TensorMeta meta = tensor_meta_of(t);
-          meta.requires_grad = false;
-          ph->meta().set(kTensorMeta, meta);
-          inputs.push_back(create_proxy(ph, meta));
-          guard = tensor_guard(t);
-        } else if (v.isTensorList()) {
-          c10::List<at::Tensor> proxies;
-          guard.kind = InputGuard::Kind::kTensorList;
-          std::vector<TensorMeta> metas;
-          auto list = v.toTensorVector();
-          for (size_t j = 0; j < list.size(); ++j) {
-            TensorMeta meta = tensor_meta_of(list[j]);
-            meta.requires_grad = false;
-            Node* item = s->getitem(ph, static_cast<int64_t>(j));
-            item->meta().set(kTensorMeta, meta);
-            proxies.push_back(create_proxy(item, meta));
-            guard.elements.push_back(tensor_guard(list[j]));
-            metas.push_back(meta);
-          }
-          ph->meta().set(kTensorMetaList, std::move(metas));
-          inputs.emplace_back(std::move(proxies));
-        } else if (v.isNone() || v.isInt() || v.isDouble() || v.isBool() ||
-                   v.isString()) {
-          guard.kind = InputGuard::Kind::kValue;
-          guard.value = ivalue_to_argument(v, nullptr, [](const at::Tensor&) {
-                          return Argument();
-                        }).to_string();
-          inputs.push_back(v);
-        } else {
-          throw TraceError(absl::StrCat(
-              "example input ", i, " is a ", v.tagKind(),
-              "; fx traces tensors, lists of tensors, and ints, doubles, "
-              "bools and strings (which it bakes into the graph)"));
-        }
-        ph->meta().set(kGuard, std::move(guard));
+        inputs.push_back(s->make_input(i, example_inputs[i],
+                                       example_inputs.size()));
       }
     }
-
     c10::IValue out;
     {
       UserScope user;
       out = forward(inputs);
     }
-
     InternalScope internal;
-    create_node(Opcode::kOutput, Target("output"), {output_argument(out)}, {},
-                "output");
-    for (auto it = s->getitems.rbegin(); it != s->getitems.rend(); ++it) {
-      if ((*it)->users().empty()) s->graph->erase_node(*it);
-    }
-    privatize_written_constants(*s->graph, attributes_);
-    stats_.read_sizes = s->read_sizes;
-    if (s->read_sizes) {
-      for (Node* ph : s->placeholders) {
-        InputGuard* g = ph->meta().get_mutable(kGuard);
-        g->check_sizes = g->kind == InputGuard::Kind::kTensor;
-        g->check_strides = g->check_sizes && s->read_layout;
-        for (InputGuard& e : g->elements) {
-          e.check_sizes = true;
-          e.check_strides = s->read_layout;
-        }
-      }
-    }
-    s->graph->lint();
+    s->finish(out);
   } catch (const TraceError&) {
     throw;
   } catch (const c10::Error& e) {

@@ -164,148 +164,162 @@ std::unique_ptr<Graph> build_partition_graph(const Partition& partition) {
   return graph;
 }
 
-}  // namespace
+// split_module's steps: partitions from the callback, the values and
+// in-place writes that order them, then a submodule per partition and the
+// graph calling them.
+class Splitter {
+ public:
+  Splitter(const GraphModuleImpl& module,
+           const std::function<int64_t(const Node&)>& partition_of)
+      : module_(module), graph_(module.graph()), partition_of_(partition_of) {}
 
-GraphModule split_module(
-    const GraphModuleImpl& module,
-    const std::function<int64_t(const Node&)>& partition_of) {
-  const Graph& graph = module.graph();
-  graph.lint();
+  GraphModule split() {
+    graph_.lint();
+    assign_partitions();
+    mark_graph_outputs();
+    order_in_place_writes();
+    return build(run_order(partitions_));
+  }
 
-  // Assign call nodes to partitions and record what crosses between them.
-  std::vector<Partition> partitions;
-  std::map<int64_t, size_t> index_of;
-  absl::flat_hash_map<const Node*, size_t> partition_of_node;
-  absl::flat_hash_map<const Node*, int64_t> position;
-  auto depend = [&](size_t from, size_t to, std::string why) {
-    partitions[to].after.emplace(from, std::move(why));
-  };
-  int64_t next_position = 0;
-  for (Node* n : graph.nodes()) {
-    position[n] = next_position++;
-    if (!is_call(n)) continue;
-    const int64_t number = partition_of(*n);
-    if (number < 0) {
-      throw GraphError(absl::StrCat(
-          "split_module: the callback gave %", n->name(),
-          " the partition number ", number, "; use numbers >= 0"));
-    }
-    auto [it, added] = index_of.emplace(number, partitions.size());
-    if (added) {
-      partitions.emplace_back();
-      partitions.back().number = number;
-    }
-    Partition& partition = partitions[it->second];
-    partition.nodes.push_back(n);
-    partition_of_node[n] = it->second;
-    for (Node* input : n->all_input_nodes()) {
-      if (input->op() == Opcode::kGetAttr) continue;
-      auto def = partition_of_node.find(input);
-      if (def != partition_of_node.end() && def->second == it->second) {
-        continue;
+ private:
+  void depend(size_t from, size_t to, std::string why) {
+    partitions_[to].after.emplace(from, std::move(why));
+  }
+
+  // Assigns call nodes to partitions and records what crosses between them.
+  void assign_partitions() {
+    std::map<int64_t, size_t> index_of;
+    int64_t next_position = 0;
+    for (Node* n : graph_.nodes()) {
+      position_[n] = next_position++;
+      if (!is_call(n)) continue;
+      const int64_t number = partition_of_(*n);
+      if (number < 0) {
+        throw GraphError(absl::StrCat(
+            "split_module: the callback gave %", n->name(),
+            " the partition number ", number, "; use numbers >= 0"));
       }
-      add_unique(input, &partition.inputs, &partition.input_set);
-      if (def == partition_of_node.end()) continue;
-      Partition& producer = partitions[def->second];
-      add_unique(input, &producer.outputs, &producer.output_set);
-      depend(def->second, it->second,
-             absl::StrCat("%", n->name(), " uses %", input->name()));
-    }
-  }
-  Node* output = graph.output_node();
-  for (Node* input : output->all_input_nodes()) {
-    auto def = partition_of_node.find(input);
-    if (def == partition_of_node.end()) continue;
-    Partition& producer = partitions[def->second];
-    add_unique(input, &producer.outputs, &producer.output_set);
-  }
-  // A write in place and the reads of the same value in other partitions
-  // keep their order.
-  for (Node* writer : graph.nodes()) {
-    auto w = partition_of_node.find(writer);
-    if (w == partition_of_node.end()) continue;
-    const size_t index = w->second;
-    for (Node* value : written_nodes(*writer)) {
-      for (Node* reader : value->users()) {
-        auto r = partition_of_node.find(reader);
-        if (reader == writer || r == partition_of_node.end() ||
-            r->second == index) {
+      auto [it, added] = index_of.emplace(number, partitions_.size());
+      if (added) {
+        partitions_.emplace_back();
+        partitions_.back().number = number;
+      }
+      Partition& partition = partitions_[it->second];
+      partition.nodes.push_back(n);
+      partition_of_node_[n] = it->second;
+      for (Node* input : n->all_input_nodes()) {
+        if (input->op() == Opcode::kGetAttr) continue;
+        auto def = partition_of_node_.find(input);
+        if (def != partition_of_node_.end() && def->second == it->second) {
           continue;
         }
-        const bool reads_first = position.at(reader) < position.at(writer);
-        depend(reads_first ? r->second : index,
-               reads_first ? index : r->second,
-               absl::StrCat("%", writer->name(), " writes %", value->name(),
-                            " in place, which %", reader->name(), " reads ",
-                            reads_first ? "before" : "after"));
+        add_unique(input, &partition.inputs, &partition.input_set);
+        if (def == partition_of_node_.end()) continue;
+        Partition& producer = partitions_[def->second];
+        add_unique(input, &producer.outputs, &producer.output_set);
+        depend(def->second, it->second,
+               absl::StrCat("%", n->name(), " uses %", input->name()));
       }
     }
   }
-  std::vector<size_t> order = run_order(partitions);
 
-  // The submodules.
-  std::set<std::string> parameter_paths;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    parameter_paths.insert(item.key());
+  // What the graph returns is an output of the partition computing it.
+  void mark_graph_outputs() {
+    for (Node* input : graph_.output_node()->all_input_nodes()) {
+      auto def = partition_of_node_.find(input);
+      if (def == partition_of_node_.end()) continue;
+      Partition& producer = partitions_[def->second];
+      add_unique(input, &producer.outputs, &producer.output_set);
+    }
   }
+
+  // A write in place and the reads of the same value in other partitions
+  // keep their order.
+  void order_in_place_writes() {
+    for (Node* writer : graph_.nodes()) {
+      auto w = partition_of_node_.find(writer);
+      if (w == partition_of_node_.end()) continue;
+      const size_t index = w->second;
+      for (Node* value : written_nodes(*writer)) {
+        for (Node* reader : value->users()) {
+          auto r = partition_of_node_.find(reader);
+          if (reader == writer || r == partition_of_node_.end() ||
+              r->second == index) {
+            continue;
+          }
+          const bool reads_first = position_.at(reader) < position_.at(writer);
+          depend(reads_first ? r->second : index,
+                 reads_first ? index : r->second,
+                 absl::StrCat("%", writer->name(), " writes %", value->name(),
+                              " in place, which %", reader->name(), " reads ",
+                              reads_first ? "before" : "after"));
+        }
+      }
+    }
+  }
+
   // The module's tensors that `g` reads.
-  auto take_tensors = [&](const Graph& g, Attributes* attributes) {
+  void take_tensors(const Graph& g, Attributes* attributes) {
+    if (parameter_paths_.empty()) {
+      for (const auto& item : module_.named_parameters(/*recurse=*/true)) {
+        parameter_paths_.insert(item.key());
+      }
+    }
     for (Node* n : g.find_nodes(Opcode::kGetAttr)) {
       const std::string& path = n->target().str();
-      (parameter_paths.count(path) ? attributes->parameters
-                                   : attributes->buffers)
-          .emplace(path, module.fetch_attr(path));
+      (parameter_paths_.count(path) ? attributes->parameters
+                                    : attributes->buffers)
+          .emplace(path, module_.fetch_attr(path));
     }
-    attributes->traced_training = module.traced_training();
-  };
-  auto make_module = [&](std::unique_ptr<Graph> g) {
-    Attributes attributes;
+    attributes->traced_training = module_.traced_training();
+  }
+
+  // A GraphModule running `g` on the module's tensors and leaf modules, in
+  // its training mode.
+  std::shared_ptr<GraphModuleImpl> make_module(std::unique_ptr<Graph> g,
+                                               Attributes attributes) {
     take_tensors(*g, &attributes);
     for (Node* n : g->find_nodes(Opcode::kCallModule)) {
       const std::string& path = n->target().str();
-      attributes.modules.emplace(path, *module.leaf_module(path));
+      // The graph calling the submodules is given them; a partition's leaf
+      // modules are the module's.
+      if (attributes.modules.count(path)) continue;
+      attributes.modules.emplace(path, *module_.leaf_module(path));
     }
     auto made =
         std::make_shared<GraphModuleImpl>(std::move(g), std::move(attributes));
-    if (!module.traced_training()) made->train(module.is_training());
+    if (!module_.traced_training()) made->train(module_.is_training());
     return made;
-  };
-
-  // The graph calling them.
-  auto top = std::make_unique<Graph>();
-  absl::flat_hash_map<const Node*, Argument> env;
-  for (Node* placeholder : graph.placeholders()) {
-    Node* copy = top->placeholder(placeholder->target().str());
-    copy->meta() = placeholder->meta();
-    env[placeholder] = copy;
   }
-  auto lookup = [&](Node* n) -> Argument { return env.at(n); };
-  Attributes top_attributes;
-  for (size_t index : order) {
-    const Partition& partition = partitions[index];
+
+  static void copy_tensor_meta(const Node* from, Node* to) {
+    if (const TensorMeta* tm = from->meta().get(kTensorMeta)) {
+      to->meta().set(kTensorMeta, *tm);
+    }
+    if (const auto* list = from->meta().get(kTensorMetaList)) {
+      to->meta().set(kTensorMetaList, *list);
+    }
+  }
+
+  // The call of `partition` in `top`; its outputs become values of env_
+  // (one getitem each when there are several).
+  void call_partition(const Partition& partition, Graph* top,
+                      Attributes* top_attributes) {
     std::shared_ptr<GraphModuleImpl> submodule =
-        make_module(build_partition_graph(partition));
-    top_attributes.modules.emplace(
+        make_module(build_partition_graph(partition), Attributes{});
+    top_attributes->modules.emplace(
         partition.name(),
         LeafModule{submodule,
                    [submodule](const std::vector<c10::IValue>& inputs) {
                      return submodule->forward(inputs);
                    }});
     std::vector<Argument> args;
-    for (Node* input : partition.inputs) args.push_back(env.at(input));
+    for (Node* input : partition.inputs) args.push_back(env_.at(input));
     Node* call = top->call_module(partition.name(), std::move(args));
-    auto copy_tensor_meta = [](const Node* from, Node* to) {
-      if (const TensorMeta* tm = from->meta().get(kTensorMeta)) {
-        to->meta().set(kTensorMeta, *tm);
-      }
-      if (const auto* list = from->meta().get(kTensorMetaList)) {
-        to->meta().set(kTensorMetaList, *list);
-      }
-    };
     if (partition.outputs.size() == 1) {
-      env[partition.outputs[0]] = call;
+      env_[partition.outputs[0]] = call;
       copy_tensor_meta(partition.outputs[0], call);
-      continue;
+      return;
     }
     std::vector<TensorMeta> metas;
     for (size_t i = 0; i < partition.outputs.size(); ++i) {
@@ -317,25 +331,54 @@ GraphModule split_module(
           top->create_node(Opcode::kCallFunction, getitem(),
                            {call, static_cast<int64_t>(i)}, {}, value->name());
       copy_tensor_meta(value, item);
-      env[value] = item;
+      env_[value] = item;
     }
     if (!metas.empty() && metas.size() == partition.outputs.size()) {
       call->meta().set(kTensorMetaList, std::move(metas));
     }
   }
-  for (Node* input : output->all_input_nodes()) {
-    if (input->op() == Opcode::kGetAttr && !env.contains(input)) {
-      env[input] = top->node_copy(*input, lookup);
-    }
-  }
-  top->output(output->args().empty() ? Argument()
-                                      : map_arg(output->args()[0], lookup));
 
-  take_tensors(*top, &top_attributes);
-  auto result = std::make_shared<GraphModuleImpl>(std::move(top),
-                                                  std::move(top_attributes));
-  if (!module.traced_training()) result->train(module.is_training());
-  return GraphModule(result);
+  // The graph calling the submodules in `order`.
+  GraphModule build(const std::vector<size_t>& order) {
+    auto top = std::make_unique<Graph>();
+    for (Node* placeholder : graph_.placeholders()) {
+      Node* copy = top->placeholder(placeholder->target().str());
+      copy->meta() = placeholder->meta();
+      env_[placeholder] = copy;
+    }
+    Attributes top_attributes;
+    for (size_t index : order) {
+      call_partition(partitions_[index], top.get(), &top_attributes);
+    }
+    auto lookup = [&](Node* n) -> Argument { return env_.at(n); };
+    Node* output = graph_.output_node();
+    for (Node* input : output->all_input_nodes()) {
+      if (input->op() == Opcode::kGetAttr && !env_.contains(input)) {
+        env_[input] = top->node_copy(*input, lookup);
+      }
+    }
+    top->output(output->args().empty() ? Argument()
+                                        : map_arg(output->args()[0], lookup));
+    return GraphModule(make_module(std::move(top), std::move(top_attributes)));
+  }
+
+  const GraphModuleImpl& module_;
+  const Graph& graph_;
+  const std::function<int64_t(const Node&)>& partition_of_;
+  std::vector<Partition> partitions_;
+  absl::flat_hash_map<const Node*, size_t> partition_of_node_;
+  absl::flat_hash_map<const Node*, int64_t> position_;
+  std::set<std::string> parameter_paths_;
+  // Each value of the original graph in the graph calling the submodules.
+  absl::flat_hash_map<const Node*, Argument> env_;
+};
+
+}  // namespace
+
+GraphModule split_module(
+    const GraphModuleImpl& module,
+    const std::function<int64_t(const Node&)>& partition_of) {
+  return Splitter(module, partition_of).split();
 }
 
 }  // namespace fx
