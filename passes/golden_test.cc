@@ -1,8 +1,8 @@
 // The pass tests written as IR text: every testdata/golden/passes/NAME.ir,
-// run and compared with NAME.out (see passes/golden.h). On a difference the
-// message shows both; `bazel run //passes:update_goldens` rewrites the .out
+// run and compared with NAME.out (see testdata/pass_golden.h). On a difference the
+// message shows both; `bazel run //tools:update_goldens` rewrites the .out
 // files when the change is meant.
-#include "passes/golden.h"
+#include "testdata/pass_golden.h"
 
 #include <fstream>
 #include <sstream>
@@ -18,12 +18,12 @@ TEST_CASE("every golden pass case prints its expected graph") {
     INFO(c.ir_path);
     std::ifstream in(c.out_path, std::ios::binary);
     INFO("missing " << c.out_path
-                    << ": run `bazel run //passes:update_goldens`");
+                    << ": run `bazel run //tools:update_goldens`");
     REQUIRE(in.good());
     std::ostringstream expected;
     expected << in.rdbuf();
     const std::string actual = fx::golden::run_case(c);
-    INFO("if the new output is right: bazel run //passes:update_goldens");
+    INFO("if the new output is right: bazel run //tools:update_goldens");
     CHECK(actual == expected.str());
   }
 }

@@ -41,8 +41,11 @@ TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "codegen", "testdata",
                 "third_party", "fuzz"}
 # Headers of third_party that any file may include (Catch2's wrapper).
 ANYWHERE = {"third_party/catch.h"}
-# Benchmarks time the classes the tests generate (testdata/).
-BENCHMARK_ALLOWED = ALLOWED["tools"] | {"testdata"}
+# Tools that serve the tests may use their fixtures (testdata/): the
+# benchmarks time the classes the tests generate, update_goldens rewrites
+# the golden files.
+TEST_TOOLS = ("tools/benchmark", "tools/update_goldens")
+TEST_TOOL_ALLOWED = ALLOWED["tools"] | {"testdata"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SOURCE_EXTENSIONS = (".h", ".cc", ".cpp", ".inc", ".def")
@@ -81,8 +84,8 @@ def main():
         folder = folder_of(path)
         is_test = path.endswith("_test.cc")
         allowed = TEST_ALLOWED if is_test else ALLOWED[folder]
-        if path.startswith("tools/benchmark"):
-            allowed = BENCHMARK_ALLOWED
+        if path.startswith(TEST_TOOLS):
+            allowed = TEST_TOOL_ALLOWED
         edges = []
         for included in includes(root, path):
             target = folder_of(included)

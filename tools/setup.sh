@@ -4,8 +4,9 @@
 # Catch2, abseil, graphviz, the locale sources (a test builds a locale with
 # a decimal comma), clang-14 with its sanitizer and libFuzzer runtimes (the
 # fuzzers and the sanitized test run) and Python torch/torchvision (the
-# torch.fx reference the benchmarks compare against). Does nothing when all
-# are there.
+# torch.fx reference the benchmarks compare against), and CMake with ccache
+# (the CMake build and its consumer example). Does nothing when all are
+# there.
 set -euo pipefail
 
 packages=(
@@ -21,6 +22,8 @@ packages=(
   libclang-rt-14-dev
   python3-torch
   python3-torchvision
+  cmake
+  ccache
 )
 
 missing=()

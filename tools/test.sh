@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The tests, in six parts:
+# The tests, in seven parts:
 #   0. the include graph against the layering (tools/check_layering.py: no
-#      folder includes one above it, no include cycle);
+#      folder includes one above it, no include cycle), and CMake's sources
+#      against Bazel's (tools/check_cmake_sources.sh);
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
 #      -Werror, .bazelrc);
 #   2. the same in the consumer example (examples/consumer: its own
 #      workspace, which depends on this one through local_repository, traces
 #      its own model through the public headers and generates code with
-#      fx_cc_library);
+#      fx_cc_library), and the CMake build with its consumer
+#      (tools/cmake_test.sh: builds, installs, builds
+#      examples/cmake_consumer against the package and runs its demo);
 #   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
 #      TorchScript and fuzz regression tests again under AddressSanitizer,
 #      LeakSanitizer and UndefinedBehaviorSanitizer (--config=fuzz: clang-14,
@@ -96,8 +99,10 @@ one_case() {
 }
 
 one_case "layering" /usr/bin/python3 tools/check_layering.py
+one_case "cmake sources" bash tools/check_cmake_sources.sh
 test_workspace .
 test_workspace examples/consumer
+one_case "cmake consumer" bash tools/cmake_test.sh
 test_workspace . --config=fuzz //fx/... //interpreter/... //passes/... //fuzz/...
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"

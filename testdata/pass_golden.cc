@@ -1,4 +1,4 @@
-#include "passes/golden.h"
+#include "testdata/pass_golden.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -11,7 +11,7 @@
 // and NAME.out the printed graph out (and each init step's graph, for the
 // passes that make them). Tensors for get_attr targets are made from their
 // types (seeded; `running_var` positive). //passes:golden_test compares;
-// `bazel run //passes:update_goldens` rewrites the .out files, on purpose,
+// `bazel run //tools:update_goldens` rewrites the .out files, on purpose,
 // never the test.
 #pragma once
 

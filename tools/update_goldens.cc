@@ -1,5 +1,5 @@
 // Rewrites testdata/golden/passes/*.out from the .ir cases, on purpose:
-//   bazel run //passes:update_goldens
+//   bazel run //tools:update_goldens
 // Prints which files changed; review them with git diff.
 #include <cstdlib>
 #include <fstream>
@@ -7,12 +7,12 @@
 #include <sstream>
 
 #include "fx/errors.h"
-#include "passes/golden.h"
+#include "testdata/pass_golden.h"
 
 int main() {
   const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   if (workspace == nullptr) {
-    std::cerr << "update_goldens: run it with `bazel run //passes:update_goldens` "
+    std::cerr << "update_goldens: run it with `bazel run //tools:update_goldens` "
                  "(it writes into the source tree)\n";
     return 2;
   }

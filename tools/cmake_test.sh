@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The CMake build end to end: builds the libraries with CMake (warnings as
+# errors), installs them to a scratch prefix, builds examples/cmake_consumer
+# against the installed package (find_package(fx_libtorch)) and runs its
+# demo, which traces, folds and runs a model and compares it with eager.
+# With ccache (tools/setup.sh installs it) objects are reused across clones
+# of the repository on one machine, as Bazel's disk cache does.
+#
+#   tools/cmake_test.sh [--subdirectory]   # consumer via add_subdirectory instead
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/fx-libtorch-ccache}"
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+jobs="$(nproc)"
+
+if [ "${1:-}" = "--subdirectory" ]; then
+  cmake -S examples/cmake_consumer -B "$work/consumer" \
+    -DFX_LIBTORCH_SOURCE_DIR="$PWD" -DFX_LIBTORCH_WERROR=ON "${launcher[@]}"
+else
+  cmake -S . -B "$work/build" -DFX_LIBTORCH_WERROR=ON "${launcher[@]}"
+  cmake --build "$work/build" -j"$jobs"
+  cmake --install "$work/build" --prefix "$work/install" >/dev/null
+  cmake -S examples/cmake_consumer -B "$work/consumer" \
+    -DCMAKE_PREFIX_PATH="$work/install" "${launcher[@]}"
+fi
+cmake --build "$work/consumer" -j"$jobs"
+"$work/consumer/demo"
