@@ -3,6 +3,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
+#include <sstream>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
@@ -246,17 +248,31 @@ std::vector<Node*> Node::replace_all_uses_with(
 
 namespace {
 
-// The argument of `node` bound to schema argument `name`, or nullptr.
+std::string schema_text(const c10::FunctionSchema& schema) {
+  std::ostringstream os;
+  os << schema;
+  return os.str();
+}
+
+// The argument of `node` bound to schema argument `name`, or nullptr (also
+// when the node's arguments do not fit the schema).
 const Argument* bound_argument(const Node& node,
                                const c10::FunctionSchema& schema,
-                               const std::string& name) {
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    if (arguments[i].name() != name) continue;
-    if (i < node.args().size()) return &node.args()[i];
-    return find_kwarg(node.kwargs(), name);
+                               const std::string& name,
+                               std::vector<std::optional<Argument>>* bound) {
+  if (bound->empty()) {
+    try {
+      *bound = bind_node_arguments(node, schema);
+    } catch (const GraphError&) {
+      return nullptr;
+    }
   }
-  return nullptr;
+  auto index = schema.argumentIndexWithName(name);
+  if (!index || static_cast<size_t>(*index) >= bound->size() ||
+      !(*bound)[*index]) {
+    return nullptr;
+  }
+  return &*(*bound)[*index];
 }
 
 bool is_literal_false(const Argument* arg) {
@@ -272,22 +288,23 @@ bool schema_writes(const c10::FunctionSchema& schema) {
 
 bool operator_is_impure(const Node& node, const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
+  std::vector<std::optional<Argument>> bound;
   if (schema_writes(schema) || schema.returns().empty()) return true;
   // Normalization ops update running statistics without saying so in their
   // schema; they are pure in inference mode, or without running stats.
   for (const char* mode : {"training", "use_input_stats"}) {
     if (schema.argumentIndexWithName(mode)) {
-      const Argument* running = bound_argument(node, schema, "running_mean");
+      const Argument* running = bound_argument(node, schema, "running_mean", &bound);
       if (schema.argumentIndexWithName("running_mean") &&
           !(running && running->is_none()) &&
-          !is_literal_false(bound_argument(node, schema, mode))) {
+          !is_literal_false(bound_argument(node, schema, mode, &bound))) {
         return true;
       }
     }
   }
   if (op.hasTag(at::Tag::nondeterministic_seeded)) {
     // Dropout in inference mode draws no random numbers.
-    return !is_literal_false(bound_argument(node, schema, "train"));
+    return !is_literal_false(bound_argument(node, schema, "train", &bound));
   }
   return false;
 }
@@ -335,6 +352,44 @@ std::string Node::format_node() const {
                           target_.to_string(), "](args = ", format_args(args_),
                           ", kwargs = ", format_kwargs(kwargs_), ")");
   }
+}
+
+GraphError argument_misfit(const Node& node, const c10::FunctionSchema& schema,
+                           const std::string& what) {
+  return GraphError(absl::StrCat("%", node.name(), " calls ",
+                                 node.target().to_string(), " but ", what,
+                                 "; its schema is ", schema_text(schema),
+                                 ": fix the node's args and kwargs to fit it"));
+}
+
+std::vector<std::optional<Argument>> bind_node_arguments(
+    const Node& node, const c10::FunctionSchema& schema) {
+  const auto& params = schema.arguments();
+  size_t positional = 0;
+  while (positional < params.size() && !params[positional].kwarg_only()) {
+    ++positional;
+  }
+  if (node.args().size() > positional) {
+    throw argument_misfit(node, schema,
+                 absl::StrCat("it takes ", positional,
+                              " positional argument(s) and is given ",
+                              node.args().size()));
+  }
+  std::vector<std::optional<Argument>> bound(params.size());
+  for (size_t i = 0; i < node.args().size(); ++i) bound[i] = node.args()[i];
+  for (const auto& [name, value] : node.kwargs()) {
+    auto index = schema.argumentIndexWithName(name);
+    if (!index) {
+      throw argument_misfit(node, schema,
+                   absl::StrCat("it has no argument named '", name, "'"));
+    }
+    if (bound[*index]) {
+      throw argument_misfit(node, schema,
+                   absl::StrCat("argument '", name, "' is given twice"));
+    }
+    bound[*index] = value;
+  }
+  return bound;
 }
 
 }  // namespace fx

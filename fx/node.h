@@ -19,12 +19,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fx/argument.h"
 #include "fx/meta.h"
 #include "fx/target.h"
+
+namespace c10 {
+struct FunctionSchema;
+}  // namespace c10
+
+namespace fx {
+class GraphError;
+}  // namespace fx
 
 namespace fx {
 
@@ -194,5 +203,20 @@ class Node : private detail::NodeLink {
   size_t num_users_ = 0;
   Meta meta_;
 };
+
+// A node's args and kwargs bound to the parameters of `schema` (which its
+// target calls): one slot per parameter, empty where the node gives none.
+// Throws fx::GraphError, naming the node and the schema, for too many
+// positional arguments or an unknown or repeated keyword. The one binding
+// of node arguments: the executor, the code generator, the passes
+// (fx/operator_schemas.h) and Node::is_impure all use it.
+std::vector<std::optional<Argument>> bind_node_arguments(
+    const Node& node, const c10::FunctionSchema& schema);
+
+// The error for arguments of `node` that do not fit `schema`: "%add calls
+// aten::add.Tensor but <what>; its schema is ...: fix the node's args and
+// kwargs to fit it".
+GraphError argument_misfit(const Node& node, const c10::FunctionSchema& schema,
+                           const std::string& what);
 
 }  // namespace fx

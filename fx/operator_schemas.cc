@@ -468,17 +468,6 @@ c10::OperatorHandle resolve_method(const Node& node) {
 
 namespace fx {
 
-namespace {
-
-GraphError misfit(const Node& node, const c10::FunctionSchema& schema,
-                  const std::string& what) {
-  return GraphError(absl::StrCat("%", node.name(), " calls ",
-                                 node.target().to_string(), " but ", what,
-                                 "; its schema is ", schema_string(schema),
-                                 ": fix the node's args and kwargs to fit it"));
-}
-
-}  // namespace
 
 std::optional<AliasedUse> aliased_use(const Node& user, const Node* input) {
   if (user.op() != Opcode::kCallFunction || !user.target().is_operator()) {
@@ -504,36 +493,6 @@ std::optional<AliasedUse> aliased_use(const Node& user, const Node* input) {
   return use;
 }
 
-std::vector<std::optional<Argument>> bind_node_arguments(
-    const Node& node, const c10::FunctionSchema& schema) {
-  const auto& params = schema.arguments();
-  size_t positional = 0;
-  while (positional < params.size() && !params[positional].kwarg_only()) {
-    ++positional;
-  }
-  if (node.args().size() > positional) {
-    throw misfit(node, schema,
-                 absl::StrCat("it takes ", positional,
-                              " positional argument(s) and is given ",
-                              node.args().size()));
-  }
-  std::vector<std::optional<Argument>> bound(params.size());
-  for (size_t i = 0; i < node.args().size(); ++i) bound[i] = node.args()[i];
-  for (const auto& [name, value] : node.kwargs()) {
-    auto index = schema.argumentIndexWithName(name);
-    if (!index) {
-      throw misfit(node, schema,
-                   absl::StrCat("it has no argument named '", name, "'"));
-    }
-    if (bound[*index]) {
-      throw misfit(node, schema,
-                   absl::StrCat("argument '", name, "' is given twice"));
-    }
-    bound[*index] = value;
-  }
-  return bound;
-}
-
 Argument default_argument(const c10::FunctionSchema& schema, size_t index) {
   const c10::Argument& param = schema.arguments().at(index);
   return ivalue_to_argument(*param.default_value(), param.real_type(),
@@ -551,7 +510,7 @@ std::vector<Argument> full_arguments(const Node& node,
     } else if (schema.arguments()[i].default_value()) {
       full.push_back(default_argument(schema, i));
     } else {
-      throw misfit(node, schema,
+      throw argument_misfit(node, schema,
                    absl::StrCat("it does not give argument '",
                                 schema.arguments()[i].name(),
                                 "', which has no default"));

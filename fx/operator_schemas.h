@@ -63,12 +63,8 @@ Argument ivalue_to_argument(
     const c10::IValue& value, const c10::TypePtr& real_type,
     const std::function<Argument(const at::Tensor&)>& tensor_to_argument);
 
-// A node's args and kwargs bound to the parameters of `schema` (which its
-// target calls): one slot per parameter, empty where the node gives none.
-// Throws fx::GraphError, naming the node and the schema, for too many
-// positional arguments or an unknown or repeated keyword.
-std::vector<std::optional<Argument>> bind_node_arguments(
-    const Node& node, const c10::FunctionSchema& schema);
+// bind_node_arguments (a node's args and kwargs bound to a schema's
+// parameters) is in fx/node.h: the IR's own is_impure uses it too.
 
 // How `user`, a call_function of an operator, takes the value of `input`:
 // through a parameter its schema gives an alias set (a view,

@@ -44,24 +44,11 @@ TEST_CASE("duplicate pure nodes merge into the first, in cascade") {
   attributes.parameters["fc.weight"] = weight;
   fx::GraphModule gm(std::move(g), attributes);
 
+  // The graph it leaves is the golden case
+  // testdata/golden/passes/cse_merges_weight_t.out; here, what it computes.
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(gm->graph().to_string() ==
-        "graph():\n"
-        "    %x : [#users=1] = placeholder[target=x]\n"
-        "    %fc_weight : [#users=1] = get_attr[target=fc.weight]\n"
-        "    %t : [#users=1] = call_function[target=aten::t](args = "
-        "(%fc_weight,), kwargs = {})\n"
-        "    %mm : [#users=2] = call_function[target=aten::mm](args = (%x, "
-        "%t), kwargs = {})\n"
-        "    %add : [#users=2] = call_function[target=aten::add.Tensor](args "
-        "= (%mm, %mm), kwargs = {})\n"
-        "    %add_1 : [#users=1] = call_function[target=aten::add.Tensor](args "
-        "= (%mm, %mm), kwargs = {alpha: 2})\n"
-        "    %mul : [#users=1] = call_function[target=aten::mul.Scalar](args "
-        "= (%add, 2), kwargs = {})\n"
-        "    %mul_1 : [#users=1] = call_function[target=aten::mul.Scalar](args "
-        "= (%add, 2.0), kwargs = {})\n"
-        "    return (mul, mul_1, add_1)");
+  CHECK(count(gm->graph(), "aten::t") == 1);
+  CHECK(count(gm->graph(), "aten::mm") == 1);
   CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
   gm->recompile();
   at::Tensor in = torch::randn({2, 3});
