@@ -1,5 +1,7 @@
 #include "passes/registry.h"
 
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/errors.h"
@@ -14,14 +16,41 @@
 
 namespace fx {
 
-const std::vector<PassInfo>& registered_passes() {
-  static const auto* table = new std::vector<PassInfo>{
+namespace {
+
+struct Table {
+  std::mutex mutex;
+  std::vector<PassInfo> passes{
 #define FX_PASS(name, type, description) \
   {name, description, [] { return std::unique_ptr<Pass>(new type()); }},
 #include "passes/passes.def"
 #undef FX_PASS
   };
-  return *table;
+};
+
+Table& table() {
+  static auto* t = new Table();
+  return *t;
+}
+
+}  // namespace
+
+std::vector<PassInfo> registered_passes() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return t.passes;
+}
+
+void register_pass(PassInfo info) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (const PassInfo& known : t.passes) {
+    if (known.name == info.name) {
+      throw GraphError(absl::StrCat("a pass named '", info.name,
+                                    "' is registered already"));
+    }
+  }
+  t.passes.push_back(std::move(info));
 }
 
 std::unique_ptr<Pass> make_pass(const std::string& name) {

@@ -18,8 +18,14 @@ struct PassInfo {
   std::function<std::unique_ptr<Pass>()> make;
 };
 
-// Every registered pass, in the order of passes.def.
-const std::vector<PassInfo>& registered_passes();
+// Every registered pass: passes.def's, in its order, then those added with
+// register_pass.
+std::vector<PassInfo> registered_passes();
+
+// Adds a pass of a library above this one (lowering/ registers
+// optimize_for_inference when it is linked). Throws fx::GraphError when the
+// name is taken.
+void register_pass(PassInfo info);
 
 // A new instance of the pass named `name`; throws fx::GraphError listing
 // the known names when there is none.

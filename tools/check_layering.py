@@ -5,6 +5,7 @@ The folders form layers, and dependencies point one way only (down):
 
     tools, fuzz                        the command-line tool, benchmarks, fuzzers
     codegen                            classes generated at build time
+    lowering                           lowering to oneDNN (fx_onednn operators)
     passes                             graph transformations and analyses
     interpreter                        Interpreter, Transformer, ShapeProp
     models                             the bundled models (the demo, the zoo)
@@ -30,14 +31,16 @@ ALLOWED = {
     "models": {"fx"},
     "interpreter": {"fx"},
     "passes": {"fx", "interpreter"},
-    "codegen": {"fx", "interpreter", "passes"},
+    "lowering": {"fx", "interpreter", "passes"},
+    "codegen": {"fx", "interpreter", "passes", "lowering"},
     "fuzz": {"fx", "models", "interpreter", "passes"},
-    "tools": {"fx", "models", "interpreter", "passes", "codegen"},
-    "testdata": {"fx", "models", "interpreter", "passes", "codegen"},
+    "tools": {"fx", "models", "interpreter", "passes", "lowering", "codegen"},
+    "testdata": {"fx", "models", "interpreter", "passes", "lowering", "codegen"},
     "third_party": set(),
 }
 # Tests include what they test and the fixtures above it.
-TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "codegen", "testdata",
+TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "lowering", "codegen",
+                "testdata",
                 "third_party", "fuzz"}
 # Headers of third_party that any file may include (Catch2's wrapper).
 ANYWHERE = {"third_party/catch.h"}

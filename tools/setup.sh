@@ -24,6 +24,7 @@ packages=(
   python3-torchvision
   cmake
   ccache
+  libdnnl-dev
 )
 
 missing=()

@@ -1,0 +1,571 @@
+#include "lowering/onednn_ops.h"
+
+#include <torch/library.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <absl/container/flat_hash_map.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace fx::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// --- Packed weights -------------------------------------------------------
+// A packed weight is a float tensor viewing, at offset kHeaderBytes, a
+// storage that starts with a Header: oneDNN's description of the blocked
+// layout the data after it is in.
+constexpr int64_t kHeaderBytes = 4096;
+constexpr uint64_t kMagic = 0x6678'6f6e'6564'6e6eULL;  // "fxonednn"
+
+struct Header {
+  uint64_t magic;
+  uint64_t data_bytes;
+  dnnl_memory_desc_t desc;
+};
+static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// Reorders `plain` (described by `plain_desc`) into `packed_desc`, behind a
+// header, as a tensor of `logical` sizes.
+at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
+                const memory::desc& packed_desc, at::IntArrayRef logical) {
+  const int64_t data_bytes = static_cast<int64_t>(packed_desc.get_size());
+  at::Tensor storage = at::empty({(kHeaderBytes + data_bytes + 3) / 4},
+                                 plain.options().dtype(at::kFloat));
+  char* base = static_cast<char*>(storage.data_ptr());
+  std::memset(base, 0, kHeaderBytes);
+  Header header{kMagic, static_cast<uint64_t>(data_bytes), packed_desc.data};
+  std::memcpy(base, &header, sizeof(Header));
+  at::Tensor source = plain.contiguous();
+  memory from(plain_desc, cpu_engine(), source.data_ptr());
+  memory to(packed_desc, cpu_engine(), base + kHeaderBytes);
+  dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+  cpu_stream().wait();
+  return storage.as_strided(logical, c10::contiguous_strides(logical),
+                            kHeaderBytes / 4);
+}
+
+// The header of a packed weight; a clear error for any other tensor.
+const Header& header_of(const at::Tensor& packed, const char* op,
+                        const char* packer) {
+  const auto& storage = packed.storage();
+  const bool framed =
+      packed.defined() && packed.device().is_cpu() &&
+      packed.scalar_type() == at::kFloat && storage.data() != nullptr &&
+      packed.storage_offset() == kHeaderBytes / 4 &&
+      storage.nbytes() >= static_cast<size_t>(kHeaderBytes);
+  const Header* header =
+      framed ? static_cast<const Header*>(storage.data()) : nullptr;
+  TORCH_CHECK(header != nullptr && header->magic == kMagic &&
+                  storage.nbytes() >= kHeaderBytes + header->data_bytes,
+              op, ": the weight is not one that ", packer,
+              " made (a copy or a plain weight loses its packing); pack the "
+              "weight with ", packer,
+              " in the same process, e.g. by running fx::optimize_for_inference "
+              "or GraphModuleImpl::run_init()");
+  return *header;
+}
+
+const void* packed_data(const at::Tensor& packed) {
+  return static_cast<const char*>(packed.storage().data()) + kHeaderBytes;
+}
+
+// --- Layouts --------------------------------------------------------------
+Tag channels_last_tag(int64_t dim) {
+  switch (dim) {
+    case 3: return Tag::nwc;
+    case 4: return Tag::nhwc;
+    default: return Tag::ndhwc;
+  }
+}
+
+Tag plain_weight_tag(int64_t dim, bool grouped) {
+  switch (dim) {
+    case 3: return grouped ? Tag::goiw : Tag::oiw;
+    case 4: return grouped ? Tag::goihw : Tag::oihw;
+    default: return grouped ? Tag::goidhw : Tag::oidhw;
+  }
+}
+
+// The strides of a dense channels-last tensor of these sizes.
+std::vector<int64_t> channels_last_strides(at::IntArrayRef sizes) {
+  const int64_t dim = static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> strides(dim);
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= std::max<int64_t>(sizes[1], 1);
+  for (int64_t i = dim - 1; i >= 2; --i) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(sizes[i], 1);
+  }
+  strides[0] = stride;
+  return strides;
+}
+
+bool is_channels_last_dense(const at::Tensor& t) {
+  if (t.numel() <= 1) return t.is_contiguous();
+  const auto expected = channels_last_strides(t.sizes());
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) != 1 && t.stride(i) != expected[i]) return false;
+  }
+  return true;
+}
+
+at::Tensor empty_channels_last(at::IntArrayRef sizes,
+                               const at::TensorOptions& options) {
+  return at::empty_strided(sizes, channels_last_strides(sizes), options);
+}
+
+at::Tensor to_channels_last(const at::Tensor& t) {
+  if (is_channels_last_dense(t)) return t;
+  at::Tensor out = empty_channels_last(t.sizes(), t.options());
+  out.copy_(t);
+  return out;
+}
+
+memory::dims dims_of(at::IntArrayRef sizes) {
+  return memory::dims(sizes.begin(), sizes.end());
+}
+
+// --- Activations (eltwise post-ops) ---------------------------------------
+struct Activation {
+  const char* name;
+  dnnl::algorithm algorithm;
+};
+
+const Activation kActivations[] = {
+    {"relu", dnnl::algorithm::eltwise_relu},
+    {"clip", dnnl::algorithm::eltwise_clip},
+    {"hardswish", dnnl::algorithm::eltwise_hardswish},
+    {"silu", dnnl::algorithm::eltwise_swish},
+    {"sigmoid", dnnl::algorithm::eltwise_logistic},
+    {"tanh", dnnl::algorithm::eltwise_tanh},
+    {"gelu", dnnl::algorithm::eltwise_gelu_erf},
+    {"gelu_tanh", dnnl::algorithm::eltwise_gelu_tanh},
+};
+
+dnnl::primitive_attr post_ops(const char* op, bool sum,
+                              c10::string_view activation, double alpha,
+                              double beta) {
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.f);
+  if (activation != "none") {
+    const Activation* found = nullptr;
+    for (const Activation& a : kActivations) {
+      if (activation == a.name) found = &a;
+    }
+    TORCH_CHECK(found != nullptr, op, ": unknown activation '",
+                std::string(activation), "'; the known ones are ",
+                absl::StrJoin(activation_names(), ", "));
+    // silu is swish with alpha 1.
+    const float a = activation == "silu" ? 1.f : static_cast<float>(alpha);
+    ops.append_eltwise(1.f, found->algorithm, a, static_cast<float>(beta));
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+// --- Primitive cache -------------------------------------------------------
+// Making a primitive descriptor costs tens of microseconds, as much as a
+// small convolution, so each call shape's primitive is kept.
+template <typename Primitive>
+class PrimitiveCache {
+ public:
+  using Make = std::function<Primitive()>;
+  Primitive get(const std::string& key, const Make& make) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    Primitive made = make();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kCapacity) entries_.clear();
+    entries_.emplace(key, made);
+    return made;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 4096;
+  std::mutex mutex_;
+  absl::flat_hash_map<std::string, Primitive> entries_;
+};
+
+void append_key(std::string* key, at::IntArrayRef values) {
+  key->append(reinterpret_cast<const char*>(values.data()),
+              values.size() * sizeof(int64_t));
+  key->push_back('|');
+}
+
+// --- Convolution ------------------------------------------------------------
+struct ConvGeometry {
+  std::vector<int64_t> output_size;
+  memory::dims strides, dilates, padding;
+};
+
+ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
+                           at::IntArrayRef weight, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation,
+                           int64_t groups) {
+  const int64_t dim = static_cast<int64_t>(input.size());
+  const int64_t spatial = dim - 2;
+  TORCH_CHECK(dim >= 3 && dim <= 5, op,
+              ": the input must be 3-, 4- or 5-dimensional (N, C and 1 to 3 "
+              "spatial sizes), got ", dim, " dimensions");
+  TORCH_CHECK(static_cast<int64_t>(weight.size()) == dim, op, ": a ", dim,
+              "-d input needs a ", dim, "-d weight, got ", weight.size());
+  TORCH_CHECK(static_cast<int64_t>(stride.size()) == spatial &&
+                  static_cast<int64_t>(padding.size()) == spatial &&
+                  static_cast<int64_t>(dilation.size()) == spatial,
+              op, ": stride, padding and dilation need ", spatial,
+              " values each");
+  TORCH_CHECK(groups >= 1 && weight[0] % groups == 0 &&
+                  input[1] == weight[1] * groups,
+              op, ": the input has ", input[1], " channels, but the weight ",
+              weight, " with ", groups, " groups takes ", weight[1] * groups);
+  ConvGeometry g;
+  g.output_size = {input[0], weight[0]};
+  for (int64_t i = 0; i < spatial; ++i) {
+    TORCH_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0, op,
+                ": stride and dilation must be positive and padding not "
+                "negative");
+    const int64_t extent = dilation[i] * (weight[2 + i] - 1) + 1;
+    const int64_t out = (input[2 + i] + 2 * padding[i] - extent) / stride[i] + 1;
+    TORCH_CHECK(out >= 1, op, ": the input's spatial size ", input,
+                " is smaller than the kernel's ", weight);
+    g.output_size.push_back(out);
+    g.strides.push_back(stride[i]);
+    g.dilates.push_back(dilation[i] - 1);
+    g.padding.push_back(padding[i]);
+  }
+  return g;
+}
+
+memory::desc conv_weight_desc(at::IntArrayRef weight, int64_t groups,
+                              Tag tag) {
+  memory::dims dims = dims_of(weight);
+  if (groups > 1) {
+    dims[0] /= groups;
+    dims.insert(dims.begin(), groups);
+  }
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
+
+dnnl::convolution_forward::primitive_desc conv_descriptor(
+    at::IntArrayRef input, const ConvGeometry& g,
+    const memory::desc& weight_desc, bool bias,
+    const dnnl::primitive_attr& attr) {
+  const Tag layout = channels_last_tag(static_cast<int64_t>(input.size()));
+  const auto f32 = memory::data_type::f32;
+  memory::desc src(dims_of(input), f32, layout);
+  memory::desc dst(dims_of(g.output_size), f32, layout);
+  memory::desc bias_desc =
+      bias ? memory::desc({g.output_size[1]}, f32, Tag::x) : memory::desc();
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      src, weight_desc, bias_desc, dst, g.strides, g.dilates, g.padding,
+      g.padding);
+  return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
+}
+
+at::Tensor pack_conv_weight(const at::Tensor& weight,
+                            at::IntArrayRef input_size, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation,
+                            int64_t groups) {
+  const char* op = "fx_onednn::pack_conv_weight";
+  TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat,
+              op, ": the weight must be a float32 CPU tensor, got ",
+              weight.toString());
+  const ConvGeometry g = conv_geometry(op, input_size, weight.sizes(), stride,
+                                       padding, dilation, groups);
+  const auto pd = conv_descriptor(
+      input_size, g, conv_weight_desc(weight.sizes(), groups, Tag::any),
+      /*bias=*/true, dnnl::primitive_attr());
+  const memory::desc plain = conv_weight_desc(
+      weight.sizes(), groups, plain_weight_tag(weight.dim(), groups > 1));
+  return pack(weight, plain, pd.weights_desc(), weight.sizes());
+}
+
+struct Conv {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward primitive;
+};
+
+at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
+                const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                at::IntArrayRef padding, at::IntArrayRef dilation,
+                int64_t groups, const c10::optional<at::Tensor>& other,
+                c10::string_view activation, double alpha, double beta) {
+  const char* op = "fx_onednn::conv";
+  const Header& header =
+      header_of(weight, op, "fx_onednn::pack_conv_weight");
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
+              ": the input must be a float32 CPU tensor, got ",
+              input.toString());
+  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
+                                       stride, padding, dilation, groups);
+  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_other = other.has_value() && other->defined();
+
+  std::string key;
+  append_key(&key, input.sizes());
+  append_key(&key, g.output_size);
+  append_key(&key, stride);
+  append_key(&key, padding);
+  append_key(&key, dilation);
+  absl::StrAppend(&key, groups, "|", has_bias, has_other, "|",
+                  std::string(activation), "|", alpha, "|", beta, "|",
+                  at::get_num_threads(), "|");
+  key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
+
+  static PrimitiveCache<std::shared_ptr<const Conv>> cache;
+  const auto made = cache.get(key, [&] {
+    auto pd = conv_descriptor(input.sizes(), g, memory::desc(header.desc),
+                              has_bias,
+                              post_ops(op, has_other, activation, alpha, beta));
+    return std::make_shared<const Conv>(
+        Conv{pd, dnnl::convolution_forward(pd)});
+  });
+
+  at::Tensor src = to_channels_last(input);
+  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  if (has_other) {
+    TORCH_CHECK(other->sizes() == dst.sizes(), op, ": other has sizes ",
+                other->sizes(), " but the convolution's output has ",
+                dst.sizes(), "; the residual must match it exactly");
+    dst.copy_(*other);
+  }
+  at::Tensor bias_values;
+  if (has_bias) {
+    TORCH_CHECK(bias->numel() == g.output_size[1] &&
+                    bias->scalar_type() == at::kFloat,
+                op, ": the bias must be ", g.output_size[1],
+                " float32 values, got ", bias->toString(), " ", bias->sizes());
+    bias_values = bias->contiguous();
+  }
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
+      {DNNL_ARG_WEIGHTS,
+       memory(made->pd.weights_desc(), engine,
+              const_cast<void*>(packed_data(weight)))},
+      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
+  if (has_bias) {
+    args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
+                                       bias_values.data_ptr()));
+  }
+  made->primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return dst;
+}
+
+at::Tensor conv_meta(const at::Tensor& input, const at::Tensor& weight,
+                     const c10::optional<at::Tensor>&, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation,
+                     int64_t groups, const c10::optional<at::Tensor>&,
+                     c10::string_view, double, double) {
+  const ConvGeometry g =
+      conv_geometry("fx_onednn::conv", input.sizes(), weight.sizes(), stride,
+                    padding, dilation, groups);
+  return empty_channels_last(g.output_size, input.options());
+}
+
+at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
+                                 at::IntArrayRef, at::IntArrayRef,
+                                 at::IntArrayRef, int64_t) {
+  return at::empty(weight.sizes(), weight.options());
+}
+
+// --- Linear (oneDNN's inner product) -------------------------------------
+dnnl::inner_product_forward::primitive_desc linear_descriptor(
+    int64_t rows, int64_t in_features, int64_t out_features,
+    const memory::desc& weight_desc, bool bias,
+    const dnnl::primitive_attr& attr) {
+  const auto f32 = memory::data_type::f32;
+  memory::desc src({rows, in_features}, f32, Tag::nc);
+  memory::desc dst({rows, out_features}, f32, Tag::nc);
+  memory::desc bias_desc =
+      bias ? memory::desc({out_features}, f32, Tag::x) : memory::desc();
+  dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         src, weight_desc, bias_desc, dst);
+  return dnnl::inner_product_forward::primitive_desc(desc, attr, cpu_engine());
+}
+
+int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
+  TORCH_CHECK(!input.empty() && input.back() == in_features, op,
+              ": the input's last size must be the weight's in_features (",
+              in_features, "), got sizes ", input);
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < input.size(); ++i) rows *= input[i];
+  return rows;
+}
+
+at::Tensor pack_linear_weight(const at::Tensor& weight,
+                              at::IntArrayRef input_size) {
+  const char* op = "fx_onednn::pack_linear_weight";
+  TORCH_CHECK(weight.dim() == 2 && weight.device().is_cpu() &&
+                  weight.scalar_type() == at::kFloat,
+              op, ": the weight must be a 2-d float32 CPU tensor, got ",
+              weight.toString(), " ", weight.sizes());
+  const int64_t rows = std::max<int64_t>(rows_of(op, input_size, weight.size(1)), 1);
+  const memory::dims dims = dims_of(weight.sizes());
+  const auto pd = linear_descriptor(
+      rows, weight.size(1), weight.size(0),
+      memory::desc(dims, memory::data_type::f32, Tag::any), /*bias=*/true,
+      dnnl::primitive_attr());
+  return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::oi),
+              pd.weights_desc(), weight.sizes());
+}
+
+struct Linear {
+  dnnl::inner_product_forward::primitive_desc pd;
+  dnnl::inner_product_forward primitive;
+};
+
+std::vector<int64_t> linear_output_size(at::IntArrayRef input,
+                                        int64_t out_features) {
+  std::vector<int64_t> sizes(input.begin(), input.end());
+  sizes.back() = out_features;
+  return sizes;
+}
+
+at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
+                  const c10::optional<at::Tensor>& bias,
+                  c10::string_view activation, double alpha, double beta) {
+  const char* op = "fx_onednn::linear";
+  const Header& header =
+      header_of(weight, op, "fx_onednn::pack_linear_weight");
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
+              ": the input must be a float32 CPU tensor, got ",
+              input.toString());
+  const int64_t in_features = weight.size(1);
+  const int64_t out_features = weight.size(0);
+  const int64_t rows = rows_of(op, input.sizes(), in_features);
+  const bool has_bias = bias.has_value() && bias->defined();
+  at::Tensor dst = at::empty(linear_output_size(input.sizes(), out_features),
+                             input.options());
+  if (rows == 0) return dst;
+
+  std::string key;
+  const int64_t shape[] = {rows, in_features, out_features};
+  append_key(&key, shape);
+  absl::StrAppend(&key, has_bias, "|", std::string(activation), "|", alpha,
+                  "|", beta, "|", at::get_num_threads(), "|");
+  key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
+  static PrimitiveCache<std::shared_ptr<const Linear>> cache;
+  const auto made = cache.get(key, [&] {
+    auto pd = linear_descriptor(rows, in_features, out_features,
+                                memory::desc(header.desc), has_bias,
+                                post_ops(op, false, activation, alpha, beta));
+    return std::make_shared<const Linear>(
+        Linear{pd, dnnl::inner_product_forward(pd)});
+  });
+
+  at::Tensor src = input.contiguous();
+  at::Tensor bias_values;
+  if (has_bias) {
+    TORCH_CHECK(bias->numel() == out_features &&
+                    bias->scalar_type() == at::kFloat,
+                op, ": the bias must be ", out_features, " float32 values, got ",
+                bias->toString(), " ", bias->sizes());
+    bias_values = bias->contiguous();
+  }
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
+      {DNNL_ARG_WEIGHTS,
+       memory(made->pd.weights_desc(), engine,
+              const_cast<void*>(packed_data(weight)))},
+      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
+  if (has_bias) {
+    args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
+                                       bias_values.data_ptr()));
+  }
+  made->primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return dst;
+}
+
+at::Tensor linear_meta(const at::Tensor& input, const at::Tensor& weight,
+                       const c10::optional<at::Tensor>&, c10::string_view,
+                       double, double) {
+  rows_of("fx_onednn::linear", input.sizes(), weight.size(1));
+  return at::empty(linear_output_size(input.sizes(), weight.size(0)),
+                   input.options());
+}
+
+at::Tensor pack_linear_weight_meta(const at::Tensor& weight, at::IntArrayRef) {
+  return at::empty(weight.sizes(), weight.options());
+}
+
+}  // namespace
+
+const std::vector<std::string>& activation_names() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>{"none"};
+    for (const Activation& a : kActivations) v->push_back(a.name);
+    return v;
+  }();
+  return *names;
+}
+
+void register_operators() {}
+
+TORCH_LIBRARY(fx_onednn, m) {
+  m.def(
+      "pack_conv_weight(Tensor weight, int[] input_size, int[] stride, "
+      "int[] padding, int[] dilation, int groups) -> Tensor");
+  m.def(
+      "conv(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
+      "int[] padding, int[] dilation, int groups, Tensor? other=None, "
+      "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
+  m.def("pack_linear_weight(Tensor weight, int[] input_size) -> Tensor");
+  m.def(
+      "linear(Tensor input, Tensor weight, Tensor? bias, "
+      "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
+  m.impl("pack_conv_weight", &pack_conv_weight);
+  m.impl("conv", &conv);
+  m.impl("pack_linear_weight", &pack_linear_weight);
+  m.impl("linear", &linear);
+}
+
+// Inference only: no gradient flows through these operators.
+TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
+  for (const char* name :
+       {"pack_conv_weight", "conv", "pack_linear_weight", "linear"}) {
+    m.impl(name, torch::CppFunction::makeFallthrough());
+  }
+}
+
+TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
+  m.impl("pack_conv_weight", &pack_conv_weight_meta);
+  m.impl("conv", &conv_meta);
+  m.impl("pack_linear_weight", &pack_linear_weight_meta);
+  m.impl("linear", &linear_meta);
+}
+
+}  // namespace fx::onednn

@@ -1,0 +1,50 @@
+// Operators that run convolutions and linear layers through oneDNN (the
+// library libtorch itself links), registered with the dispatcher in the
+// namespace fx_onednn, so that a lowered graph runs wherever the dispatcher
+// does: the GraphModule, the Interpreter, generated C++, TorchScript.
+//
+//   fx_onednn::pack_conv_weight(Tensor weight, int[] input_size,
+//       int[] stride, int[] padding, int[] dilation, int groups) -> Tensor
+//   fx_onednn::conv(Tensor input, Tensor weight, Tensor? bias, int[] stride,
+//       int[] padding, int[] dilation, int groups, Tensor? other=None,
+//       str activation="none", float alpha=0., float beta=0.) -> Tensor
+//   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size) -> Tensor
+//   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
+//       str activation="none", float alpha=0., float beta=0.) -> Tensor
+//
+// A packed weight has the logical sizes of the weight it was made from
+// (so shapes are inferred as usual) but holds oneDNN's preferred blocked
+// layout for the given input size, behind a header that describes it;
+// it lives only in the process that packed it (fx::load packs again).
+// Activations are plain strided tensors in channels-last order (NHWC, and
+// NWC / NDHWC for 1-d / 3-d), which every aten operator accepts; conv
+// converts an input in another layout itself, and its output is
+// channels-last. `other` is added to the result before the activation
+// (a residual connection: oneDNN's sum post-op), and the activation
+// (oneDNN's eltwise post-op) is one of activation_names().
+//
+//   before:
+//       %conv2d = call_function[target=aten::conv2d](args = (%x, %w, %b, [1, 1], [1, 1]))
+//       %add = call_function[target=aten::add.Tensor](args = (%conv2d, %y))
+//       %relu = call_function[target=aten::relu](args = (%add,))
+//   after (the pack made once, by an init step):
+//       %packed = get_attr[target=_folded.pack_conv_weight]
+//       %conv = call_function[target=fx_onednn::conv](args = (%x, %packed, %b, [1, 1], [1, 1], [1, 1], 1, %y, relu, 0.0, 0.0))
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fx::onednn {
+
+// The activations conv and linear fuse, by the name their `activation`
+// argument takes: none, relu (alpha: negative slope), clip (alpha..beta:
+// relu6, hardtanh, clamp), hardswish, silu, sigmoid, tanh, gelu (erf),
+// gelu_tanh.
+const std::vector<std::string>& activation_names();
+
+// Makes sure the operators are registered (the library registers them when
+// it is loaded; calling this keeps a linker from dropping it).
+void register_operators();
+
+}  // namespace fx::onednn

@@ -1,0 +1,184 @@
+// The fx_onednn operators against aten's own, called through the
+// dispatcher as a lowered graph calls them.
+#include "lowering/onednn_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+#include "third_party/catch.h"
+
+namespace {
+
+c10::OperatorHandle handle(const char* name) {
+  fx::onednn::register_operators();
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+at::Tensor call(const char* name, std::vector<c10::IValue> args) {
+  c10::OperatorHandle op = handle(name);
+  const auto& params = op.schema().arguments();
+  for (size_t i = args.size(); i < params.size(); ++i) {
+    args.push_back(*params[i].default_value());
+  }
+  torch::jit::Stack stack(args.begin(), args.end());
+  op.callBoxed(&stack);
+  return stack.at(0).toTensor();
+}
+
+at::Tensor pack_conv(const at::Tensor& w, at::IntArrayRef input,
+                     std::vector<int64_t> stride, std::vector<int64_t> padding,
+                     std::vector<int64_t> dilation, int64_t groups) {
+  return call("fx_onednn::pack_conv_weight",
+              {w, input.vec(), stride, padding, dilation, groups});
+}
+
+void check_close(const at::Tensor& got, const at::Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  const double scale = std::max(want.abs().max().item<double>(), 1.0);
+  CHECK((got - want).abs().max().item<double>() <= 1e-5 * scale);
+}
+
+struct ConvCase {
+  std::vector<int64_t> input, weight, stride, padding, dilation;
+  int64_t groups;
+};
+
+}  // namespace
+
+TEST_CASE("conv matches aten's convolution in 1, 2 and 3 spatial dimensions") {
+  at::manual_seed(0);
+  const std::vector<ConvCase> cases = {
+      {{1, 3, 17, 19}, {8, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{2, 16, 14, 14}, {32, 16, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
+      {{1, 32, 12, 12}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 32},  // depthwise
+      {{1, 8, 10, 10}, {12, 2, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 4},    // grouped
+      {{2, 4, 20}, {6, 4, 5}, {2}, {2}, {1}, 1},                      // 1-d
+      {{1, 4, 6, 7, 8}, {5, 4, 3, 3, 3}, {1, 1, 2}, {1, 0, 1}, {1, 1, 1}, 1},
+  };
+  for (const ConvCase& c : cases) {
+    CAPTURE(c.input, c.weight, c.groups);
+    at::Tensor x = at::randn(c.input);
+    at::Tensor w = at::randn(c.weight);
+    at::Tensor b = at::randn({c.weight[0]});
+    at::Tensor want = at::convolution(x, w, b, c.stride, c.padding, c.dilation,
+                                      false, std::vector<int64_t>(c.stride.size(), 0),
+                                      c.groups);
+    at::Tensor packed = pack_conv(w, x.sizes(), c.stride, c.padding,
+                                  c.dilation, c.groups);
+    CHECK(packed.sizes() == w.sizes());
+    at::Tensor got = call("fx_onednn::conv", {x, packed, b, c.stride, c.padding,
+                                              c.dilation, c.groups});
+    check_close(got, want);
+    // Without a bias, and on an input of another batch size than packed for.
+    at::Tensor x3 = at::randn([&] {
+      auto s = c.input;
+      s[0] = 3;
+      return s;
+    }());
+    check_close(call("fx_onednn::conv", {x3, packed, c10::IValue(), c.stride,
+                                         c.padding, c.dilation, c.groups}),
+                at::convolution(x3, w, {}, c.stride, c.padding, c.dilation,
+                                false, std::vector<int64_t>(c.stride.size(), 0),
+                                c.groups));
+  }
+}
+
+TEST_CASE("conv fuses the residual sum and each activation") {
+  at::manual_seed(1);
+  at::Tensor x = at::randn({2, 8, 9, 9});
+  at::Tensor w = at::randn({8, 8, 3, 3}) * 0.2;
+  at::Tensor b = at::randn({8});
+  at::Tensor other = at::randn({2, 8, 9, 9});
+  at::Tensor packed = pack_conv(w, x.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
+  at::Tensor plain = at::conv2d(x, w, b, {1, 1}, {1, 1});
+  struct Act {
+    std::string name;
+    double alpha, beta;
+    at::Tensor want;
+  };
+  const at::Tensor summed = plain + other;
+  const std::vector<Act> acts = {
+      {"none", 0, 0, summed},
+      {"relu", 0, 0, at::relu(summed)},
+      {"relu", 0.1, 0, at::leaky_relu(summed, 0.1)},
+      {"clip", 0, 6, at::hardtanh(summed, 0, 6)},
+      {"hardswish", 0, 0, at::hardswish(summed)},
+      {"silu", 0, 0, at::silu(summed)},
+      {"sigmoid", 0, 0, at::sigmoid(summed)},
+      {"tanh", 0, 0, at::tanh(summed)},
+      {"gelu", 0, 0, at::gelu(summed)},
+      {"gelu_tanh", 0, 0, at::gelu(summed, "tanh")},
+  };
+  for (const Act& a : acts) {
+    CAPTURE(a.name, a.alpha);
+    at::Tensor got = call("fx_onednn::conv",
+                          {x, packed, b, std::vector<int64_t>{1, 1},
+                           std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1},
+                           int64_t{1}, other, a.name, a.alpha, a.beta});
+    check_close(got, a.want);
+  }
+  // The output is channels-last; other inputs are read, not written.
+  at::Tensor got = call("fx_onednn::conv",
+                        {x, packed, b, std::vector<int64_t>{1, 1},
+                         std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1},
+                         int64_t{1}, other});
+  CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(at::equal(other, summed - plain) == false);  // other is not the sum
+  check_close(other + plain, got);
+}
+
+TEST_CASE("linear matches aten's linear, with activations") {
+  at::manual_seed(2);
+  at::Tensor w = at::randn({10, 33});
+  at::Tensor b = at::randn({10});
+  at::Tensor packed = call("fx_onednn::pack_linear_weight",
+                           {w, std::vector<int64_t>{4, 33}});
+  for (const std::vector<int64_t>& sizes :
+       {std::vector<int64_t>{4, 33}, {1, 33}, {2, 3, 33}}) {
+    at::Tensor x = at::randn(sizes);
+    check_close(call("fx_onednn::linear", {x, packed, b}), at::linear(x, w, b));
+    check_close(call("fx_onednn::linear", {x, packed, c10::IValue(), "relu"}),
+                at::relu(at::linear(x, w)));
+  }
+}
+
+TEST_CASE("bad weights and arguments are clear errors") {
+  at::Tensor x = at::randn({1, 3, 8, 8});
+  at::Tensor w = at::randn({4, 3, 3, 3});
+  std::vector<int64_t> one{1, 1};
+  CHECK_THROWS_WITH(
+      call("fx_onednn::conv", {x, w, c10::IValue(), one, one, one, int64_t{1}}),
+      Catch::Contains("not one that fx_onednn::pack_conv_weight made"));
+  at::Tensor packed = pack_conv(w, x.sizes(), one, one, one, 1);
+  CHECK_THROWS_WITH(
+      call("fx_onednn::conv",
+           {x, packed.clone(), c10::IValue(), one, one, one, int64_t{1}}),
+      Catch::Contains("a copy or a plain weight loses its packing"));
+  CHECK_THROWS_WITH(call("fx_onednn::conv", {at::randn({1, 5, 8, 8}), packed,
+                                             c10::IValue(), one, one, one,
+                                             int64_t{1}}),
+                    Catch::Contains("the input has 5 channels"));
+  CHECK_THROWS_WITH(call("fx_onednn::conv", {x, packed, c10::IValue(), one, one,
+                                             one, int64_t{1}, c10::IValue(),
+                                             "swish"}),
+                    Catch::Contains("unknown activation 'swish'"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::conv", {x, packed, c10::IValue(), one, one, one,
+                               int64_t{1}, at::randn({1, 4, 4, 4})}),
+      Catch::Contains("the residual must match it exactly"));
+}
+
+TEST_CASE("meta kernels give the output's shape without data") {
+  at::Tensor x = at::empty({2, 3, 16, 16}, at::kMeta);
+  at::Tensor w = at::empty({8, 3, 3, 3}, at::kMeta);
+  std::vector<int64_t> two{2, 2}, one{1, 1};
+  at::Tensor packed = pack_conv(w, x.sizes(), two, one, one, 1);
+  at::Tensor y = call("fx_onednn::conv",
+                      {x, packed, c10::IValue(), two, one, one, int64_t{1}});
+  CHECK(y.is_meta());
+  CHECK(y.sizes() == at::IntArrayRef({2, 8, 8, 8}));
+  CHECK(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+}

@@ -1,0 +1,582 @@
+#include "lowering/optimize_for_inference.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "fx/operator_schemas.h"
+#include "lowering/onednn_ops.h"
+#include "passes/constant_folding.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/fuse_conv_bn.h"
+#include "passes/registry.h"
+#include "passes/remove_dropout.h"
+
+namespace fx {
+namespace {
+
+bool is_call(const Node& n, std::initializer_list<const char*> names) {
+  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
+    return false;
+  }
+  const std::string name = n.target().to_string();
+  for (const char* candidate : names) {
+    if (name == candidate) return true;
+  }
+  return false;
+}
+
+const TensorMeta* meta_of(const Argument& a) {
+  return a.is_node() ? a.to_node()->meta().get(kTensorMeta) : nullptr;
+}
+
+bool float_cpu(const TensorMeta* m) {
+  return m != nullptr && m->dtype == c10::ScalarType::Float &&
+         m->device.is_cpu();
+}
+
+// A get_attr of a float32 CPU tensor of `dim` dimensions.
+Node* constant_weight(const GraphModuleImpl& module, const Argument& a,
+                      int64_t dim) {
+  if (!a.is_node() || a.to_node()->op() != Opcode::kGetAttr) return nullptr;
+  Node* n = a.to_node();
+  const std::string& path = n->target().str();
+  if (!module.has_tensor_attribute(path)) return nullptr;
+  const at::Tensor t = module.fetch_attr(path);
+  if (!t.defined() || t.scalar_type() != at::kFloat || !t.device().is_cpu() ||
+      t.dim() != dim) {
+    return nullptr;
+  }
+  return n;
+}
+
+std::optional<double> number(const std::optional<Argument>& a) {
+  if (!a || !(a->is_int() || a->is_double())) return std::nullopt;
+  return a->to_double();
+}
+
+// An int list argument expanded to `n` values (int[2] stride=1 may be
+// given as [1]); nullopt when it is not a constant list of ints.
+std::optional<std::vector<int64_t>> int_list(const Argument& a, size_t n) {
+  if (a.contains_node()) return std::nullopt;
+  std::vector<int64_t> v;
+  if (a.is_int()) {
+    v.assign(n, a.to_int());
+  } else if (a.is_sequence()) {
+    for (const Argument& e : a.elements()) {
+      if (!e.is_int()) return std::nullopt;
+      v.push_back(e.to_int());
+    }
+    if (v.size() == 1) v.assign(n, v[0]);
+  } else {
+    return std::nullopt;
+  }
+  if (v.size() != n) return std::nullopt;
+  return v;
+}
+
+Argument arg(const Node& n, const std::vector<Argument>& full,
+             const char* name) {
+  return full.at(*n.target().op().schema().argumentIndexWithName(name));
+}
+
+// --- Matching ---------------------------------------------------------------
+struct ConvCall {
+  Node* input;
+  Node* weight;
+  Argument bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+};
+
+std::optional<ConvCall> match_conv(const GraphModuleImpl& module,
+                                   const Node& n) {
+  if (!is_call(n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                   "aten::convolution", "aten::_convolution"})) {
+    return std::nullopt;
+  }
+  const std::vector<Argument> full =
+      full_arguments(n, n.target().op().schema());
+  const Argument input = arg(n, full, "input");
+  const TensorMeta* in = meta_of(input);
+  if (!float_cpu(in) || in->sizes.size() < 3 || in->sizes.size() > 5) {
+    return std::nullopt;
+  }
+  if (n.target().op().schema().argumentIndexWithName("transposed") &&
+      (!arg(n, full, "transposed").is_bool() ||
+       arg(n, full, "transposed").to_bool())) {
+    return std::nullopt;
+  }
+  const int64_t dim = static_cast<int64_t>(in->sizes.size());
+  ConvCall c;
+  c.input = input.to_node();
+  c.weight = constant_weight(module, arg(n, full, "weight"), dim);
+  c.bias = arg(n, full, "bias");
+  if (c.weight == nullptr || !(c.bias.is_none() || float_cpu(meta_of(c.bias)))) {
+    return std::nullopt;
+  }
+  const size_t spatial = static_cast<size_t>(dim - 2);
+  auto stride = int_list(arg(n, full, "stride"), spatial);
+  auto padding = int_list(arg(n, full, "padding"), spatial);
+  auto dilation = int_list(arg(n, full, "dilation"), spatial);
+  const Argument groups = arg(n, full, "groups");
+  if (!stride || !padding || !dilation || !groups.is_int()) return std::nullopt;
+  c.stride = *stride;
+  c.padding = *padding;
+  c.dilation = *dilation;
+  c.groups = groups.to_int();
+  return c;
+}
+
+struct LinearCall {
+  Node* input;
+  Node* weight;     // [out, in], or
+  Node* transposed; // [in, out] (the weight is its t())
+  Argument bias;
+};
+
+std::optional<LinearCall> match_linear(const GraphModuleImpl& module,
+                                       const Node& n) {
+  LinearCall c{nullptr, nullptr, nullptr, Argument()};
+  const bool linear = is_call(n, {"aten::linear"});
+  const bool addmm = is_call(n, {"aten::addmm"});
+  const bool matmul = is_call(n, {"aten::matmul"});
+  if (!linear && !addmm && !matmul) return std::nullopt;
+  const std::vector<Argument> full =
+      full_arguments(n, n.target().op().schema());
+  Argument input = arg(n, full, linear ? "input" : addmm ? "mat1" : "self");
+  const TensorMeta* in = meta_of(input);
+  if (!float_cpu(in) || in->sizes.empty() ||
+      (addmm && in->sizes.size() != 2)) {
+    return std::nullopt;
+  }
+  c.input = input.to_node();
+  if (linear) {
+    c.weight = constant_weight(module, arg(n, full, "weight"), 2);
+    c.bias = arg(n, full, "bias");
+  } else {
+    const Argument w = arg(n, full, addmm ? "mat2" : "other");
+    if (w.is_node() && is_call(*w.to_node(), {"aten::t"})) {
+      c.weight = constant_weight(module, w.to_node()->args().at(0), 2);
+    } else {
+      c.transposed = constant_weight(module, w, 2);
+    }
+    if (addmm) {
+      c.bias = arg(n, full, "self");
+      if (number(arg(n, full, "beta")) != 1.0 ||
+          number(arg(n, full, "alpha")) != 1.0) {
+        return std::nullopt;
+      }
+    }
+  }
+  if (c.weight == nullptr && c.transposed == nullptr) return std::nullopt;
+  if (!c.bias.is_none()) {
+    const TensorMeta* b = meta_of(c.bias);
+    const TensorMeta* out = n.meta().get(kTensorMeta);
+    if (!float_cpu(b) || out == nullptr || b->sizes.size() != 1 ||
+        b->sizes[0] != out->sizes.back()) {
+      return std::nullopt;
+    }
+  }
+  return c;
+}
+
+struct Activation {
+  std::string name = "none";
+  double alpha = 0, beta = 0;
+};
+
+// `n` as a post-op activation of `input` (its only tensor argument).
+std::optional<Activation> match_activation(const Node& n, const Node* input) {
+  if (n.op() != Opcode::kCallFunction || !n.target().is_operator() ||
+      n.args().empty() || !n.args()[0].is_node() ||
+      n.args()[0].to_node() != input) {
+    return std::nullopt;
+  }
+  auto value = [&](const char* name) { return operator_argument(n, name); };
+  if (is_call(n, {"aten::relu", "aten::relu_"})) return Activation{"relu"};
+  if (is_call(n, {"aten::leaky_relu", "aten::leaky_relu_"})) {
+    auto slope = number(value("negative_slope"));
+    if (slope) return Activation{"relu", *slope, 0};
+  }
+  if (is_call(n, {"aten::hardtanh", "aten::hardtanh_"})) {
+    auto lo = number(value("min_val")), hi = number(value("max_val"));
+    if (lo && hi) return Activation{"clip", *lo, *hi};
+  }
+  if (is_call(n, {"aten::relu6", "aten::relu6_"})) {
+    return Activation{"clip", 0, 6};
+  }
+  if (is_call(n, {"aten::clamp", "aten::clamp_"})) {
+    auto lo = number(value("min")), hi = number(value("max"));
+    if (lo && hi) return Activation{"clip", *lo, *hi};
+  }
+  if (is_call(n, {"aten::hardswish", "aten::hardswish_"})) {
+    return Activation{"hardswish"};
+  }
+  if (is_call(n, {"aten::silu", "aten::silu_"})) return Activation{"silu"};
+  if (is_call(n, {"aten::sigmoid", "aten::sigmoid_"})) {
+    return Activation{"sigmoid"};
+  }
+  if (is_call(n, {"aten::tanh", "aten::tanh_"})) return Activation{"tanh"};
+  if (is_call(n, {"aten::gelu", "aten::gelu_"})) {
+    auto approximate = value("approximate");
+    if (approximate && approximate->is_string()) {
+      if (approximate->to_string() == "none") return Activation{"gelu"};
+      if (approximate->to_string() == "tanh") return Activation{"gelu_tanh"};
+    }
+  }
+  return std::nullopt;
+}
+
+// `n` as `value + residual` (a residual connection of the same sizes),
+// returning the residual. An in-place add must write into `value`.
+Node* match_sum(const Node& n, const Node* value) {
+  const bool inplace = is_call(n, {"aten::add_.Tensor"});
+  if (!inplace && !is_call(n, {"aten::add.Tensor"})) return nullptr;
+  if (number(operator_argument(n, "alpha")) != 1.0) return nullptr;
+  const Argument self = *operator_argument(n, "self");
+  const Argument other = *operator_argument(n, "other");
+  if (!self.is_node() || !other.is_node()) return nullptr;
+  Node* residual = nullptr;
+  if (self.to_node() == value) {
+    residual = other.to_node();
+  } else if (other.to_node() == value && !inplace) {
+    residual = self.to_node();
+  }
+  if (residual == nullptr || residual == value) return nullptr;
+  const TensorMeta* r = residual->meta().get(kTensorMeta);
+  const TensorMeta* v = value->meta().get(kTensorMeta);
+  const TensorMeta* out = n.meta().get(kTensorMeta);
+  if (!float_cpu(r) || v == nullptr || out == nullptr ||
+      r->sizes != v->sizes || out->sizes != v->sizes) {
+    return nullptr;
+  }
+  return residual;
+}
+
+Node* only_user(const Node* n) {
+  return n->users().size() == 1 ? *n->users().begin() : nullptr;
+}
+
+// --- Rewriting ----------------------------------------------------------------
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = std::max<int64_t>(sizes[1], 1);
+  strides[1] = 1;
+  for (size_t i = sizes.size() - 1; i >= 2; --i) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(sizes[i], 1);
+  }
+  strides[0] = stride;
+  return strides;
+}
+
+TensorMeta channels_last_meta(TensorMeta m) {
+  m.strides = channels_last_strides(m.sizes);
+  m.memory_format = memory_format_of(m.sizes, m.strides);
+  m.requires_grad = false;
+  return m;
+}
+
+class Lowering {
+ public:
+  Lowering(GraphModuleImpl& module, const InferenceOptions& options,
+           InferenceReport& report)
+      : module_(module), graph_(module.graph()), options_(options),
+        report_(report) {}
+
+  void run() {
+    onednn::register_operators();
+    for (Node* n : graph_.nodes().to_vector()) {
+      if (n->is_erased()) continue;
+      if (options_.lower_convolutions) {
+        if (auto conv = match_conv(module_, *n)) {
+          lower_conv(n, *conv);
+          continue;
+        }
+      }
+      if (options_.lower_linear) {
+        if (auto linear = match_linear(module_, *n)) lower_linear(n, *linear);
+      }
+    }
+    if (!lowered_convs_.empty()) keep_channels_last();
+  }
+
+ private:
+  // Absorbs the residual add and the activation after `n` that only it
+  // feeds; returns the last node absorbed (n itself if none).
+  Node* absorb(Node* n, bool sum, Node** residual, Activation* act,
+               std::vector<Node*>* absorbed) {
+    Node* tail = n;
+    if (sum) {
+      if (Node* user = only_user(tail)) {
+        if (Node* r = match_sum(*user, tail)) {
+          *residual = r;
+          absorbed->push_back(user);
+          tail = user;
+          ++report_.fused_sums;
+        }
+      }
+    }
+    if (Node* user = only_user(tail)) {
+      if (auto a = match_activation(*user, tail)) {
+        *act = *a;
+        absorbed->push_back(user);
+        tail = user;
+        ++report_.fused_activations;
+      }
+    }
+    return tail;
+  }
+
+  // Replaces `original` and the nodes absorbed after it by `call_args` on
+  // `op`, placed where the last absorbed node was.
+  Node* replace(Node* original, const std::vector<Node*>& absorbed,
+                const char* op, std::vector<Argument> call_args,
+                bool channels_last) {
+    Node* tail = absorbed.empty() ? original : absorbed.back();
+    Node* lowered;
+    {
+      auto guard = graph_.inserting_before(tail);
+      lowered = graph_.call_function(fx::op(op), std::move(call_args));
+    }
+    if (const std::string* path = original->meta().get(kModulePath)) {
+      lowered->meta().set(kModulePath, *path);
+    }
+    if (const std::string* trace = original->meta().get(kStackTrace)) {
+      lowered->meta().set(kStackTrace, *trace);
+    }
+    if (const TensorMeta* m = tail->meta().get(kTensorMeta)) {
+      TensorMeta meta = *m;
+      meta.requires_grad = false;
+      lowered->meta().set(kTensorMeta,
+                          channels_last ? channels_last_meta(meta) : meta);
+    }
+    tail->replace_all_uses_with(lowered);
+    for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
+      graph_.erase_node(*it);
+    }
+    graph_.erase_node(original);
+    return lowered;
+  }
+
+  std::vector<Argument> post_op_arguments(Node* residual,
+                                          const Activation& act) {
+    std::vector<Argument> out;
+    if (residual != nullptr || act.name != "none") {
+      out.push_back(residual != nullptr ? Argument(residual) : Argument());
+    }
+    if (act.name != "none") {
+      out.push_back(act.name);
+      out.push_back(act.alpha);
+      out.push_back(act.beta);
+    }
+    return out;
+  }
+
+  void lower_conv(Node* n, const ConvCall& c) {
+    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+    Node* pack;
+    {
+      auto guard = graph_.inserting_before(n);
+      pack = graph_.call_function(
+          fx::op("fx_onednn::pack_conv_weight"),
+          {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups});
+    }
+    Node* residual = nullptr;
+    Activation act;
+    std::vector<Node*> absorbed;
+    absorb(n, /*sum=*/true, &residual, &act, &absorbed);
+    std::vector<Argument> args = {c.input, pack, c.bias, c.stride,
+                                  c.padding, c.dilation, c.groups};
+    for (Argument& a : post_op_arguments(residual, act)) args.push_back(a);
+    lowered_convs_.insert(
+        replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
+    ++report_.convolutions;
+  }
+
+  void lower_linear(Node* n, const LinearCall& c) {
+    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+    Node* pack;
+    {
+      auto guard = graph_.inserting_before(n);
+      Node* weight = c.weight != nullptr
+                         ? c.weight
+                         : graph_.call_function(fx::op("aten::t"),
+                                                {c.transposed});
+      pack = graph_.call_function(fx::op("fx_onednn::pack_linear_weight"),
+                                  {weight, in->sizes});
+    }
+    Node* residual = nullptr;
+    Activation act;
+    std::vector<Node*> absorbed;
+    absorb(n, /*sum=*/false, &residual, &act, &absorbed);
+    std::vector<Argument> args = {c.input, pack, c.bias};
+    if (act.name != "none") {
+      args.push_back(act.name);
+      args.push_back(act.alpha);
+      args.push_back(act.beta);
+    }
+    replace(n, absorbed, "fx_onednn::linear", std::move(args), false);
+    ++report_.linear;
+  }
+
+  // Operators whose output keeps a channels-last input's layout.
+  static bool keeps_layout(const Node& n) {
+    return is_call(
+        n, {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+            "aten::relu6", "aten::leaky_relu", "aten::leaky_relu_",
+            "aten::clamp", "aten::clamp_", "aten::hardswish",
+            "aten::hardswish_", "aten::hardsigmoid", "aten::hardsigmoid_",
+            "aten::silu", "aten::silu_", "aten::sigmoid", "aten::sigmoid_",
+            "aten::tanh", "aten::tanh_", "aten::gelu", "aten::add.Tensor",
+            "aten::add_.Tensor", "aten::mul.Tensor", "aten::mul_.Tensor",
+            "aten::sub.Tensor", "aten::div.Tensor", "aten::max_pool2d",
+            "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::cat",
+            "aten::batch_norm", "aten::dropout", "aten::dropout_",
+            "aten::feature_dropout", "aten::upsample_nearest2d",
+            "aten::upsample_bilinear2d"});
+  }
+  // Operators that read any layout right and keep nothing of it.
+  static bool reads_any_layout(const Node& n) {
+    return is_call(n, {"aten::flatten.using_ints", "aten::reshape",
+                       "aten::mean.dim", "aten::size.int", "aten::dim",
+                       "aten::sum.dim_IntList", "aten::contiguous"});
+  }
+
+  bool reads_channels_last(const Node& user, const Node* value) {
+    if (lowered_convs_.count(&user) > 0) return true;
+    if (keeps_layout(user) || reads_any_layout(user)) return true;
+    (void)value;
+    return false;
+  }
+
+  // Activations stay channels-last between lowered convolutions; they are
+  // converted where a chain starts (once per value) and where anything
+  // else reads them.
+  void keep_channels_last() {
+    absl::flat_hash_set<const Node*> channels_last;
+    for (Node* n : graph_.nodes().to_vector()) {
+      if (lowered_convs_.count(n) > 0) {
+        channels_last.insert(n);
+        continue;
+      }
+      if (!keeps_layout(*n)) continue;
+      for (const Node* input : n->all_input_nodes()) {
+        if (channels_last.count(input) > 0) {
+          channels_last.insert(n);
+          break;
+        }
+      }
+    }
+    absl::flat_hash_map<Node*, Node*> converted;
+    for (Node* n : graph_.nodes().to_vector()) {
+      // A chain's start: a lowered convolution reading another layout.
+      if (lowered_convs_.count(n) > 0) {
+        Node* input = n->args()[0].to_node();
+        const TensorMeta* m = input->meta().get(kTensorMeta);
+        if (channels_last.count(input) == 0 && m != nullptr &&
+            m->sizes.size() == 4 &&
+            m->memory_format != c10::MemoryFormat::ChannelsLast) {
+          auto [it, fresh] = converted.emplace(input, nullptr);
+          if (fresh) {
+            auto guard = graph_.inserting_before(n);
+            it->second = graph_.call_function(
+                fx::op("aten::contiguous"), {input},
+                {{"memory_format", c10::MemoryFormat::ChannelsLast}});
+            it->second->meta().set(kTensorMeta, channels_last_meta(*m));
+            ++report_.layout_conversions;
+          }
+          n->replace_input_with(input, it->second);
+        }
+      }
+    }
+    // A chain's ends: whatever reads a channels-last value but is not known
+    // to read it right gets it contiguous.
+    for (Node* value : graph_.nodes().to_vector()) {
+      if (channels_last.count(value) == 0) continue;
+      Node* contiguous = nullptr;
+      for (Node* user : value->users().to_vector()) {
+        if (reads_channels_last(*user, value)) continue;
+        if (contiguous == nullptr) {
+          auto guard = graph_.inserting_before(value->next());
+          contiguous = graph_.call_function(fx::op("aten::contiguous"), {value});
+          if (const TensorMeta* m = value->meta().get(kTensorMeta)) {
+            TensorMeta meta = *m;
+            meta.strides = strides_for(meta.sizes, c10::MemoryFormat::Contiguous);
+            meta.memory_format = c10::MemoryFormat::Contiguous;
+            contiguous->meta().set(kTensorMeta, meta);
+          }
+          ++report_.layout_conversions;
+        }
+        user->replace_input_with(value, contiguous);
+      }
+    }
+  }
+
+  GraphModuleImpl& module_;
+  Graph& graph_;
+  const InferenceOptions& options_;
+  InferenceReport& report_;
+  absl::flat_hash_set<const Node*> lowered_convs_;
+};
+
+}  // namespace
+
+std::string InferenceReport::to_string() const {
+  return absl::StrCat(convolutions, " convolutions and ", linear,
+                      " linear layers lowered to oneDNN, ", fused_activations,
+                      " activations and ", fused_sums,
+                      " residual adds fused, ", layout_conversions,
+                      " layout conversions");
+}
+
+InferenceReport optimize_for_inference(GraphModuleImpl& module,
+                                       const InferenceOptions& options) {
+  InferenceReport report;
+  if (module.traced_training().value_or(false)) {
+    return report;
+  }
+  if (options.fold) {
+    remove_dropout(module);
+    fuse_conv_bn(module);
+    fold_constants(module);
+    eliminate_dead_code(module);
+  }
+  Lowering(module, options, report).run();
+  if (report.convolutions + report.linear > 0) {
+    // The packing moves into an init step, run once now and on load.
+    fold_constants(module);
+    eliminate_dead_code(module);
+  }
+  module.recompile();
+  return report;
+}
+
+GraphModule optimize_for_inference(const GraphModule& module,
+                                   const InferenceOptions& options) {
+  GraphModule copy(module->copy());
+  optimize_for_inference(*copy, options);
+  return copy;
+}
+
+bool OptimizeForInference::run(GraphModuleImpl& module) {
+  const InferenceReport report = optimize_for_inference(module);
+  return report.convolutions + report.linear > 0;
+}
+
+namespace {
+const bool registered = [] {
+  register_pass({"optimize_for_inference",
+                 "fold batch norms, then lower convolutions and linear layers "
+                 "to oneDNN with fused activations (needs //lowering)",
+                 [] { return std::unique_ptr<Pass>(new OptimizeForInference()); }});
+  return true;
+}();
+}  // namespace
+
+}  // namespace fx

@@ -1,0 +1,81 @@
+// Inference lowering to oneDNN (torch.fx's
+// experimental.optimization.optimize_for_inference, done with fused
+// oneDNN primitives): for an eval-mode float32 CPU graph,
+//
+//   1. batch norms fold into the convolutions and linear layers before
+//      them, dropouts go, what depends only on weights is folded;
+//   2. each convolution (1-, 2-, 3-d, grouped and depthwise included) and
+//      each linear layer (aten::linear, addmm of a constant weight, matmul
+//      by a constant 2-d weight) becomes fx_onednn::conv / fx_onednn::linear
+//      (lowering/onednn_ops.h) on a weight packed once by an init step into
+//      oneDNN's blocked layout, absorbing the residual add and the
+//      activation after it (relu, leaky_relu, relu6 / hardtanh / clamp,
+//      hardswish, silu, sigmoid, tanh, gelu) when nothing else reads what
+//      they replace;
+//   3. activations stay channels-last from one lowered convolution to the
+//      next, through the operators that keep that layout (pooling,
+//      elementwise, cat, batch_norm, ...); an aten::contiguous converts
+//      back where anything else reads them, and at the graph's output.
+//
+//   before:
+//       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))
+//       %add_ = call_function[target=aten::add_.Tensor](args = (%conv2d, %y))
+//       %relu_ = call_function[target=aten::relu_](args = (%add_,))
+//   after:
+//       %contiguous = call_function[target=aten::contiguous](args = (%x,), kwargs = {memory_format: torch.channels_last})
+//       %pack = get_attr[target=_folded.pack_conv_weight]
+//       %conv = call_function[target=fx_onednn::conv](args = (%contiguous, %pack, %conv_bias, [1, 1], [1, 1], [1, 1], 1, %y, relu, 0.0, 0.0))
+//       %contiguous_1 = call_function[target=aten::contiguous](args = (%conv,))
+//       return contiguous_1
+//
+// What cannot be lowered stays as it was, without an error: other dtypes
+// or devices, transposed convolutions, weights that are not constant,
+// graphs whose nodes lack tensor metadata (trace them, or run ShapeProp).
+// Guards stay: an input of another dtype or shape is still a GuardError.
+// Packed weights live in the process that made them: saved GraphModules
+// keep the init steps, and fx::load packs again. Link //lowering wherever
+// a lowered graph runs (its operators register themselves).
+#pragma once
+
+#include <string>
+
+#include "fx/graph_module.h"
+#include "passes/pass.h"
+
+namespace fx {
+
+struct InferenceOptions {
+  // Fold batch norms, drop dropouts and fold constants first.
+  bool fold = true;
+  // Lower convolutions and linear layers to oneDNN.
+  bool lower_convolutions = true;
+  bool lower_linear = true;
+};
+
+// What optimize_for_inference did.
+struct InferenceReport {
+  int convolutions = 0;       // lowered to fx_onednn::conv
+  int linear = 0;             // lowered to fx_onednn::linear
+  int fused_activations = 0;  // activations absorbed as post-ops
+  int fused_sums = 0;         // residual adds absorbed as sum post-ops
+  int layout_conversions = 0; // aten::contiguous nodes added
+  std::string to_string() const;
+};
+
+// Lowers `module` in place; returns what it did (all zero when nothing
+// could be lowered).
+InferenceReport optimize_for_inference(GraphModuleImpl& module,
+                                       const InferenceOptions& options = {});
+
+// As torch.fx's optimize_for_inference: a lowered copy; `module` is left
+// as it was.
+GraphModule optimize_for_inference(const GraphModule& module,
+                                   const InferenceOptions& options = {});
+
+class OptimizeForInference : public Pass {
+ public:
+  std::string name() const override { return "optimize_for_inference"; }
+  bool run(GraphModuleImpl& module) override;
+};
+
+}  // namespace fx

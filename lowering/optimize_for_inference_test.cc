@@ -1,0 +1,152 @@
+#include "lowering/optimize_for_inference.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "fx/fx.h"
+#include "fx/serialization.h"
+#include "models/zoo.h"
+#include "passes/pass_manager.h"
+#include "testdata/filecheck.h"
+#include "third_party/catch.h"
+
+namespace {
+
+size_t count(const fx::Graph& graph, const char* op) {
+  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
+}
+
+// max |a - b| relative to b's largest magnitude (at least 1).
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1.0);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+double output_error(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor()) return relative_error(a.toTensor(), b.toTensor());
+  REQUIRE(a.isTuple());
+  double worst = 0;
+  const auto& x = a.toTupleRef().elements();
+  const auto& y = b.toTupleRef().elements();
+  REQUIRE(x.size() == y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, output_error(x[i], y[i]));
+  }
+  return worst;
+}
+
+struct Conv : torch::nn::Module {
+  Conv() {
+    a = register_module("a", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 8, 3).padding(1).bias(false)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(8));
+    b = register_module("b", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(8, 8, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Linear(8, 4));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = torch::relu(bn(a(x)));
+    at::Tensor z = b(y);
+    z += y;
+    z = torch::relu(z);
+    at::Tensor pooled = torch::adaptive_avg_pool2d(z, {1, 1}).flatten(1);
+    return torch::hardswish(fc(pooled)) + z.sum();
+  }
+  torch::nn::Conv2d a{nullptr}, b{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
+  torch::manual_seed(0);
+  auto model = std::make_shared<Conv>();
+  model->eval();
+  at::Tensor x = torch::randn({2, 3, 10, 10});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.convolutions == 2);
+  CHECK(report.linear == 1);
+  CHECK(report.fused_sums == 1);
+  CHECK(report.fused_activations == 3);  // relu, relu, hardswish
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(testdata::filecheck(R"(
+    CHECK: aten::contiguous](args = (%x,), kwargs = {memory_format: torch.channels_last})
+    CHECK: fx_onednn::conv](args = (%contiguous, %{{.*}}, [1, 1], [1, 1], [1, 1], 1, None, 'relu', 0.0, 0.0)
+    CHECK: fx_onednn::conv](args = (%conv, %{{.*}}, [1, 1], [1, 1], [1, 1], 1, %conv, 'relu', 0.0, 0.0)
+    CHECK-NOT: aten::conv2d
+    CHECK-NOT: aten::batch_norm
+    CHECK: fx_onednn::linear
+    CHECK-SAME: 'hardswish'
+  )", printed));
+  // The packing is an init step's: the graph reads packed weights.
+  CHECK(count(gm->graph(), "fx_onednn::pack_conv_weight") == 0);
+  CHECK(gm->init_steps().size() >= 2);
+  torch::NoGradGuard no_grad;
+  at::Tensor want = model->forward(x);
+  at::Tensor got = gm(x).toTensor();
+  CHECK(relative_error(got, want) < 1e-5);
+  CHECK(got.is_contiguous());
+}
+
+TEST_CASE("every zoo model lowered matches eager") {
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : models::traceable_zoo_model_names()) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    fx::GraphModule lowered = fx::optimize_for_inference(gm);
+    const std::string before = gm->graph().to_string();
+    const c10::IValue want = model.forward(model.example_inputs);
+    const c10::IValue got = lowered->forward(model.example_inputs);
+    CHECK(output_error(got, want) < 1e-4);
+    // The original is left as it was.
+    CHECK(gm->graph().to_string() == before);
+    if (name == "resnet18" || name == "mobilenet_v2" || name == "lenet" ||
+        name == "unet") {
+      CHECK(count(lowered->graph(), "fx_onednn::conv") > 0);
+      CHECK(count(lowered->graph(), "aten::conv2d") == 0);
+    }
+    if (name == "mlp" || name == "transformer_encoder") {
+      CHECK(count(lowered->graph(), "fx_onednn::linear") > 0);
+    }
+  }
+}
+
+TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = fx::PassManager()
+                           .add("optimize_for_inference")
+                           .run(models::trace_zoo_model(model))
+                           .module;
+  CHECK(count(gm->graph(), "fx_onednn::conv") == 20);
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  at::Tensor x = model.example_inputs[0].toTensor();
+  at::Tensor want = gm(x).toTensor();
+  CHECK(at::equal(loaded(x).toTensor(), want));
+  CHECK(loaded->graph().to_string() == gm->graph().to_string());
+  CHECK_THROWS_AS(loaded(x.to(at::kDouble)), fx::GuardError);
+}
+
+TEST_CASE("what cannot be lowered is left alone") {
+  torch::NoGradGuard no_grad;
+  // A convolution whose weight is an input, and a double graph.
+  auto f = [](at::Tensor x, at::Tensor w) { return at::conv2d(x, w).relu(); };
+  fx::GraphModule gm =
+      fx::symbolic_trace(f, torch::randn({1, 2, 5, 5}), torch::randn({3, 2, 3, 3}));
+  CHECK(fx::optimize_for_inference(*gm).convolutions == 0);
+  CHECK(count(gm->graph(), "aten::conv2d") == 1);
+
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(2, 3, 3));
+  conv->to(at::kDouble);
+  conv->eval();
+  fx::GraphModule doubled = fx::symbolic_trace(
+      conv.ptr(), torch::randn({1, 2, 5, 5}, at::kDouble));
+  CHECK(fx::optimize_for_inference(*doubled).convolutions == 0);
+}
