@@ -114,6 +114,13 @@ MODELS = {
     "resnet50_traced": (lambda: torchvision.models.resnet50(), "trace"),
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
+    # Traced classification models, for the inference lowering's tests and
+    # benchmark (tools/benchmark_inference.cc).
+    **{f"{name}_traced": (getattr(torchvision.models, name), "trace")
+       for name in ["mobilenet_v2", "mobilenet_v3_small", "densenet121",
+                    "googlenet", "efficientnet_b0", "regnet_x_400mf",
+                    "mnasnet0_5", "convnext_tiny", "inception_v3", "vgg11",
+                    "alexnet"]},
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),

@@ -14,7 +14,11 @@ Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
     with the medians of the per-round comparisons with eager;
   - with --fuse instead (for tools/benchmark_passes.cc): forward times of
     torchvision's resnet18, resnet50 and mobilenet_v2, eager / fx GraphModule
-    / torch.fx.experimental.optimization.fuse() (conv/bn folding).
+    / torch.fx.experimental.optimization.fuse() (conv/bn folding);
+  - with --inference MODEL... instead (for tools/benchmark_inference.cc):
+    forward times at batch 1 of each torchvision model, interleaved: eager,
+    torch.fx.experimental.optimization.optimize_for_inference (MKLDNN) and
+    TorchScript torch.jit.freeze + torch.jit.optimize_for_inference.
 
 Prints one `key value` line per figure (milliseconds, microseconds per op,
 counts); on failure prints `error <reason>` and exits with status 1.
@@ -177,6 +181,28 @@ def fuse_times(rounds):
                                                          samples["eager"])))
 
 
+def inference_times(names, rounds):
+    from torch.fx.experimental.optimization import optimize_for_inference
+    with torch.no_grad():
+        for name in names:
+            torch.manual_seed(0)
+            model = getattr(torchvision.models, name)().eval()
+            x = torch.randn(1, 3, 224, 224)
+            variants = {"eager": lambda: model(x)}
+            try:
+                fx_opt = optimize_for_inference(model)
+                fx_opt(x)
+                variants["fx_opt"] = lambda: fx_opt(x)
+            except Exception as e:  # mkldnn cannot run some models
+                emit(f"inference.{name}_fx_opt_error", type(e).__name__)
+            ts = torch.jit.optimize_for_inference(
+                torch.jit.freeze(torch.jit.trace(model, x)))
+            variants["ts_opt"] = lambda: ts(x)
+            samples = interleaved_seconds(variants, rounds)
+            for variant, s in samples.items():
+                emit(f"inference.{name}_{variant}_ms", statistics.median(s) * 1e3)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -186,6 +212,8 @@ def main():
                         help="skip the 10,000-node chain trace")
     parser.add_argument("--fuse", action="store_true",
                         help="only the fuse() forward times")
+    parser.add_argument("--inference", nargs="+", metavar="MODEL",
+                        help="only these models' optimized forward times")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -194,6 +222,9 @@ def main():
     emit("threads", torch.get_num_threads())
     if args.fuse:
         fuse_times(args.repeats)
+        return
+    if args.inference:
+        inference_times(args.inference, args.repeats)
         return
     trace_models(args.repeats)
     trace_fresh_models(args.repeats)

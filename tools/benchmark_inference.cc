@@ -1,0 +1,349 @@
+// benchmark_inference: fx::optimize_for_inference (lowering to oneDNN)
+// against TorchScript's own torch::jit::freeze + optimize_for_inference, in
+// one C++ run, on torchvision models traced to TorchScript.
+//
+//   bazel run //tools:benchmark_inference            full run (several minutes)
+//   bazel run //tools:benchmark_inference -- --quick
+//
+// 1. The machine's measured limit: GFLOP/s of large oneDNN convolutions
+//    (256->256 3x3 at 56x56, 1024->1024 1x1 at 14x14), through fx_onednn.
+// 2. Per model and batch size: GMACs (the cost model), our lowered
+//    GraphModule's time and TorchScript-optimized's, interleaved round by
+//    round (medians, and the median of per-round ratios), the fraction of
+//    the measured peak each reaches, and the largest difference of our
+//    output from TorchScript's unoptimized one, relative to its largest
+//    magnitude.
+// 3. Python beside it: torch.fx's optimize_for_inference (MKLDNN) and
+//    TorchScript in Python on the same torchvision models at batch 1.
+// Ends with the targets, each PASS or MISS (exit status 1 on a miss).
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "fx/fx.h"
+#include "fx/torchscript.h"
+#include "lowering/onednn_ops.h"
+#include "lowering/optimize_for_inference.h"
+#include "passes/cost_model.h"
+#include "tools/benchmark_support.h"
+
+ABSL_FLAG(std::vector<std::string>, models, {},
+          "torchvision models to time (default: all the benchmark knows)");
+ABSL_FLAG(std::vector<std::string>, batches, {},
+          "batch sizes (default 1,8; --quick: 1)");
+
+namespace {
+
+using namespace fx::benchmark;  // NOLINT: the benchmark vocabulary
+
+constexpr char kTorchScriptModels[] = "testdata/torchscript_models.py";
+constexpr char kPythonScript[] = "tools/pyfx_reference.py";
+const std::vector<std::string> kModels = {
+    "resnet18",      "resnet50",        "mobilenet_v2",  "mobilenet_v3_small",
+    "squeezenet",    "densenet121",     "googlenet",     "efficientnet_b0",
+    "regnet_x_400mf", "mnasnet0_5",     "convnext_tiny", "inception_v3",
+    "vgg11",         "alexnet"};
+const std::vector<std::string> kQuickModels = {"resnet18", "mobilenet_v2"};
+// Compute-bound models, held to a fraction of the measured peak.
+const std::vector<std::string> kComputeBound = {"resnet18", "resnet50",
+                                                "vgg11"};
+const std::vector<std::string> kPythonModels = {"resnet18", "mobilenet_v2"};
+constexpr double kTolerance = 1e-4;
+
+// --- 1. The machine's limit --------------------------------------------------
+
+struct Peak {
+  double gflops_3x3 = 0, gflops_1x1 = 0;
+  double best() const { return std::max(gflops_3x3, gflops_1x1); }
+};
+
+double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
+                   int repeats) {
+  fx::onednn::register_operators();
+  auto pack = c10::Dispatcher::singleton().findSchemaOrThrow(
+      "fx_onednn::pack_conv_weight", "");
+  auto conv =
+      c10::Dispatcher::singleton().findSchemaOrThrow("fx_onednn::conv", "");
+  at::Tensor x = torch::randn({1, channels, size, size})
+                     .contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor w = torch::randn({channels, channels, kernel, kernel});
+  const std::vector<int64_t> one = {1, 1};
+  const std::vector<int64_t> padding = {kernel / 2, kernel / 2};
+  torch::jit::Stack stack = {w, x.sizes().vec(), one, padding, one, int64_t{1}};
+  pack.callBoxed(&stack);
+  at::Tensor packed = stack[0].toTensor();
+  auto run = [&] {
+    torch::jit::Stack s = {x,   packed, c10::IValue(), one,
+                           padding, one, int64_t{1}, c10::IValue(),
+                           "none", 0.0,    0.0};
+    conv.callBoxed(&s);
+  };
+  const double ms = median_ms(
+      [&] {
+        auto start = Clock::now();
+        run();
+        return ms_since(start);
+      },
+      repeats);
+  const double flops = 2.0 * channels * channels * kernel * kernel * size * size;
+  return flops / (ms * 1e-3) / 1e9;
+}
+
+Peak measure_peak(int repeats) {
+  Peak p;
+  p.gflops_3x3 = conv_gflops(256, 56, 3, repeats);
+  p.gflops_1x1 = conv_gflops(1024, 14, 1, repeats);
+  return p;
+}
+
+// --- 2. Models ------------------------------------------------------------------
+
+struct ModelRun {
+  std::string model;
+  int64_t batch = 1;
+  double gmacs = 0;
+  double ours_ms = 0, torchscript_ms = 0;
+  double ratio = 0;  // median of per-round ours / TorchScript-optimized
+  double error = 0;  // relative to the reference output's largest magnitude
+  double lowering_ms = 0;
+  std::string report;
+  std::string failure;  // non-empty: the model could not be measured
+};
+
+double relative_error(const at::Tensor& got, const at::Tensor& want) {
+  const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+  return (got - want).abs().max().item<double>() / scale;
+}
+
+at::Tensor first_tensor(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor();
+  if (v.isTuple()) return first_tensor(v.toTupleRef().elements().at(0));
+  throw std::runtime_error("the model returned no tensor");
+}
+
+ModelRun measure_model(const std::string& dir, const std::string& name,
+                       int64_t batch, int rounds) {
+  ModelRun r;
+  r.model = name;
+  r.batch = batch;
+  const int64_t size = name == "inception_v3" ? 299 : 224;
+  torch::manual_seed(1);
+  at::Tensor x = torch::randn({batch, 3, size, size});
+  const std::string path = dir + "/" + name + "_traced.pt";
+  try {
+    torch::jit::Module script = torch::jit::load(path);
+    script.eval();
+    const at::Tensor want = first_tensor(script.forward({x}));
+
+    torch::jit::Module frozen = torch::jit::freeze(script.clone());
+    torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen);
+
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    r.gmacs = fx::estimate_cost(gm->graph()).total.macs / 1e9;
+    fx::GraphModule lowered(gm->copy());
+    auto start = Clock::now();
+    r.report = fx::optimize_for_inference(*lowered).to_string();
+    r.lowering_ms = ms_since(start);
+    r.error = relative_error(first_tensor(lowered(x)), want);
+
+    // Warm both (TorchScript's profiling executor optimizes on its second
+    // and third runs).
+    for (int i = 0; i < 3; ++i) {
+      optimized.forward({x});
+      lowered(x);
+    }
+    const int calls = batch == 1 ? 2 : 1;
+    auto samples = interleaved_samples_ms(
+        {[&] { lowered(x); }, [&] { optimized.forward({x}); }}, rounds,
+        calls);
+    r.ours_ms = median(samples[0]);
+    r.torchscript_ms = median(samples[1]);
+    r.ratio = median_paired_ratio(samples[0], samples[1]);
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 200);
+  }
+  return r;
+}
+
+std::string percent(double fraction) {
+  return absl::StrFormat("%.0f%%", fraction * 100);
+}
+
+void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
+  Table table({"model", "batch", "GMACs", "ours ms", "TS-opt ms",
+               "ours / TS-opt", "ours % peak", "TS-opt % peak", "rel. error",
+               "lowering ms"},
+              2);
+  for (const ModelRun& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, absl::StrCat(r.batch), "failed: " + r.failure});
+      continue;
+    }
+    auto fraction = [&](double ms) {
+      return percent(2 * r.gmacs * 1e9 / (ms * 1e-3) / 1e9 / peak.best());
+    };
+    table.add_row({r.model, absl::StrCat(r.batch), fixed(r.gmacs, 2),
+                   fixed(r.ours_ms, 2), fixed(r.torchscript_ms, 2),
+                   times(r.ratio), fraction(r.ours_ms),
+                   fraction(r.torchscript_ms),
+                   absl::StrFormat("%.1e", r.error), fixed(r.lowering_ms, 0)});
+  }
+  std::vector<std::string> notes = {
+      absl::StrFormat("peak: %.0f GFLOP/s (oneDNN 3x3 256->256 at 56x56: %.0f; "
+                      "1x1 1024->1024 at 14x14: %.0f)",
+                      peak.best(), peak.gflops_3x3, peak.gflops_1x1),
+      "ours: fx::optimize_for_inference of the file imported with "
+      "fx::symbolic_trace; TS-opt: torch::jit::optimize_for_inference("
+      "torch::jit::freeze(file)); interleaved rounds, medians; ours / TS-opt "
+      "is the median of per-round ratios (below 1: we are faster).",
+      "rel. error: max |ours - TorchScript as loaded| / max |TorchScript as "
+      "loaded|."};
+  for (const ModelRun& r : runs) {
+    if (r.failure.empty() && r.batch == runs.front().batch) {
+      notes.push_back(r.model + ": " + r.report);
+    }
+  }
+  print_section("2. Lowered models against TorchScript-optimized (C++)", table,
+                notes);
+}
+
+void print_python(const std::vector<ModelRun>& runs,
+                  const PythonReference& py) {
+  Table table({"model (batch 1)", "ours ms", "py fx optimize_for_inference ms",
+               "py TS-opt ms", "py eager ms", "py fx / ours", "py TS / ours"});
+  for (const std::string& name : kPythonModels) {
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const ModelRun& r) {
+      return r.model == name && r.batch == 1 && r.failure.empty();
+    });
+    if (it == runs.end()) continue;
+    auto fx_ms = py.number("inference." + name + "_fx_opt_ms");
+    auto ts_ms = py.number("inference." + name + "_ts_opt_ms");
+    auto eager_ms = py.number("inference." + name + "_eager_ms");
+    table.add_row({name, fixed(it->ours_ms, 2), fixed(fx_ms, 2),
+                   fixed(ts_ms, 2), fixed(eager_ms, 2),
+                   times(ratio(fx_ms, it->ours_ms)),
+                   times(ratio(ts_ms, it->ours_ms))});
+  }
+  print_section(
+      "3. Beside Python (torch 1.13, torchvision's own models, batch 1)", table,
+      {py.unavailable.empty() ? "tools/pyfx_reference.py --inference"
+                              : "Python reference n/a: " + py.unavailable});
+}
+
+std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
+                                       const std::vector<int64_t>& batches,
+                                       const Peak& peak) {
+  std::vector<TargetCheck> checks;
+  for (const ModelRun& r : runs) {
+    const std::string what = absl::StrCat(r.model, " batch ", r.batch);
+    if (!r.failure.empty()) {
+      checks.push_back({what + " measured", r.failure, false, false});
+      continue;
+    }
+    checks.push_back({what + " output within 1e-4 (relative)",
+                      absl::StrFormat("%.1e", r.error), r.error <= kTolerance,
+                      false});
+    checks.push_back({what + " not slower than TS-opt (<= 1.0x)",
+                      times(r.ratio), r.ratio <= 1.0});
+    if (std::count(kComputeBound.begin(), kComputeBound.end(), r.model)) {
+      const double fraction =
+          2 * r.gmacs * 1e9 / (r.ours_ms * 1e-3) / 1e9 / peak.best();
+      checks.push_back({what + " at >= 90% of the measured peak",
+                        percent(fraction), fraction >= 0.9});
+    }
+    if (r.model == "resnet50" && r.batch == 1) {
+      checks.push_back({"lowering resnet50 (with packing) < 1 s",
+                        fixed(r.lowering_ms, 0) + " ms",
+                        r.lowering_ms < 1000});
+    }
+  }
+  for (int64_t batch : batches) {
+    double log_sum = 0;
+    int n = 0;
+    for (const ModelRun& r : runs) {
+      if (r.batch == batch && r.failure.empty()) {
+        log_sum += std::log(r.ratio);
+        ++n;
+      }
+    }
+    if (n == 0) continue;
+    const double geomean = std::exp(log_sum / n);
+    checks.push_back({absl::StrCat("geometric mean at batch ", batch,
+                                   " <= 0.8x TS-opt"),
+                      times(geomean), geomean <= 0.8});
+  }
+  return checks;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fx::optimize_for_inference against TorchScript's freeze + "
+      "optimize_for_inference.\n  bazel run //tools:benchmark_inference -- "
+      "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8]"
+      "\n--quick: resnet18 and mobilenet_v2 at batch 1, 3 rounds.");
+  absl::ParseCommandLine(argc, argv);
+  const auto [quick, threads, repeats] = run_flags();
+  at::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  const std::string before = machine_summary();
+
+  std::vector<std::string> names = absl::GetFlag(FLAGS_models);
+  if (names.empty()) names = quick ? kQuickModels : kModels;
+  std::vector<int64_t> batches;
+  for (const std::string& b : absl::GetFlag(FLAGS_batches)) {
+    batches.push_back(std::stoll(b));
+  }
+  if (batches.empty()) batches = quick ? std::vector<int64_t>{1}
+                                       : std::vector<int64_t>{1, 8};
+
+  const std::string dir = "/tmp/fx_benchmark_inference";
+  std::vector<std::string> files;
+  for (const std::string& name : names) {
+    files.push_back(name + "_traced");
+  }
+  PythonReference written = run_python_reference(
+      argv[0], kTorchScriptModels,
+      absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+  if (!written.unavailable.empty()) {
+    std::cerr << "TorchScript models not written: " << written.unavailable
+              << "\n";
+    return 1;
+  }
+  PythonReference py = run_python_reference(
+      argv[0], kPythonScript,
+      absl::StrFormat("--inference %s --threads=%d --repeats=%d",
+                      absl::StrJoin(kPythonModels, " "), threads, repeats));
+
+  std::cerr << "measuring the convolution peak\n";
+  const Peak peak = measure_peak(quick ? 3 : 10);
+  std::vector<ModelRun> runs;
+  for (int64_t batch : batches) {
+    for (const std::string& name : names) {
+      std::cerr << "timing " << name << " at batch " << batch << "\n";
+      runs.push_back(measure_model(dir, name, batch, repeats));
+    }
+  }
+
+  std::cout << "fx for LibTorch inference benchmark ("
+            << (quick ? "--quick" : "full") << " run)\n"
+            << "before: " << before << "; after: " << machine_summary()
+            << "\nthreads: " << threads << "; rounds: " << repeats << "\n";
+  print_models(runs, peak);
+  print_python(runs, py);
+  return print_targets(check_targets(runs, batches, peak), quick);
+}
