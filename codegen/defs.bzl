@@ -101,7 +101,8 @@ def fx_cc_library(
         name = name,
         hdrs = [header],
         srcs = [source],
-        deps = [Label("//codegen:runtime")],
+        # The operators lowered graphs call (fx::optimize_for_inference).
+        deps = [Label("//codegen:runtime"), Label("//lowering:onednn_ops")],
         data = [name + ".weights"] if weights else [],
         testonly = testonly,
         visibility = visibility,

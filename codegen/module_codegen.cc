@@ -311,6 +311,7 @@ class ModuleEmitter {
                     "Do not edit.\n#include ",
                     string_literal(options_.header_include),
                     "\n\n#include <ATen/ATen.h>\n#include <ATen/Operators.h>\n"
+                    "#include <ATen/core/dispatch/Dispatcher.h>\n"
                     "#include <ATen/core/grad_mode.h>\n\n");
     open_namespaces(&c);
     Bindings b = bindings(bound_tensors);

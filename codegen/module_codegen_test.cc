@@ -11,7 +11,9 @@
 #include "fx/input_spec.h"
 #include "passes/pass_manager.h"
 #include "testdata/lenet_generated.h"
+#include "lowering/optimize_for_inference.h"
 #include "testdata/resnet18_folded.h"
+#include "testdata/resnet18_lowered.h"
 #include "testdata/resnet18_split.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -53,6 +55,22 @@ TEST_CASE("ResNet-18 generated at build time matches the GraphModule") {
   fx::GraphModule refolded = folded_resnet18(model);
   CHECK(torch::equal(generated.forward(x), refolded(x).toTensor()));
   CHECK_FALSE(torch::allclose(generated.forward(x), ours));
+}
+
+TEST_CASE("ResNet-18 lowered to oneDNN and generated matches the lowered GraphModule") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = fx::optimize_for_inference(models::trace_zoo_model(model));
+  testdata::ResNet18Lowered generated(*model.module);
+  at::Tensor x = model.example_inputs[0].toTensor();
+  at::Tensor ours = generated.forward(x);
+  // The same fx_onednn operators on the same packed weights.
+  CHECK(torch::equal(ours, gm(x).toTensor()));
+  CHECK(torch::allclose(ours, model.forward(model.example_inputs).toTensor(),
+                        1e-4, 1e-5));
+  // The code calls the lowered operators through the dispatcher.
+  const std::string code = gm->code();
+  CHECK_THAT(code, Catch::Contains("findSchemaOrThrow(\"fx_onednn::conv\", \"\")"));
 }
 
 TEST_CASE("a forward split into many functions computes the same") {

@@ -74,12 +74,6 @@ std::string device_expression(c10::Device device) {
 std::string ops_struct(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
   std::string base = name.name.substr(name.name.find("::") + 2);
-  if (name.name.compare(0, 6, "aten::") != 0) {
-    throw GraphError(absl::StrCat(
-        "codegen: ", name.name,
-        " is not an aten operator; custom operators are called through the "
-        "dispatcher"));
-  }
   return name.overload_name.empty()
              ? absl::StrCat("at::_ops::", base)
              : absl::StrCat("at::_ops::", base, "_", name.overload_name);
@@ -614,6 +608,10 @@ class Emitter {
     // Bound as the executor binds them (fx/operator_schemas.h): unknown,
     // repeated or missing arguments are GraphErrors naming the node.
     const std::vector<Argument> full = full_arguments(n, schema);
+    if (schema.name().compare(0, 6, "aten::") != 0) {
+      call_custom_operator(n, op, full, v);
+      return;
+    }
     std::vector<std::string> exprs;
     for (size_t i = 0; i < params.size(); ++i) {
       exprs.push_back(expression(full[i], params[i].type(), params[i].real_type()));
@@ -633,6 +631,87 @@ class Emitter {
       for (const auto& r : returns) v->elements.push_back(kind_of_type(r.type()));
     }
     statement(n, absl::StrCat("auto ", v->name, " = ", call, ";"));
+  }
+
+  // An operator of another namespace (fx_onednn::conv, a user's
+  // TORCH_LIBRARY): through the dispatcher, boxed, as the GraphModule calls
+  // it; its handle is looked up once.
+  void call_custom_operator(const Node& n, const c10::OperatorHandle& op,
+                            const std::vector<Argument>& full, Value* v) {
+    const c10::FunctionSchema& schema = op.schema();
+    const auto& returns = schema.returns();
+    if (returns.size() > 1) {
+      throw GraphError(absl::StrCat(
+          "codegen: %", n.name(), " calls ", schema.name(),
+          ", which returns ", returns.size(),
+          " values; generated code calls custom operators of one result"));
+    }
+    const auto& params = schema.arguments();
+    std::vector<std::string> items;
+    for (size_t i = 0; i < params.size(); ++i) {
+      items.push_back(boxed_operator_argument(full[i], params[i]));
+    }
+    const std::string handle = v->name + "_operator";
+    const std::string stack = v->name + "_stack";
+    // One statement: the inputs are released after the call, not before.
+    std::string code = absl::StrCat(
+        "static const c10::OperatorHandle ", handle,
+        " = c10::Dispatcher::singleton().findSchemaOrThrow(",
+        string_literal(schema.name()), ", ",
+        string_literal(schema.overload_name()), ");\n  ",
+        "std::vector<c10::IValue> ", stack, "{", absl::StrJoin(items, ", "),
+        "};\n  ", handle, ".callBoxed(&", stack, ");");
+    if (returns.empty()) {
+      v->kind = Kind::kNone;
+    } else {
+      const bool tensor =
+          returns[0].type()->kind() == c10::TypeKind::TensorType;
+      v->kind = tensor ? Kind::kTensor : Kind::kBoxed;
+      absl::StrAppend(&code, "\n  auto ", v->name, " = std::move(", stack,
+                      "[0])", tensor ? ".toTensor()" : "", ";");
+    }
+    statement(n, code);
+  }
+
+  // An argument of a boxed operator call, as the IValue of the type its
+  // parameter declares (an int[] is an IntList, not a list of IValues).
+  std::string boxed_operator_argument(const Argument& arg,
+                                      const c10::Argument& param) {
+    c10::TypePtr t = param.real_type() ? param.real_type() : param.type();
+    if (t->kind() == c10::TypeKind::OptionalType) {
+      if (arg.is_none()) return "c10::IValue()";
+      t = t->castRaw<c10::OptionalType>()->getElementType();
+    }
+    if (arg.is_node()) {
+      Node* node = arg.to_node();
+      return t->kind() == c10::TypeKind::TensorType ? tensor_reference(node)
+                                                    : value(node).name;
+    }
+    if (t->kind() == c10::TypeKind::ListType && arg.is_sequence() &&
+        !arg.contains_node()) {
+      const c10::TypePtr& elem = t->castRaw<c10::ListType>()->getElementType();
+      std::vector<std::string> items;
+      for (const Argument& e : arg.elements()) {
+        items.push_back(expression(e, elem, elem));
+      }
+      const std::string braces =
+          absl::StrCat("{", absl::StrJoin(items, ", "), "}");
+      switch (elem->kind()) {
+        case c10::TypeKind::IntType:
+        case c10::TypeKind::SymIntType:
+          return absl::StrCat("c10::IValue(std::vector<int64_t>", braces, ")");
+        case c10::TypeKind::FloatType:
+          return absl::StrCat("c10::IValue(std::vector<double>", braces, ")");
+        case c10::TypeKind::BoolType:
+          return absl::StrCat("c10::IValue(c10::List<bool>(", braces, "))");
+        case c10::TypeKind::TensorType:
+          return absl::StrCat("c10::IValue(c10::List<at::Tensor>(", braces,
+                              "))");
+        default:
+          break;
+      }
+    }
+    return absl::StrCat("c10::IValue(", expression(arg, t, t), ")");
   }
 
   void call_getitem(const Node& n, Value* v) {

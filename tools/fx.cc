@@ -12,6 +12,7 @@
 //       --passes=fuse_conv_bn --torchscript=/tmp/folded.pt
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -25,9 +26,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/input_spec.h"
+#include "lowering/optimize_for_inference.h"
 #include "fx/fx.h"
 #include "fx/torchscript.h"
 #include "passes/cost_model.h"
@@ -131,6 +134,72 @@ void print_stats(const Traced& t) {
             << "\n";
 }
 
+// Median milliseconds per call of each variant, interleaved round by round.
+std::vector<double> interleaved_ms(
+    const std::vector<std::function<void()>>& variants, int rounds) {
+  std::vector<std::vector<double>> samples(variants.size());
+  for (const auto& run : variants) run();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t i = round % 2 == 0 ? k : variants.size() - 1 - k;
+      auto start = std::chrono::steady_clock::now();
+      variants[i]();
+      samples[i].push_back(std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count());
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
+// The deployment story: eager, TorchScript's freeze + optimize_for_inference
+// (of the graph exported with fx::to_torchscript), and the graph lowered by
+// fx::optimize_for_inference, timed side by side. Returns whether the
+// lowered output matches eager.
+bool deployment(const Traced& t, const at::Tensor& x) {
+  const int threads = 2;
+  at::set_num_threads(threads);
+  std::cout << "\n== Deploying it (" << threads
+            << " threads, batch 1, medians of 15 interleaved rounds)\n";
+  auto start = std::chrono::steady_clock::now();
+  fx::GraphModule lowered = fx::optimize_for_inference(t.module);
+  const double lowering_ms = std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+  torch::jit::Module exported = fx::to_torchscript(t.module);
+  exported.eval();
+  torch::jit::Module frozen = torch::jit::freeze(exported);
+  torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen);
+  const at::Tensor eager = t.model.forward({x}).toTensor();
+  const at::Tensor ours = lowered(x).toTensor();
+  const at::Tensor theirs = optimized.forward({x}).toTensor();
+  for (int i = 0; i < 3; ++i) optimized.forward({x});  // TorchScript's warm-up
+  const std::vector<double> ms = interleaved_ms(
+      {[&] { t.model.forward({x}); }, [&] { optimized.forward({x}); },
+       [&] { lowered(x); }},
+      15);
+  auto error = [&](const at::Tensor& y) {
+    return (y - eager).abs().max().item<double>() /
+           eager.abs().max().item<double>();
+  };
+  const double ours_error = error(ours);
+  std::cout << absl::StrFormat(
+      "  eager (torch::nn::Module)                     %7.2f ms\n"
+      "  TorchScript freeze + optimize_for_inference   %7.2f ms  "
+      "(max difference from eager %.1e, relative)\n"
+      "  fx::optimize_for_inference (oneDNN, fused)    %7.2f ms  "
+      "(max difference from eager %.1e, relative; lowered in %.0f ms)\n"
+      "  lowered / eager %.2fx, lowered / TorchScript-optimized %.2fx\n",
+      ms[0], ms[1], error(theirs), ms[2], ours_error, lowering_ms,
+      ms[2] / ms[0], ms[2] / ms[1]);
+  return ours_error < 1e-4;
+}
+
 int demo() {
   std::cout << "== Tracing ResNet-18 (models/resnet.h, eval mode) on a "
                "1x3x224x224 input\n";
@@ -159,7 +228,7 @@ int demo() {
     std::cout << "\nA 112x112 input is rejected, as the trace read sizes:\n  "
               << e.what() << "\n";
   }
-  return equal ? 0 : 1;
+  return deployment(t, x) && equal ? 0 : 1;
 }
 
 int zoo() {
