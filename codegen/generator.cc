@@ -17,6 +17,7 @@
 #include "fx/input_spec.h"
 #include "fx/internal/files.h"
 #include "fx/tracer.h"
+#include "lowering/onednn_ops.h"
 #include "passes/pass_manager.h"
 
 namespace fx {
@@ -25,6 +26,9 @@ namespace codegen {
 int generator_main(int argc, char** argv,
                    const std::function<Model()>& factory) {
   const std::string program = argc > 0 ? argv[0] : "generator";
+  // The lowering's operators and its pass (optimize_for_inference) are
+  // registered when its library is loaded: keep it linked.
+  onednn::register_operators();
   try {
     std::vector<std::string> inputs;
     std::map<std::string, std::string> flags;
