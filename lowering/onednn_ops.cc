@@ -312,29 +312,24 @@ struct Conv {
   dnnl::convolution_forward primitive;
 };
 
-at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
-                const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                at::IntArrayRef padding, at::IntArrayRef dilation,
-                int64_t groups, const c10::optional<at::Tensor>& other,
-                c10::string_view activation, double alpha, double beta) {
-  const char* op = "fx_onednn::conv";
+// Runs the convolution into `dst` (channels-last dense, of the output's
+// sizes); with `sum`, dst holds the residual on entry.
+void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
+               const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+               const ConvGeometry& g, at::IntArrayRef stride,
+               at::IntArrayRef padding, at::IntArrayRef dilation,
+               int64_t groups, bool sum, c10::string_view activation,
+               double alpha, double beta) {
   const Header& header =
       header_of(weight, op, "fx_onednn::pack_conv_weight");
-  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
-              ": the input must be a float32 CPU tensor, got ",
-              input.toString());
-  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
-                                       stride, padding, dilation, groups);
   const bool has_bias = bias.has_value() && bias->defined();
-  const bool has_other = other.has_value() && other->defined();
-
   std::string key;
   append_key(&key, input.sizes());
   append_key(&key, g.output_size);
   append_key(&key, stride);
   append_key(&key, padding);
   append_key(&key, dilation);
-  absl::StrAppend(&key, groups, "|", has_bias, has_other, "|",
+  absl::StrAppend(&key, groups, "|", has_bias, sum, "|",
                   std::string(activation), "|", alpha, "|", beta, "|",
                   at::get_num_threads(), "|");
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
@@ -343,19 +338,12 @@ at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
   const auto made = cache.get(key, [&] {
     auto pd = conv_descriptor(input.sizes(), g, memory::desc(header.desc),
                               has_bias,
-                              post_ops(op, has_other, activation, alpha, beta));
+                              post_ops(op, sum, activation, alpha, beta));
     return std::make_shared<const Conv>(
         Conv{pd, dnnl::convolution_forward(pd)});
   });
 
   at::Tensor src = to_channels_last(input);
-  at::Tensor dst = empty_channels_last(g.output_size, input.options());
-  if (has_other) {
-    TORCH_CHECK(other->sizes() == dst.sizes(), op, ": other has sizes ",
-                other->sizes(), " but the convolution's output has ",
-                dst.sizes(), "; the residual must match it exactly");
-    dst.copy_(*other);
-  }
   at::Tensor bias_values;
   if (has_bias) {
     TORCH_CHECK(bias->numel() == g.output_size[1] &&
@@ -377,7 +365,67 @@ at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
   }
   made->primitive.execute(cpu_stream(), args);
   cpu_stream().wait();
+}
+
+void check_input(const char* op, const at::Tensor& input) {
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
+              ": the input must be a float32 CPU tensor, got ",
+              input.toString());
+}
+
+void check_residual(const char* op, const at::Tensor& other,
+                    at::IntArrayRef output_size) {
+  TORCH_CHECK(other.sizes() == output_size, op, ": the residual has sizes ",
+              other.sizes(), " but the convolution's output has ",
+              output_size, "; the residual must match it exactly");
+  TORCH_CHECK(other.device().is_cpu() && other.scalar_type() == at::kFloat,
+              op, ": the residual must be a float32 CPU tensor, got ",
+              other.toString());
+}
+
+at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
+                const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                at::IntArrayRef padding, at::IntArrayRef dilation,
+                int64_t groups, const c10::optional<at::Tensor>& other,
+                c10::string_view activation, double alpha, double beta) {
+  const char* op = "fx_onednn::conv";
+  check_input(op, input);
+  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
+                                       stride, padding, dilation, groups);
+  const bool has_other = other.has_value() && other->defined();
+  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  if (has_other) {
+    check_residual(op, *other, dst.sizes());
+    dst.copy_(*other);
+  }
+  conv_into(op, dst, input, weight, bias, g, stride, padding, dilation, groups,
+            has_other, activation, alpha, beta);
   return dst;
+}
+
+// self = activation(self + conv(input)), in self's memory.
+at::Tensor& conv_add_(at::Tensor& self, const at::Tensor& input,
+                      const at::Tensor& weight,
+                      const c10::optional<at::Tensor>& bias,
+                      at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation, int64_t groups,
+                      c10::string_view activation, double alpha,
+                      double beta) {
+  const char* op = "fx_onednn::conv_add_";
+  check_input(op, input);
+  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
+                                       stride, padding, dilation, groups);
+  check_residual(op, self, g.output_size);
+  if (is_channels_last_dense(self) && self.numel() > 0) {
+    conv_into(op, self, input, weight, bias, g, stride, padding, dilation,
+              groups, true, activation, alpha, beta);
+  } else {
+    at::Tensor dst = to_channels_last(self).clone();
+    conv_into(op, dst, input, weight, bias, g, stride, padding, dilation,
+              groups, true, activation, alpha, beta);
+    self.copy_(dst);
+  }
+  return self;
 }
 
 at::Tensor conv_meta(const at::Tensor& input, const at::Tensor& weight,
@@ -389,6 +437,19 @@ at::Tensor conv_meta(const at::Tensor& input, const at::Tensor& weight,
       conv_geometry("fx_onednn::conv", input.sizes(), weight.sizes(), stride,
                     padding, dilation, groups);
   return empty_channels_last(g.output_size, input.options());
+}
+
+at::Tensor& conv_add_meta(at::Tensor& self, const at::Tensor& input,
+                          const at::Tensor& weight,
+                          const c10::optional<at::Tensor>&,
+                          at::IntArrayRef stride, at::IntArrayRef padding,
+                          at::IntArrayRef dilation, int64_t groups,
+                          c10::string_view, double, double) {
+  const ConvGeometry g =
+      conv_geometry("fx_onednn::conv_add_", input.sizes(), weight.sizes(),
+                    stride, padding, dilation, groups);
+  check_residual("fx_onednn::conv_add_", self, g.output_size);
+  return self;
 }
 
 at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
@@ -540,6 +601,11 @@ TORCH_LIBRARY(fx_onednn, m) {
       "conv(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
       "int[] padding, int[] dilation, int groups, Tensor? other=None, "
       "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
+  m.def(
+      "conv_add_(Tensor(a!) self, Tensor input, Tensor weight, Tensor? bias, "
+      "int[] stride, int[] padding, int[] dilation, int groups, "
+      "str activation=\"none\", float alpha=0., float beta=0.) -> "
+      "Tensor(a!)");
   m.def("pack_linear_weight(Tensor weight, int[] input_size) -> Tensor");
   m.def(
       "linear(Tensor input, Tensor weight, Tensor? bias, "
@@ -549,6 +615,7 @@ TORCH_LIBRARY(fx_onednn, m) {
 TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("pack_conv_weight", &pack_conv_weight);
   m.impl("conv", &conv);
+  m.impl("conv_add_", &conv_add_);
   m.impl("pack_linear_weight", &pack_linear_weight);
   m.impl("linear", &linear);
 }
@@ -556,7 +623,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
 // Inference only: no gradient flows through these operators.
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
-       {"pack_conv_weight", "conv", "pack_linear_weight", "linear"}) {
+       {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
+        "linear"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -564,6 +632,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
 TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("pack_conv_weight", &pack_conv_weight_meta);
   m.impl("conv", &conv_meta);
+  m.impl("conv_add_", &conv_add_meta);
   m.impl("pack_linear_weight", &pack_linear_weight_meta);
   m.impl("linear", &linear_meta);
 }

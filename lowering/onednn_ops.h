@@ -8,6 +8,10 @@
 //   fx_onednn::conv(Tensor input, Tensor weight, Tensor? bias, int[] stride,
 //       int[] padding, int[] dilation, int groups, Tensor? other=None,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
+//   fx_onednn::conv_add_(Tensor(a!) self, Tensor input, Tensor weight,
+//       Tensor? bias, int[] stride, int[] padding, int[] dilation,
+//       int groups, str activation="none", float alpha=0., float beta=0.)
+//       -> Tensor(a!)
 //   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size) -> Tensor
 //   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
@@ -21,7 +25,9 @@
 // converts an input in another layout itself, and its output is
 // channels-last. `other` is added to the result before the activation
 // (a residual connection: oneDNN's sum post-op), and the activation
-// (oneDNN's eltwise post-op) is one of activation_names().
+// (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
+// the same in the residual's own memory (self = activation(self + conv)),
+// for a residual nothing reads afterwards.
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %w, %b, [1, 1], [1, 1]))

@@ -182,3 +182,23 @@ TEST_CASE("meta kernels give the output's shape without data") {
   CHECK(y.sizes() == at::IntArrayRef({2, 8, 8, 8}));
   CHECK(y.is_contiguous(at::MemoryFormat::ChannelsLast));
 }
+
+TEST_CASE("conv_add_ adds into the residual's memory") {
+  at::manual_seed(3);
+  at::Tensor x = at::randn({1, 4, 6, 6});
+  at::Tensor w = at::randn({4, 4, 3, 3});
+  std::vector<int64_t> one{1, 1};
+  at::Tensor packed = pack_conv(w, x.sizes(), one, one, one, 1);
+  at::Tensor want = at::relu(at::conv2d(x, w, {}, 1, 1) + x);
+  for (bool channels_last : {true, false}) {
+    at::Tensor self = channels_last
+                          ? x.contiguous(at::MemoryFormat::ChannelsLast)
+                          : x.clone();
+    void* memory = self.data_ptr();
+    at::Tensor got = call("fx_onednn::conv_add_",
+                          {self, x, packed, c10::IValue(), one, one, one,
+                           int64_t{1}, "relu"});
+    CHECK(got.data_ptr() == memory);
+    check_close(self, want);
+  }
+}

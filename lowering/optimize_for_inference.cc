@@ -356,6 +356,7 @@ class Lowering {
       lowered->meta().set(kTensorMeta,
                           channels_last ? channels_last_meta(meta) : meta);
     }
+    if (!positions_.empty()) positions_[lowered] = position(tail);
     tail->replace_all_uses_with(lowered);
     for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
       graph_.erase_node(*it);
@@ -391,12 +392,66 @@ class Lowering {
     Activation act;
     std::vector<Node*> absorbed;
     absorb(n, /*sum=*/true, &residual, &act, &absorbed);
-    std::vector<Argument> args = {c.input, pack, c.bias, c.stride,
-                                  c.padding, c.dilation, c.groups};
-    for (Argument& a : post_op_arguments(residual, act)) args.push_back(a);
-    lowered_convs_.insert(
-        replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
+    // The add is the first node absorbed.
+    if (residual != nullptr && residual != c.input &&
+        can_overwrite(residual, absorbed.front())) {
+      // The residual dies here: add into its memory.
+      std::vector<Argument> args = {residual, c.input, pack, c.bias,
+                                    c.stride, c.padding, c.dilation,
+                                    c.groups};
+      if (act.name != "none") {
+        args.push_back(act.name);
+        args.push_back(act.alpha);
+        args.push_back(act.beta);
+      }
+      lowered_convs_.insert(replace(n, absorbed, "fx_onednn::conv_add_",
+                                    std::move(args), true));
+      ++report_.in_place_sums;
+    } else {
+      std::vector<Argument> args = {c.input, pack, c.bias, c.stride,
+                                    c.padding, c.dilation, c.groups};
+      for (Argument& a : post_op_arguments(residual, act)) args.push_back(a);
+      lowered_convs_.insert(
+          replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
+    }
     ++report_.convolutions;
+  }
+
+  // Whether `residual` may be overwritten at `at`: a fresh tensor (the
+  // result of an operator that returns no alias of its inputs) that
+  // nothing reads after `at`, and that no view of survives.
+  bool can_overwrite(const Node* residual, const Node* at) {
+    // A lowered convolution's result is fresh too: conv_add_ returns its
+    // residual's memory, which nothing else reads any more.
+    if (!fresh(*residual) && lowered_convs_.count(residual) == 0) return false;
+    const int64_t when = position(at);
+    for (const Node* user : residual->users()) {
+      if (user == at) continue;
+      if (position(user) >= when) return false;
+      if (!fresh(*user) && lowered_convs_.count(user) == 0) return false;
+    }
+    return true;
+  }
+
+  // A call of an operator whose result aliases none of its inputs.
+  static bool fresh(const Node& n) {
+    if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
+      return false;
+    }
+    const auto& returns = n.target().op().schema().returns();
+    return returns.size() == 1 && returns[0].alias_info() == nullptr &&
+           returns[0].type()->kind() == c10::TypeKind::TensorType;
+  }
+
+  // The node's place in program order, counted when the lowering started
+  // (a lowered node takes the place of the node it replaced).
+  int64_t position(const Node* n) {
+    if (positions_.empty()) {
+      int64_t i = 0;
+      for (const Node* node : graph_.nodes()) positions_[node] = i++;
+    }
+    auto it = positions_.find(n);
+    return it == positions_.end() ? -1 : it->second;
   }
 
   void lower_linear(Node* n, const LinearCall& c) {
@@ -477,7 +532,8 @@ class Lowering {
     for (Node* n : graph_.nodes().to_vector()) {
       // A chain's start: a lowered convolution reading another layout.
       if (lowered_convs_.count(n) > 0) {
-        Node* input = n->args()[0].to_node();
+        const bool in_place = is_call(*n, {"fx_onednn::conv_add_"});
+        Node* input = n->args()[in_place ? 1 : 0].to_node();
         const TensorMeta* m = input->meta().get(kTensorMeta);
         if (channels_last.count(input) == 0 && m != nullptr &&
             m->sizes.size() == 4 &&
@@ -523,6 +579,7 @@ class Lowering {
   const InferenceOptions& options_;
   InferenceReport& report_;
   absl::flat_hash_set<const Node*> lowered_convs_;
+  absl::flat_hash_map<const Node*, int64_t> positions_;
 };
 
 }  // namespace
@@ -531,7 +588,8 @@ std::string InferenceReport::to_string() const {
   return absl::StrCat(convolutions, " convolutions and ", linear,
                       " linear layers lowered to oneDNN, ", fused_activations,
                       " activations and ", fused_sums,
-                      " residual adds fused, ", layout_conversions,
+                      " residual adds fused (", in_place_sums,
+                      " in place), ", layout_conversions,
                       " layout conversions");
 }
 

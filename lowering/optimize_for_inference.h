@@ -58,6 +58,7 @@ struct InferenceReport {
   int linear = 0;             // lowered to fx_onednn::linear
   int fused_activations = 0;  // activations absorbed as post-ops
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
+  int in_place_sums = 0;      // ... of them, added into the residual's memory
   int layout_conversions = 0; // aten::contiguous nodes added
   std::string to_string() const;
 };

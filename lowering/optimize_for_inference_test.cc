@@ -70,6 +70,9 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
   CHECK(report.convolutions == 2);
   CHECK(report.linear == 1);
   CHECK(report.fused_sums == 1);
+  // b reads y, which the add then reads: the convolution cannot write
+  // into the memory it reads.
+  CHECK(report.in_place_sums == 0);
   CHECK(report.fused_activations == 3);  // relu, relu, hardswish
   const std::string printed = gm->graph().to_string();
   INFO(printed);
@@ -110,6 +113,11 @@ TEST_CASE("every zoo model lowered matches eager") {
       CHECK(count(lowered->graph(), "fx_onednn::conv") > 0);
       CHECK(count(lowered->graph(), "aten::conv2d") == 0);
     }
+    if (name == "resnet18" || name == "resnet50") {
+      // Each block's input dies at its residual add: added in place.
+      CHECK(count(lowered->graph(), "fx_onednn::conv_add_") ==
+            (name == "resnet18" ? 8 : 16));
+    }
     if (name == "mlp" || name == "transformer_encoder") {
       CHECK(count(lowered->graph(), "fx_onednn::linear") > 0);
     }
@@ -123,7 +131,9 @@ TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
                            .add("optimize_for_inference")
                            .run(models::trace_zoo_model(model))
                            .module;
-  CHECK(count(gm->graph(), "fx_onednn::conv") == 20);
+  CHECK(count(gm->graph(), "fx_onednn::conv") +
+            count(gm->graph(), "fx_onednn::conv_add_") ==
+        20);
   std::stringstream file;
   fx::save(gm, file);
   fx::GraphModule loaded = fx::load(file);
@@ -132,6 +142,24 @@ TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
   CHECK(at::equal(loaded(x).toTensor(), want));
   CHECK(loaded->graph().to_string() == gm->graph().to_string());
   CHECK_THROWS_AS(loaded(x.to(at::kDouble)), fx::GuardError);
+}
+
+TEST_CASE("a residual read after the add is not overwritten") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  torch::nn::Conv2d a(torch::nn::Conv2dOptions(3, 3, 3).padding(1));
+  torch::nn::Conv2d b(torch::nn::Conv2dOptions(3, 3, 3).padding(1));
+  auto f = [&](at::Tensor x) {
+    at::Tensor y = a(x);
+    at::Tensor z = torch::relu(b(y) + y);
+    return z * y;  // y is read after the add
+  };
+  at::Tensor x = torch::randn({1, 3, 8, 8});
+  fx::GraphModule gm = fx::symbolic_trace(f, x);
+  fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.fused_sums == 1);
+  CHECK(report.in_place_sums == 0);
+  CHECK(relative_error(gm(x).toTensor(), f(x)) < 1e-5);
 }
 
 TEST_CASE("what cannot be lowered is left alone") {
