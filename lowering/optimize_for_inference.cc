@@ -393,7 +393,7 @@ class Lowering {
     std::vector<Node*> absorbed;
     absorb(n, /*sum=*/true, &residual, &act, &absorbed);
     // The add is the first node absorbed.
-    if (residual != nullptr && residual != c.input &&
+    if (options_.in_place && residual != nullptr && residual != c.input &&
         can_overwrite(residual, absorbed.front())) {
       // The residual dies here: add into its memory.
       std::vector<Argument> args = {residual, c.input, pack, c.bias,

@@ -50,6 +50,9 @@ struct InferenceOptions {
   // Lower convolutions and linear layers to oneDNN.
   bool lower_convolutions = true;
   bool lower_linear = true;
+  // Add a residual into its own memory where nothing reads it afterwards
+  // (fx_onednn::conv_add_) rather than into a copy.
+  bool in_place = true;
 };
 
 // What optimize_for_inference did.

@@ -106,6 +106,9 @@ TEST_CASE("every zoo model lowered matches eager") {
     const c10::IValue want = model.forward(model.example_inputs);
     const c10::IValue got = lowered->forward(model.example_inputs);
     CHECK(output_error(got, want) < 1e-4);
+    // Every weight is packed once, by an init step, never in forward.
+    CHECK(count(lowered->graph(), "fx_onednn::pack_conv_weight") == 0);
+    CHECK(count(lowered->graph(), "fx_onednn::pack_linear_weight") == 0);
     // The original is left as it was.
     CHECK(gm->graph().to_string() == before);
     if (name == "resnet18" || name == "mobilenet_v2" || name == "lenet" ||

@@ -23,6 +23,20 @@ bool may_alias(const Node& user, const Node* input) {
   return !use || use->aliased;  // unknown: assume it may
 }
 
+// Whether `user` may write into `input`: an impure operator whose schema
+// marks the parameter `input` is bound to as written (Tensor(a!)), or
+// anything impure that is not an operator (or whose arguments do not bind).
+// An impure operator that writes elsewhere (a random one, or
+// fx_onednn::conv_add_ for its weight) leaves `input` alone.
+bool may_write(const Node& user, const Node* input) {
+  if (!user.is_impure()) return false;
+  if (user.op() == Opcode::kCallFunction && user.target().is_operator()) {
+    std::optional<AliasedUse> use = aliased_use(user, input);
+    if (use) return use->written;
+  }
+  return true;
+}
+
 // Whether a node produces one tensor (what an init step can store).
 bool produces_tensor(const Node& n) {
   if (n.meta().get(kTensorMeta) != nullptr) return true;
@@ -61,13 +75,13 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   std::vector<Node*>& order = plan.order;
   order = graph.nodes().to_vector();
 
-  // Values changed between runs: used by something impure, directly or
+  // Values changed between runs: written by something impure, directly or
   // through a view.
   absl::flat_hash_set<const Node*> mutated;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* n = *it;
     for (Node* user : n->users()) {
-      if (user->is_impure() || (mutated.contains(user) && may_alias(*user, n))) {
+      if (may_write(*user, n) || (mutated.contains(user) && may_alias(*user, n))) {
         mutated.insert(n);
         break;
       }

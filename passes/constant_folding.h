@@ -19,9 +19,9 @@
 //       return (t,)
 //
 // A node folds when it is pure (Node::is_impure), produces one tensor, and
-// all its inputs fold; an attribute folds unless something impure uses it
-// or a view of it (an in-place operator, batch_norm in training mode, a leaf
-// module: it may change between runs). After loading new weights, run the
+// all its inputs fold; an attribute folds unless something impure may write
+// it or a view of it (an in-place operator through the parameter it writes,
+// batch_norm in training mode, a leaf module: it may change between runs). After loading new weights, run the
 // init steps again with GraphModuleImpl::run_init().
 #pragma once
 

@@ -83,6 +83,29 @@ TEST_CASE("only pure values of unchanging inputs fold") {
   CHECK(torch::equal(model->count, reference->count));
 }
 
+struct WritesOtherImpl : torch::nn::Module {
+  WritesOtherImpl() { w = register_parameter("w", torch::randn({3})); }
+  torch::Tensor forward(torch::Tensor x) {
+    auto acc = x * 1;
+    acc.add_(w * 2);  // writes acc, only reads w * 2
+    return acc;
+  }
+  torch::Tensor w;
+};
+TORCH_MODULE(WritesOther);
+
+TEST_CASE("an in-place operator blocks folding only of what it writes") {
+  WritesOther model;
+  auto x = torch::randn({3});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
+  auto& g = gm->graph();
+  CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::mul.Scalar")).size() == 1);
+  CHECK(g.find_nodes(Opcode::kGetAttr).size() == 1);  // _folded.mul
+  CHECK(torch::equal(gm(x).toTensor(), model(x)));
+}
+
 TEST_CASE("a batch_norm in training mode keeps its statistics unfolded") {
   torch::nn::BatchNorm1d bn(3);
   bn->train();
