@@ -2,6 +2,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -291,13 +294,13 @@ class Lowering {
 
   void run() {
     onednn::register_operators();
+    const absl::flat_hash_set<const Node*> chosen = choose_convolutions();
     for (Node* n : graph_.nodes().to_vector()) {
       if (n->is_erased()) continue;
-      if (options_.lower_convolutions) {
-        if (auto conv = match_conv(module_, *n)) {
-          lower_conv(n, *conv);
-          continue;
-        }
+      if (chosen.count(n) > 0) {
+        // Matched again: an input may be a node lowered since.
+        lower_conv(n, *match_conv(module_, *n));
+        continue;
       }
       if (options_.lower_linear) {
         if (auto linear = match_linear(module_, *n)) lower_linear(n, *linear);
@@ -307,6 +310,208 @@ class Lowering {
   }
 
  private:
+  void count_fusions(const Node* residual, const Activation& act) {
+    if (residual != nullptr) ++report_.fused_sums;
+    if (act.name != "none") ++report_.fused_activations;
+  }
+
+  // --- Whether lowering pays, per convolution -------------------------------
+  // The convolutions to lower, decided on the graph as it is before any is
+  // (InferenceOptions::decision).
+  absl::flat_hash_set<const Node*> choose_convolutions() {
+    absl::flat_hash_set<const Node*> candidates, chosen;
+    if (!options_.lower_convolutions) return chosen;
+    std::vector<std::pair<Node*, ConvCall>> convs;
+    for (Node* n : graph_.nodes()) {
+      if (auto c = match_conv(module_, *n)) {
+        candidates.insert(n);
+        convs.emplace_back(n, *c);
+      }
+    }
+    for (const auto& [n, c] : convs) {
+      Node* residual = nullptr;
+      Activation act;
+      std::vector<Node*> absorbed;
+      absorb(n, /*sum=*/true, &residual, &act, &absorbed);
+      const Node* tail = absorbed.empty() ? n : absorbed.back();
+      // The layout conversions lowering this one alone would add.
+      const bool convert_in =
+          !chained_before(c.input, candidates) &&
+          c.input->meta().get(kTensorMeta)->memory_format !=
+              c10::MemoryFormat::ChannelsLast;
+      const bool convert_out = !chained_after(tail, candidates);
+      bool lower = true;
+      switch (options_.decision) {
+        case InferenceOptions::Decision::kAll:
+          break;
+        case InferenceOptions::Decision::kCostModel:
+          lower = pays_by_cost_model(c, tail, absorbed.size(), convert_in,
+                                     convert_out);
+          break;
+        case InferenceOptions::Decision::kMeasure:
+          lower = pays_by_measure(c, tail, residual, act, convert_in,
+                                  convert_out);
+          break;
+      }
+      if (lower) {
+        chosen.insert(n);
+      } else {
+        ++report_.declined;
+      }
+    }
+    return chosen;
+  }
+
+  // Whether `value` comes from a candidate through operators that keep the
+  // channels-last layout (so it is channels-last already when lowered).
+  bool chained_before(const Node* value,
+                      const absl::flat_hash_set<const Node*>& candidates) {
+    std::vector<const Node*> work = {value};
+    absl::flat_hash_set<const Node*> seen;
+    while (!work.empty() && seen.size() < 64) {
+      const Node* n = work.back();
+      work.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (candidates.count(n) > 0) return true;
+      // A candidate's absorbed add or activation counts as the candidate.
+      if (keeps_layout(*n)) {
+        for (const Node* input : n->all_input_nodes()) work.push_back(input);
+      }
+    }
+    return false;
+  }
+
+  // Whether `value` reaches a candidate's input through operators that keep
+  // the channels-last layout (so it stays channels-last).
+  bool chained_after(const Node* value,
+                     const absl::flat_hash_set<const Node*>& candidates) {
+    std::vector<const Node*> work = {value};
+    absl::flat_hash_set<const Node*> seen;
+    while (!work.empty() && seen.size() < 64) {
+      const Node* n = work.back();
+      work.pop_back();
+      if (!seen.insert(n).second) continue;
+      for (const Node* user : n->users()) {
+        if (candidates.count(user) > 0) return true;
+        if (keeps_layout(*user)) work.push_back(user);
+      }
+    }
+    return false;
+  }
+
+  // The cost model's bytes, for a convolution with no lowered neighbour:
+  // lowering saves a pass over the output (read and written) per fused
+  // operator and aten's per-call reorder of the weight (read and written),
+  // and costs a pass over the input and one over the output to convert
+  // their layouts; all at the same bandwidth, so bytes decide.
+  bool pays_by_cost_model(const ConvCall& c, const Node* tail, size_t fused,
+                          bool convert_in, bool convert_out) {
+    auto bytes = [](const Node* n) {
+      const TensorMeta* m = n->meta().get(kTensorMeta);
+      return m == nullptr ? 0.0 : 4.0 * static_cast<double>(m->numel());
+    };
+    // With a lowered neighbour, the layout is converted between the two
+    // whether this one is lowered or not.
+    if (!convert_in || !convert_out) return true;
+    const double output = bytes(tail);
+    const double saved = 2 * bytes(c.weight) + 2 * output * fused;
+    return saved >= 2 * bytes(c.input) + 2 * output;
+  }
+
+  // Times the convolution both ways on random inputs of its traced sizes
+  // (torch.fx's gen_mkl_autotuner, per layer): aten's convolution with the
+  // adds and activations after it, against the lowered operator with the
+  // layout conversions it needs; lowers when that is not slower.
+  bool pays_by_measure(const ConvCall& c, const Node* tail,
+                       const Node* residual, const Activation& act,
+                       bool convert_in, bool convert_out) {
+    at::NoGradGuard no_grad;
+    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+    const TensorMeta* out = tail->meta().get(kTensorMeta);
+    if (in == nullptr || out == nullptr) return true;
+    const at::Tensor x = at::randn(in->sizes);
+    const at::Tensor x_channels_last =
+        convert_in ? x : at::empty_strided(in->sizes,
+                                           channels_last_strides(in->sizes))
+                             .copy_(x);
+    const at::Tensor w = module_.fetch_attr(c.weight->target().str());
+    at::Tensor b;
+    if (const TensorMeta* bm = meta_of(c.bias)) b = at::randn(bm->sizes);
+    at::Tensor r;
+    if (residual != nullptr) r = at::randn(out->sizes);
+    const std::vector<int64_t> zeros(c.stride.size(), 0);
+
+    auto aten = [&] {
+      at::Tensor y = at::convolution(convert_in ? x : x_channels_last, w, b,
+                                     c.stride, c.padding, c.dilation, false,
+                                     zeros, c.groups);
+      if (r.defined()) y.add_(r);
+      apply_activation(y, act);
+    };
+    static const c10::OperatorHandle pack = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("fx_onednn::pack_conv_weight", "");
+    static const c10::OperatorHandle conv = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("fx_onednn::conv", "");
+    std::vector<c10::IValue> stack = {w, in->sizes, c.stride, c.padding,
+                                      c.dilation, c.groups};
+    pack.callBoxed(&stack);
+    const at::Tensor packed = stack[0].toTensor();
+    auto ours = [&] {
+      std::vector<c10::IValue> s = {
+          x_channels_last, packed, b.defined() ? c10::IValue(b) : c10::IValue(),
+          c.stride, c.padding, c.dilation, c.groups,
+          r.defined() ? c10::IValue(r) : c10::IValue(), act.name, act.alpha,
+          act.beta};
+      conv.callBoxed(&s);
+      if (convert_out) s[0].toTensor().contiguous();
+    };
+    std::vector<double> aten_ms, ours_ms;
+    aten();
+    ours();
+    for (int i = 0; i < options_.measure_rounds; ++i) {
+      aten_ms.push_back(time_ms(aten));
+      ours_ms.push_back(time_ms(ours));
+    }
+    return median(ours_ms) <= median(aten_ms);
+  }
+
+  static void apply_activation(at::Tensor& y, const Activation& act) {
+    if (act.name == "relu") {
+      if (act.alpha == 0) {
+        y.relu_();
+      } else {
+        at::leaky_relu_(y, act.alpha);
+      }
+    } else if (act.name == "clip") {
+      y.clamp_(act.alpha, act.beta);
+    } else if (act.name == "hardswish") {
+      at::hardswish_(y);
+    } else if (act.name == "silu") {
+      at::silu_(y);
+    } else if (act.name == "sigmoid") {
+      y.sigmoid_();
+    } else if (act.name == "tanh") {
+      y.tanh_();
+    } else if (act.name == "gelu") {
+      y = at::gelu(y);
+    } else if (act.name == "gelu_tanh") {
+      y = at::gelu(y, "tanh");
+    }
+  }
+
+  static double time_ms(const std::function<void()>& run) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  }
+
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+  }
+
   // Absorbs the residual add and the activation after `n` that only it
   // feeds; returns the last node absorbed (n itself if none).
   Node* absorb(Node* n, bool sum, Node** residual, Activation* act,
@@ -318,7 +523,6 @@ class Lowering {
           *residual = r;
           absorbed->push_back(user);
           tail = user;
-          ++report_.fused_sums;
         }
       }
     }
@@ -327,7 +531,6 @@ class Lowering {
         *act = *a;
         absorbed->push_back(user);
         tail = user;
-        ++report_.fused_activations;
       }
     }
     return tail;
@@ -392,6 +595,7 @@ class Lowering {
     Activation act;
     std::vector<Node*> absorbed;
     absorb(n, /*sum=*/true, &residual, &act, &absorbed);
+    count_fusions(residual, act);
     // The add is the first node absorbed.
     if (options_.in_place && residual != nullptr && residual != c.input &&
         can_overwrite(residual, absorbed.front())) {
@@ -470,6 +674,7 @@ class Lowering {
     Activation act;
     std::vector<Node*> absorbed;
     absorb(n, /*sum=*/false, &residual, &act, &absorbed);
+    count_fusions(residual, act);
     std::vector<Argument> args = {c.input, pack, c.bias};
     if (act.name != "none") {
       args.push_back(act.name);
@@ -484,7 +689,8 @@ class Lowering {
   static bool keeps_layout(const Node& n) {
     return is_call(
         n, {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
-            "aten::relu6", "aten::leaky_relu", "aten::leaky_relu_",
+            "aten::relu6", "aten::relu6_", "aten::leaky_relu",
+            "aten::leaky_relu_", "aten::elu", "aten::elu_", "aten::gelu_",
             "aten::clamp", "aten::clamp_", "aten::hardswish",
             "aten::hardswish_", "aten::hardsigmoid", "aten::hardsigmoid_",
             "aten::silu", "aten::silu_", "aten::sigmoid", "aten::sigmoid_",
@@ -590,7 +796,8 @@ std::string InferenceReport::to_string() const {
                       " activations and ", fused_sums,
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,
-                      " layout conversions");
+                      " layout conversions, ", declined,
+                      " convolutions left to aten (lowering did not pay)");
 }
 
 InferenceReport optimize_for_inference(GraphModuleImpl& module,

@@ -53,6 +53,20 @@ struct InferenceOptions {
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
+  // Whether lowering a convolution pays (linear layers always do: oneDNN's
+  // inner product against the system BLAS):
+  //   kCostModel  by the bytes it moves: lowering saves aten's per-call
+  //               weight reorder and a pass over the output per fused
+  //               operator, and costs a pass per layout conversion, which
+  //               only a convolution with no lowered neighbour needs;
+  //   kMeasure    by timing both on random inputs of its traced sizes, as
+  //               torch.fx's autotuner does (opt-in: its choices depend on
+  //               the machine and its load, so the graph may differ from
+  //               run to run);
+  //   kAll        every convolution that can be.
+  enum class Decision { kCostModel, kMeasure, kAll };
+  Decision decision = Decision::kCostModel;
+  int measure_rounds = 5;  // kMeasure: timed runs per way, medians compared
 };
 
 // What optimize_for_inference did.
@@ -63,6 +77,7 @@ struct InferenceReport {
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory
   int layout_conversions = 0; // aten::contiguous nodes added
+  int declined = 0;           // convolutions left to aten: lowering did not pay
   std::string to_string() const;
 };
 

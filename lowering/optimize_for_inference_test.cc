@@ -165,6 +165,37 @@ TEST_CASE("a residual read after the add is not overwritten") {
   CHECK(relative_error(gm(x).toTensor(), f(x)) < 1e-5);
 }
 
+TEST_CASE("a lone convolution is lowered only where it pays") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  // No lowered neighbour: lowering would convert its input and output and
+  // fuse nothing; the cost model declines it.
+  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(8, 8, 1));
+  conv->eval();
+  at::Tensor x = torch::randn({1, 8, 32, 32});
+  fx::GraphModule gm = fx::symbolic_trace(conv.ptr(), x);
+  fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.convolutions == 0);
+  CHECK(report.declined == 1);
+  CHECK(count(gm->graph(), "aten::conv2d") == 1);
+
+  fx::InferenceOptions all;
+  all.decision = fx::InferenceOptions::Decision::kAll;
+  fx::GraphModule forced = fx::symbolic_trace(conv.ptr(), x);
+  CHECK(fx::optimize_for_inference(*forced, all).convolutions == 1);
+  CHECK(relative_error(forced(x).toTensor(), conv(x)) < 1e-5);
+
+  // Measured: either choice is right; the result still matches.
+  fx::InferenceOptions measure;
+  measure.decision = fx::InferenceOptions::Decision::kMeasure;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule measured = models::trace_zoo_model(model);
+  report = fx::optimize_for_inference(*measured, measure);
+  CHECK(report.convolutions + report.declined == 20);
+  CHECK(relative_error(measured(model.example_inputs[0]).toTensor(),
+                       model.forward(model.example_inputs).toTensor()) < 1e-4);
+}
+
 TEST_CASE("what cannot be lowered is left alone") {
   torch::NoGradGuard no_grad;
   // A convolution whose weight is an input, and a double graph.
