@@ -8,13 +8,16 @@
 // 1. The machine's measured limit: GFLOP/s of large oneDNN convolutions
 //    (256->256 3x3 at 56x56, 1024->1024 1x1 at 14x14), through fx_onednn.
 // 2. Per model and batch size: GMACs (the cost model), our lowered
-//    GraphModule's time and TorchScript-optimized's, interleaved round by
-//    round (medians, and the median of per-round ratios), the fraction of
+//    GraphModule's time, TorchScript-optimized's and that of our graph with
+//    the same passes but the lowering, interleaved round by round (medians,
+//    and the median of per-round ratios), the fraction of
 //    the measured peak each reaches, and the largest difference of our
 //    output from TorchScript's unoptimized one, relative to its largest
 //    magnitude.
 // 3. Python beside it: torch.fx's optimize_for_inference (MKLDNN) and
 //    TorchScript in Python on the same torchvision models at batch 1.
+// 4. The generated class of a lowered graph (fx_cc_library) against the
+//    lowered GraphModule.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
 #include <cmath>
@@ -37,7 +40,9 @@
 #include "fx/torchscript.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/optimize_for_inference.h"
+#include "models/zoo.h"
 #include "passes/cost_model.h"
+#include "testdata/resnet18_lowered.h"
 #include "tools/benchmark_support.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
@@ -62,6 +67,9 @@ const std::vector<std::string> kComputeBound = {"resnet18", "resnet50",
                                                 "vgg11"};
 const std::vector<std::string> kPythonModels = {"resnet18", "mobilenet_v2"};
 constexpr double kTolerance = 1e-4;
+// Rounds are cut to fit each model and batch size into about this long
+// (TorchScript-optimized ConvNeXt takes seconds per call), at least 3.
+constexpr double kBudgetMs = 30000;
 
 // --- 1. The machine's limit --------------------------------------------------
 
@@ -115,8 +123,10 @@ struct ModelRun {
   std::string model;
   int64_t batch = 1;
   double gmacs = 0;
-  double ours_ms = 0, torchscript_ms = 0;
+  double ours_ms = 0, torchscript_ms = 0, unlowered_ms = 0;
   double ratio = 0;  // median of per-round ours / TorchScript-optimized
+  double over_unlowered = 0;  // ... ours / the folded, unlowered graph
+  int rounds = 0;
   double error = 0;  // relative to the reference output's largest magnitude
   double lowering_ms = 0;
   std::string report;
@@ -159,19 +169,34 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.lowering_ms = ms_since(start);
     r.error = relative_error(first_tensor(lowered(x)), want);
 
-    // Warm both (TorchScript's profiling executor optimizes on its second
-    // and third runs).
+    // The same passes without the lowering: what lowering must beat.
+    fx::InferenceOptions fold_only;
+    fold_only.lower_convolutions = false;
+    fold_only.lower_linear = false;
+    fx::GraphModule unlowered = fx::optimize_for_inference(gm, fold_only);
+
+    // Warm all (TorchScript's profiling executor optimizes on its second
+    // and third runs), and fit the rounds into the time budget.
+    double slowest = 0;
     for (int i = 0; i < 3; ++i) {
+      auto warm = Clock::now();
       optimized.forward({x});
+      slowest = std::max(slowest, ms_since(warm));
       lowered(x);
+      unlowered(x);
     }
+    r.rounds = std::max(3, std::min(rounds, static_cast<int>(
+                                                kBudgetMs / (3 * slowest))));
     const int calls = batch == 1 ? 2 : 1;
     auto samples = interleaved_samples_ms(
-        {[&] { lowered(x); }, [&] { optimized.forward({x}); }}, rounds,
-        calls);
+        {[&] { lowered(x); }, [&] { optimized.forward({x}); },
+         [&] { unlowered(x); }},
+        r.rounds, calls);
     r.ours_ms = median(samples[0]);
     r.torchscript_ms = median(samples[1]);
+    r.unlowered_ms = median(samples[2]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
+    r.over_unlowered = median_paired_ratio(samples[0], samples[2]);
   } catch (const std::exception& e) {
     r.failure = std::string(e.what()).substr(0, 200);
   }
@@ -184,8 +209,9 @@ std::string percent(double fraction) {
 
 void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
   Table table({"model", "batch", "GMACs", "ours ms", "TS-opt ms",
-               "ours / TS-opt", "ours % peak", "TS-opt % peak", "rel. error",
-               "lowering ms"},
+               "ours / TS-opt", "unlowered ms", "ours / unlowered",
+               "ours % peak", "TS-opt % peak", "rel. error", "lowering ms",
+               "rounds"},
               2);
   for (const ModelRun& r : runs) {
     if (!r.failure.empty()) {
@@ -197,9 +223,11 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
     };
     table.add_row({r.model, absl::StrCat(r.batch), fixed(r.gmacs, 2),
                    fixed(r.ours_ms, 2), fixed(r.torchscript_ms, 2),
-                   times(r.ratio), fraction(r.ours_ms),
+                   times(r.ratio), fixed(r.unlowered_ms, 2),
+                   times(r.over_unlowered), fraction(r.ours_ms),
                    fraction(r.torchscript_ms),
-                   absl::StrFormat("%.1e", r.error), fixed(r.lowering_ms, 0)});
+                   absl::StrFormat("%.1e", r.error), fixed(r.lowering_ms, 0),
+                   absl::StrCat(r.rounds)});
   }
   std::vector<std::string> notes = {
       absl::StrFormat("peak: %.0f GFLOP/s (oneDNN 3x3 256->256 at 56x56: %.0f; "
@@ -207,8 +235,10 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
                       peak.best(), peak.gflops_3x3, peak.gflops_1x1),
       "ours: fx::optimize_for_inference of the file imported with "
       "fx::symbolic_trace; TS-opt: torch::jit::optimize_for_inference("
-      "torch::jit::freeze(file)); interleaved rounds, medians; ours / TS-opt "
-      "is the median of per-round ratios (below 1: we are faster).",
+      "torch::jit::freeze(file)); unlowered: the same passes but the "
+      "lowering (batch norms folded, dropouts removed, constants folded); "
+      "interleaved rounds, medians; ratios are medians of per-round ratios "
+      "(below 1: ours is faster).",
       "rel. error: max |ours - TorchScript as loaded| / max |TorchScript as "
       "loaded|."};
   for (const ModelRun& r : runs) {
@@ -243,10 +273,52 @@ void print_python(const std::vector<ModelRun>& runs,
                               : "Python reference n/a: " + py.unavailable});
 }
 
+// --- 4. Generated C++ of a lowered graph --------------------------------------
+
+struct GeneratedRun {
+  double graph_module_ms = 0, generated_ms = 0;
+  double ratio = 0;  // median of per-round generated / GraphModule
+  bool equal = false;
+};
+
+// testdata:resnet18_lowered (fx_cc_library with passes =
+// ["optimize_for_inference"]) against the lowered GraphModule of the same
+// model, batch 1.
+GeneratedRun measure_generated(int rounds) {
+  GeneratedRun g;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule lowered =
+      fx::optimize_for_inference(models::trace_zoo_model(model));
+  testdata::ResNet18Lowered generated(*model.module);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  g.equal = torch::equal(generated.forward(x), lowered(x).toTensor());
+  auto samples = interleaved_samples_ms(
+      {[&] { lowered(x); }, [&] { generated.forward(x); }}, rounds, 2);
+  g.graph_module_ms = median(samples[0]);
+  g.generated_ms = median(samples[1]);
+  g.ratio = median_paired_ratio(samples[1], samples[0]);
+  return g;
+}
+
+void print_generated(const GeneratedRun& g) {
+  Table table({"model (batch 1)", "lowered GraphModule ms",
+               "generated class ms", "generated / GraphModule", "outputs"});
+  table.add_row({"resnet18 (the zoo's)", fixed(g.graph_module_ms, 2),
+                 fixed(g.generated_ms, 2), times(g.ratio),
+                 g.equal ? "bitwise equal" : "DIFFERENT"});
+  print_section("4. Generated C++ of the lowered graph (fx_cc_library)", table);
+}
+
 std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                                        const std::vector<int64_t>& batches,
-                                       const Peak& peak) {
+                                       const Peak& peak,
+                                       const GeneratedRun& generated) {
   std::vector<TargetCheck> checks;
+  checks.push_back({"generated lowered resnet18 equal to the GraphModule",
+                    generated.equal ? "bitwise equal" : "different",
+                    generated.equal, false});
+  checks.push_back({"generated lowered resnet18 within 2% of the GraphModule",
+                    times(generated.ratio), generated.ratio <= 1.02});
   for (const ModelRun& r : runs) {
     const std::string what = absl::StrCat(r.model, " batch ", r.batch);
     if (!r.failure.empty()) {
@@ -258,6 +330,8 @@ std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                       false});
     checks.push_back({what + " not slower than TS-opt (<= 1.0x)",
                       times(r.ratio), r.ratio <= 1.0});
+    checks.push_back({what + " not slower than unlowered (<= 1.0x)",
+                      times(r.over_unlowered), r.over_unlowered <= 1.0});
     if (std::count(kComputeBound.begin(), kComputeBound.end(), r.model)) {
       const double fraction =
           2 * r.gmacs * 1e9 / (r.ours_ms * 1e-3) / 1e9 / peak.best();
@@ -339,11 +413,15 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::cerr << "timing the generated lowered resnet18\n";
+  const GeneratedRun generated = measure_generated(repeats);
+
   std::cout << "fx for LibTorch inference benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
             << "before: " << before << "; after: " << machine_summary()
             << "\nthreads: " << threads << "; rounds: " << repeats << "\n";
   print_models(runs, peak);
   print_python(runs, py);
-  return print_targets(check_targets(runs, batches, peak), quick);
+  print_generated(generated);
+  return print_targets(check_targets(runs, batches, peak, generated), quick);
 }
