@@ -50,7 +50,11 @@ dnnl::stream& cpu_stream() {
 at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
                 const memory::desc& packed_desc, at::IntArrayRef logical) {
   const int64_t data_bytes = static_cast<int64_t>(packed_desc.get_size());
-  at::Tensor storage = at::empty({(kHeaderBytes + data_bytes + 3) / 4},
+  // The storage also holds the float32 view of the logical sizes (a bfloat16
+  // packing is half as large).
+  const int64_t storage_bytes =
+      std::max<int64_t>(data_bytes, 4 * c10::multiply_integers(logical));
+  at::Tensor storage = at::empty({(kHeaderBytes + storage_bytes + 3) / 4},
                                  plain.options().dtype(at::kFloat));
   char* base = static_cast<char*>(storage.data_ptr());
   std::memset(base, 0, kHeaderBytes);
@@ -145,6 +149,36 @@ at::Tensor to_channels_last(const at::Tensor& t) {
 
 memory::dims dims_of(at::IntArrayRef sizes) {
   return memory::dims(sizes.begin(), sizes.end());
+}
+
+using DataType = memory::data_type;
+
+DataType data_type_of(const char* op, const at::Tensor& t, const char* what) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DataType::f32;
+    case at::kBFloat16: return DataType::bf16;
+    default:
+      TORCH_CHECK(false, op, ": the ", what,
+                  " must be float32 or bfloat16, got ", t.toString());
+  }
+  return DataType::f32;
+}
+
+at::ScalarType scalar_type_of(DataType type) {
+  return type == DataType::bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+// The type a packed weight computes in (its header's), checked against the
+// input's: float32 weights take float32 inputs; bfloat16 weights take
+// either (a float32 input is converted, and the output stays float32).
+DataType compute_type(const char* op, const Header& header,
+                      const at::Tensor& input) {
+  const DataType weights = memory::desc(header.desc).data_type();
+  const DataType in = data_type_of(op, input, "input");
+  TORCH_CHECK(!(weights == DataType::f32 && in == DataType::bf16), op,
+              ": the input is bfloat16 but the weight was packed for float32; "
+              "pack it with bf16=True (fx::InferenceOptions::bf16)");
+  return weights;
 }
 
 // --- Activations (eltwise post-ops) ---------------------------------------
@@ -263,25 +297,27 @@ ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
 }
 
 memory::desc conv_weight_desc(at::IntArrayRef weight, int64_t groups,
-                              Tag tag) {
+                              Tag tag, DataType type = DataType::f32) {
   memory::dims dims = dims_of(weight);
   if (groups > 1) {
     dims[0] /= groups;
     dims.insert(dims.begin(), groups);
   }
-  return memory::desc(dims, memory::data_type::f32, tag);
+  return memory::desc(dims, type, tag);
 }
 
+// src in `compute` (the weights' type), dst in `output`, bias in float32.
 dnnl::convolution_forward::primitive_desc conv_descriptor(
     at::IntArrayRef input, const ConvGeometry& g,
     const memory::desc& weight_desc, bool bias,
-    const dnnl::primitive_attr& attr) {
+    const dnnl::primitive_attr& attr, DataType compute = DataType::f32,
+    DataType output = DataType::f32) {
   const Tag layout = channels_last_tag(static_cast<int64_t>(input.size()));
-  const auto f32 = memory::data_type::f32;
-  memory::desc src(dims_of(input), f32, layout);
-  memory::desc dst(dims_of(g.output_size), f32, layout);
+  memory::desc src(dims_of(input), compute, layout);
+  memory::desc dst(dims_of(g.output_size), output, layout);
   memory::desc bias_desc =
-      bias ? memory::desc({g.output_size[1]}, f32, Tag::x) : memory::desc();
+      bias ? memory::desc({g.output_size[1]}, DataType::f32, Tag::x)
+           : memory::desc();
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
       src, weight_desc, bias_desc, dst, g.strides, g.dilates, g.padding,
@@ -292,16 +328,17 @@ dnnl::convolution_forward::primitive_desc conv_descriptor(
 at::Tensor pack_conv_weight(const at::Tensor& weight,
                             at::IntArrayRef input_size, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation,
-                            int64_t groups) {
+                            int64_t groups, bool bf16) {
   const char* op = "fx_onednn::pack_conv_weight";
   TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat,
               op, ": the weight must be a float32 CPU tensor, got ",
               weight.toString());
   const ConvGeometry g = conv_geometry(op, input_size, weight.sizes(), stride,
                                        padding, dilation, groups);
+  const DataType type = bf16 ? DataType::bf16 : DataType::f32;
   const auto pd = conv_descriptor(
-      input_size, g, conv_weight_desc(weight.sizes(), groups, Tag::any),
-      /*bias=*/true, dnnl::primitive_attr());
+      input_size, g, conv_weight_desc(weight.sizes(), groups, Tag::any, type),
+      /*bias=*/true, dnnl::primitive_attr(), type, type);
   const memory::desc plain = conv_weight_desc(
       weight.sizes(), groups, plain_weight_tag(weight.dim(), groups > 1));
   return pack(weight, plain, pd.weights_desc(), weight.sizes());
@@ -322,8 +359,12 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
                double alpha, double beta) {
   const Header& header =
       header_of(weight, op, "fx_onednn::pack_conv_weight");
+  const DataType compute = compute_type(op, header, input);
+  const DataType output = data_type_of(op, dst, "output");
   const bool has_bias = bias.has_value() && bias->defined();
   std::string key;
+  absl::StrAppend(&key, static_cast<int>(compute), static_cast<int>(output),
+                  "|");
   append_key(&key, input.sizes());
   append_key(&key, g.output_size);
   append_key(&key, stride);
@@ -338,19 +379,19 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
   const auto made = cache.get(key, [&] {
     auto pd = conv_descriptor(input.sizes(), g, memory::desc(header.desc),
                               has_bias,
-                              post_ops(op, sum, activation, alpha, beta));
+                              post_ops(op, sum, activation, alpha, beta),
+                              compute, output);
     return std::make_shared<const Conv>(
         Conv{pd, dnnl::convolution_forward(pd)});
   });
 
-  at::Tensor src = to_channels_last(input);
+  at::Tensor src = to_channels_last(input.to(scalar_type_of(compute)));
   at::Tensor bias_values;
   if (has_bias) {
-    TORCH_CHECK(bias->numel() == g.output_size[1] &&
-                    bias->scalar_type() == at::kFloat,
-                op, ": the bias must be ", g.output_size[1],
-                " float32 values, got ", bias->toString(), " ", bias->sizes());
-    bias_values = bias->contiguous();
+    TORCH_CHECK(bias->numel() == g.output_size[1],
+                op, ": the bias must have ", g.output_size[1],
+                " values, got ", bias->sizes());
+    bias_values = bias->to(at::kFloat).contiguous();
   }
   dnnl::engine& engine = cpu_engine();
   std::unordered_map<int, memory> args{
@@ -368,9 +409,9 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
 }
 
 void check_input(const char* op, const at::Tensor& input) {
-  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
-              ": the input must be a float32 CPU tensor, got ",
-              input.toString());
+  TORCH_CHECK(input.device().is_cpu(), op,
+              ": the input must be a CPU tensor, got ", input.toString());
+  data_type_of(op, input, "input");
 }
 
 void check_residual(const char* op, const at::Tensor& other,
@@ -378,9 +419,9 @@ void check_residual(const char* op, const at::Tensor& other,
   TORCH_CHECK(other.sizes() == output_size, op, ": the residual has sizes ",
               other.sizes(), " but the convolution's output has ",
               output_size, "; the residual must match it exactly");
-  TORCH_CHECK(other.device().is_cpu() && other.scalar_type() == at::kFloat,
-              op, ": the residual must be a float32 CPU tensor, got ",
-              other.toString());
+  TORCH_CHECK(other.device().is_cpu(), op,
+              ": the residual must be a CPU tensor, got ", other.toString());
+  data_type_of(op, other, "residual");
 }
 
 at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
@@ -416,6 +457,9 @@ at::Tensor& conv_add_(at::Tensor& self, const at::Tensor& input,
   const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
                                        stride, padding, dilation, groups);
   check_residual(op, self, g.output_size);
+  TORCH_CHECK(self.scalar_type() == input.scalar_type(), op,
+              ": the residual (", self.toString(), ") and the input (",
+              input.toString(), ") must have one dtype");
   if (is_channels_last_dense(self) && self.numel() > 0) {
     conv_into(op, self, input, weight, bias, g, stride, padding, dilation,
               groups, true, activation, alpha, beta);
@@ -454,7 +498,7 @@ at::Tensor& conv_add_meta(at::Tensor& self, const at::Tensor& input,
 
 at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
                                  at::IntArrayRef, at::IntArrayRef,
-                                 at::IntArrayRef, int64_t) {
+                                 at::IntArrayRef, int64_t, bool) {
   return at::empty(weight.sizes(), weight.options());
 }
 
@@ -462,12 +506,13 @@ at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
 dnnl::inner_product_forward::primitive_desc linear_descriptor(
     int64_t rows, int64_t in_features, int64_t out_features,
     const memory::desc& weight_desc, bool bias,
-    const dnnl::primitive_attr& attr) {
-  const auto f32 = memory::data_type::f32;
-  memory::desc src({rows, in_features}, f32, Tag::nc);
-  memory::desc dst({rows, out_features}, f32, Tag::nc);
+    const dnnl::primitive_attr& attr, DataType compute = DataType::f32,
+    DataType output = DataType::f32) {
+  memory::desc src({rows, in_features}, compute, Tag::nc);
+  memory::desc dst({rows, out_features}, output, Tag::nc);
   memory::desc bias_desc =
-      bias ? memory::desc({out_features}, f32, Tag::x) : memory::desc();
+      bias ? memory::desc({out_features}, DataType::f32, Tag::x)
+           : memory::desc();
   dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference,
                                          src, weight_desc, bias_desc, dst);
   return dnnl::inner_product_forward::primitive_desc(desc, attr, cpu_engine());
@@ -483,7 +528,7 @@ int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
 }
 
 at::Tensor pack_linear_weight(const at::Tensor& weight,
-                              at::IntArrayRef input_size) {
+                              at::IntArrayRef input_size, bool bf16) {
   const char* op = "fx_onednn::pack_linear_weight";
   TORCH_CHECK(weight.dim() == 2 && weight.device().is_cpu() &&
                   weight.scalar_type() == at::kFloat,
@@ -491,10 +536,10 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
               weight.toString(), " ", weight.sizes());
   const int64_t rows = std::max<int64_t>(rows_of(op, input_size, weight.size(1)), 1);
   const memory::dims dims = dims_of(weight.sizes());
+  const DataType type = bf16 ? DataType::bf16 : DataType::f32;
   const auto pd = linear_descriptor(
-      rows, weight.size(1), weight.size(0),
-      memory::desc(dims, memory::data_type::f32, Tag::any), /*bias=*/true,
-      dnnl::primitive_attr());
+      rows, weight.size(1), weight.size(0), memory::desc(dims, type, Tag::any),
+      /*bias=*/true, dnnl::primitive_attr(), type, type);
   return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::oi),
               pd.weights_desc(), weight.sizes());
 }
@@ -517,9 +562,9 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   const char* op = "fx_onednn::linear";
   const Header& header =
       header_of(weight, op, "fx_onednn::pack_linear_weight");
-  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat, op,
-              ": the input must be a float32 CPU tensor, got ",
-              input.toString());
+  check_input(op, input);
+  const DataType compute = compute_type(op, header, input);
+  const DataType output = data_type_of(op, input, "input");
   const int64_t in_features = weight.size(1);
   const int64_t out_features = weight.size(0);
   const int64_t rows = rows_of(op, input.sizes(), in_features);
@@ -529,6 +574,8 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   if (rows == 0) return dst;
 
   std::string key;
+  absl::StrAppend(&key, static_cast<int>(compute), static_cast<int>(output),
+                  "|");
   const int64_t shape[] = {rows, in_features, out_features};
   append_key(&key, shape);
   absl::StrAppend(&key, has_bias, "|", std::string(activation), "|", alpha,
@@ -538,19 +585,18 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   const auto made = cache.get(key, [&] {
     auto pd = linear_descriptor(rows, in_features, out_features,
                                 memory::desc(header.desc), has_bias,
-                                post_ops(op, false, activation, alpha, beta));
+                                post_ops(op, false, activation, alpha, beta),
+                                compute, output);
     return std::make_shared<const Linear>(
         Linear{pd, dnnl::inner_product_forward(pd)});
   });
 
-  at::Tensor src = input.contiguous();
+  at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
   at::Tensor bias_values;
   if (has_bias) {
-    TORCH_CHECK(bias->numel() == out_features &&
-                    bias->scalar_type() == at::kFloat,
-                op, ": the bias must be ", out_features, " float32 values, got ",
-                bias->toString(), " ", bias->sizes());
-    bias_values = bias->contiguous();
+    TORCH_CHECK(bias->numel() == out_features, op, ": the bias must have ",
+                out_features, " values, got ", bias->sizes());
+    bias_values = bias->to(at::kFloat).contiguous();
   }
   dnnl::engine& engine = cpu_engine();
   std::unordered_map<int, memory> args{
@@ -576,7 +622,8 @@ at::Tensor linear_meta(const at::Tensor& input, const at::Tensor& weight,
                    input.options());
 }
 
-at::Tensor pack_linear_weight_meta(const at::Tensor& weight, at::IntArrayRef) {
+at::Tensor pack_linear_weight_meta(const at::Tensor& weight, at::IntArrayRef,
+                                   bool) {
   return at::empty(weight.sizes(), weight.options());
 }
 
@@ -596,7 +643,8 @@ void register_operators() {}
 TORCH_LIBRARY(fx_onednn, m) {
   m.def(
       "pack_conv_weight(Tensor weight, int[] input_size, int[] stride, "
-      "int[] padding, int[] dilation, int groups) -> Tensor");
+      "int[] padding, int[] dilation, int groups, bool bf16=False) -> "
+      "Tensor");
   m.def(
       "conv(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
       "int[] padding, int[] dilation, int groups, Tensor? other=None, "
@@ -606,7 +654,9 @@ TORCH_LIBRARY(fx_onednn, m) {
       "int[] stride, int[] padding, int[] dilation, int groups, "
       "str activation=\"none\", float alpha=0., float beta=0.) -> "
       "Tensor(a!)");
-  m.def("pack_linear_weight(Tensor weight, int[] input_size) -> Tensor");
+  m.def(
+      "pack_linear_weight(Tensor weight, int[] input_size, bool bf16=False) "
+      "-> Tensor");
   m.def(
       "linear(Tensor input, Tensor weight, Tensor? bias, "
       "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");

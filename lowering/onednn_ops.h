@@ -4,7 +4,8 @@
 // does: the GraphModule, the Interpreter, generated C++, TorchScript.
 //
 //   fx_onednn::pack_conv_weight(Tensor weight, int[] input_size,
-//       int[] stride, int[] padding, int[] dilation, int groups) -> Tensor
+//       int[] stride, int[] padding, int[] dilation, int groups,
+//       bool bf16=False) -> Tensor
 //   fx_onednn::conv(Tensor input, Tensor weight, Tensor? bias, int[] stride,
 //       int[] padding, int[] dilation, int groups, Tensor? other=None,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
@@ -12,7 +13,8 @@
 //       Tensor? bias, int[] stride, int[] padding, int[] dilation,
 //       int groups, str activation="none", float alpha=0., float beta=0.)
 //       -> Tensor(a!)
-//   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size) -> Tensor
+//   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size,
+//       bool bf16=False) -> Tensor
 //   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
 //
@@ -20,6 +22,10 @@
 // (so shapes are inferred as usual) but holds oneDNN's preferred blocked
 // layout for the given input size, behind a header that describes it;
 // it lives only in the process that packed it (fx::load packs again).
+// Packed with bf16=True, the weight is bfloat16 and the operator computes in
+// bfloat16 with float32 accumulation (AVX-512 BF16): a bfloat16 input gives
+// a bfloat16 output, a float32 input is converted and its output stays
+// float32.
 // Activations are plain strided tensors in channels-last order (NHWC, and
 // NWC / NDHWC for 1-d / 3-d), which every aten operator accepts; conv
 // converts an input in another layout itself, and its output is

@@ -202,3 +202,41 @@ TEST_CASE("conv_add_ adds into the residual's memory") {
     check_close(self, want);
   }
 }
+
+TEST_CASE("bfloat16 weights compute in bfloat16 with float32 accumulation") {
+  at::manual_seed(4);
+  at::Tensor x = at::randn({2, 16, 10, 10});
+  at::Tensor w = at::randn({32, 16, 3, 3}) * 0.1;
+  at::Tensor b = at::randn({32});
+  std::vector<int64_t> one{1, 1};
+  at::Tensor packed = call("fx_onednn::pack_conv_weight",
+                           {w, x.sizes().vec(), one, one, one, int64_t{1}, true});
+  at::Tensor want = at::relu(at::conv2d(x, w, b, 1, 1));
+  auto conv = [&](const at::Tensor& input) {
+    return call("fx_onednn::conv", {input, packed, b, one, one, one, int64_t{1},
+                                    c10::IValue(), "relu"});
+  };
+  // bfloat16 in, bfloat16 out.
+  at::Tensor y = conv(x.to(at::kBFloat16));
+  CHECK(y.scalar_type() == at::kBFloat16);
+  CHECK((y.to(at::kFloat) - want).abs().max().item<double>() <
+        2e-2 * want.abs().max().item<double>());
+  // float32 in: converted inside, float32 out.
+  at::Tensor z = conv(x);
+  CHECK(z.scalar_type() == at::kFloat);
+  CHECK((z - want).abs().max().item<double>() <
+        2e-2 * want.abs().max().item<double>());
+  // A float32 packing does not take bfloat16 inputs.
+  at::Tensor fp32 = pack_conv(w, x.sizes(), one, one, one, 1);
+  CHECK_THROWS_WITH(call("fx_onednn::conv", {x.to(at::kBFloat16), fp32, b, one,
+                                             one, one, int64_t{1}}),
+                    Catch::Contains("pack it with bf16=True"));
+
+  at::Tensor lw = at::randn({7, 16});
+  at::Tensor lp = call("fx_onednn::pack_linear_weight",
+                       {lw, std::vector<int64_t>{3, 16}, true});
+  at::Tensor li = at::randn({3, 16});
+  at::Tensor lout = call("fx_onednn::linear", {li, lp, c10::IValue()});
+  CHECK(lout.scalar_type() == at::kFloat);
+  CHECK((lout - at::linear(li, lw)).abs().max().item<double>() < 5e-2);
+}

@@ -310,6 +310,10 @@ class Lowering {
   }
 
  private:
+  Kwargs bf16_kwargs() const {
+    return options_.bf16 ? Kwargs{{"bf16", true}} : Kwargs{};
+  }
+
   void count_fusions(const Node* residual, const Activation& act) {
     if (residual != nullptr) ++report_.fused_sums;
     if (act.name != "none") ++report_.fused_activations;
@@ -374,7 +378,7 @@ class Lowering {
       if (!seen.insert(n).second) continue;
       if (candidates.count(n) > 0) return true;
       // A candidate's absorbed add or activation counts as the candidate.
-      if (keeps_layout(*n)) {
+      if (in_chain(*n)) {
         for (const Node* input : n->all_input_nodes()) work.push_back(input);
       }
     }
@@ -393,7 +397,7 @@ class Lowering {
       if (!seen.insert(n).second) continue;
       for (const Node* user : n->users()) {
         if (candidates.count(user) > 0) return true;
-        if (keeps_layout(*user)) work.push_back(user);
+        if (in_chain(*user)) work.push_back(user);
       }
     }
     return false;
@@ -452,8 +456,9 @@ class Lowering {
         .findSchemaOrThrow("fx_onednn::pack_conv_weight", "");
     static const c10::OperatorHandle conv = c10::Dispatcher::singleton()
         .findSchemaOrThrow("fx_onednn::conv", "");
-    std::vector<c10::IValue> stack = {w, in->sizes, c.stride, c.padding,
-                                      c.dilation, c.groups};
+    std::vector<c10::IValue> stack = {w,         in->sizes,  c.stride,
+                                      c.padding, c.dilation, c.groups,
+                                      options_.bf16};
     pack.callBoxed(&stack);
     const at::Tensor packed = stack[0].toTensor();
     auto ours = [&] {
@@ -589,7 +594,8 @@ class Lowering {
       auto guard = graph_.inserting_before(n);
       pack = graph_.call_function(
           fx::op("fx_onednn::pack_conv_weight"),
-          {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups});
+          {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
+          bf16_kwargs());
     }
     Node* residual = nullptr;
     Activation act;
@@ -597,7 +603,10 @@ class Lowering {
     absorb(n, /*sum=*/true, &residual, &act, &absorbed);
     count_fusions(residual, act);
     // The add is the first node absorbed.
+    // With bf16 the residual must be a lowered convolution's (bfloat16, as
+    // the input is).
     if (options_.in_place && residual != nullptr && residual != c.input &&
+        (!options_.bf16 || lowered_convs_.count(residual) > 0) &&
         can_overwrite(residual, absorbed.front())) {
       // The residual dies here: add into its memory.
       std::vector<Argument> args = {residual, c.input, pack, c.bias,
@@ -668,7 +677,7 @@ class Lowering {
                          : graph_.call_function(fx::op("aten::t"),
                                                 {c.transposed});
       pack = graph_.call_function(fx::op("fx_onednn::pack_linear_weight"),
-                                  {weight, in->sizes});
+                                  {weight, in->sizes}, bf16_kwargs());
     }
     Node* residual = nullptr;
     Activation act;
@@ -709,11 +718,22 @@ class Lowering {
                        "aten::sum.dim_IntList", "aten::contiguous"});
   }
 
-  bool reads_channels_last(const Node& user, const Node* value) {
-    if (lowered_convs_.count(&user) > 0) return true;
-    if (keeps_layout(user) || reads_any_layout(user)) return true;
-    (void)value;
-    return false;
+  // Operators a chain runs through: those that keep the layout and, with
+  // bf16, those aten runs in bfloat16 (batch norms and bilinear upsampling
+  // take float32).
+  bool in_chain(const Node& n) const {
+    return keeps_layout(n) &&
+           !(options_.bf16 &&
+             is_call(n, {"aten::batch_norm", "aten::upsample_bilinear2d"}));
+  }
+
+  // Whether `user` reads a chain's value right as it is: another lowered
+  // convolution, an operator of the chain, or one that reads its layout
+  // (with bf16, only its sizes: the value's dtype must not escape).
+  bool reads_chain_value(const Node& user) const {
+    if (lowered_convs_.count(&user) > 0 || in_chain(user)) return true;
+    if (options_.bf16) return is_call(user, {"aten::size.int", "aten::dim"});
+    return reads_any_layout(user);
   }
 
   // Activations stay channels-last between lowered convolutions; they are
@@ -726,11 +746,20 @@ class Lowering {
         channels_last.insert(n);
         continue;
       }
-      if (!keeps_layout(*n)) continue;
+      if (!in_chain(*n)) continue;
       for (const Node* input : n->all_input_nodes()) {
         if (channels_last.count(input) > 0) {
           channels_last.insert(n);
           break;
+        }
+      }
+    }
+    if (options_.bf16) {
+      // 4-d chains run in bfloat16 (other convolutions convert inside).
+      for (const Node* n : channels_last) {
+        TensorMeta* m = const_cast<Node*>(n)->meta().get_mutable(kTensorMeta);
+        if (m != nullptr && m->sizes.size() == 4) {
+          m->dtype = c10::ScalarType::BFloat16;
         }
       }
     }
@@ -743,14 +772,23 @@ class Lowering {
         const TensorMeta* m = input->meta().get(kTensorMeta);
         if (channels_last.count(input) == 0 && m != nullptr &&
             m->sizes.size() == 4 &&
-            m->memory_format != c10::MemoryFormat::ChannelsLast) {
+            (options_.bf16 ||
+             m->memory_format != c10::MemoryFormat::ChannelsLast)) {
           auto [it, fresh] = converted.emplace(input, nullptr);
           if (fresh) {
             auto guard = graph_.inserting_before(n);
-            it->second = graph_.call_function(
-                fx::op("aten::contiguous"), {input},
-                {{"memory_format", c10::MemoryFormat::ChannelsLast}});
-            it->second->meta().set(kTensorMeta, channels_last_meta(*m));
+            TensorMeta meta = channels_last_meta(*m);
+            if (options_.bf16) {
+              it->second = graph_.call_function(
+                  fx::op("aten::to.dtype"), {input, c10::ScalarType::BFloat16},
+                  {{"memory_format", c10::MemoryFormat::ChannelsLast}});
+              meta.dtype = c10::ScalarType::BFloat16;
+            } else {
+              it->second = graph_.call_function(
+                  fx::op("aten::contiguous"), {input},
+                  {{"memory_format", c10::MemoryFormat::ChannelsLast}});
+            }
+            it->second->meta().set(kTensorMeta, meta);
             ++report_.layout_conversions;
           }
           n->replace_input_with(input, it->second);
@@ -763,14 +801,21 @@ class Lowering {
       if (channels_last.count(value) == 0) continue;
       Node* contiguous = nullptr;
       for (Node* user : value->users().to_vector()) {
-        if (reads_channels_last(*user, value)) continue;
+        if (reads_chain_value(*user)) continue;
         if (contiguous == nullptr) {
           auto guard = graph_.inserting_before(value->next());
-          contiguous = graph_.call_function(fx::op("aten::contiguous"), {value});
+          contiguous =
+              options_.bf16
+                  ? graph_.call_function(
+                        fx::op("aten::to.dtype"),
+                        {value, c10::ScalarType::Float},
+                        {{"memory_format", c10::MemoryFormat::Contiguous}})
+                  : graph_.call_function(fx::op("aten::contiguous"), {value});
           if (const TensorMeta* m = value->meta().get(kTensorMeta)) {
             TensorMeta meta = *m;
             meta.strides = strides_for(meta.sizes, c10::MemoryFormat::Contiguous);
             meta.memory_format = c10::MemoryFormat::Contiguous;
+            meta.dtype = c10::ScalarType::Float;
             contiguous->meta().set(kTensorMeta, meta);
           }
           ++report_.layout_conversions;

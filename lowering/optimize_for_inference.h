@@ -67,6 +67,11 @@ struct InferenceOptions {
   enum class Decision { kCostModel, kMeasure, kAll };
   Decision decision = Decision::kCostModel;
   int measure_rounds = 5;  // kMeasure: timed runs per way, medians compared
+  // Opt-in: weights and 4-d activations in bfloat16 between lowered
+  // convolutions (oneDNN accumulates in float32; AVX-512 BF16), converted
+  // back to float32 where a chain ends. Faster on compute-bound models, and
+  // not held to float32's accuracy (see tools/benchmark_inference).
+  bool bf16 = false;
 };
 
 // What optimize_for_inference did.

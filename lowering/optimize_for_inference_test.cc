@@ -6,6 +6,7 @@
 
 #include "fx/fx.h"
 #include "fx/serialization.h"
+#include "fx/torchscript.h"
 #include "models/zoo.h"
 #include "passes/pass_manager.h"
 #include "testdata/filecheck.h"
@@ -145,6 +146,44 @@ TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
   CHECK(at::equal(loaded(x).toTensor(), want));
   CHECK(loaded->graph().to_string() == gm->graph().to_string());
   CHECK_THROWS_AS(loaded(x.to(at::kDouble)), fx::GuardError);
+}
+
+TEST_CASE("a lowered graph exports to TorchScript and runs there") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("mobilenet_v2");
+  fx::GraphModule lowered =
+      fx::optimize_for_inference(models::trace_zoo_model(model));
+  torch::jit::Module script = fx::to_torchscript(lowered);
+  const std::string code = script.get_method("forward").graph()->toString();
+  CHECK_THAT(code, Catch::Contains("fx_onednn::conv"));
+  at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::equal(script.forward({x}).toTensor(), lowered(x).toTensor()));
+}
+
+TEST_CASE("bf16 runs chains in bfloat16 and converts back at their ends") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"resnet18", "mobilenet_v2", "unet"}) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    fx::InferenceOptions options;
+    options.bf16 = true;
+    fx::GraphModule lowered = fx::optimize_for_inference(gm, options);
+    const std::string printed = lowered->graph().to_string();
+    CHECK_THAT(printed, Catch::Contains("aten::to.dtype](args = (%x, torch.bfloat16)"));
+    const c10::IValue got = lowered->forward(model.example_inputs);
+    const at::Tensor out = got.isTensor() ? got.toTensor()
+                                          : got.toTupleRef().elements()[0].toTensor();
+    CHECK(out.scalar_type() == at::kFloat);
+    CHECK(output_error(got, model.forward(model.example_inputs)) < 5e-2);
+    // The packing step packs bfloat16.
+    bool packs_bf16 = false;
+    for (const auto& step : lowered->init_steps()) {
+      packs_bf16 = packs_bf16 || step.graph->to_string().find("bf16: True") !=
+                                     std::string::npos;
+    }
+    CHECK(packs_bf16);
+  }
 }
 
 TEST_CASE("a residual read after the add is not overwritten") {

@@ -4,8 +4,8 @@ benchmarks (run with Debian's /usr/bin/python3, torch 1.13, torchvision
 
     python3 testdata/torchscript_models.py OUT_DIR [NAME ...]
 
-Writes OUT_DIR/<name>.pt for each name (default: all), and prints one line
-per file.
+Writes OUT_DIR/<name>.pt for each name (default: all of MODELS; the
+CLASSIFICATION models only by name), and prints one line per file.
 """
 import os
 import sys
@@ -114,13 +114,6 @@ MODELS = {
     "resnet50_traced": (lambda: torchvision.models.resnet50(), "trace"),
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
-    # Traced classification models, for the inference lowering's tests and
-    # benchmark (tools/benchmark_inference.cc).
-    **{f"{name}_traced": (getattr(torchvision.models, name), "trace")
-       for name in ["mobilenet_v2", "mobilenet_v3_small", "densenet121",
-                    "googlenet", "efficientnet_b0", "regnet_x_400mf",
-                    "mnasnet0_5", "convnext_tiny", "inception_v3", "vgg11",
-                    "alexnet"]},
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
@@ -129,10 +122,21 @@ MODELS = {
     "small_vit_scripted": (_small_vit, "script"),
 }
 
+# Traced classification models for the inference lowering's tests and
+# benchmark (lowering/torchvision_test.cc, tools/benchmark_inference.cc):
+# written only when named (VGG's file alone is 530 MB).
+CLASSIFICATION = {
+    f"{name}_traced": (getattr(torchvision.models, name), "trace")
+    for name in ["mobilenet_v2", "mobilenet_v3_small", "densenet121",
+                 "googlenet", "efficientnet_b0", "regnet_x_400mf",
+                 "mnasnet0_5", "convnext_tiny", "inception_v3", "vgg11",
+                 "alexnet"]
+}
+
 
 def write(name, out_dir):
     torch.manual_seed(0)
-    factory, how = MODELS[name]
+    factory, how = MODELS[name] if name in MODELS else CLASSIFICATION[name]
     model = _calibrated(factory())
     if how == "script":
         module = torch.jit.script(model)

@@ -18,6 +18,7 @@
 //    TorchScript in Python on the same torchvision models at batch 1.
 // 4. The generated class of a lowered graph (fx_cc_library) against the
 //    lowered GraphModule.
+// 5. The opt-in bfloat16 lowering against float32's: speed and accuracy.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
 #include <cmath>
@@ -66,6 +67,10 @@ const std::vector<std::string> kQuickModels = {"resnet18", "mobilenet_v2"};
 const std::vector<std::string> kComputeBound = {"resnet18", "resnet50",
                                                 "vgg11"};
 const std::vector<std::string> kPythonModels = {"resnet18", "mobilenet_v2"};
+// Timed again in bfloat16 (those of them being measured).
+const std::vector<std::string> kBf16Models = {"resnet18", "resnet50",
+                                              "mobilenet_v2", "densenet121",
+                                              "vgg11"};
 constexpr double kTolerance = 1e-4;
 // Rounds are cut to fit each model and batch size into about this long
 // (TorchScript-optimized ConvNeXt takes seconds per call), at least 3.
@@ -90,7 +95,8 @@ double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
   at::Tensor w = torch::randn({channels, channels, kernel, kernel});
   const std::vector<int64_t> one = {1, 1};
   const std::vector<int64_t> padding = {kernel / 2, kernel / 2};
-  torch::jit::Stack stack = {w, x.sizes().vec(), one, padding, one, int64_t{1}};
+  torch::jit::Stack stack = {w, x.sizes().vec(), one, padding, one, int64_t{1},
+                             false};
   pack.callBoxed(&stack);
   at::Tensor packed = stack[0].toTensor();
   auto run = [&] {
@@ -273,6 +279,65 @@ void print_python(const std::vector<ModelRun>& runs,
                               : "Python reference n/a: " + py.unavailable});
 }
 
+// --- 5. bfloat16 (opt-in) ------------------------------------------------------
+
+struct Bf16Run {
+  std::string model;
+  double fp32_ms = 0, bf16_ms = 0;
+  double ratio = 0;  // median of per-round bf16 / fp32
+  double error = 0;  // max |bf16 - fp32| / max |fp32|
+  bool same_top1 = false;
+  std::string failure;
+};
+
+Bf16Run measure_bf16(const std::string& dir, const std::string& name,
+                     int rounds) {
+  Bf16Run r;
+  r.model = name;
+  try {
+    torch::jit::Module script = torch::jit::load(dir + "/" + name + "_traced.pt");
+    script.eval();
+    torch::manual_seed(1);
+    const at::Tensor x = torch::randn({1, 3, 224, 224});
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    fx::GraphModule fp32 = fx::optimize_for_inference(gm);
+    fx::InferenceOptions options;
+    options.bf16 = true;
+    fx::GraphModule bf16 = fx::optimize_for_inference(gm, options);
+    const at::Tensor want = first_tensor(fp32(x));
+    const at::Tensor got = first_tensor(bf16(x));
+    r.error = relative_error(got, want);
+    r.same_top1 = torch::equal(got.argmax(1), want.argmax(1));
+    auto samples = interleaved_samples_ms({[&] { fp32(x); }, [&] { bf16(x); }},
+                                          rounds, 2);
+    r.fp32_ms = median(samples[0]);
+    r.bf16_ms = median(samples[1]);
+    r.ratio = median_paired_ratio(samples[1], samples[0]);
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 200);
+  }
+  return r;
+}
+
+void print_bf16(const std::vector<Bf16Run>& runs) {
+  Table table({"model (batch 1)", "fp32 lowered ms", "bf16 lowered ms",
+               "bf16 / fp32", "rel. error vs fp32", "top-1"});
+  for (const Bf16Run& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, "failed: " + r.failure});
+      continue;
+    }
+    table.add_row({r.model, fixed(r.fp32_ms, 2), fixed(r.bf16_ms, 2),
+                   times(r.ratio), absl::StrFormat("%.1e", r.error),
+                   r.same_top1 ? "same" : "differs"});
+  }
+  print_section(
+      "5. bfloat16 (InferenceOptions::bf16, opt-in; not held to 1e-4)", table,
+      {"Weights and activations in bfloat16 between lowered convolutions, "
+       "float32 accumulation (AVX-512 BF16); rel. error: max |bf16 - fp32| / "
+       "max |fp32| on random weights and input."});
+}
+
 // --- 4. Generated C++ of a lowered graph --------------------------------------
 
 struct GeneratedRun {
@@ -312,8 +377,15 @@ void print_generated(const GeneratedRun& g) {
 std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                                        const std::vector<int64_t>& batches,
                                        const Peak& peak,
-                                       const GeneratedRun& generated) {
+                                       const GeneratedRun& generated,
+                                       const std::vector<Bf16Run>& bf16) {
   std::vector<TargetCheck> checks;
+  for (const Bf16Run& r : bf16) {
+    checks.push_back({r.model + " bf16 within 5e-2 of fp32 (relative)",
+                      r.failure.empty() ? absl::StrFormat("%.1e", r.error)
+                                        : r.failure,
+                      r.failure.empty() && r.error <= 5e-2, false});
+  }
   checks.push_back({"generated lowered resnet18 equal to the GraphModule",
                     generated.equal ? "bitwise equal" : "different",
                     generated.equal, false});
@@ -415,6 +487,12 @@ int main(int argc, char** argv) {
 
   std::cerr << "timing the generated lowered resnet18\n";
   const GeneratedRun generated = measure_generated(repeats);
+  std::vector<Bf16Run> bf16;
+  for (const std::string& name : names) {
+    if (std::count(kBf16Models.begin(), kBf16Models.end(), name) == 0) continue;
+    std::cerr << "timing " << name << " in bfloat16\n";
+    bf16.push_back(measure_bf16(dir, name, repeats));
+  }
 
   std::cout << "fx for LibTorch inference benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
@@ -423,5 +501,7 @@ int main(int argc, char** argv) {
   print_models(runs, peak);
   print_python(runs, py);
   print_generated(generated);
-  return print_targets(check_targets(runs, batches, peak, generated), quick);
+  print_bf16(bf16);
+  return print_targets(check_targets(runs, batches, peak, generated, bf16),
+                       quick);
 }

@@ -57,6 +57,12 @@ x = torch.randn(1, 3, 224, 224)
 with torch.no_grad():
     print('same' if torch.allclose(a(x), b(x), atol=1e-4) else 'different')
 "
+check "TorchScript in, lowered to oneDNN, saved" 0 "wrote $out/lowered.fx" -- \
+  "$fx" trace "$out/resnet18_traced.pt" --input=1x3x224x224 \
+  --passes=optimize_for_inference --save="$out/lowered.fx"
+check "a lowered GraphModule loads (packing again) and prints" 0 \
+  "call_function\[target=fx_onednn::conv_add_\]" -- \
+  "$fx" trace "$out/lowered.fx" --print=graph
 
 if [ "$failures" -eq 0 ]; then
   echo "All tests passed ($checks assertions in 1 test case)"

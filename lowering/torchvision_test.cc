@@ -1,0 +1,65 @@
+// torchvision 0.14 classification models, traced to TorchScript by
+// testdata/torchscript_models.py, imported and lowered by
+// fx::optimize_for_inference: outputs within 1e-4 of TorchScript's own
+// (relative to the output's largest magnitude) at batch 1 and 8. VGG-11 and
+// AlexNet (files of 530 and 240 MB) are checked by
+// tools/benchmark_inference only.
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fx/fx.h"
+#include "fx/torchscript.h"
+#include "lowering/optimize_for_inference.h"
+#include "third_party/catch.h"
+
+namespace {
+
+const std::vector<std::string> kModels = {
+    "resnet18",        "resnet50",       "mobilenet_v2",  "mobilenet_v3_small",
+    "squeezenet",      "densenet121",    "googlenet",     "efficientnet_b0",
+    "regnet_x_400mf",  "mnasnet0_5",     "convnext_tiny", "inception_v3"};
+
+// Written once per test run, in the test's temporary directory.
+std::string model_path(const std::string& name) {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string out = std::string(tmp ? tmp : "/tmp") + "/torchvision_models";
+    std::string command =
+        "/usr/bin/python3 testdata/torchscript_models.py " + out;
+    for (const std::string& m : kModels) command += " " + m + "_traced";
+    command += " > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    return out;
+  }();
+  return dir + "/" + name + "_traced.pt";
+}
+
+double relative_error(const at::Tensor& got, const at::Tensor& want) {
+  return (got - want).abs().max().item<double>() /
+         want.abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("torchvision models lowered match TorchScript at batch 1 and 8") {
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : kModels) {
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    const int64_t size = name == "inception_v3" ? 299 : 224;
+    for (int64_t batch : {1, 8}) {
+      CAPTURE(name, batch);
+      torch::manual_seed(batch);
+      const at::Tensor x = torch::randn({batch, 3, size, size});
+      const at::Tensor want = script.forward({x}).toTensor();
+      fx::GraphModule gm = fx::symbolic_trace(script, {x});
+      fx::InferenceReport report = fx::optimize_for_inference(*gm);
+      CHECK(report.convolutions > 0);
+      CHECK(relative_error(gm(x).toTensor(), want) < 1e-4);
+    }
+  }
+}
