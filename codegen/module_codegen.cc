@@ -106,13 +106,21 @@ class ModuleEmitter {
       o.member_names = members_;
       o.tensors_as_vector = true;
       o.max_nodes_per_function = options_.max_nodes_per_function;
+      o.objects = object_paths();
       init_.push_back(emit_forward(*steps[i].graph, o));
       for (const std::string& path : steps[i].outputs) computed_.insert(path);
     }
     CodegenOptions o;
     o.member_names = members_;
     o.max_nodes_per_function = options_.max_nodes_per_function;
+    o.objects = object_paths();
     forward_ = emit_forward(module_.graph(), o);
+  }
+
+  std::set<std::string> object_paths() const {
+    std::set<std::string> paths;
+    for (const auto& item : module_.object_attributes()) paths.insert(item.first);
+    return paths;
   }
 
   // Every member, in order of first use.
@@ -125,6 +133,9 @@ class ModuleEmitter {
       for (const auto& m : f.leaf_modules) {
         if (seen.insert(m.path).second) leaves_.push_back(m);
       }
+      for (const auto& m : f.objects) {
+        if (seen.insert(m.path).second) objects_.push_back(m);
+      }
     };
     for (const Forward& f : init_) collect(f);
     collect(forward_);
@@ -133,7 +144,8 @@ class ModuleEmitter {
     for (const auto& step : module_.init_steps()) {
       for (const std::string& path : step.outputs) {
         if (seen.insert(path).second) {
-          tensors_.push_back({members_.at(path), path});
+          (module_.has_object_attribute(path) ? objects_ : tensors_)
+              .push_back({members_.at(path), path});
         }
       }
     }
@@ -204,6 +216,10 @@ class ModuleEmitter {
     }
     for (const auto& m : leaves_) {
       absl::StrAppend(&h, "  fx::LeafModule ", m.name, ";  // ", m.path, "\n");
+    }
+    for (const auto& m : objects_) {
+      absl::StrAppend(&h, "  c10::IValue ", m.name, ";  // ", m.path,
+                      " (script object, made by run_init)\n");
     }
     h += "};\n";
     close_namespaces(&h);
@@ -359,11 +375,18 @@ class ModuleEmitter {
     absl::StrAppend(c, "void ", options_.class_name, "::run_init() {\n");
     if (!init_.empty()) *c += "  at::NoGradGuard no_grad;\n";
     for (size_t i = 0; i < steps.size(); ++i) {
-      absl::StrAppend(c, "  {\n    std::vector<at::Tensor> out = init_", i,
-                      "();\n");
+      bool objects = false;
+      for (const std::string& path : steps[i].outputs) {
+        objects = objects || module_.has_object_attribute(path);
+      }
+      absl::StrAppend(c, "  {\n    std::vector<",
+                      objects ? "c10::IValue" : "at::Tensor", "> out = init_",
+                      i, "();\n");
       for (size_t k = 0; k < steps[i].outputs.size(); ++k) {
-        absl::StrAppend(c, "    ", members_.at(steps[i].outputs[k]),
-                        " = std::move(out[", k, "]);\n");
+        const std::string& path = steps[i].outputs[k];
+        const bool tensor = objects && !module_.has_object_attribute(path);
+        absl::StrAppend(c, "    ", members_.at(path), " = std::move(out[", k,
+                        "])", tensor ? ".toTensor()" : "", ";\n");
       }
       *c += "  }\n";
     }
@@ -414,7 +437,7 @@ class ModuleEmitter {
   // Paths the init steps compute (not bound by the constructor).
   std::set<std::string> computed_;
   // Members in order of first use.
-  std::vector<Forward::Member> tensors_, leaves_;
+  std::vector<Forward::Member> tensors_, leaves_, objects_;
 };
 
 }  // namespace

@@ -21,6 +21,14 @@ TensorMap named_tensors(const torch::nn::Module& module) {
   return out;
 }
 
+c10::IValue object_list(std::vector<c10::IValue> objects) {
+  c10::TypePtr type =
+      objects.empty() ? c10::AnyType::get() : objects.front().type();
+  c10::impl::GenericList list(type);
+  for (c10::IValue& o : objects) list.push_back(std::move(o));
+  return list;
+}
+
 void save_tensors(const TensorMap& tensors, const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, tensor] : tensors) {

@@ -34,6 +34,10 @@ struct ForwardFrame {
   std::vector<c10::IValue> values;
 };
 
+// A list of script objects of one class (aten::quantized_lstm's cell
+// parameters), typed as the first one's class.
+c10::IValue object_list(std::vector<c10::IValue> objects);
+
 // Writes / reads a TensorMap as one file (torch::pickle_save of a
 // dict from name to tensor, readable in Python with torch.load). save
 // replaces an existing file only once the new one is complete.

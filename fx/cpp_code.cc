@@ -253,8 +253,9 @@ class Emitter {
     for (Node* input : n.all_input_nodes()) {
       const Value& v = value(input);
       if (!v.member || !declared_members_.insert(input).second) continue;
-      absl::StrAppend(&body_, "  at::Tensor& ", v.name, " = ", v.member_name,
-                      ";\n");
+      absl::StrAppend(&body_,
+                      v.kind == Kind::kBoxed ? "  c10::IValue& " : "  at::Tensor& ",
+                      v.name, " = ", v.member_name, ";\n");
     }
   }
 
@@ -389,10 +390,12 @@ class Emitter {
   }
 
   void get_attr(const Node& n) {
-    std::string member = member_name(&forward_.tensors, n.target().str());
+    const bool object = options_.objects.count(n.target().str()) > 0;
+    std::string member = member_name(
+        object ? &forward_.objects : &forward_.tensors, n.target().str());
     Value v;
     v.name = n.name();
-    v.kind = Kind::kTensor;
+    v.kind = object ? Kind::kBoxed : Kind::kTensor;
     v.member = true;
     v.member_name = member;
     values_[&n] = v;
@@ -608,7 +611,7 @@ class Emitter {
     // Bound as the executor binds them (fx/operator_schemas.h): unknown,
     // repeated or missing arguments are GraphErrors naming the node.
     const std::vector<Argument> full = full_arguments(n, schema);
-    if (schema.name().compare(0, 6, "aten::") != 0) {
+    if (schema.name().compare(0, 6, "aten::") != 0 || takes_object(schema)) {
       call_custom_operator(n, op, full, v);
       return;
     }
@@ -633,19 +636,31 @@ class Emitter {
     statement(n, absl::StrCat("auto ", v->name, " = ", call, ";"));
   }
 
+  // Whether an argument of `schema` is a script object or a list of them
+  // (aten::quantized_lstm's cell parameters), which typed calls cannot
+  // take from IValues.
+  static bool takes_object(const c10::FunctionSchema& schema) {
+    for (const c10::Argument& a : schema.arguments()) {
+      c10::TypePtr t = a.type();
+      if (t->kind() == c10::TypeKind::OptionalType) {
+        t = t->castRaw<c10::OptionalType>()->getElementType();
+      }
+      if (t->kind() == c10::TypeKind::ListType) {
+        t = t->castRaw<c10::ListType>()->getElementType();
+      }
+      if (t->kind() == c10::TypeKind::ClassType) return true;
+    }
+    return false;
+  }
+
   // An operator of another namespace (fx_onednn::conv, a user's
-  // TORCH_LIBRARY): through the dispatcher, boxed, as the GraphModule calls
-  // it; its handle is looked up once.
+  // TORCH_LIBRARY), or one that takes script objects: through the
+  // dispatcher, boxed, as the GraphModule calls it; its handle is looked up
+  // once. Several results make a boxed tuple.
   void call_custom_operator(const Node& n, const c10::OperatorHandle& op,
                             const std::vector<Argument>& full, Value* v) {
     const c10::FunctionSchema& schema = op.schema();
     const auto& returns = schema.returns();
-    if (returns.size() > 1) {
-      throw GraphError(absl::StrCat(
-          "codegen: %", n.name(), " calls ", schema.name(),
-          ", which returns ", returns.size(),
-          " values; generated code calls custom operators of one result"));
-    }
     const auto& params = schema.arguments();
     std::vector<std::string> items;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -663,6 +678,10 @@ class Emitter {
         "};\n  ", handle, ".callBoxed(&", stack, ");");
     if (returns.empty()) {
       v->kind = Kind::kNone;
+    } else if (returns.size() > 1) {
+      v->kind = Kind::kBoxed;
+      absl::StrAppend(&code, "\n  c10::IValue ", v->name,
+                      " = c10::ivalue::Tuple::create(std::move(", stack, "));");
     } else {
       const bool tensor =
           returns[0].type()->kind() == c10::TypeKind::TensorType;
@@ -709,6 +728,22 @@ class Emitter {
                               "))");
         default:
           break;
+      }
+    }
+    if (t->kind() == c10::TypeKind::ListType && arg.is_sequence()) {
+      const c10::TypePtr& elem = t->castRaw<c10::ListType>()->getElementType();
+      if (elem->kind() == c10::TypeKind::ClassType) {
+        // Script objects: a list of the schema's class type.
+        std::vector<std::string> items;
+        for (const Argument& e : arg.elements()) {
+          if (!e.is_node()) {
+            throw GraphError(absl::StrCat("codegen: cannot pass ", e.to_string(),
+                                          " as a script object"));
+          }
+          items.push_back(value(e.to_node()).name);
+        }
+        return absl::StrCat("fx::object_list({", absl::StrJoin(items, ", "),
+                            "})");
       }
     }
     return absl::StrCat("c10::IValue(", expression(arg, t, t), ")");
@@ -764,7 +799,7 @@ class Emitter {
       for (const Argument& e : arg.elements()) {
         tensors = tensors && return_type(e) == "at::Tensor";
       }
-      if (tensors) return "std::vector<at::Tensor>";
+      return tensors ? "std::vector<at::Tensor>" : "std::vector<c10::IValue>";
     }
     if (arg.is_tuple()) {
       std::vector<std::string> types;
@@ -787,6 +822,14 @@ class Emitter {
       return type == "c10::IValue" && v.kind != Kind::kBoxed
                  ? absl::StrCat("c10::IValue(", v.name, ")")
                  : v.name;
+    }
+    if (type == "std::vector<c10::IValue>") {
+      std::vector<std::string> items;
+      for (const Argument& e : arg.elements()) {
+        items.push_back(return_expression(e, "c10::IValue"));
+      }
+      return absl::StrCat("std::vector<c10::IValue>{",
+                          absl::StrJoin(items, ", "), "}");
     }
     if (arg.is_tuple() && type != "std::vector<at::Tensor>") {
       std::vector<std::string> items;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,12 @@ struct Forward {
     std::string name;  // "fc_weight_"
     std::string path;  // "fc.weight"
   };
-  // Tensors (at::Tensor members) and leaf modules (fx::LeafModule members)
-  // the body refers to, in order of first use.
+  // Tensors (at::Tensor members), leaf modules (fx::LeafModule members)
+  // and script objects (c10::IValue members: CodegenOptions::objects) the
+  // body refers to, in order of first use.
   std::vector<Member> tensors;
   std::vector<Member> leaf_modules;
+  std::vector<Member> objects;
 
   // A graph longer than CodegenOptions::max_nodes_per_function continues
   // in further functions, each ending by calling the next with the live
@@ -79,8 +82,12 @@ struct CodegenOptions {
   // path ("fc.weight" -> "fc_weight_").
   std::map<std::string, std::string> member_names;
   // Return a tuple or list of tensors as a std::vector<at::Tensor> (a
-  // std::tuple of hundreds of elements is slow to compile).
+  // std::tuple of hundreds of elements is slow to compile), and a tuple
+  // holding other values too as a std::vector<c10::IValue>.
   bool tensors_as_vector = false;
+  // get_attr paths that hold script objects (GraphModuleImpl's object
+  // attributes): c10::IValue members, passed to operators boxed.
+  std::set<std::string> objects;
   // Split the body after about this many nodes into further functions
   // (Forward::parts), so that compilers cope with very large graphs; 0 never
   // splits. A split waits until every value live across it is a tensor, a

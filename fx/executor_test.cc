@@ -18,7 +18,7 @@ using fx::Node;
 
 fx::ExecutionEnvironment environment(std::map<std::string, at::Tensor>* tensors) {
   fx::ExecutionEnvironment env;
-  env.tensor = [tensors](const std::string& path) {
+  env.attribute = [tensors](const std::string& path) -> c10::IValue {
     auto it = tensors->find(path);
     if (it == tensors->end()) throw fx::GraphError("no tensor " + path);
     return it->second;

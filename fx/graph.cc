@@ -523,10 +523,11 @@ void Graph::lint() const {
         if (n->args().size() != 1) fail(n, "output takes exactly one arg");
         break;
       case Opcode::kGetAttr:
-        if (owner_ && !owner_->has_tensor_attribute(n->target().str())) {
+        if (owner_ && !owner_->has_tensor_attribute(n->target().str()) &&
+            !owner_->has_object_attribute(n->target().str())) {
           fail(n, absl::StrCat("get_attr target '", n->target().str(),
-                               "' is not a parameter, buffer or constant of "
-                               "the owning GraphModule"));
+                               "' is not a parameter, buffer, constant or "
+                               "object of the owning GraphModule"));
         }
         break;
       case Opcode::kCallModule:

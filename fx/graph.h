@@ -136,6 +136,10 @@ class GraphOwner {
  public:
   virtual ~GraphOwner() = default;
   virtual bool has_tensor_attribute(const std::string& path) const = 0;
+  // A script object (a torchbind class's instance) a get_attr may read.
+  virtual bool has_object_attribute(const std::string& /*path*/) const {
+    return false;
+  }
   virtual bool has_leaf_module(const std::string& path) const = 0;
 };
 

@@ -48,6 +48,36 @@ GraphModuleImpl::GraphModuleImpl(std::unique_ptr<Graph> graph,
                                  Attributes attributes)
     : GraphModuleImpl(nullptr, std::move(graph), std::move(attributes)) {}
 
+GraphModuleImpl::GraphModuleImpl(std::unique_ptr<Graph> graph,
+                                 Attributes attributes,
+                                 std::vector<InitStep> init_steps)
+    : torch::nn::Module("GraphModule"), graph_(std::make_unique<Graph>()) {
+  if (!graph) throw GraphError("GraphModule: the graph is null");
+  graph_->output(Argument());
+  graph_->set_owner(this);
+  // Leaf modules first, so that tensors under a leaf's path reuse it.
+  for (const auto& [path, leaf] : attributes.modules) {
+    register_leaf_module(path, leaf);
+  }
+  for (const auto& [path, tensor] : attributes.parameters) {
+    register_tensor_attribute(path, tensor, /*is_parameter=*/true);
+  }
+  for (const auto& [path, tensor] : attributes.buffers) {
+    register_tensor_attribute(path, tensor, /*is_parameter=*/false);
+  }
+  for (InitStep& step : init_steps) add_init_step(std::move(step));
+  attributes.parameters.clear();
+  attributes.buffers.clear();
+  graph->lint();
+  take_attributes(*graph, nullptr, attributes);
+  traced_training_ = attributes.traced_training;
+  if (traced_training_) train(*traced_training_);
+  graph_->set_owner(nullptr);
+  graph_ = std::move(graph);
+  graph_->set_owner(this);
+  recompile();
+}
+
 GraphModuleImpl::~GraphModuleImpl() {
   if (graph_) graph_->set_owner(nullptr);
 }
@@ -127,7 +157,7 @@ void GraphModuleImpl::take_attributes(
     } else if (auto buffer = attributes.buffers.find(path);
                buffer != attributes.buffers.end()) {
       found.push_back({&path, buffer->second, false});
-    } else if (tensors_.count(path)) {
+    } else if (tensors_.count(path) || objects_.count(path)) {
       continue;
     } else if (const auto* in_root = root_tensors.find(path)) {
       found.push_back({&path, in_root->first, in_root->second});
@@ -292,6 +322,17 @@ at::Tensor GraphModuleImpl::fetch_attr(const std::string& path) const {
   return it->second;
 }
 
+c10::IValue GraphModuleImpl::fetch_attribute(const std::string& path) const {
+  if (auto it = tensors_.find(path); it != tensors_.end()) return it->second;
+  if (auto it = objects_.find(path); it != objects_.end()) return it->second;
+  throw GraphError(absl::StrCat("GraphModule has no tensor or object '", path,
+                                "'"));
+}
+
+bool GraphModuleImpl::has_object_attribute(const std::string& path) const {
+  return objects_.count(path) > 0;
+}
+
 const LeafModule* GraphModuleImpl::leaf_module(const std::string& path) const {
   auto it = leaves_.find(path);
   return it == leaves_.end() ? nullptr : &it->second;
@@ -318,8 +359,8 @@ namespace {
 
 ExecutionEnvironment environment_of(const GraphModuleImpl& module) {
   ExecutionEnvironment env;
-  env.tensor = [&module](const std::string& path) {
-    return module.fetch_attr(path);
+  env.attribute = [&module](const std::string& path) {
+    return module.fetch_attribute(path);
   };
   env.module = [&module](const std::string& path) {
     return module.leaf_module(path);
@@ -343,13 +384,23 @@ void GraphModuleImpl::add_init_step(InitStep step) {
   if (!result.isTuple() ||
       result.toTupleRef().elements().size() != step.outputs.size()) {
     throw GraphError(absl::StrCat("an init graph must return a tuple of ",
-                                  step.outputs.size(), " tensors"));
+                                  step.outputs.size(), " values"));
   }
   const auto& values = result.toTupleRef().elements();
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!values[i].isTensor()) {
+    if (!values[i].isTensor() && !values[i].isObject()) {
       throw GraphError(absl::StrCat("init graph output ", i, " (",
-                                    step.outputs[i], ") is not a tensor"));
+                                    step.outputs[i],
+                                    ") is neither a tensor nor a script "
+                                    "object, but a ",
+                                    values[i].tagKind()));
+    }
+    if (values[i].isTensor() ? objects_.count(step.outputs[i]) > 0
+                             : tensors_.count(step.outputs[i]) > 0) {
+      throw GraphError(absl::StrCat("init graph output ", i, " (",
+                                    step.outputs[i],
+                                    ") would replace an attribute of another "
+                                    "kind"));
     }
   }
   // Folded values are computed copies: an output that shares memory with a
@@ -358,12 +409,21 @@ void GraphModuleImpl::add_init_step(InitStep step) {
   // optimizer.step()) nor blocks them (views made in no_grad mode).
   absl::flat_hash_set<const c10::StorageImpl*> read;
   for (Node* n : step.graph->find_nodes(Opcode::kGetAttr)) {
+    if (!has_tensor_attribute(n->target().str())) continue;
     const at::Tensor t = fetch_attr(n->target().str());
     if (t.defined() && t.has_storage()) {
       read.insert(t.storage().unsafeGetStorageImpl());
     }
   }
   for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].isObject()) {
+      // Immutable once made (packed weights): run_init replaces it.
+      if (objects_.count(step.outputs[i]) > 0) {
+        replaced_since_compile_ = step.outputs[i];
+      }
+      objects_[step.outputs[i]] = values[i];
+      continue;
+    }
     at::Tensor t = values[i].toTensor();
     if (t.defined() && t.has_storage() &&
         read.contains(t.storage().unsafeGetStorageImpl())) {
@@ -454,32 +514,59 @@ c10::IValue GraphModuleImpl::forward(std::vector<c10::IValue> inputs) {
 
 std::shared_ptr<GraphModuleImpl> GraphModuleImpl::copy() const {
   Attributes attributes;
-  for (const auto& [path, tensor] : tensors_) {
-    (is_parameter_.at(path) ? attributes.parameters : attributes.buffers)
-        .emplace(path, tensor);
-  }
   attributes.modules = leaves_;
   attributes.traced_training = traced_training_;
-  auto copy = std::make_shared<GraphModuleImpl>(graph_->clone(),
-                                                std::move(attributes));
-  // What only the init steps read (say, the weights folded into others).
+  if (objects_.empty()) {
+    for (const auto& [path, tensor] : tensors_) {
+      (is_parameter_.at(path) ? attributes.parameters : attributes.buffers)
+          .emplace(path, tensor);
+    }
+    auto copy = std::make_shared<GraphModuleImpl>(graph_->clone(),
+                                                  std::move(attributes));
+    // What only the init steps read (say, the weights folded into others).
+    for (const auto& [path, tensor] : tensors_) {
+      if (!copy->has_tensor_attribute(path)) {
+        copy->register_tensor_attribute(path, tensor, is_parameter_.at(path));
+      }
+    }
+    copy->init_steps_ = init_steps_;  // graphs are immutable once added
+    if (!traced_training_) copy->train(is_training());
+    return copy;
+  }
+  // The graph reads objects: give the copy this module's tensors and
+  // objects (shared: objects are immutable once made), then the graph.
+  auto stub = std::make_unique<Graph>();
+  stub->output(Argument());
+  auto copy = std::make_shared<GraphModuleImpl>(std::move(stub), Attributes{});
+  for (Node* n : graph_->find_nodes(Opcode::kGetAttr)) {
+    const std::string& path = n->target().str();
+    auto it = tensors_.find(path);
+    if (it != tensors_.end() && !copy->has_tensor_attribute(path)) {
+      copy->register_tensor_attribute(path, it->second, is_parameter_.at(path));
+    }
+  }
   for (const auto& [path, tensor] : tensors_) {
     if (!copy->has_tensor_attribute(path)) {
       copy->register_tensor_attribute(path, tensor, is_parameter_.at(path));
     }
   }
-  copy->init_steps_ = init_steps_;  // graphs are immutable once added
+  copy->objects_ = objects_;
+  copy->init_steps_ = init_steps_;
+  copy->set_graph(graph_->clone(), std::move(attributes));
   if (!traced_training_) copy->train(is_training());
   return copy;
 }
 
 std::string GraphModuleImpl::code() const {
-  return codegen::emit_forward(*graph_).text();
+  codegen::CodegenOptions options;
+  for (const auto& item : objects_) options.objects.insert(item.first);
+  return codegen::emit_forward(*graph_, options).text();
 }
 
 std::string GraphModuleImpl::print_readable() const {
   codegen::CodegenOptions options;
   options.tensor_meta_comments = true;
+  for (const auto& item : objects_) options.objects.insert(item.first);
   codegen::Forward forward = codegen::emit_forward(*graph_, options);
   std::string out = "class GraphModule : public torch::nn::Module {\n public:\n";
   absl::StrAppend(&out, "  ", forward.signature, " {\n");
@@ -487,7 +574,8 @@ std::string GraphModuleImpl::print_readable() const {
     if (!line.empty()) absl::StrAppend(&out, "  ", line, "\n");
   }
   absl::StrAppend(&out, "  }\n");
-  if (!forward.tensors.empty() || !forward.leaf_modules.empty()) {
+  if (!forward.tensors.empty() || !forward.leaf_modules.empty() ||
+      !forward.objects.empty()) {
     absl::StrAppend(&out, "\n private:\n");
   }
   for (const auto& member : forward.tensors) {
@@ -500,6 +588,12 @@ std::string GraphModuleImpl::print_readable() const {
   for (const auto& member : forward.leaf_modules) {
     absl::StrAppend(&out, "  fx::LeafModule ", member.name, ";  // ",
                     member.path, "\n");
+  }
+  for (const auto& member : forward.objects) {
+    auto it = objects_.find(member.path);
+    absl::StrAppend(&out, "  c10::IValue ", member.name, ";  // ", member.path,
+                    it == objects_.end() ? "" : ": " + it->second.type()->str(),
+                    "\n");
   }
   return out + "};\n";
 }
@@ -514,7 +608,7 @@ void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
     // take_attributes names missing targets.)
     static const LeafModule unchecked;
     ExecutionEnvironment env;
-    env.tensor = [](const std::string&) { return at::Tensor(); };
+    env.attribute = [](const std::string&) { return c10::IValue(); };
     env.module = [](const std::string&) { return &unchecked; };
     Executor check(*graph, env);
   }

@@ -64,6 +64,13 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   GraphModuleImpl(const std::shared_ptr<torch::nn::Module>& root,
                   std::unique_ptr<Graph> graph, Attributes attributes = {});
   GraphModuleImpl(std::unique_ptr<Graph> graph, Attributes attributes);
+  struct InitStep;
+  // With init steps: registers every tensor of `attributes`, runs
+  // `init_steps` in order (they read those tensors and each other's
+  // outputs), then takes `graph`, which may read what the steps made
+  // (script objects included). What fx::load and convert_fx build.
+  GraphModuleImpl(std::unique_ptr<Graph> graph, Attributes attributes,
+                  std::vector<InitStep> init_steps);
   ~GraphModuleImpl() override;
 
   Graph& graph() { return *graph_; }
@@ -89,9 +96,21 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // fetch_attr; Graph::get_attr makes the node, Interpreter::get_attr runs
   // it). Throws fx::GraphError if there is none.
   at::Tensor fetch_attr(const std::string& path) const;
+  // What a get_attr of `path` reads: the tensor, or the script object.
+  // Throws fx::GraphError if there is neither.
+  c10::IValue fetch_attribute(const std::string& path) const;
   // The leaf module at `path`, or nullptr.
   const LeafModule* leaf_module(const std::string& path) const;
   bool has_tensor_attribute(const std::string& path) const override;
+  // Script objects: instances of LibTorch's torchbind classes (quantized
+  // packed weights, say) that init steps compute, as torch.fx keeps
+  // ScriptObjects as attributes. A get_attr reads one like a tensor; they
+  // are neither parameters nor buffers, and are never saved: fx::save keeps
+  // the init step that makes one and fx::load runs it again.
+  bool has_object_attribute(const std::string& path) const override;
+  const std::map<std::string, c10::IValue>& object_attributes() const {
+    return objects_;
+  }
   // Whether the tensor attribute at `path` is registered as a parameter
   // (else a buffer). Throws fx::GraphError if there is none.
   bool is_parameter(const std::string& path) const;
@@ -107,9 +126,10 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // Graphs that compute attributes from other attributes, once, before the
   // main graph runs (torch.fx's split_const_subgraphs: the const subgraph).
   // An init graph has no placeholders; its output is a tuple whose element
-  // i is stored as `outputs[i]`, a parameter that requires no gradient (as
-  // torch.fx stores folded attributes). Steps run in order, so a later one
-  // may read what an earlier one made.
+  // i is stored as `outputs[i]`: a tensor as a parameter that requires no
+  // gradient (as torch.fx stores folded attributes), a script object as an
+  // object attribute. Steps run in order, so a later one may read what an
+  // earlier one made.
   struct InitStep {
     std::shared_ptr<const Graph> graph;
     std::vector<std::string> outputs;
@@ -163,6 +183,7 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   std::map<std::string, at::Tensor> tensors_;
   absl::flat_hash_map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;
+  std::map<std::string, c10::IValue> objects_;
   // The module at each qualified path walked so far; ordered, so that the
   // paths below one are a range, and looked up by std::string_view.
   std::map<std::string, torch::nn::Module*, std::less<>> modules_;

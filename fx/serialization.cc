@@ -527,17 +527,19 @@ GraphModule load_from_bytes(const std::string& bytes,
     steps.push_back(std::move(step));
   }
 
-  GraphModule gm(std::move(graph), std::move(attributes));
-  for (const auto& [name, t] : saved) {
-    if (!gm->has_tensor_attribute(name)) {
-      gm->register_tensor_attribute(name, t.tensor, t.is_parameter);
+  if (steps.empty()) {
+    GraphModule gm(std::move(graph), std::move(attributes));
+    for (const auto& [name, t] : saved) {
+      if (!gm->has_tensor_attribute(name)) {
+        gm->register_tensor_attribute(name, t.tensor, t.is_parameter);
+      }
     }
+    return gm;
   }
-  if (!steps.empty()) {
-    for (auto& step : steps) gm->add_init_step(std::move(step));
-    gm->recompile();
-  }
-  return gm;
+  // The steps run before the graph is taken: it may read objects they make
+  // (packed weights), which a file does not hold.
+  return GraphModule(std::make_shared<GraphModuleImpl>(
+      std::move(graph), std::move(attributes), std::move(steps)));
 }
 
 }  // namespace

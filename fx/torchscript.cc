@@ -68,6 +68,13 @@ class Exporter {
     for (const auto& [path, tensor] : gm_.tensor_attributes()) {
       add_tensor(path, tensor, gm_.is_parameter(path));
     }
+    // Script objects (packed weights) as attributes of their class's type:
+    // torch::jit::save pickles them with their own __getstate__.
+    for (const auto& [path, object] : gm_.object_attributes()) {
+      std::string name;
+      torch::jit::Module parent = parent_of(path, &name);
+      parent.register_attribute(name, object.type(), object);
+    }
     self_ = graph_->addInput("self");
     self_->setType(root_.type());
     for (const Node* n : gm_.graph().nodes()) node(*n);
@@ -83,8 +90,9 @@ class Exporter {
                                   n.format_node(), "): ", why));
   }
 
-  void add_tensor(const std::string& path, const at::Tensor& tensor,
-                  bool parameter) {
+  // The submodule holding `path`'s last part (made as needed), which is
+  // stored in `name`.
+  torch::jit::Module parent_of(const std::string& path, std::string* name) {
     std::vector<std::string> parts = absl::StrSplit(path, '.');
     torch::jit::Module parent = root_;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -97,10 +105,18 @@ class Exporter {
         parent = child;
       }
     }
+    *name = parts.back();
+    return parent;
+  }
+
+  void add_tensor(const std::string& path, const at::Tensor& tensor,
+                  bool parameter) {
+    std::string name;
+    torch::jit::Module parent = parent_of(path, &name);
     if (parameter) {
-      parent.register_parameter(parts.back(), tensor, /*is_buffer=*/false);
+      parent.register_parameter(name, tensor, /*is_buffer=*/false);
     } else {
-      parent.register_buffer(parts.back(), tensor);
+      parent.register_buffer(name, tensor);
     }
   }
 

@@ -132,7 +132,7 @@ c10::IValue Interpreter::placeholder(const Node& /*node*/,
 c10::IValue Interpreter::get_attr(const Node& /*node*/, const Target& target,
                                   std::vector<c10::IValue> /*args*/,
                                   IValueKwargs /*kwargs*/) {
-  return module_->fetch_attr(target.str());
+  return module_->fetch_attribute(target.str());
 }
 
 namespace {

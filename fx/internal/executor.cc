@@ -131,7 +131,7 @@ class Compiler {
           program_->input_slots.push_back(program_->num_slots++);
           break;
         case Opcode::kGetAttr:
-          constants_[n] = env_.tensor(n->target().str());
+          constants_[n] = env_.attribute(n->target().str());
           break;
         case Opcode::kOutput:
           program_->output = source(*n, n->args().at(0), nullptr);

@@ -23,8 +23,9 @@ namespace fx {
 
 // Where a graph's get_attr and call_module targets come from.
 struct ExecutionEnvironment {
-  // The tensor at a qualified path; throws (fx::GraphError) if none.
-  std::function<at::Tensor(const std::string& path)> tensor;
+  // The tensor or script object at a qualified path; throws
+  // (fx::GraphError) if none.
+  std::function<c10::IValue(const std::string& path)> attribute;
   // The leaf module at a qualified path; nullptr if none.
   std::function<const LeafModule*(const std::string& path)> module;
 };
