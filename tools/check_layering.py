@@ -5,7 +5,8 @@ The folders form layers, and dependencies point one way only (down):
 
     tools, fuzz                        the command-line tool, benchmarks, fuzzers
     codegen                            classes generated at build time
-    lowering                           lowering to oneDNN (fx_onednn operators)
+    lowering, quantization             lowering to oneDNN (fx_onednn operators);
+                                       int8 quantization (fx_quant operators)
     passes                             graph transformations and analyses
     interpreter                        Interpreter, Transformer, ShapeProp
     models                             the bundled models (the demo, the zoo)
@@ -32,15 +33,18 @@ ALLOWED = {
     "interpreter": {"fx"},
     "passes": {"fx", "interpreter"},
     "lowering": {"fx", "interpreter", "passes"},
-    "codegen": {"fx", "interpreter", "passes", "lowering"},
+    "quantization": {"fx", "interpreter", "passes"},
+    "codegen": {"fx", "interpreter", "passes", "lowering", "quantization"},
     "fuzz": {"fx", "models", "interpreter", "passes"},
-    "tools": {"fx", "models", "interpreter", "passes", "lowering", "codegen"},
-    "testdata": {"fx", "models", "interpreter", "passes", "lowering", "codegen"},
+    "tools": {"fx", "models", "interpreter", "passes", "lowering",
+              "quantization", "codegen"},
+    "testdata": {"fx", "models", "interpreter", "passes", "lowering",
+                 "quantization", "codegen"},
     "third_party": set(),
 }
 # Tests include what they test and the fixtures above it.
-TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "lowering", "codegen",
-                "testdata",
+TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "lowering",
+                "quantization", "codegen", "testdata",
                 "third_party", "fuzz"}
 # Headers of third_party that any file may include (Catch2's wrapper).
 ANYWHERE = {"third_party/catch.h"}

@@ -10,8 +10,11 @@
 //   bazel run //tools:fx -- trace /tmp/resnet50.fx --print=tabular
 //   bazel run //tools:fx -- trace model.pt --input=1x3x224x224
 //       --passes=fuse_conv_bn --torchscript=/tmp/folded.pt
+//   bazel run //tools:fx -- quantize resnet18 --calibrate=random:8
+//       --engine=onednn --report --save=/tmp/resnet18_int8.fx
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <fstream>
 #include <iostream>
@@ -26,6 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -38,6 +42,8 @@
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
 #include "models/zoo.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
 
 ABSL_FLAG(std::string, print, "graph",
           "what `trace` prints after the passes, comma-separated: graph, "
@@ -63,6 +69,19 @@ ABSL_FLAG(std::vector<std::string>, input, {},
 ABSL_FLAG(std::string, torchscript, "",
           "export the GraphModule (after the passes) as TorchScript to this "
           "file (torch.jit.load reads it)");
+ABSL_FLAG(std::string, calibrate, "random:8",
+          "quantize: the calibration data, random:N (N batches of normal "
+          "noise shaped like the inputs) or a directory whose files (in "
+          "name order) each hold one batch: a tensor, or a list of tensors "
+          "for several inputs, as torch.save writes them");
+ABSL_FLAG(std::string, engine, "onednn",
+          "quantize: the quantized engine, onednn (x86) or qnnpack (ARM)");
+ABSL_FLAG(bool, dynamic, false,
+          "quantize: dynamic quantization (linear layers and LSTMs; no "
+          "calibration) instead of static");
+ABSL_FLAG(bool, report, false,
+          "quantize: print each quantized node's SQNR against float32 "
+          "(on up to 4 calibration batches)");
 ABSL_FLAG(double, peak_gflops, 100,
           "the roofline machine's peak GFLOP/s (--cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
@@ -91,7 +110,14 @@ constexpr char kUsage[] =
     "[--torchscript=OUT.pt]\n"
     "                                  the same for a TorchScript file "
     "(torch.jit.save);\n"
-    "                                  export the result as TorchScript\n";
+    "                                  export the result as TorchScript\n"
+    "  fx quantize MODEL [--input=...] [--calibrate=random:N|DIR] "
+    "[--engine=onednn]\n"
+    "           [--dynamic] [--report] [--save=FILE] [--torchscript=FILE]\n"
+    "                                  int8 post-training quantization "
+    "(prepare,\n"
+    "                                  calibrate, convert) of a bundled "
+    "model or a file\n";
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
@@ -345,22 +371,33 @@ fx::GraphModule load_file(const std::string& path) {
   }
 }
 
-int trace(const std::string& name) {
+// A bundled model traced, or a file read (load_file); null after saying
+// why not. `inputs` gets the example inputs when known.
+fx::GraphModule open_model(const std::string& command, const std::string& name,
+                           std::vector<c10::IValue>* inputs) {
   std::vector<std::string> names = models::zoo_model_names();
-  fx::GraphModule module{nullptr};
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     Traced t = trace_zoo_model(name);
     print_stats(t);
-    module = t.module;
-  } else if (std::ifstream(name).good()) {
-    module = load_file(name);
-    if (!module) return 2;
-  } else {
-    std::cerr << "fx trace: '" << name
-              << "' is neither a bundled model (`fx zoo` lists them) nor a "
-                 "readable file\n";
-    return 2;
+    *inputs = t.model.example_inputs;
+    return t.module;
   }
+  if (std::ifstream(name).good()) {
+    for (const std::string& spec : absl::GetFlag(FLAGS_input)) {
+      inputs->push_back(fx::example_input(spec));
+    }
+    return load_file(name);
+  }
+  std::cerr << "fx " << command << ": '" << name
+            << "' is neither a bundled model (`fx zoo` lists them) nor a "
+               "readable file\n";
+  return fx::GraphModule(nullptr);
+}
+
+int trace(const std::string& name) {
+  std::vector<c10::IValue> inputs;
+  fx::GraphModule module = open_model("trace", name, &inputs);
+  if (!module) return 2;
   const size_t nodes_before = module->graph().size();
   std::string passes = absl::GetFlag(FLAGS_passes);
   if (!passes.empty()) {
@@ -398,6 +435,144 @@ int trace(const std::string& name) {
 
 }  // namespace
 
+// One calibration batch per entry (the forward's inputs).
+std::vector<std::vector<c10::IValue>> calibration_batches(
+    const std::vector<c10::IValue>& examples) {
+  const std::string spec = absl::GetFlag(FLAGS_calibrate);
+  std::vector<std::vector<c10::IValue>> batches;
+  if (absl::StartsWith(spec, "random:")) {
+    int n = 0;
+    if (!absl::SimpleAtoi(spec.substr(7), &n) || n <= 0) {
+      throw fx::QuantizationError("--calibrate=" + spec +
+                                  ": give a positive count, e.g. random:8");
+    }
+    if (examples.empty()) {
+      throw fx::QuantizationError(
+          "--calibrate=random:N needs the inputs' shapes: give --input");
+    }
+    for (int i = 0; i < n; ++i) {
+      torch::manual_seed(1000 + i);
+      std::vector<c10::IValue> batch;
+      for (const c10::IValue& e : examples) {
+        batch.push_back(e.isTensor() && e.toTensor().is_floating_point()
+                            ? c10::IValue(torch::randn_like(e.toTensor()))
+                            : e);
+      }
+      batches.push_back(std::move(batch));
+    }
+    return batches;
+  }
+  std::error_code error;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(spec, error)) {
+    if (entry.is_regular_file()) files.push_back(entry.path().string());
+  }
+  if (error) {
+    throw fx::QuantizationError("--calibrate=" + spec +
+                                ": neither random:N nor a readable directory (" +
+                                error.message() + ")");
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    throw fx::QuantizationError("--calibrate=" + spec +
+                                ": the directory holds no files");
+  }
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                            std::istreambuf_iterator<char>()};
+    c10::IValue v;
+    try {
+      v = torch::pickle_load(bytes);
+    } catch (const c10::Error& e) {
+      throw fx::QuantizationError(
+          "--calibrate: " + file + " is not a tensor file (torch.save): " +
+          e.what_without_backtrace());
+    }
+    std::vector<c10::IValue> batch;
+    if (v.isTensor()) {
+      batch.push_back(v);
+    } else if (v.isList() || v.isTuple()) {
+      for (const c10::IValue& e : v.isList() ? v.toListRef()
+                                              : v.toTupleRef().elements()) {
+        batch.push_back(e);
+      }
+    } else {
+      throw fx::QuantizationError("--calibrate: " + file +
+                                  " holds neither a tensor nor a list of "
+                                  "tensors");
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+void progress(const char* what, size_t done, size_t total) {
+  const size_t width = 30;
+  const size_t filled = total == 0 ? width : done * width / total;
+  std::cerr << "\r" << what << " [" << std::string(filled, '#')
+            << std::string(width - filled, '.') << "] " << done << "/"
+            << total << (done == total ? "\n" : "") << std::flush;
+}
+
+int quantize(const std::string& name) {
+  std::vector<c10::IValue> examples;
+  fx::GraphModule module = open_model("quantize", name, &examples);
+  if (!module) return 2;
+  const std::string engine = absl::GetFlag(FLAGS_engine);
+  fx::set_quantized_engine(engine);
+  torch::NoGradGuard no_grad;
+  const auto start = std::chrono::steady_clock::now();
+  fx::GraphModule quantized{nullptr};
+  fx::GraphModule prepared{nullptr};
+  std::vector<std::vector<c10::IValue>> batches;
+  if (absl::GetFlag(FLAGS_dynamic)) {
+    fx::DynamicOptions options;
+    options.engine = engine;
+    quantized = fx::quantize_dynamic_fx(module, options);
+    prepared = module;
+    if (!examples.empty()) batches.push_back(examples);
+  } else {
+    prepared = fx::prepare_fx(module, fx::get_default_qconfig_mapping(engine),
+                              examples);
+    batches = calibration_batches(examples);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      progress("calibrating", i, batches.size());
+      prepared->forward(batches[i]);
+    }
+    progress("calibrating", batches.size(), batches.size());
+    quantized = fx::convert_fx(prepared);
+  }
+  std::cerr << "quantized " << name << " for " << engine << " in "
+            << milliseconds_since(start) << " ms: "
+            << fx::summarize_quantized(quantized).to_string() << "\n";
+  if (!print_what(quantized)) return 2;
+  if (absl::GetFlag(FLAGS_report) && !batches.empty()) {
+    std::vector<std::vector<c10::IValue>> some(
+        batches.begin(), batches.begin() + std::min<size_t>(4, batches.size()));
+    std::cout << fx::format_quantization_report(
+        fx::quantization_report(prepared, quantized, some));
+  }
+  if (!examples.empty()) {
+    const c10::IValue want = module->forward(examples);
+    const c10::IValue got = quantized->forward(examples);
+    if (want.isTensor() && got.isTensor()) {
+      std::cout << absl::StrFormat(
+          "output SQNR against float32 on the example input: %.1f dB\n",
+          fx::sqnr_db(want.toTensor(), got.toTensor()));
+    }
+  }
+  if (!absl::GetFlag(FLAGS_torchscript).empty()) {
+    fx::to_torchscript(quantized).save(absl::GetFlag(FLAGS_torchscript));
+    std::cerr << "wrote " << absl::GetFlag(FLAGS_torchscript) << "\n";
+  }
+  if (!absl::GetFlag(FLAGS_save).empty()) {
+    fx::save(quantized, absl::GetFlag(FLAGS_save));
+    std::cerr << "wrote " << absl::GetFlag(FLAGS_save) << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -411,6 +586,7 @@ int main(int argc, char** argv) {
     if (command == "zoo" && args.size() == 2) return zoo();
     if (command == "passes" && args.size() == 2) return list_passes();
     if (command == "trace" && args.size() == 3) return trace(args[2]);
+    if (command == "quantize" && args.size() == 3) return quantize(args[2]);
   } catch (const fx::Error& e) {
     std::cerr << "fx " << command << ": " << e.what() << "\n";
     return 1;

@@ -64,6 +64,39 @@ check "a lowered GraphModule loads (packing again) and prints" 0 \
   "call_function\[target=fx_onednn::conv_add_\]" -- \
   "$fx" trace "$out/lowered.fx" --print=graph
 
+# int8 quantization: calibration from random batches and from a directory
+# of torch.save files, the report, saving, loading (packing again).
+check "quantize a bundled model, report and save it" 0 "SQNR \(dB\)" -- \
+  "$fx" quantize lenet --calibrate=random:4 --print=none --report \
+  --save="$out/lenet_int8.fx"
+check "a quantized GraphModule loads and prints" 0 \
+  "call_function\[target=quantized::conv2d_relu.new\]" -- \
+  "$fx" trace "$out/lenet_int8.fx" --print=graph
+mkdir -p "$out/calibration"
+/usr/bin/python3 -c "
+import torch
+for i in range(3):
+    torch.save(torch.randn(1, 3, 224, 224), '$out/calibration/%d.pt' % i)
+"
+check "quantize TorchScript with calibration files, to TorchScript" 0 \
+  "wrote $out/int8.pt" -- \
+  "$fx" quantize "$out/resnet18_traced.pt" --input=1x3x224x224 \
+  --calibrate="$out/calibration" --print=none --torchscript="$out/int8.pt"
+check "the exported int8 TorchScript runs in Python" 0 "^ran" -- \
+  /usr/bin/python3 -c "
+import torch
+m = torch.jit.load('$out/int8.pt')
+y = m(torch.randn(1, 3, 224, 224))
+print('ran', tuple(y.shape))
+"
+check "dynamic quantization of an LSTM" 0 "aten::quantized_lstm" -- \
+  "$fx" quantize lstm_tagger --dynamic --print=graph
+check "an unknown engine names the available ones" 1 \
+  "unknown quantization engine 'fbgemm'.*onednn" -- \
+  "$fx" quantize lenet --engine=fbgemm
+check "calibration needs data" 1 "neither random:N nor a readable directory" -- \
+  "$fx" quantize lenet --calibrate="$out/no_such_dir"
+
 if [ "$failures" -eq 0 ]; then
   echo "All tests passed ($checks assertions in 1 test case)"
   exit 0

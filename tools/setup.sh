@@ -4,9 +4,10 @@
 # Catch2, abseil, graphviz, the locale sources (a test builds a locale with
 # a decimal comma), clang-14 with its sanitizer and libFuzzer runtimes (the
 # fuzzers and the sanitized test run) and Python torch/torchvision (the
-# torch.fx reference the benchmarks compare against), and CMake with ccache
-# (the CMake build and its consumer example). Does nothing when all are
-# there.
+# torch.fx reference the benchmarks compare against), CMake with ccache
+# (the CMake build and its consumer example), oneDNN's headers (the
+# lowering) and scikit-learn (its digits data set: the quantization
+# accuracy test). Does nothing when all are there.
 set -euo pipefail
 
 packages=(
@@ -25,6 +26,7 @@ packages=(
   cmake
   ccache
   libdnnl-dev
+  python3-sklearn
 )
 
 missing=()

@@ -107,7 +107,8 @@ test_workspace . --config=fuzz //fx/... //interpreter/... //passes/... //fuzz/..
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
-for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference; do
+for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \
+    benchmark_quantization; do
   one_case "$benchmark --quick" bazel run "//tools:$benchmark" -- --quick
 done
 

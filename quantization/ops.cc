@@ -1,0 +1,125 @@
+#include "quantization/ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "quantization/observer.h"
+#include "quantization/qconfig.h"
+
+namespace fx {
+namespace quantization {
+void register_operators() {}
+}  // namespace quantization
+
+namespace {
+
+at::Tensor observe_op(const at::Tensor& self, const at::Tensor& state,
+                      c10::string_view observer, c10::ScalarType dtype,
+                      c10::string_view qscheme, int64_t quant_min,
+                      int64_t quant_max, double eps, double averaging_constant,
+                      int64_t ch_axis, c10::string_view /*role*/) {
+  const ObserverSpec spec = spec_from_arguments(
+      std::string(observer), dtype, std::string(qscheme), quant_min, quant_max,
+      eps, averaging_constant, ch_axis);
+  observe(spec, self, state);
+  return self;
+}
+
+at::Tensor observe_meta(const at::Tensor& self, const at::Tensor&,
+                        c10::string_view, c10::ScalarType, c10::string_view,
+                        int64_t, int64_t, double, double, int64_t,
+                        c10::string_view) {
+  return self;
+}
+
+at::Tensor quantize_weight_op(const at::Tensor& weight,
+                              c10::string_view observer, c10::ScalarType dtype,
+                              c10::string_view qscheme, int64_t quant_min,
+                              int64_t quant_max, double eps, int64_t ch_axis) {
+  const ObserverSpec spec =
+      spec_from_arguments(std::string(observer), dtype, std::string(qscheme),
+                          quant_min, quant_max, eps, 0.01, ch_axis);
+  TORCH_CHECK(weight.scalar_type() == at::kFloat,
+              "fx_quant::quantize_weight: the weight must be float32, got ",
+              weight.toString());
+  at::Tensor state = make_observer_state(spec, weight.sizes());
+  observe(spec, weight, state);
+  return quantize(spec, weight, calculate_qparams(spec, state));
+}
+
+// Sets the global quantized engine for one call.
+class EngineGuard {
+ public:
+  explicit EngineGuard(const std::string& engine)
+      : saved_(at::globalContext().qEngine()) {
+    set_quantized_engine(engine);
+  }
+  ~EngineGuard() { at::globalContext().setQEngine(saved_); }
+  EngineGuard(const EngineGuard&) = delete;
+  EngineGuard& operator=(const EngineGuard&) = delete;
+
+ private:
+  at::QEngine saved_;
+};
+
+// fx_quant::<name>(..., str engine): quantized::<name>(...) under `engine`.
+template <const char* kName>
+void prepack_boxed(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const std::string engine = stack->back().toStringRef();
+  stack->pop_back();
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(kName, "");
+  EngineGuard guard(engine);
+  op.callBoxed(stack);
+}
+
+constexpr char kConv1d[] = "quantized::conv1d_prepack";
+constexpr char kConv2d[] = "quantized::conv2d_prepack";
+constexpr char kConv3d[] = "quantized::conv3d_prepack";
+constexpr char kLinear[] = "quantized::linear_prepack";
+
+}  // namespace
+
+TORCH_LIBRARY(fx_quant, m) {
+  m.def(
+      "observe(Tensor(a) self, Tensor(b!) state, str observer, "
+      "ScalarType dtype, str qscheme, int quant_min, int quant_max, "
+      "float eps, float averaging_constant=0.01, int ch_axis=0, "
+      "str role=\"output\") -> Tensor(a)");
+  m.def(
+      "quantize_weight(Tensor weight, str observer, ScalarType dtype, "
+      "str qscheme, int quant_min, int quant_max, float eps, int ch_axis=0) "
+      "-> Tensor");
+  const std::string conv_args =
+      "(Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] dilation, int groups, str engine) -> "
+      "__torch__.torch.classes.quantized.";
+  m.def(("conv1d_prepack" + conv_args + "Conv2dPackedParamsBase").c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&prepack_boxed<kConv1d>>());
+  m.def(("conv2d_prepack" + conv_args + "Conv2dPackedParamsBase").c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&prepack_boxed<kConv2d>>());
+  m.def(("conv3d_prepack" + conv_args + "Conv3dPackedParamsBase").c_str(),
+        torch::CppFunction::makeFromBoxedFunction<&prepack_boxed<kConv3d>>());
+  m.def(
+      "linear_prepack(Tensor weight, Tensor? bias, str engine) -> "
+      "__torch__.torch.classes.quantized.LinearPackedParamsBase",
+      torch::CppFunction::makeFromBoxedFunction<&prepack_boxed<kLinear>>());
+}
+
+TORCH_LIBRARY_IMPL(fx_quant, CPU, m) {
+  m.impl("observe", &observe_op);
+  m.impl("quantize_weight", &quantize_weight_op);
+}
+
+TORCH_LIBRARY_IMPL(fx_quant, Meta, m) { m.impl("observe", &observe_meta); }
+
+// Calibration records values; no gradient flows through it.
+TORCH_LIBRARY_IMPL(fx_quant, Autograd, m) {
+  m.impl("observe", torch::CppFunction::makeFallthrough());
+  m.impl("quantize_weight", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace fx

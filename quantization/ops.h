@@ -1,0 +1,34 @@
+// The fx_quant operators (registered with the dispatcher when this library
+// is linked): what prepared and converted graphs call besides aten's and
+// quantized::'s own.
+//
+//   fx_quant::observe(Tensor(a) self, Tensor(b!) state, str observer,
+//       ScalarType dtype, str qscheme, int quant_min, int quant_max,
+//       float eps, float averaging_constant=0.01, int ch_axis=0,
+//       str role="output") -> Tensor(a)
+//     records self's range into state (quantization/observer.h); returns
+//     self. role tells convert_fx why it is there: "output" (the operator
+//     making self is quantized), "input" (self is quantized for the
+//     quantized operators reading it), "weight".
+//   fx_quant::quantize_weight(Tensor weight, str observer, ScalarType dtype,
+//       str qscheme, int quant_min, int quant_max, float eps,
+//       int ch_axis=0) -> Tensor
+//     observes and quantizes a weight in one step.
+//   fx_quant::conv1d_prepack / conv2d_prepack (Tensor weight, Tensor? bias,
+//       int[] stride, int[] padding, int[] dilation, int groups,
+//       str engine) -> __torch__.torch.classes.quantized.Conv2dPackedParamsBase
+//   fx_quant::conv3d_prepack(...) -> ...Conv3dPackedParamsBase
+//   fx_quant::linear_prepack(Tensor weight, Tensor? bias, str engine)
+//       -> __torch__.torch.classes.quantized.LinearPackedParamsBase
+//     quantized::*_prepack for the named engine ("onednn", "qnnpack"),
+//     whatever the global one is, so that a converted module packs for the
+//     engine it was converted for when fx::load packs again.
+#pragma once
+
+namespace fx::quantization {
+
+// A no-op: linking this library registers the operators; calling it keeps
+// the linker from dropping them.
+void register_operators();
+
+}  // namespace fx::quantization

@@ -1,0 +1,1183 @@
+#include "quantization/quantize_fx.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "fx/meta.h"
+#include "fx/operator_schemas.h"
+#include "interpreter/shape_prop.h"
+#include "passes/fuse_conv_bn.h"
+#include "passes/remove_dropout.h"
+#include "quantization/observer.h"
+#include "quantization/ops.h"
+
+namespace fx {
+namespace {
+
+// --- Matching ----------------------------------------------------------------
+bool is_call(const Node& n, std::initializer_list<const char*> names) {
+  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
+    return false;
+  }
+  const std::string name = n.target().to_string();
+  for (const char* candidate : names) {
+    if (name == candidate) return true;
+  }
+  return false;
+}
+
+bool is_observer(const Node& n) { return is_call(n, {"fx_quant::observe"}); }
+
+// `n` with observers looked through.
+Node* through_observers(Node* n) {
+  while (n != nullptr && is_observer(*n) && n->args()[0].is_node()) {
+    n = n->args()[0].to_node();
+  }
+  return n;
+}
+
+const TensorMeta* meta_of(const Node* n) {
+  return n == nullptr ? nullptr : n->meta().get(kTensorMeta);
+}
+
+bool is_float(const Node* n) {
+  const TensorMeta* m = meta_of(n);
+  return m != nullptr && m->dtype == c10::ScalarType::Float &&
+         m->device.is_cpu();
+}
+
+Argument arg(const Node& n, const std::vector<Argument>& full,
+             const char* name) {
+  return full.at(*n.target().op().schema().argumentIndexWithName(name));
+}
+
+std::optional<std::vector<int64_t>> int_list(const Argument& a, size_t n) {
+  if (a.contains_node()) return std::nullopt;
+  std::vector<int64_t> v;
+  if (a.is_int()) {
+    v.assign(n, a.to_int());
+  } else if (a.is_sequence()) {
+    for (const Argument& e : a.elements()) {
+      if (!e.is_int()) return std::nullopt;
+      v.push_back(e.to_int());
+    }
+    if (v.size() == 1) v.assign(n, v[0]);
+  } else {
+    return std::nullopt;
+  }
+  if (v.size() != n) return std::nullopt;
+  return v;
+}
+
+enum class Family {
+  kConv,
+  kLinear,
+  kAdd,
+  kMul,
+  kCat,
+  kHardswish,
+  kBatchNorm,
+};
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::kConv: return "conv";
+    case Family::kLinear: return "linear";
+    case Family::kAdd: return "add";
+    case Family::kMul: return "mul";
+    case Family::kCat: return "cat";
+    case Family::kHardswish: return "hardswish";
+    case Family::kBatchNorm: return "batch_norm";
+  }
+  return "";
+}
+
+// The weight a conv or linear reads: a get_attr, seen through observers and
+// (for linear) an aten::t.
+struct Weight {
+  Node* use = nullptr;     // the argument as the operator takes it
+  Node* attr = nullptr;    // the get_attr
+  bool transposed = false; // attr is [in, out] (the operator takes attr)
+};
+
+// One quantizable operation: its root operator, the relu fused after it,
+// and what it reads.
+struct Unit {
+  Family family;
+  Node* root = nullptr;
+  Node* relu = nullptr;
+  std::vector<Node*> activations;  // tensor inputs, as the root takes them
+  Weight weight;                   // conv, linear
+  Argument bias;                   // conv, linear: None or a get_attr
+  int64_t spatial = 0;             // conv: 1, 2 or 3
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  int64_t dim = 0;                 // cat
+  Node* output() const { return relu != nullptr ? relu : root; }
+};
+
+bool constant_tensor(const GraphModuleImpl& module, const Node* n) {
+  return n != nullptr && n->op() == Opcode::kGetAttr &&
+         module.has_tensor_attribute(n->target().str());
+}
+
+std::optional<Weight> match_weight(const GraphModuleImpl& module,
+                                   const Argument& a, bool linear) {
+  if (!a.is_node()) return std::nullopt;
+  Weight w;
+  w.use = a.to_node();
+  Node* n = through_observers(w.use);
+  if (linear && is_call(*n, {"aten::t"}) && n->args()[0].is_node()) {
+    n = through_observers(n->args()[0].to_node());
+  } else if (linear) {
+    w.transposed = true;
+  }
+  if (!constant_tensor(module, n)) return std::nullopt;
+  const at::Tensor t = module.fetch_attr(n->target().str());
+  if (!t.defined() || t.scalar_type() != at::kFloat) return std::nullopt;
+  w.attr = n;
+  return w;
+}
+
+bool constant_bias(const GraphModuleImpl& module, const Argument& bias) {
+  if (bias.is_none()) return true;
+  return bias.is_node() && constant_tensor(module, bias.to_node()) &&
+         module.fetch_attr(bias.to_node()->target().str()).scalar_type() ==
+             at::kFloat;
+}
+
+bool same_sizes(const Node* a, const Node* b) {
+  const TensorMeta* ma = meta_of(a);
+  const TensorMeta* mb = meta_of(b);
+  return ma != nullptr && mb != nullptr && ma->sizes == mb->sizes;
+}
+
+Node* only_user(const Node* n) {
+  return n->users().size() == 1 ? *n->users().begin() : nullptr;
+}
+
+std::optional<Unit> match_root(const GraphModuleImpl& module, Node* n) {
+  if (n->op() != Opcode::kCallFunction || !n->target().is_operator()) {
+    return std::nullopt;
+  }
+  Unit u;
+  u.root = n;
+  const c10::FunctionSchema& schema = n->target().op().schema();
+  if (is_call(*n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                   "aten::convolution", "aten::_convolution"})) {
+    const std::vector<Argument> full = full_arguments(*n, schema);
+    const Argument input = arg(*n, full, "input");
+    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
+    const TensorMeta* in = meta_of(input.to_node());
+    if (in->sizes.size() < 3 || in->sizes.size() > 5) return std::nullopt;
+    if (schema.argumentIndexWithName("transposed")) {
+      const Argument t = arg(*n, full, "transposed");
+      if (!t.is_bool() || t.to_bool()) return std::nullopt;
+      const auto out_pad = int_list(arg(*n, full, "output_padding"),
+                                    in->sizes.size() - 2);
+      if (!out_pad) return std::nullopt;
+      for (int64_t p : *out_pad) {
+        if (p != 0) return std::nullopt;
+      }
+    }
+    u.family = Family::kConv;
+    u.spatial = static_cast<int64_t>(in->sizes.size()) - 2;
+    auto w = match_weight(module, arg(*n, full, "weight"), false);
+    u.bias = arg(*n, full, "bias");
+    const size_t s = static_cast<size_t>(u.spatial);
+    auto stride = int_list(arg(*n, full, "stride"), s);
+    auto padding = int_list(arg(*n, full, "padding"), s);
+    auto dilation = int_list(arg(*n, full, "dilation"), s);
+    const Argument groups = arg(*n, full, "groups");
+    if (!w || !constant_bias(module, u.bias) || !stride || !padding ||
+        !dilation || !groups.is_int()) {
+      return std::nullopt;
+    }
+    u.weight = *w;
+    u.stride = *stride;
+    u.padding = *padding;
+    u.dilation = *dilation;
+    u.groups = groups.to_int();
+    u.activations = {input.to_node()};
+  } else if (is_call(*n, {"aten::linear", "aten::addmm", "aten::matmul"})) {
+    const std::vector<Argument> full = full_arguments(*n, schema);
+    const bool linear = is_call(*n, {"aten::linear"});
+    const bool addmm = is_call(*n, {"aten::addmm"});
+    const Argument input = arg(*n, full, linear ? "input" : addmm ? "mat1" : "self");
+    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
+    const TensorMeta* in = meta_of(input.to_node());
+    if (in->sizes.empty() || (addmm && in->sizes.size() != 2)) {
+      return std::nullopt;
+    }
+    u.family = Family::kLinear;
+    std::optional<Weight> w;
+    if (linear) {
+      w = match_weight(module, arg(*n, full, "weight"), true);
+      if (w) w->transposed = false;  // linear takes [out, in]
+      if (w && is_call(*through_observers(w->use), {"aten::t"})) {
+        return std::nullopt;
+      }
+      u.bias = arg(*n, full, "bias");
+    } else {
+      w = match_weight(module, arg(*n, full, addmm ? "mat2" : "other"), true);
+      u.bias = addmm ? arg(*n, full, "self") : Argument();
+      if (addmm) {
+        const Argument beta = arg(*n, full, "beta");
+        const Argument alpha = arg(*n, full, "alpha");
+        if (!(beta.is_int() || beta.is_double()) ||
+            !(alpha.is_int() || alpha.is_double()) || beta.to_double() != 1 ||
+            alpha.to_double() != 1) {
+          return std::nullopt;
+        }
+      }
+    }
+    if (!w || !constant_bias(module, u.bias)) return std::nullopt;
+    const at::Tensor wt = module.fetch_attr(w->attr->target().str());
+    if (wt.dim() != 2) return std::nullopt;
+    const int64_t out_features = w->transposed ? wt.size(1) : wt.size(0);
+    if (!u.bias.is_none()) {
+      const at::Tensor b = module.fetch_attr(u.bias.to_node()->target().str());
+      if (b.dim() != 1 || b.size(0) != out_features) return std::nullopt;
+    }
+    u.weight = *w;
+    u.activations = {input.to_node()};
+  } else if (is_call(*n, {"aten::add.Tensor", "aten::add_.Tensor",
+                          "aten::mul.Tensor", "aten::mul_.Tensor"})) {
+    const Argument self = *operator_argument(*n, "self");
+    const Argument other = *operator_argument(*n, "other");
+    if (!self.is_node() || !other.is_node() || !is_float(self.to_node()) ||
+        !is_float(other.to_node()) ||
+        !same_sizes(self.to_node(), other.to_node()) ||
+        !same_sizes(self.to_node(), n)) {
+      return std::nullopt;
+    }
+    const bool add = is_call(*n, {"aten::add.Tensor", "aten::add_.Tensor"});
+    if (add) {
+      const auto alpha = operator_argument(*n, "alpha");
+      if (!alpha || !(alpha->is_int() || alpha->is_double()) ||
+          alpha->to_double() != 1) {
+        return std::nullopt;
+      }
+    }
+    u.family = add ? Family::kAdd : Family::kMul;
+    u.activations = {self.to_node(), other.to_node()};
+  } else if (is_call(*n, {"aten::cat"})) {
+    const Argument tensors = *operator_argument(*n, "tensors");
+    const Argument dim = *operator_argument(*n, "dim");
+    if (!tensors.is_sequence() || tensors.elements().empty() || !dim.is_int()) {
+      return std::nullopt;
+    }
+    for (const Argument& t : tensors.elements()) {
+      if (!t.is_node() || !is_float(t.to_node())) return std::nullopt;
+      u.activations.push_back(t.to_node());
+    }
+    u.family = Family::kCat;
+    u.dim = dim.to_int();
+  } else if (is_call(*n, {"aten::hardswish", "aten::hardswish_"})) {
+    const Argument self = n->args()[0];
+    if (!self.is_node() || !is_float(self.to_node())) return std::nullopt;
+    u.family = Family::kHardswish;
+    u.activations = {self.to_node()};
+  } else if (is_call(*n, {"aten::batch_norm"})) {
+    const std::vector<Argument> full = full_arguments(*n, schema);
+    const Argument input = arg(*n, full, "input");
+    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
+    const size_t rank = meta_of(input.to_node())->sizes.size();
+    const Argument training = arg(*n, full, "training");
+    if (rank < 3 || rank > 5 || !training.is_bool() || training.to_bool()) {
+      return std::nullopt;
+    }
+    for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
+      const Argument a = arg(*n, full, name);
+      if (!a.is_node() || !constant_tensor(module, a.to_node())) {
+        return std::nullopt;
+      }
+    }
+    u.family = Family::kBatchNorm;
+    u.activations = {input.to_node()};
+  } else {
+    return std::nullopt;
+  }
+  if (!is_float(n)) return std::nullopt;
+  // A relu that is the root's only user fuses into it.
+  if (u.family == Family::kConv || u.family == Family::kLinear ||
+      u.family == Family::kAdd || u.family == Family::kMul ||
+      u.family == Family::kBatchNorm) {
+    Node* user = only_user(n);
+    if (user != nullptr && is_call(*user, {"aten::relu", "aten::relu_"}) &&
+        user->args()[0].is_node() && user->args()[0].to_node() == n) {
+      u.relu = user;
+    }
+  }
+  return u;
+}
+
+// Operators that run on quantized tensors as they come, keeping their
+// input's scale (or choosing a fixed one): the first argument is the only
+// tensor they read.
+bool is_pass_through(const Node& n) {
+  if (!is_call(n, {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d",
+                   "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
+                   "aten::_adaptive_avg_pool2d", "aten::adaptive_max_pool2d",
+                   "aten::relu", "aten::relu_", "aten::relu6", "aten::relu6_",
+                   "aten::hardtanh", "aten::hardtanh_", "aten::clamp",
+                   "aten::flatten.using_ints", "aten::reshape",
+                   "aten::view", "aten::permute", "aten::transpose.int",
+                   "aten::squeeze", "aten::squeeze.dim", "aten::unsqueeze",
+                   "aten::contiguous", "aten::mean.dim",
+                   "aten::upsample_nearest2d", "aten::sigmoid",
+                   "aten::hardsigmoid", "aten::tanh", "aten::dropout",
+                   "aten::feature_dropout"})) {
+    return false;
+  }
+  if (n.all_input_nodes().empty() || !n.args()[0].is_node()) return false;
+  const Node* input = n.args()[0].to_node();
+  for (const Node* in : n.all_input_nodes()) {
+    if (in != input) return false;
+  }
+  // adaptive_max_pool2d returns indices too; a list of outputs is left alone.
+  if (is_call(n, {"aten::adaptive_max_pool2d"})) return false;
+  return is_float(through_observers(const_cast<Node*>(input))) && is_float(&n);
+}
+
+const char* pass_through_family(const Node& n) {
+  if (is_call(n, {"aten::sigmoid"})) return "sigmoid";
+  if (is_call(n, {"aten::hardsigmoid"})) return "hardsigmoid";
+  if (is_call(n, {"aten::tanh"})) return "tanh";
+  return "general";
+}
+
+void check_not_training(const GraphModuleImpl& module, const char* what) {
+  if (module.traced_training().value_or(false) || module.is_training()) {
+    throw QuantizationError(absl::StrCat(
+        what,
+        ": the module is in training mode (or was traced in it); post-training "
+        "quantization needs inference behaviour: call eval() on the model, "
+        "trace it again, and prepare that"));
+  }
+}
+
+// --- prepare_fx ------------------------------------------------------------------
+class Preparer {
+ public:
+  Preparer(GraphModuleImpl& module, const QConfigMapping& mapping)
+      : module_(module), graph_(module.graph()), mapping_(mapping) {}
+
+  void run() {
+    for (Node* n : graph_.nodes().to_vector()) {
+      if (auto u = match_root(module_, n)) {
+        auto qconfig = mapping_.qconfig_for(*n, family_name(u->family));
+        if (!qconfig) continue;
+        units_.push_back({*u, *qconfig});
+        quantized_outputs_.insert(u->output());
+      }
+    }
+    for (Node* n : graph_.nodes().to_vector()) {
+      if (is_pass_through(*n) && mapping_.qconfig_for(*n, pass_through_family(*n))) {
+        pass_through_.insert(n);
+      }
+    }
+    for (auto& [u, qconfig] : units_) {
+      for (Node* a : u.activations) {
+        if (!quantized_source(a)) observe(a, qconfig.activation, "input");
+      }
+      observe(u.output(), qconfig.activation, "output");
+      if (u.weight.attr != nullptr) observe_weight(u, qconfig.weight);
+    }
+  }
+
+ private:
+  // Whether `v` will be a quantized tensor after convert_fx without a
+  // quantize of its own: a quantized unit's output, or a pass-through
+  // operator on one.
+  bool quantized_source(const Node* v) {
+    for (int depth = 0; depth < 1000; ++depth) {
+      if (quantized_outputs_.contains(v)) return true;
+      if (!pass_through_.contains(v)) return false;
+      v = v->args()[0].to_node();
+    }
+    return false;
+  }
+
+  Node* add_observer(Node* value, const ObserverSpec& spec,
+                     const std::string& prefix, const char* role) {
+    const TensorMeta* m = meta_of(value);
+    const std::string path = absl::StrCat(prefix, count_++);
+    module_.register_tensor_attribute(path, make_observer_state(spec, m->sizes),
+                                      /*is_parameter=*/false);
+    auto guard = graph_.inserting_after(value);
+    Node* state = graph_.get_attr(path);
+    Node* obs;
+    {
+      auto after_state = graph_.inserting_after(state);
+      Kwargs kwargs = observer_kwargs(spec);
+      if (std::string(role) != "output") kwargs.emplace_back("role", role);
+      obs = graph_.call_function(fx::op("fx_quant::observe"), {value, state},
+                                 std::move(kwargs));
+    }
+    obs->meta().set(kTensorMeta, *m);
+    if (const std::string* path_meta = value->meta().get(kModulePath)) {
+      obs->meta().set(kModulePath, *path_meta);
+    }
+    return obs;
+  }
+
+  // Observes `value` for all its users (once): as the output of a quantized
+  // operator, or as the input of one.
+  void observe(Node* value, const ObserverSpec& spec, const char* role) {
+    if (observed_.contains(value)) return;
+    if (is_observer(*value)) return;
+    Node* obs = add_observer(value, spec, "activation_post_process_", role);
+    value->replace_all_uses_with(
+        obs, [obs](Node* user) { return user != obs; });
+    observed_[value] = obs;
+  }
+
+  // Observes the weight for this unit's use only.
+  void observe_weight(const Unit& u, const ObserverSpec& spec) {
+    ObserverSpec s = spec;
+    if (s.per_channel()) {
+      // The output channel: axis 0 of [out, in, ...], 1 of a transposed
+      // linear weight [in, out].
+      s.ch_axis = u.weight.transposed ? 1 : 0;
+    }
+    Node* obs = add_observer(u.weight.attr, s, "weight_post_process_", "weight");
+    Node* user = u.weight.use == u.weight.attr ? u.root : u.weight.use;
+    user->replace_input_with(u.weight.attr, obs);
+  }
+
+  GraphModuleImpl& module_;
+  Graph& graph_;
+  const QConfigMapping& mapping_;
+  std::vector<std::pair<Unit, QConfig>> units_;
+  absl::flat_hash_set<const Node*> quantized_outputs_, pass_through_;
+  absl::flat_hash_map<const Node*, Node*> observed_;
+  int count_ = 0;
+};
+
+bool has_tensor_meta(const Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    if (n->op() == Opcode::kOutput || n->op() == Opcode::kGetAttr) continue;
+    if (n->meta().get(kTensorMeta) == nullptr &&
+        n->meta().get(kTensorMetaList) == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// --- convert_fx --------------------------------------------------------------------
+struct ObserverInfo {
+  ObserverSpec spec;
+  at::Tensor state;
+};
+
+ObserverInfo observer_info(const GraphModuleImpl& module, const Node& obs) {
+  auto value = [&](const char* name) {
+    auto a = operator_argument(obs, name);
+    if (!a) throw QuantizationError(absl::StrCat(obs.format_node(), ": no ", name));
+    return *a;
+  };
+  const Argument state = obs.args().at(1);
+  if (!state.is_node() || state.to_node()->op() != Opcode::kGetAttr) {
+    throw QuantizationError(absl::StrCat(
+        "observer ", obs.format_node(),
+        ": its state must be a get_attr of the prepared module"));
+  }
+  ObserverInfo info;
+  info.spec = spec_from_arguments(
+      value("observer").to_string_ref(), value("dtype").to_dtype(),
+      value("qscheme").to_string_ref(), value("quant_min").to_int(),
+      value("quant_max").to_int(), value("eps").to_double(),
+      value("averaging_constant").to_double(), value("ch_axis").to_int());
+  info.state = module.fetch_attr(state.to_node()->target().str());
+  return info;
+}
+
+std::string describe_value(const Node* v) {
+  std::string s = absl::StrCat("%", v->name());
+  if (const std::string* path = v->meta().get(kModulePath)) {
+    absl::StrAppend(&s, " (module ", *path, ")");
+  }
+  return s;
+}
+
+void check_calibrated(const GraphModuleImpl& prepared, const char* what) {
+  bool any = false;
+  for (const Node* n : prepared.graph().nodes()) {
+    if (!is_observer(*n)) continue;
+    any = true;
+    const ObserverInfo info = observer_info(prepared, *n);
+    if (!observed(info.spec, info.state)) {
+      const Node* value = n->args()[0].to_node();
+      throw QuantizationError(absl::StrCat(
+          what, ": observer %", n->name(), " of ", describe_value(value),
+          " saw no data: run the prepared GraphModule on calibration inputs "
+          "(that reach this node) before converting"));
+    }
+  }
+  if (!any) {
+    throw QuantizationError(absl::StrCat(
+        what, ": the module has no observers: give it the result of "
+        "prepare_fx (after calibrating it)"));
+  }
+}
+
+// The quantized operators' names.
+std::string quantized_op(const Unit& u) {
+  const bool relu = u.relu != nullptr;
+  switch (u.family) {
+    case Family::kConv:
+      if (u.spatial == 1) return relu ? "quantized::conv1d_relu" : "quantized::conv1d";
+      if (u.spatial == 2) {
+        return relu ? "quantized::conv2d_relu.new" : "quantized::conv2d.new";
+      }
+      return relu ? "quantized::conv3d_relu.new" : "quantized::conv3d.new";
+    case Family::kLinear:
+      return relu ? "quantized::linear_relu" : "quantized::linear";
+    case Family::kAdd: return relu ? "quantized::add_relu" : "quantized::add";
+    case Family::kMul: return relu ? "quantized::mul_relu" : "quantized::mul";
+    case Family::kCat: return "quantized::cat";
+    case Family::kHardswish: return "quantized::hardswish";
+    case Family::kBatchNorm: {
+      return "quantized::batch_norm";
+    }
+  }
+  return "";
+}
+
+class Converter {
+ public:
+  Converter(const GraphModuleImpl& prepared, bool reference,
+            std::string engine)
+      : prepared_(prepared), reference_(reference), engine_(std::move(engine)),
+        graph_(std::make_unique<Graph>()) {}
+
+  GraphModule run() {
+    const Graph& old = prepared_.graph();
+    for (Node* n : old.nodes()) {
+      if (auto u = match_root(const_cast<GraphModuleImpl&>(prepared_), n)) {
+        if (is_observer_of_output(*u)) units_[n] = *u;
+      }
+    }
+    for (Node* n : old.nodes()) visit(n);
+
+    // The module: the prepared one's init steps (folded batch norms) and the
+    // packing step, the tensors they and the new graph read (not the
+    // observers' states), then the graph, which reads the packed weights.
+    std::vector<GraphModuleImpl::InitStep> steps = prepared_.init_steps();
+    if (!pack_outputs_.empty()) {
+      std::vector<Argument> outs(pack_outputs_.begin(), pack_outputs_.end());
+      init_graph_->output(Argument::tuple(std::move(outs)));
+      steps.push_back({std::shared_ptr<const Graph>(std::move(init_graph_)),
+                       pack_paths_});
+    }
+    graph_->eliminate_dead_code();
+    absl::flat_hash_set<std::string> made;
+    for (const auto& step : steps) made.insert(step.outputs.begin(), step.outputs.end());
+    Attributes attributes;
+    attributes.traced_training = prepared_.traced_training();
+    auto take = [&](const Graph& g) {
+      for (Node* n : g.find_nodes(Opcode::kGetAttr)) {
+        const std::string& path = n->target().str();
+        if (made.contains(path) || !prepared_.has_tensor_attribute(path)) continue;
+        (prepared_.is_parameter(path) ? attributes.parameters : attributes.buffers)
+            .emplace(path, prepared_.fetch_attr(path));
+      }
+    };
+    take(*graph_);
+    for (const auto& step : steps) take(*step.graph);
+    for (Node* n : graph_->find_nodes(Opcode::kCallModule)) {
+      const std::string& path = n->target().str();
+      if (const LeafModule* leaf = prepared_.leaf_module(path)) {
+        attributes.modules.emplace(path, *leaf);
+      }
+    }
+    auto module = std::make_shared<GraphModuleImpl>(
+        std::move(graph_), std::move(attributes), std::move(steps));
+    module->eval();
+    return GraphModule(module);
+  }
+
+ private:
+  // Whether prepare_fx chose to quantize `u`: its output has an observer
+  // of role "output".
+  bool is_observer_of_output(const Unit& u) {
+    Node* user = only_user(u.output());
+    return user != nullptr && is_observer(*user) && role(*user) == "output";
+  }
+
+  static std::string role(const Node& obs) {
+    auto r = operator_argument(obs, "role");
+    return r && r->is_string() ? r->to_string_ref() : "output";
+  }
+
+  Graph& init_graph() {
+    if (!init_graph_) init_graph_ = std::make_unique<Graph>();
+    return *init_graph_;
+  }
+
+  // The float value of old node `v` in the new graph.
+  Node* fp(Node* v) {
+    if (auto it = fp_.find(v); it != fp_.end()) return it->second;
+    auto q = q_.find(v);
+    if (q == q_.end()) {
+      throw QuantizationError(absl::StrCat("convert_fx: %", v->name(),
+                                           " is used before it is defined"));
+    }
+    Node* d = graph_->call_function(fx::op("aten::dequantize.self"),
+                                    {q->second});
+    if (const TensorMeta* m = meta_of(v)) {
+      TensorMeta meta = *m;
+      meta.dtype = c10::ScalarType::Float;
+      d->meta().set(kTensorMeta, meta);
+    }
+    fp_[v] = d;
+    return d;
+  }
+
+  // The quantized value of old node `v`, quantizing it if it is observed;
+  // nullptr if it cannot be.
+  Node* quantized(Node* v) {
+    if (auto it = q_.find(v); it != q_.end()) return it->second;
+    auto p = qparams_.find(v);
+    if (p == qparams_.end()) return nullptr;
+    const auto& [spec, q] = p->second;
+    Node* node = graph_->call_function(
+        fx::op("aten::quantize_per_tensor"),
+        {fp(v), q.scale_value(), q.zero_point_value(), spec.dtype});
+    set_quantized_meta(node, through_observers(v), spec.dtype);
+    q_[v] = node;
+    return node;
+  }
+
+  static void set_quantized_meta(Node* node, const Node* like,
+                                 c10::ScalarType dtype) {
+    if (const TensorMeta* m = meta_of(like)) {
+      TensorMeta meta = *m;
+      meta.dtype = dtype;
+      meta.requires_grad = false;
+      node->meta().set(kTensorMeta, meta);
+    }
+    node->meta().set(kQuantizedFrom, like->name());
+  }
+
+  Argument map_fp(const Argument& a) {
+    if (a.is_node()) return fp(a.to_node());
+    if (a.is_sequence()) {
+      std::vector<Argument> out;
+      for (const Argument& e : a.elements()) out.push_back(map_fp(e));
+      return a.is_list() ? Argument::list(std::move(out))
+                         : Argument::tuple(std::move(out));
+    }
+    return a;
+  }
+
+  Node* copy_float(Node* n) {
+    Node* c = graph_->node_copy(*n, [&](Node* in) -> Argument { return fp(in); });
+    fp_[n] = c;
+    return c;
+  }
+
+  void visit(Node* n) {
+    switch (n->op()) {
+      case Opcode::kPlaceholder:
+      case Opcode::kGetAttr:
+        fp_[n] = graph_->node_copy(*n, [](Node* in) -> Argument { return in; });
+        return;
+      case Opcode::kOutput:
+        graph_->output(map_fp(n->args()[0]));
+        return;
+      default:
+        break;
+    }
+    if (fp_.contains(n) || q_.contains(n)) return;  // made with its unit
+    if (is_observer(*n)) {
+      visit_observer(n);
+      return;
+    }
+    if (auto it = units_.find(n); it != units_.end()) {
+      if (reference_ ? lower_reference(it->second) : lower_unit(it->second)) {
+        return;
+      }
+    }
+    if (!reference_ && is_pass_through(*n)) {
+      Node* input = n->args()[0].to_node();
+      if (auto it = q_.find(input); it != q_.end()) {
+        Node* c = graph_->node_copy(*n, [&](Node* in) -> Argument {
+          return in == input ? it->second : fp(in);
+        });
+        expand_pool_arguments(c);
+        set_quantized_meta(c, n, meta_of(it->second)->dtype);
+        q_[n] = c;
+        return;
+      }
+    }
+    copy_float(n);
+  }
+
+  // Pooling on quantized tensors takes its int lists in full: [2] becomes
+  // [2, 2] and an empty stride the kernel size (as aten's float kernels
+  // read them).
+  static void expand_pool_arguments(Node* n) {
+    int64_t dims = 0;
+    if (is_call(*n, {"aten::max_pool1d"})) dims = 1;
+    if (is_call(*n, {"aten::max_pool2d", "aten::avg_pool2d"})) dims = 2;
+    if (is_call(*n, {"aten::max_pool3d"})) dims = 3;
+    if (dims == 0) return;
+    const c10::FunctionSchema& schema = n->target().op().schema();
+    std::vector<Argument> full = full_arguments(*n, schema);
+    auto expand = [&](const char* name, const std::vector<int64_t>& fallback) {
+      auto index = schema.argumentIndexWithName(name);
+      if (!index || full[*index].contains_node() || !full[*index].is_sequence()) {
+        return std::vector<int64_t>{};
+      }
+      std::vector<int64_t> v = full[*index].to_int_list();
+      if (v.empty()) v = fallback;
+      if (v.size() == 1) v.assign(static_cast<size_t>(dims), v[0]);
+      full[*index] = Argument(v);
+      return v;
+    };
+    const std::vector<int64_t> kernel = expand("kernel_size", {});
+    expand("stride", kernel);
+    expand("padding", {});
+    expand("dilation", {});
+    auto [args, kwargs] = split_arguments(schema, std::move(full));
+    n->set_args(std::move(args));
+    n->set_kwargs(std::move(kwargs));
+  }
+
+  void visit_observer(Node* obs) {
+    Node* value = obs->args()[0].to_node();
+    const ObserverInfo info = observer_info(prepared_, *obs);
+    if (info.spec.per_channel() || weight_observer(obs)) {
+      // A weight's: its unit reads the weight itself.
+      fp_[obs] = fp(value);
+      return;
+    }
+    const QParams q = calculate_qparams(info.spec, info.state);
+    if (reference_) {
+      Node* quant = graph_->call_function(
+          fx::op("aten::quantize_per_tensor"),
+          {fp(value), q.scale_value(), q.zero_point_value(), info.spec.dtype});
+      set_quantized_meta(quant, value, info.spec.dtype);
+      Node* deq = graph_->call_function(fx::op("aten::dequantize.self"), {quant});
+      if (const TensorMeta* m = meta_of(value)) deq->meta().set(kTensorMeta, *m);
+      fp_[obs] = deq;
+      return;
+    }
+    qparams_[obs] = {info.spec, q};
+    qparams_[value] = {info.spec, q};
+    if (auto it = q_.find(value); it != q_.end()) q_[obs] = it->second;
+    if (auto it = fp_.find(value); it != fp_.end()) fp_[obs] = it->second;
+  }
+
+  static bool weight_observer(const Node* obs) { return role(*obs) == "weight"; }
+
+  // The output observer's qparams.
+  const std::pair<ObserverSpec, QParams>& output_qparams(const Unit& u) {
+    Node* obs = only_user(u.output());
+    auto it = output_qparams_.find(obs);
+    if (it == output_qparams_.end()) {
+      const ObserverInfo info = observer_info(prepared_, *obs);
+      it = output_qparams_
+               .emplace(obs, std::make_pair(info.spec,
+                                            calculate_qparams(info.spec, info.state)))
+               .first;
+    }
+    return it->second;
+  }
+
+  // The weight observer's spec (the weight is quantized by the init step).
+  ObserverSpec weight_spec(const Unit& u) {
+    Node* n = u.weight.use;
+    while (n != nullptr) {
+      if (is_observer(*n)) return observer_info(prepared_, *n).spec;
+      if (is_call(*n, {"aten::t"}) && n->args()[0].is_node()) {
+        n = n->args()[0].to_node();
+        continue;
+      }
+      break;
+    }
+    throw QuantizationError(absl::StrCat(
+        "convert_fx: the weight of ", u.root->format_node(),
+        " has no observer: give convert_fx what prepare_fx made"));
+  }
+
+  // fx_quant::quantize_weight's keyword arguments for `spec`.
+  static Kwargs weight_kwargs(const ObserverSpec& spec, int64_t ch_axis) {
+    Kwargs kwargs;
+    for (auto& [key, value] : observer_kwargs(spec)) {
+      if (key == "averaging_constant") continue;
+      kwargs.emplace_back(key, key == "ch_axis" ? Argument(ch_axis) : value);
+    }
+    return kwargs;
+  }
+
+  // The packed weight of a conv or linear unit: get_attr _packed.<name>,
+  // made by the init step.
+  Node* packed_weight(const Unit& u) {
+    Graph& g = init_graph();
+    const ObserverSpec spec = weight_spec(u);
+    Node* w = g.get_attr(u.weight.attr->target().str());
+    if (u.weight.transposed) w = g.call_function(fx::op("aten::t"), {w});
+    // After the t() above, output channels are on axis 0.
+    Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
+                               weight_kwargs(spec, /*ch_axis=*/0));
+    Argument bias;
+    if (!u.bias.is_none()) bias = g.get_attr(u.bias.to_node()->target().str());
+    Node* pack;
+    if (u.family == Family::kConv) {
+      const char* op = u.spatial == 1   ? "fx_quant::conv1d_prepack"
+                       : u.spatial == 2 ? "fx_quant::conv2d_prepack"
+                                        : "fx_quant::conv3d_prepack";
+      pack = g.call_function(fx::op(op),
+                             {wq, bias, u.stride, u.padding, u.dilation,
+                              u.groups, engine_});
+    } else {
+      pack = g.call_function(fx::op("fx_quant::linear_prepack"),
+                             {wq, bias, engine_});
+    }
+    const std::string path = absl::StrCat("_packed.", u.root->name());
+    pack_outputs_.push_back(pack);
+    pack_paths_.push_back(path);
+    return graph_->get_attr(path);
+  }
+
+  bool lower_unit(const Unit& u) {
+    std::vector<Node*> inputs;
+    for (Node* a : u.activations) {
+      Node* q = quantized(a);
+      if (q == nullptr) return false;
+      inputs.push_back(q);
+    }
+    const auto& [spec, q] = output_qparams(u);
+    const double scale = q.scale_value();
+    const int64_t zero_point = q.zero_point_value();
+    std::vector<Argument> args;
+    switch (u.family) {
+      case Family::kConv:
+      case Family::kLinear:
+        args = {inputs[0], packed_weight(u), scale, zero_point};
+        break;
+      case Family::kAdd:
+      case Family::kMul:
+        args = {inputs[0], inputs[1], scale, zero_point};
+        break;
+      case Family::kCat:
+        args = {Argument(inputs), u.dim, scale, zero_point};
+        break;
+      case Family::kHardswish:
+        args = {inputs[0], scale, zero_point};
+        break;
+      case Family::kBatchNorm: {
+        std::vector<Argument> full =
+            full_arguments(*u.root, u.root->target().op().schema());
+        auto attr = [&](const char* name) -> Argument {
+          return fp(arg(*u.root, full, name).to_node());
+        };
+        args = {inputs[0], attr("weight"), attr("bias"), attr("running_mean"),
+                attr("running_var"), arg(*u.root, full, "eps"), scale,
+                zero_point};
+        break;
+      }
+    }
+    std::string op = quantized_op(u);
+    if (u.family == Family::kBatchNorm) {
+      const size_t rank = meta_of(u.activations[0])->sizes.size();
+      op = absl::StrCat("quantized::batch_norm", rank - 2, "d",
+                        u.relu != nullptr ? "_relu" : "");
+    }
+    Node* node = graph_->create_node(Opcode::kCallFunction, fx::op(op),
+                                     std::move(args), {}, u.root->name());
+    set_quantized_meta(node, u.output(), spec.dtype);
+    if (const std::string* path = u.root->meta().get(kModulePath)) {
+      node->meta().set(kModulePath, *path);
+    }
+    q_[u.root] = node;
+    if (u.relu != nullptr) q_[u.relu] = node;
+    Node* obs = only_user(u.output());
+    q_[obs] = node;
+    qparams_[obs] = {spec, q};
+    return true;
+  }
+
+  // Reference: the float operator on fake-quantized weights.
+  bool lower_reference(const Unit& u) {
+    if (u.weight.attr == nullptr) return false;
+    Graph& g = init_graph();
+    const ObserverSpec spec = weight_spec(u);
+    Node* w = g.get_attr(u.weight.attr->target().str());
+    Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
+                               weight_kwargs(spec, spec.ch_axis));
+    Node* dq = g.call_function(fx::op("aten::dequantize.self"), {wq});
+    const std::string path =
+        absl::StrCat("_reference.", u.root->name(), "_weight");
+    pack_outputs_.push_back(dq);
+    pack_paths_.push_back(path);
+    Node* fake = graph_->get_attr(path);
+    if (const TensorMeta* m = meta_of(u.weight.attr)) {
+      fake->meta().set(kTensorMeta, *m);
+    }
+    // The root, reading the fake-quantized weight where it read the
+    // observed one (through aten::t for addmm's t(W)).
+    Node* replacement = fake;
+    if (is_call(*through_observers(u.weight.use), {"aten::t"})) {
+      replacement = graph_->call_function(fx::op("aten::t"), {fake});
+    }
+    Node* c = graph_->node_copy(*u.root, [&](Node* in) -> Argument {
+      return in == u.weight.use ? replacement : fp(in);
+    });
+    fp_[u.root] = c;
+    return true;
+  }
+
+  const GraphModuleImpl& prepared_;
+  const bool reference_;
+  const std::string engine_;
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Graph> init_graph_;
+  std::vector<Node*> pack_outputs_;
+  std::vector<std::string> pack_paths_;
+  absl::flat_hash_map<const Node*, Unit> units_;
+  absl::flat_hash_map<const Node*, Node*> fp_, q_;
+  absl::flat_hash_map<const Node*, std::pair<ObserverSpec, QParams>> qparams_,
+      output_qparams_;
+};
+
+std::string current_engine() {
+  switch (at::globalContext().qEngine()) {
+    case at::QEngine::QNNPACK: return "qnnpack";
+    case at::QEngine::ONEDNN: return "onednn";
+    default: return "onednn";
+  }
+}
+
+}  // namespace
+
+GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
+                       const std::vector<c10::IValue>& example_inputs) {
+  check_not_training(*module, "prepare_fx");
+  for (const Node* n : module->graph().nodes()) {
+    if (is_observer(*n)) {
+      throw QuantizationError(
+          "prepare_fx: the module has observers already (it was prepared): "
+          "calibrate it and give it to convert_fx");
+    }
+  }
+  GraphModule prepared(module->copy());
+  fuse_conv_bn(*prepared);
+  remove_dropout(*prepared);
+  prepared->graph().eliminate_dead_code();
+  prepared->recompile();
+  if (!has_tensor_meta(prepared->graph())) {
+    if (example_inputs.empty()) {
+      throw QuantizationError(
+          "prepare_fx: the graph has no tensor metadata (it was not traced): "
+          "give example inputs, or run fx::ShapeProp first");
+    }
+    ShapeProp(prepared).propagate(example_inputs);
+  }
+  Preparer(*prepared, mapping).run();
+  prepared->graph().lint();
+  prepared->recompile();
+  return prepared;
+}
+
+GraphModule convert_fx(const GraphModule& prepared) {
+  check_not_training(*prepared, "convert_fx");
+  check_calibrated(*prepared, "convert_fx");
+  quantization::register_operators();
+  return Converter(*prepared, /*reference=*/false, current_engine()).run();
+}
+
+GraphModule convert_to_reference_fx(const GraphModule& prepared) {
+  check_not_training(*prepared, "convert_to_reference_fx");
+  check_calibrated(*prepared, "convert_to_reference_fx");
+  quantization::register_operators();
+  return Converter(*prepared, /*reference=*/true, current_engine()).run();
+}
+
+std::string QuantizedSummary::to_string() const {
+  return absl::StrCat(quantized_ops, " quantized operators, ", quantize,
+                      " quantize, ", dequantize, " dequantize, ", float_ops,
+                      " float operators");
+}
+
+QuantizedSummary summarize_quantized(const GraphModule& module) {
+  QuantizedSummary s;
+  for (const Node* n : module->graph().nodes()) {
+    if (n->op() != Opcode::kCallFunction || !n->target().is_operator()) continue;
+    const std::string name = n->target().to_string();
+    if (name.rfind("quantized::", 0) == 0 || name.rfind("aten::quantized_", 0) == 0) {
+      ++s.quantized_ops;
+    } else if (name == "aten::quantize_per_tensor") {
+      ++s.quantize;
+    } else if (name == "aten::dequantize.self") {
+      ++s.dequantize;
+    } else if (const TensorMeta* m = meta_of(n);
+               m != nullptr && !c10::isQIntType(m->dtype)) {
+      ++s.float_ops;
+    }
+  }
+  return s;
+}
+
+}  // namespace fx
+
+namespace fx {
+namespace {
+
+// --- quantize_dynamic_fx -------------------------------------------------------
+class DynamicQuantizer {
+ public:
+  DynamicQuantizer(GraphModuleImpl& module, const DynamicOptions& options)
+      : module_(module), graph_(module.graph()), options_(options) {}
+
+  void run() {
+    for (Node* n : graph_.nodes().to_vector()) {
+      if (n->is_erased()) continue;
+      if (options_.linear) {
+        if (auto u = match_root(module_, n); u && u->family == Family::kLinear) {
+          lower_linear(*u);
+          continue;
+        }
+      }
+      if (options_.lstm && is_call(*n, {"aten::lstm.input"})) lower_lstm(n);
+    }
+    if (!outputs_.empty()) {
+      std::vector<Argument> outs(outputs_.begin(), outputs_.end());
+      init_.output(Argument::tuple(std::move(outs)));
+      module_.add_init_step({std::shared_ptr<const Graph>(std::move(init_owner_)),
+                             paths_});
+    }
+    graph_.eliminate_dead_code();
+    module_.recompile();
+  }
+
+  int lowered() const { return static_cast<int>(outputs_.size()); }
+
+ private:
+  Node* quantized_weight(Node* w) {
+    ObserverSpec spec = default_weight_observer();
+    return init_.call_function(fx::op("fx_quant::quantize_weight"), {w},
+                               observer_kwargs(spec));
+  }
+
+  Node* add_output(Node* value, const std::string& name) {
+    std::string path = absl::StrCat("_packed.", name);
+    outputs_.push_back(value);
+    paths_.push_back(path);
+    return graph_.get_attr(path);
+  }
+
+  void lower_linear(const Unit& u) {
+    Node* w = init_.get_attr(u.weight.attr->target().str());
+    if (u.weight.transposed) w = init_.call_function(fx::op("aten::t"), {w});
+    Argument bias;
+    if (!u.bias.is_none()) bias = init_.get_attr(u.bias.to_node()->target().str());
+    Node* pack = init_.call_function(fx::op("fx_quant::linear_prepack"),
+                                     {quantized_weight(w), bias, options_.engine});
+    Node* out = u.output();
+    auto guard = graph_.inserting_before(out);
+    Node* packed = add_output(pack, u.root->name());
+    Node* q = graph_.create_node(
+        Opcode::kCallFunction,
+        fx::op(u.relu != nullptr ? "quantized::linear_relu_dynamic"
+                                 : "quantized::linear_dynamic"),
+        {u.activations[0], packed}, {}, u.root->name() + "_dynamic");
+    if (const TensorMeta* m = meta_of(out)) q->meta().set(kTensorMeta, *m);
+    q->meta().set(kQuantizedFrom, out->name());
+    out->replace_all_uses_with(q);
+  }
+
+  void lower_lstm(Node* n) {
+    const std::vector<Argument> full =
+        full_arguments(*n, n->target().op().schema());
+    const Argument params = arg(*n, full, "params");
+    const Argument has_biases = arg(*n, full, "has_biases");
+    const Argument num_layers = arg(*n, full, "num_layers");
+    const Argument bidirectional = arg(*n, full, "bidirectional");
+    const Argument train = arg(*n, full, "train");
+    if (!params.is_sequence() || !has_biases.is_bool() || !has_biases.to_bool() ||
+        !num_layers.is_int() || !bidirectional.is_bool() || !train.is_bool() ||
+        train.to_bool()) {
+      return;
+    }
+    const int64_t directions = bidirectional.to_bool() ? 2 : 1;
+    const auto& p = params.elements();
+    if (static_cast<int64_t>(p.size()) != 4 * num_layers.to_int() * directions) {
+      return;
+    }
+    for (const Argument& a : p) {
+      if (!a.is_node() || !constant_tensor(module_, a.to_node()) ||
+          module_.fetch_attr(a.to_node()->target().str()).scalar_type() !=
+              at::kFloat) {
+        return;
+      }
+    }
+    auto attr = [&](size_t i) {
+      return init_.get_attr(p[i].to_node()->target().str());
+    };
+    std::vector<Node*> cells;
+    auto guard = graph_.inserting_before(n);
+    for (size_t i = 0; i < p.size(); i += 4) {
+      Node* b_ih = attr(i + 2);
+      Node* b_hh = attr(i + 3);
+      Node* pack_ih = init_.call_function(
+          fx::op("fx_quant::linear_prepack"),
+          {quantized_weight(attr(i)), b_ih, options_.engine});
+      Node* pack_hh = init_.call_function(
+          fx::op("fx_quant::linear_prepack"),
+          {quantized_weight(attr(i + 1)), b_hh, options_.engine});
+      Node* cell = init_.call_function(
+          fx::op("quantized::make_quantized_cell_params_dynamic"),
+          {pack_ih, pack_hh, b_ih, b_hh});
+      cells.push_back(add_output(cell, absl::StrCat(n->name(), "_cell", i / 4)));
+    }
+    std::vector<Argument> args = {arg(*n, full, "input"), arg(*n, full, "hx"),
+                                  Argument(cells),         has_biases,
+                                  num_layers,              arg(*n, full, "dropout"),
+                                  train,                   bidirectional,
+                                  arg(*n, full, "batch_first")};
+    Node* q = graph_.create_node(
+        Opcode::kCallFunction, fx::op("aten::quantized_lstm.input"),
+        std::move(args),
+        {{"dtype", c10::ScalarType::QInt8}, {"use_dynamic", true}},
+        n->name() + "_dynamic");
+    if (const auto* list = n->meta().get(kTensorMetaList)) {
+      q->meta().set(kTensorMetaList, *list);
+    }
+    q->meta().set(kQuantizedFrom, n->name());
+    n->replace_all_uses_with(q);
+  }
+
+  GraphModuleImpl& module_;
+  Graph& graph_;
+  const DynamicOptions& options_;
+  std::unique_ptr<Graph> init_owner_ = std::make_unique<Graph>();
+  Graph& init_ = *init_owner_;
+  std::vector<Node*> outputs_;
+  std::vector<std::string> paths_;
+};
+
+}  // namespace
+
+GraphModule quantize_dynamic_fx(const GraphModule& module,
+                                const DynamicOptions& options) {
+  check_not_training(*module, "quantize_dynamic_fx");
+  check_quantized_engine(options.engine);
+  quantization::register_operators();
+  GraphModule result(module->copy());
+  DynamicQuantizer(*result, options).run();
+  return result;
+}
+
+}  // namespace fx

@@ -1,0 +1,259 @@
+#include "quantization/quantize_fx.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "fx/fx.h"
+#include "fx/serialization.h"
+#include "models/zoo.h"
+#include "quantization/numeric_suite.h"
+#include "third_party/catch.h"
+
+namespace {
+
+at::Tensor first_tensor(const c10::IValue& v) {
+  return v.isTensor() ? v.toTensor() : v.toTupleRef().elements()[0].toTensor();
+}
+
+int count(const fx::Graph& g, const std::string& target) {
+  int n = 0;
+  for (const fx::Node* node : g.nodes()) {
+    if (node->op() == fx::Opcode::kCallFunction &&
+        node->target().to_string() == target) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Random calibration batches shaped like the model's first input.
+std::vector<at::Tensor> batches(const models::ZooModel& model, int n) {
+  std::vector<at::Tensor> out;
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  for (int i = 0; i < n; ++i) {
+    torch::manual_seed(100 + i);
+    out.push_back(torch::randn_like(x));
+  }
+  return out;
+}
+
+struct Quantized {
+  fx::GraphModule prepared;
+  fx::GraphModule converted;
+};
+
+Quantized quantize(const models::ZooModel& model, const std::string& engine,
+                   int calibration = 4) {
+  fx::set_quantized_engine(engine);
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping(engine));
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& b : batches(model, calibration)) prepared(b);
+  return {prepared, fx::convert_fx(prepared)};
+}
+
+}  // namespace
+
+TEST_CASE("prepare inserts observers and leaves the module alone") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  const std::string before = gm->graph().to_string();
+  const size_t tensors_before = gm->tensor_attributes().size();
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  CHECK(gm->graph().to_string() == before);
+  CHECK(gm->tensor_attributes().size() == tensors_before);
+
+  const fx::Graph& g = prepared->graph();
+  // Batch norms are folded, each conv has a weight observer, and the
+  // conv-relu pairs have no observer between them.
+  CHECK(count(g, "aten::batch_norm") == 0);
+  const int observers = count(g, "fx_quant::observe");
+  CHECK(observers > 40);
+  for (const fx::Node* n : g.nodes()) {
+    if (n->op() == fx::Opcode::kCallFunction &&
+        n->target().to_string() == "aten::conv2d") {
+      REQUIRE(n->args()[1].is_node());
+      CHECK(n->args()[1].to_node()->target().to_string() == "fx_quant::observe");
+      const fx::Node* user = *n->users().begin();
+      if (user->target().to_string() == "aten::relu_") {
+        CHECK(n->users().size() == 1);
+      }
+    }
+  }
+  // Running it gives the float output (observers pass values through).
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::allclose(first_tensor(prepared(x)), first_tensor(gm(x)), 1e-4,
+                        1e-4));
+  // The observer states are buffers of the prepared module.
+  bool has_state = false;
+  for (const auto& [path, t] : prepared->tensor_attributes()) {
+    has_state = has_state || path.rfind("activation_post_process_", 0) == 0;
+  }
+  CHECK(has_state);
+}
+
+TEST_CASE("convert gives quantized kernels close to float on the zoo") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"resnet18", "mobilenet_v2", "lenet", "mlp", "unet"}) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    Quantized q = quantize(model, "onednn");
+    const fx::QuantizedSummary s = fx::summarize_quantized(q.converted);
+    CAPTURE(s.to_string(), q.converted->graph().to_string());
+    CHECK(s.quantized_ops > 0);
+    CHECK(count(q.converted->graph(), "fx_quant::observe") == 0);
+    const at::Tensor x = model.example_inputs[0].toTensor();
+    const at::Tensor want = first_tensor(model.forward(model.example_inputs));
+    const at::Tensor got = first_tensor(q.converted(x));
+    CHECK(got.scalar_type() == at::kFloat);
+    CHECK(fx::sqnr_db(want, got) > 15);
+  }
+}
+
+TEST_CASE("conv-relu and add-relu fuse into one quantized kernel") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  Quantized q = quantize(model, "onednn", 2);
+  const fx::Graph& g = q.converted->graph();
+  CHECK(count(g, "quantized::conv2d_relu.new") > 5);
+  CHECK(count(g, "quantized::add_relu") == 8);
+  CHECK(count(g, "quantized::linear") == 1);
+  // One quantize at the input, one dequantize at the output.
+  CHECK(count(g, "aten::quantize_per_tensor") == 1);
+  CHECK(count(g, "aten::dequantize.self") == 1);
+}
+
+TEST_CASE("the reference model computes what the quantized one does") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("lenet");
+  Quantized q = quantize(model, "onednn");
+  fx::GraphModule reference = fx::convert_to_reference_fx(q.prepared);
+  const fx::Graph& g = reference->graph();
+  CHECK(count(g, "aten::quantize_per_tensor") > 0);
+  CHECK(count(g, "aten::dequantize.self") > 0);
+  CHECK(count(g, "aten::conv2d") > 0);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  const at::Tensor got = first_tensor(q.converted(x));
+  const at::Tensor ref = first_tensor(reference(x));
+  CHECK(fx::sqnr_db(ref, got) > 25);
+}
+
+TEST_CASE("the mapping chooses per module, operator and node") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::QConfigMapping mapping = fx::get_default_qconfig_mapping("onednn");
+  mapping.set_module_name("fc", std::nullopt)
+      .set_object_type("add", std::nullopt);
+  fx::GraphModule prepared = fx::prepare_fx(gm, mapping);
+  CAPTURE(prepared->graph().to_string());
+  for (const at::Tensor& b : batches(model, 2)) prepared(b);
+  fx::GraphModule converted = fx::convert_fx(prepared);
+  const fx::Graph& g = converted->graph();
+  CHECK(count(g, "quantized::linear") == 0);
+  CHECK(count(g, "quantized::add_relu") == 0);
+  CHECK(count(g, "aten::addmm") + count(g, "aten::linear") == 1);
+  CHECK(count(g, "quantized::conv2d_relu.new") > 0);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(fx::sqnr_db(first_tensor(model.forward(model.example_inputs)),
+                    first_tensor(converted(x))) > 15);
+
+  // Nothing quantized: no observers at all.
+  fx::QConfigMapping none;
+  fx::GraphModule untouched = fx::prepare_fx(gm, none);
+  CHECK(count(untouched->graph(), "fx_quant::observe") == 0);
+}
+
+TEST_CASE("converting before calibrating, or in training mode, is refused") {
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  CHECK_THROWS_AS(fx::convert_fx(prepared), fx::QuantizationError);
+  CHECK_THROWS_WITH(fx::convert_fx(prepared),
+                    Catch::Contains("saw no data") &&
+                        Catch::Contains("calibration inputs"));
+  CHECK_THROWS_WITH(fx::convert_fx(gm), Catch::Contains("no observers"));
+  CHECK_THROWS_WITH(fx::prepare_fx(prepared, fx::get_default_qconfig_mapping("onednn")),
+                    Catch::Contains("prepared"));
+  // A calibration input of the wrong shape is the GraphModule's GuardError,
+  // naming the input.
+  CHECK_THROWS_AS(prepared(torch::randn({1, 28, 28})), fx::GuardError);
+
+  model.module->train();
+  fx::GraphModule training = models::trace_zoo_model(model);
+  CHECK_THROWS_WITH(fx::prepare_fx(training, fx::get_default_qconfig_mapping("onednn")),
+                    Catch::Contains("training mode") && Catch::Contains("eval()"));
+}
+
+TEST_CASE("a quantized module saves, loads (packing again) and runs the same") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  Quantized q = quantize(model, "onednn", 2);
+  std::stringstream file;
+  fx::save(q.converted, file);
+  fx::GraphModule loaded = fx::load(file);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::equal(first_tensor(loaded(x)), first_tensor(q.converted(x))));
+  CHECK(loaded->graph().to_string() == q.converted->graph().to_string());
+}
+
+TEST_CASE("qnnpack packs per-tensor weights for its own kernels") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("lenet");
+  Quantized q = quantize(model, "qnnpack");
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(fx::sqnr_db(first_tensor(model.forward(model.example_inputs)),
+                    first_tensor(q.converted(x))) > 15);
+  CHECK_THAT(q.converted->init_steps().back().graph->to_string(),
+             Catch::Contains("'qnnpack'") &&
+                 Catch::Contains("per_tensor_symmetric"));
+  fx::set_quantized_engine("onednn");
+}
+
+TEST_CASE("dynamic quantization covers linear layers and LSTMs") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"lstm_tagger", "transformer_encoder", "mlp"}) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    fx::GraphModule dynamic = fx::quantize_dynamic_fx(gm);
+    const fx::Graph& g = dynamic->graph();
+    CAPTURE(g.to_string());
+    CHECK(count(g, "quantized::linear_dynamic") +
+              count(g, "quantized::linear_relu_dynamic") +
+              count(g, "aten::quantized_lstm.input") >
+          0);
+    if (std::string(name) == "lstm_tagger") {
+      CHECK(count(g, "aten::quantized_lstm.input") == 1);
+    }
+    const at::Tensor want = first_tensor(model.forward(model.example_inputs));
+    const at::Tensor got = first_tensor(dynamic->forward(model.example_inputs));
+    CHECK(fx::sqnr_db(want, got) > 20);
+  }
+}
+
+TEST_CASE("the report gives each quantized node's SQNR") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("lenet");
+  Quantized q = quantize(model, "onednn");
+  std::vector<std::vector<c10::IValue>> inputs;
+  for (const at::Tensor& b : batches(model, 2)) inputs.push_back({b});
+  const auto rows = fx::quantization_report(q.prepared, q.converted, inputs);
+  REQUIRE(rows.size() > 3);
+  for (const auto& r : rows) {
+    CAPTURE(r.node, r.op);
+    CHECK(r.sqnr_db > 10);
+    CHECK(r.sqnr_db < 80);
+  }
+  const std::string table = fx::format_quantization_report(rows);
+  CHECK_THAT(table, Catch::Contains("SQNR (dB)") && Catch::Contains("lowest:"));
+  // The prepared module's observers did not run.
+  fx::GraphModule again = fx::convert_fx(q.prepared);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  CHECK(torch::equal(first_tensor(again(x)), first_tensor(q.converted(x))));
+}

@@ -1,0 +1,371 @@
+// The int8 benchmark: fx::prepare_fx / convert_fx on torchvision 0.14
+// models traced to TorchScript, against float32 and against Python's
+// torch.ao quantize_fx (tools/pyquant_reference.py) on the same models,
+// with the same weights and the same calibration and evaluation images.
+//
+// 1. Accuracy, per engine (onednn, qnnpack): the SQNR of the int8 output
+//    against float32 on the evaluation images, ours beside Python's.
+// 2. Speed (onednn): the int8 GraphModule against the float32 one,
+//    interleaved rounds, medians, at batch 1 and 8; Python's converted
+//    model and float32 eager from the same run.
+// 3. prepare_fx + convert_fx time (without calibration) of ResNet-50.
+// Ends with the targets, each PASS or MISS (exit status 1 on a miss).
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "fx/fx.h"
+#include "fx/torchscript.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
+#include "tools/benchmark_support.h"
+
+ABSL_FLAG(std::vector<std::string>, models, {},
+          "torchvision models (default: resnet18, resnet50, mobilenet_v2, "
+          "mobilenet_v3_small; --quick: resnet18, mobilenet_v2)");
+ABSL_FLAG(std::vector<std::string>, batches, {},
+          "batch sizes timed (default 1,8; --quick: 1)");
+
+namespace {
+
+using namespace fx::benchmark;  // NOLINT: the benchmark vocabulary
+
+constexpr char kTorchScriptModels[] = "testdata/torchscript_models.py";
+constexpr char kPythonScript[] = "tools/pyquant_reference.py";
+const std::vector<std::string> kModels = {"resnet18", "resnet50",
+                                          "mobilenet_v2", "mobilenet_v3_small"};
+const std::vector<std::string> kQuickModels = {"resnet18", "mobilenet_v2"};
+// Held to the speed targets (the three).
+const std::vector<std::string> kTimed = {"resnet18", "resnet50",
+                                         "mobilenet_v2"};
+const std::vector<std::string> kEngines = {"onednn", "qnnpack"};
+constexpr int kCalibration = 4;
+constexpr int kEvaluation = 2;
+constexpr double kSqnrSlackDb = 1.0;
+constexpr double kSpeedUp = 3.0;
+constexpr double kPrepareConvertMs = 1000;
+
+torch::jit::Module load_script(const std::string& dir, const std::string& name) {
+  torch::jit::Module script = torch::jit::load(dir + "/" + name + "_traced.pt");
+  script.eval();
+  return script;
+}
+
+// The images tools/pyquant_reference.py wrote: calibration, then
+// evaluation.
+std::vector<at::Tensor> load_images(const std::string& dir,
+                                    const std::string& name) {
+  std::ifstream in(dir + "/" + name + "_data.pt", std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>()};
+  std::vector<at::Tensor> images;
+  const c10::IValue list = torch::pickle_load(bytes);
+  for (const c10::IValue& v : list.toListRef()) {
+    images.push_back(v.toTensor());
+  }
+  return images;
+}
+
+// --- 1. Accuracy -----------------------------------------------------------------
+
+struct AccuracyRun {
+  std::string model, engine;
+  double ours = 0;
+  std::optional<double> python;
+  std::string summary, failure;
+};
+
+AccuracyRun measure_accuracy(const std::string& dir, const std::string& name,
+                             const std::string& engine,
+                             const PythonReference& py) {
+  AccuracyRun r;
+  r.model = name;
+  r.engine = engine;
+  r.python = py.number(absl::StrCat(name, ".", engine, ".sqnr"));
+  try {
+    const std::vector<at::Tensor> images = load_images(dir, name);
+    if (images.size() != kCalibration + kEvaluation) {
+      throw std::runtime_error("the Python reference wrote no images");
+    }
+    torch::jit::Module script = load_script(dir, name);
+    fx::GraphModule gm = fx::symbolic_trace(script, {images[0]});
+    fx::set_quantized_engine(engine);
+    fx::GraphModule prepared =
+        fx::prepare_fx(gm, fx::get_default_qconfig_mapping(engine));
+    for (int i = 0; i < kCalibration; ++i) prepared(images[i]);
+    fx::GraphModule int8 = fx::convert_fx(prepared);
+    std::vector<at::Tensor> want, got;
+    for (int i = kCalibration; i < kCalibration + kEvaluation; ++i) {
+      want.push_back(script.forward({images[i]}).toTensor());
+      got.push_back(int8(images[i]).toTensor());
+    }
+    r.ours = fx::sqnr_db(at::cat(want), at::cat(got));
+    r.summary = fx::summarize_quantized(int8).to_string();
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  fx::set_quantized_engine("onednn");
+  return r;
+}
+
+void print_accuracy(const std::vector<AccuracyRun>& runs) {
+  Table table({"model", "engine", "SQNR ours (dB)", "SQNR Python (dB)",
+               "ours - Python", "converted graph"},
+              2);
+  for (const AccuracyRun& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, r.engine, "failed: " + r.failure});
+      continue;
+    }
+    table.add_row({r.model, r.engine, fixed(r.ours, 2), fixed(r.python, 2),
+                   r.python ? fixed(r.ours - *r.python, 2) : "n/a", r.summary});
+  }
+  print_section(
+      "1. Accuracy: int8 against float32 (same weights, calibration and "
+      "evaluation images in both)",
+      table,
+      {absl::StrFormat("Calibrated on %d images, SQNR over %d others "
+                       "(10 log10 of signal over noise energy).",
+                       kCalibration, kEvaluation)});
+}
+
+// --- 2. Speed ----------------------------------------------------------------------
+
+struct SpeedRun {
+  std::string model;
+  int64_t batch = 1;
+  double fp32_ms = 0, int8_ms = 0;
+  double speed_up = 0;  // median of per-round fp32 / int8
+  std::optional<double> python_int8_ms, python_fp32_ms;
+  double sqnr = 0;      // int8 against fp32 on the timed input
+  std::string failure;
+};
+
+SpeedRun measure_speed(const std::string& dir, const std::string& name,
+                       int64_t batch, int rounds, const PythonReference& py) {
+  SpeedRun r;
+  r.model = name;
+  r.batch = batch;
+  r.python_int8_ms = py.number(absl::StrCat(name, ".int8_ms.", batch));
+  r.python_fp32_ms = py.number(absl::StrCat(name, ".fp32_ms.", batch));
+  try {
+    torch::jit::Module script = load_script(dir, name);
+    torch::manual_seed(batch);
+    const at::Tensor x = torch::randn({batch, 3, 224, 224});
+    fx::GraphModule fp32 = fx::symbolic_trace(script, {x});
+    fx::set_quantized_engine("onednn");
+    fx::GraphModule prepared =
+        fx::prepare_fx(fp32, fx::get_default_qconfig_mapping("onednn"));
+    for (int i = 0; i < 2; ++i) prepared(torch::randn_like(x));
+    fx::GraphModule int8 = fx::convert_fx(prepared);
+    r.sqnr = fx::sqnr_db(fp32(x).toTensor(), int8(x).toTensor());
+    auto samples =
+        interleaved_samples_ms({[&] { fp32(x); }, [&] { int8(x); }}, rounds, 1);
+    r.fp32_ms = median(samples[0]);
+    r.int8_ms = median(samples[1]);
+    r.speed_up = median_paired_ratio(samples[0], samples[1]);
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  return r;
+}
+
+void print_speed(const std::vector<SpeedRun>& runs, int threads) {
+  Table table({"model", "batch", "fp32 ms", "int8 ms", "fp32 / int8",
+               "Python fp32 ms", "Python int8 ms", "int8 ours / Python",
+               "SQNR (dB)"},
+              2);
+  for (const SpeedRun& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, std::to_string(r.batch), "failed: " + r.failure});
+      continue;
+    }
+    table.add_row({r.model, std::to_string(r.batch), fixed(r.fp32_ms, 2),
+                   fixed(r.int8_ms, 2), times(r.speed_up),
+                   fixed(r.python_fp32_ms, 2), fixed(r.python_int8_ms, 2),
+                   times(ratio(r.int8_ms, r.python_int8_ms)), fixed(r.sqnr, 1)});
+  }
+  print_section(
+      absl::StrFormat("2. Speed (onednn, %d threads): the int8 GraphModule "
+                      "against the float32 import, interleaved",
+                      threads),
+      table,
+      {"fp32: the TorchScript file imported (as eager as C++ gets); Python: "
+       "quantize_fx's converted model and the float32 model, timed "
+       "interleaved in the same run by tools/pyquant_reference.py."});
+}
+
+// --- 3. prepare + convert ----------------------------------------------------------
+
+struct PrepareRun {
+  std::string model;
+  double prepare_ms = 0, convert_ms = 0;
+  std::string failure;
+};
+
+PrepareRun measure_prepare(const std::string& dir, const std::string& name,
+                           int repeats) {
+  PrepareRun r;
+  r.model = name;
+  try {
+    torch::jit::Module script = load_script(dir, name);
+    const at::Tensor x = torch::randn({1, 3, 224, 224});
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    const fx::QConfigMapping mapping = fx::get_default_qconfig_mapping("onednn");
+    fx::GraphModule prepared{nullptr};
+    r.prepare_ms = median_ms(
+        [&] {
+          auto start = Clock::now();
+          prepared = fx::prepare_fx(gm, mapping);
+          return ms_since(start);
+        },
+        repeats);
+    prepared(x);
+    r.convert_ms = median_ms(
+        [&] {
+          auto start = Clock::now();
+          fx::convert_fx(prepared);
+          return ms_since(start);
+        },
+        repeats);
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  return r;
+}
+
+std::vector<TargetCheck> check_targets(const std::vector<AccuracyRun>& accuracy,
+                                       const std::vector<SpeedRun>& speed,
+                                       const PrepareRun& prepare) {
+  std::vector<TargetCheck> checks;
+  for (const AccuracyRun& r : accuracy) {
+    const bool ok = r.failure.empty() && r.python &&
+                    r.ours >= *r.python - kSqnrSlackDb;
+    checks.push_back(
+        {absl::StrCat(r.model, " ", r.engine,
+                      " SQNR at least Python quantize_fx's - 1 dB"),
+         r.failure.empty()
+             ? absl::StrFormat("%.2f vs %s dB", r.ours, fixed(r.python, 2))
+             : r.failure,
+         ok, false});
+  }
+  for (const SpeedRun& r : speed) {
+    if (std::count(kTimed.begin(), kTimed.end(), r.model) == 0) continue;
+    const std::string where = absl::StrCat(r.model, " batch ", r.batch);
+    checks.push_back({where + ": int8 at least 3x faster than float32",
+                      r.failure.empty() ? times(r.speed_up) : r.failure,
+                      r.failure.empty() && r.speed_up >= kSpeedUp});
+    const std::optional<double> vs = ratio(r.int8_ms, r.python_int8_ms);
+    checks.push_back(
+        {where + ": int8 at most Python quantize_fx's time",
+         r.failure.empty() ? times(vs) : r.failure,
+         !r.failure.empty() ? std::optional<bool>(false)
+         : vs               ? std::optional<bool>(*vs <= 1.0)
+                            : std::nullopt});
+    checks.push_back({where + ": int8 output within 15 dB of float32 (SQNR)",
+                      fixed(r.sqnr, 1), r.failure.empty() && r.sqnr > 15, false});
+  }
+  checks.push_back(
+      {absl::StrCat("prepare_fx + convert_fx of ", prepare.model, " under 1 s"),
+       prepare.failure.empty()
+           ? absl::StrFormat("%.0f + %.0f ms", prepare.prepare_ms,
+                             prepare.convert_ms)
+           : prepare.failure,
+       prepare.failure.empty() &&
+           prepare.prepare_ms + prepare.convert_ms < kPrepareConvertMs});
+  return checks;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "int8 quantization (fx::prepare_fx / convert_fx) against float32 and "
+      "Python's quantize_fx.\n  bazel run //tools:benchmark_quantization -- "
+      "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8]"
+      "\n--quick: resnet18 and mobilenet_v2, batch 1, 3 rounds.");
+  absl::ParseCommandLine(argc, argv);
+  const auto [quick, threads, repeats] = run_flags();
+  at::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  const std::string before = machine_summary();
+
+  std::vector<std::string> names = absl::GetFlag(FLAGS_models);
+  if (names.empty()) names = quick ? kQuickModels : kModels;
+  std::vector<int64_t> batches;
+  for (const std::string& b : absl::GetFlag(FLAGS_batches)) {
+    batches.push_back(std::stoll(b));
+  }
+  if (batches.empty()) {
+    batches = quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 8};
+  }
+
+  const std::string dir = "/tmp/fx_benchmark_quantization";
+  std::vector<std::string> files;
+  for (const std::string& name : names) files.push_back(name + "_traced");
+  PythonReference written = run_python_reference(
+      argv[0], kTorchScriptModels,
+      absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+  if (!written.unavailable.empty()) {
+    std::cerr << "TorchScript models not written: " << written.unavailable
+              << "\n";
+    return 1;
+  }
+  std::vector<std::string> timed;
+  for (const std::string& name : names) {
+    if (std::count(kTimed.begin(), kTimed.end(), name) > 0) timed.push_back(name);
+  }
+  PythonReference py = run_python_reference(
+      argv[0], kPythonScript,
+      absl::StrFormat("%s %s --engines=%s --calibration=%d --evaluation=%d "
+                      "--batches=%s --rounds=%d --threads=%d",
+                      dir, absl::StrJoin(names, " "),
+                      absl::StrJoin(kEngines, ","), kCalibration, kEvaluation,
+                      absl::StrJoin(batches, ","), repeats, threads));
+
+  std::vector<AccuracyRun> accuracy;
+  for (const std::string& name : names) {
+    for (const std::string& engine : kEngines) {
+      std::cerr << "quantizing " << name << " for " << engine << "\n";
+      accuracy.push_back(measure_accuracy(dir, name, engine, py));
+    }
+  }
+  std::vector<SpeedRun> speed;
+  for (int64_t batch : batches) {
+    for (const std::string& name : names) {
+      std::cerr << "timing " << name << " at batch " << batch << "\n";
+      speed.push_back(measure_speed(dir, name, batch, repeats, py));
+    }
+  }
+  const std::string big =
+      std::count(names.begin(), names.end(), "resnet50") ? "resnet50"
+                                                         : names.front();
+  std::cerr << "timing prepare_fx and convert_fx on " << big << "\n";
+  const PrepareRun prepare = measure_prepare(dir, big, quick ? 1 : 5);
+
+  std::cout << "fx for LibTorch int8 quantization benchmark ("
+            << (quick ? "--quick" : "full") << " run)\n"
+            << "before: " << before << "; after: " << machine_summary()
+            << "\nthreads: " << threads << "; rounds: " << repeats << "\n";
+  if (!py.unavailable.empty()) {
+    std::cout << "Python reference unavailable: " << py.unavailable << "\n";
+  }
+  print_accuracy(accuracy);
+  print_speed(speed, threads);
+  Table table({"model", "prepare_fx ms", "convert_fx ms"});
+  table.add_row({prepare.model, fixed(prepare.prepare_ms, 1),
+                 fixed(prepare.convert_ms, 1)});
+  print_section("3. prepare_fx + convert_fx (no calibration), medians", table);
+  return print_targets(check_targets(accuracy, speed, prepare), quick);
+}

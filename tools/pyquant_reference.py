@@ -1,0 +1,116 @@
+"""Python torch.ao quantize_fx on torchvision models, the reference
+tools/benchmark_quantization.cc measures fx for LibTorch's int8 against
+(run with Debian's /usr/bin/python3: torch 1.13, torchvision 0.14).
+
+    python3 tools/pyquant_reference.py OUT_DIR MODEL... [--engines=onednn,qnnpack]
+        [--calibration=4] [--batches=1,8] [--rounds=20] [--threads=2]
+
+MODEL is a name of testdata/torchscript_models.py without "_traced"
+(resnet18, mobilenet_v2, ...): built as that script builds it, so with the
+weights of its MODEL_traced.pt. For each model it writes
+OUT_DIR/MODEL_data.pt, a list of 1x3x224x224 tensors: the calibration
+batches, then --evaluation more, which the C++ side loads to calibrate and
+measure on the very same data. Then, per engine, quantize_fx with
+get_default_qconfig_mapping(engine), calibrated on those batches, and
+`key value` lines:
+
+    resnet18.onednn.sqnr 34.1
+    resnet18.fp32_ms.1 29.5
+    resnet18.int8_ms.1 7.7
+
+sqnr: 10 log10(sum fp32^2 / sum (fp32 - int8)^2) over the outputs of the
+evaluation batches; times (with --rounds > 0, onednn only): medians of
+interleaved rounds, the converted model against fp32 eager, per batch size.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "testdata"))
+import torchscript_models  # noqa: E402
+
+
+def build(name):
+    key = name + "_traced"
+    factory, _ = (torchscript_models.MODELS[key]
+                  if key in torchscript_models.MODELS
+                  else torchscript_models.CLASSIFICATION[key])
+    torch.manual_seed(0)
+    return torchscript_models._calibrated(factory())
+
+
+def data(n_calibration, n_evaluation):
+    torch.manual_seed(12345)
+    return [torch.randn(1, 3, 224, 224)
+            for _ in range(n_calibration + n_evaluation)]
+
+
+def sqnr(reference, other):
+    noise = (reference - other).pow(2).sum().item()
+    signal = reference.pow(2).sum().item()
+    return float("inf") if noise == 0 else 10 * torch.log10(
+        torch.tensor(signal / noise)).item()
+
+
+def interleaved_ms(variants, rounds):
+    samples = [[] for _ in variants]
+    for v in variants:
+        v()
+    for r in range(rounds):
+        order = range(len(variants)) if r % 2 == 0 else reversed(range(len(variants)))
+        for i in order:
+            start = time.perf_counter()
+            variants[i]()
+            samples[i].append((time.perf_counter() - start) * 1e3)
+    return [sorted(s)[len(s) // 2] for s in samples]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir")
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--engines", default="onednn,qnnpack")
+    parser.add_argument("--calibration", type=int, default=4)
+    parser.add_argument("--evaluation", type=int, default=2)
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name in args.models:
+        batches = data(args.calibration, args.evaluation)
+        torch.save(batches, os.path.join(args.out_dir, name + "_data.pt"))
+        calibration = batches[:args.calibration]
+        evaluation = batches[args.calibration:]
+        for engine in args.engines.split(","):
+            torch.backends.quantized.engine = engine
+            model = build(name)
+            with torch.no_grad():
+                want = torch.cat([model(x) for x in evaluation])
+                prepared = prepare_fx(model, get_default_qconfig_mapping(engine),
+                                      (calibration[0],))
+                for b in calibration:
+                    prepared(b)
+                int8 = convert_fx(prepared)
+                got = torch.cat([int8(x) for x in evaluation])
+                print(f"{name}.{engine}.sqnr {sqnr(want, got):.4f}", flush=True)
+                if args.rounds > 0 and engine == "onednn":
+                    fp32 = build(name)
+                    for batch in [int(b) for b in args.batches.split(",")]:
+                        torch.manual_seed(batch)
+                        x = torch.randn(batch, 3, 224, 224)
+                        ms = interleaved_ms([lambda: fp32(x), lambda: int8(x)],
+                                            args.rounds)
+                        print(f"{name}.fp32_ms.{batch} {ms[0]:.4f}", flush=True)
+                        print(f"{name}.int8_ms.{batch} {ms[1]:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
