@@ -40,15 +40,21 @@ void save_tensors(const TensorMap& tensors, const std::string& path) {
 
 TensorMap load_tensors(const std::string& path) {
   const std::string file = read_file(path, "load_tensors");
-  std::vector<char> bytes(file.begin(), file.end());
   c10::IValue value;
+  std::string problem;
   try {
-    value = torch::pickle_load(bytes);
+    std::optional<c10::IValue> loaded = checked_pickle_load(file, &problem);
+    if (loaded) value = std::move(*loaded);
   } catch (const c10::Error& e) {
+    problem = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  if (!problem.empty()) {
     throw GraphError(absl::StrCat("load_tensors: '", path,
                                   "' is not a tensor file written by "
                                   "fx::save_tensors: ",
-                                  e.what_without_backtrace()));
+                                  problem));
   }
   if (!value.isGenericDict()) {
     throw GraphError(absl::StrCat("load_tensors: '", path,

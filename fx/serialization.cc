@@ -312,93 +312,6 @@ void save(const GraphModuleImpl& gm, std::ostream& out) {
 
 namespace {
 
-// libtorch's unpickler trusts the lengths and memo indices in the pickle: a
-// string said to be 3 GB long is allocated and zeroed before the short read
-// fails, and a memo index of 4e9 grows the memo to 4e9 entries. Walks the
-// opcodes of `pickle` and returns what is wrong (empty if nothing): every
-// length within the bytes left, memo indices as a pickler writes them (each
-// new one next, each read one already written), only the opcodes of the
-// protocols libtorch writes, and STOP at the end.
-std::string check_pickle(const char* data, size_t size) {
-  size_t pos = 0;
-  uint64_t memo_size = 0;
-  auto have = [&](uint64_t n) { return n <= size - pos; };
-  auto read_le = [&](int bytes, uint64_t* value) {
-    if (!have(bytes)) return false;
-    *value = 0;
-    for (int i = bytes - 1; i >= 0; --i) {
-      *value = (*value << 8) | static_cast<uint8_t>(data[pos + i]);
-    }
-    pos += bytes;
-    return true;
-  };
-  auto skip_line = [&] {
-    const void* end = std::memchr(data + pos, '\n', size - pos);
-    if (end == nullptr) return false;
-    pos = static_cast<const char*>(end) - data + 1;
-    return true;
-  };
-  while (pos < size) {
-    const size_t at = pos;
-    const uint8_t op = static_cast<uint8_t>(data[pos++]);
-    uint64_t n = 0;
-    bool ok = true;
-    switch (op) {
-      case '.':  // STOP
-        return pos == size ? "" : absl::StrCat("bytes after the end at ", pos);
-      case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89:
-      case ']': case ')': case '}': case 'a': case 'e': case 's': case 'u':
-      case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b':
-      case 0x81: case 'l': case 'd': case 0x8f: case 0x90: case 0x91:
-      case 0x93: case 0x92: case 'Q':
-        break;
-      case 0x94:  // MEMOIZE
-        ++memo_size;
-        break;
-      case 0x80: case 'K': ok = read_le(1, &n); break;  // PROTO, BININT1
-      case 'M': ok = read_le(2, &n); break;              // BININT2
-      case 'J': ok = read_le(4, &n); break;              // BININT
-      case 'G': case 0x95: ok = read_le(8, &n); break;   // BINFLOAT, FRAME
-      case 'h': case 'j':                                // BINGET, LONG_BINGET
-        ok = read_le(op == 'h' ? 1 : 4, &n) && n < memo_size;
-        break;
-      case 'q': case 'r':                                // BINPUT, LONG_BINPUT
-        ok = read_le(op == 'q' ? 1 : 4, &n) && n <= memo_size;
-        if (ok && n == memo_size) ++memo_size;
-        break;
-      case 0x8a: case 'C': case 'U': case 0x8c:  // 1-byte length
-        ok = read_le(1, &n) && have(n);
-        pos += ok ? n : 0;
-        break;
-      case 0x8b: case 'X': case 'B': case 'T':  // 4-byte length
-        ok = read_le(4, &n) && have(n);
-        pos += ok ? n : 0;
-        break;
-      case 0x8d: case 0x8e: case 0x96:  // 8-byte length
-        ok = read_le(8, &n) && have(n);
-        pos += ok ? n : 0;
-        break;
-      case 'c':  // GLOBAL: module and name lines
-        ok = skip_line() && skip_line();
-        break;
-      case 'I': case 'L': case 'S': case 'V': case 'F': case 'P':
-        ok = skip_line();
-        break;
-      case 'g': case 'p':  // GET, PUT: decimal memo index lines
-        ok = false;
-        break;
-      default:
-        return absl::StrCat("unknown opcode ", static_cast<int>(op), " at ",
-                            at);
-    }
-    if (!ok) {
-      return absl::StrCat("opcode ", static_cast<int>(op), " at ", at,
-                          " has a length or memo index beyond the data");
-    }
-  }
-  return "no STOP";
-}
-
 // Loads what save_to_bytes wrote; `source` names it in errors ("'a.fx'",
 // "the stream").
 GraphModule load_from_bytes(const std::string& bytes,
@@ -412,15 +325,14 @@ GraphModule load_from_bytes(const std::string& bytes,
           "fx::load: ", source, " is not a file written by fx::save (the "
           "archive has no data.pkl)"));
     }
-    auto [pickle, pickle_size] = reader.getRecord("data.pkl");
-    const std::string problem = check_pickle(
-        static_cast<const char*>(pickle.get()), pickle_size);
-    if (!problem.empty()) {
+    std::string problem;
+    std::optional<c10::IValue> loaded = checked_pickle_load(bytes, &problem);
+    if (!loaded) {
       throw GraphError(absl::StrCat(
           "fx::load: ", source, " is corrupt or is not a file written by "
-          "fx::save (its data.pkl: ", problem, ")"));
+          "fx::save (", problem, ")"));
     }
-    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    value = std::move(*loaded);
   } catch (const fx::Error&) {
     throw;
   } catch (const c10::Error& e) {

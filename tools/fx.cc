@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/input_spec.h"
+#include "fx/internal/files.h"
 #include "lowering/optimize_for_inference.h"
 #include "fx/fx.h"
 #include "fx/torchscript.h"
@@ -478,16 +479,21 @@ std::vector<std::vector<c10::IValue>> calibration_batches(
                                 ": the directory holds no files");
   }
   for (const std::string& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::vector<char> bytes{std::istreambuf_iterator<char>(in),
-                            std::istreambuf_iterator<char>()};
     c10::IValue v;
+    std::string problem;
     try {
-      v = torch::pickle_load(bytes);
+      std::optional<c10::IValue> loaded =
+          fx::checked_pickle_load(fx::read_file(file, "fx quantize"), &problem);
+      if (loaded) v = std::move(*loaded);
     } catch (const c10::Error& e) {
-      throw fx::QuantizationError(
-          "--calibrate: " + file + " is not a tensor file (torch.save): " +
-          e.what_without_backtrace());
+      problem = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    if (!problem.empty()) {
+      throw fx::QuantizationError("--calibrate: " + file +
+                                  " is not a tensor file (torch.save): " +
+                                  problem);
     }
     std::vector<c10::IValue> batch;
     if (v.isTensor()) {

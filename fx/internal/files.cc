@@ -10,14 +10,145 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "fx/errors.h"
 
 namespace fx {
 
 namespace {
+
+// libtorch's unpickler trusts the lengths and memo indices in the pickle: a
+// string said to be 3 GB long is allocated and zeroed before the short read
+// fails, and a memo index of 4e9 grows the memo to 4e9 entries. Walks the
+// opcodes of `pickle` and returns what is wrong (empty if nothing): every
+// length within the bytes left, memo indices as a pickler writes them (each
+// new one next, each read one already written), only the opcodes of the
+// protocols libtorch writes, and STOP at the end.
+std::string check_pickle(const char* data, size_t size) {
+  size_t pos = 0;
+  uint64_t memo_size = 0;
+  auto have = [&](uint64_t n) { return n <= size - pos; };
+  auto read_le = [&](int bytes, uint64_t* value) {
+    if (!have(bytes)) return false;
+    *value = 0;
+    for (int i = bytes - 1; i >= 0; --i) {
+      *value = (*value << 8) | static_cast<uint8_t>(data[pos + i]);
+    }
+    pos += bytes;
+    return true;
+  };
+  auto skip_line = [&] {
+    const void* end = std::memchr(data + pos, '\n', size - pos);
+    if (end == nullptr) return false;
+    pos = static_cast<const char*>(end) - data + 1;
+    return true;
+  };
+  while (pos < size) {
+    const size_t at = pos;
+    const uint8_t op = static_cast<uint8_t>(data[pos++]);
+    uint64_t n = 0;
+    bool ok = true;
+    switch (op) {
+      case '.':  // STOP
+        return pos == size ? "" : absl::StrCat("bytes after the end at ", pos);
+      case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89:
+      case ']': case ')': case '}': case 'a': case 'e': case 's': case 'u':
+      case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b':
+      case 0x81: case 'l': case 'd': case 0x8f: case 0x90: case 0x91:
+      case 0x93: case 0x92: case 'Q':
+        break;
+      case 0x94:  // MEMOIZE
+        ++memo_size;
+        break;
+      case 0x80: case 'K': ok = read_le(1, &n); break;  // PROTO, BININT1
+      case 'M': ok = read_le(2, &n); break;              // BININT2
+      case 'J': ok = read_le(4, &n); break;              // BININT
+      case 'G': case 0x95: ok = read_le(8, &n); break;   // BINFLOAT, FRAME
+      case 'h': case 'j':                                // BINGET, LONG_BINGET
+        ok = read_le(op == 'h' ? 1 : 4, &n) && n < memo_size;
+        break;
+      case 'q': case 'r':                                // BINPUT, LONG_BINPUT
+        ok = read_le(op == 'q' ? 1 : 4, &n) && n <= memo_size;
+        if (ok && n == memo_size) ++memo_size;
+        break;
+      case 0x8a: case 'C': case 'U': case 0x8c:  // 1-byte length
+        ok = read_le(1, &n) && have(n);
+        pos += ok ? n : 0;
+        break;
+      case 0x8b: case 'X': case 'B': case 'T':  // 4-byte length
+        ok = read_le(4, &n) && have(n);
+        pos += ok ? n : 0;
+        break;
+      case 0x8d: case 0x8e: case 0x96:  // 8-byte length
+        ok = read_le(8, &n) && have(n);
+        pos += ok ? n : 0;
+        break;
+      case 'c':  // GLOBAL: module and name lines
+        ok = skip_line() && skip_line();
+        break;
+      case 'I': case 'L': case 'S': case 'V': case 'F': case 'P':
+        ok = skip_line();
+        break;
+      case 'g': case 'p':  // GET, PUT: decimal memo index lines
+        ok = false;
+        break;
+      default:
+        return absl::StrCat("unknown opcode ", static_cast<int>(op), " at ",
+                            at);
+    }
+    if (!ok) {
+      return absl::StrCat("opcode ", static_cast<int>(op), " at ", at,
+                          " has a length or memo index beyond the data");
+    }
+  }
+  return "no STOP";
+}
+
+
+// Whether every tensor in `v` has its storage within the record its data
+// came from (`records`: data pointer -> record size).
+std::string check_storages(
+    const c10::IValue& v,
+    const absl::flat_hash_map<const void*, size_t>& records, int depth = 0) {
+  if (depth > 100) return "values nested too deep";
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.has_storage()) return "";
+    const c10::Storage& storage = t.storage();
+    if (storage.nbytes() == 0) return "";
+    auto it = records.find(storage.data());
+    if (it == records.end()) return "";  // made by the unpickler itself
+    if (storage.nbytes() > it->second) {
+      return absl::StrCat("a tensor's storage claims ", storage.nbytes(),
+                          " bytes but its data record holds ", it->second);
+    }
+    return "";
+  }
+  auto each = [&](const auto& values) -> std::string {
+    for (const c10::IValue& e : values) {
+      std::string p = check_storages(e, records, depth + 1);
+      if (!p.empty()) return p;
+    }
+    return "";
+  };
+  if (v.isList()) return each(v.toListRef());
+  if (v.isTuple()) return each(v.toTupleRef().elements());
+  if (v.isGenericDict()) {
+    for (const auto& item : v.toGenericDict()) {
+      std::string p = check_storages(item.key(), records, depth + 1);
+      if (p.empty()) p = check_storages(item.value(), records, depth + 1);
+      if (!p.empty()) return p;
+    }
+  }
+  return "";
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& path,
                        int error) {
@@ -93,6 +224,41 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+std::optional<c10::IValue> checked_pickle_load(const std::string& bytes,
+                                               std::string* problem) {
+  std::istringstream stream(bytes);
+  caffe2::serialize::PyTorchStreamReader reader(&stream);
+  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  const char* data = static_cast<const char*>(pickle.get());
+  *problem = check_pickle(data, pickle_size);
+  if (!problem->empty()) {
+    *problem = "its data.pkl: " + *problem;
+    return std::nullopt;
+  }
+  // torch::jit::readArchiveAndTensors("data", ...), recording each data
+  // record's size.
+  size_t read = 0;
+  auto read_pickle = [&](char* buffer, size_t length) -> size_t {
+    length = std::min(pickle_size - read, length);
+    std::memcpy(buffer, data + read, length);
+    read += length;
+    return length;
+  };
+  absl::flat_hash_map<const void*, size_t> records;
+  auto read_record = [&](const std::string& name) {
+    auto [record, size] = reader.getRecord("data/" + name);
+    records[record.get()] = size;
+    return std::move(record);
+  };
+  torch::jit::Unpickler unpickler(read_pickle, nullptr, nullptr, read_record,
+                                  c10::nullopt);
+  unpickler.set_version(reader.version());
+  c10::IValue value = unpickler.parse_ivalue();
+  *problem = check_storages(value, records);
+  if (!problem->empty()) return std::nullopt;
+  return value;
 }
 
 std::string read_file(const std::string& path, const char* who) {

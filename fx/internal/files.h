@@ -2,7 +2,10 @@
 // generated code and the code generator.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include <ATen/core/ivalue.h>
 
 namespace fx {
 
@@ -17,5 +20,17 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // The bytes of the file at `path`. Throws fx::GraphError naming `who` (the
 // calling function), the path and the system's reason if it cannot.
 std::string read_file(const std::string& path, const char* who);
+
+// The value of a torch.save archive (torch::pickle_save's bytes, which
+// fx::save and save_tensors write), unpickled as torch::pickle_load does
+// but checked where libtorch's unpickler trusts the file: every length and
+// memo index of data.pkl within the data (a string said to be 3 GB is not
+// allocated), and every tensor's storage within the data record it comes
+// from (a short record is not read past: torch::pickle_load makes a storage
+// of the size the pickle claims over a smaller buffer). Returns nullopt and
+// says what is wrong in *problem for such a file; libtorch's own errors (a
+// truncated zip) are thrown as they are.
+std::optional<c10::IValue> checked_pickle_load(const std::string& bytes,
+                                               std::string* problem);
 
 }  // namespace fx
