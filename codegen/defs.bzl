@@ -20,7 +20,10 @@ codegen/module_codegen.h). With `weights = True` it also writes
 `<name>.weights`, the tensors the class binds (fx::load_tensors).
 `max_function_nodes` (default 2000) splits forward and the init steps into
 member functions of about that many nodes, so that the compiler copes with
-very large graphs.
+very large graphs. `quantize = "onednn"` (or "qnnpack") quantizes to int8
+after the passes, calibrating on the factory's Model::calibration batches
+(quantization/quantize_fx.h); the class quantizes and packs the weights it
+binds when it is constructed.
 """
 
 def fx_cc_library(
@@ -34,6 +37,7 @@ def fx_cc_library(
         weights = False,
         train = False,
         max_function_nodes = None,
+        quantize = "",
         visibility = None,
         testonly = False):
     scope, _, function = factory.rpartition("::")
@@ -84,6 +88,8 @@ def fx_cc_library(
         args.append("--train")
     if max_function_nodes != None:
         args.append("--max_function_nodes=%d" % max_function_nodes)
+    if quantize:
+        args.append("--quantize=" + quantize)
 
     # The generator is a source, not a tool, so that it is built once, in
     # the target configuration (this machine), rather than again for the
@@ -101,8 +107,13 @@ def fx_cc_library(
         name = name,
         hdrs = [header],
         srcs = [source],
-        # The operators lowered graphs call (fx::optimize_for_inference).
-        deps = [Label("//codegen:runtime"), Label("//lowering:onednn_ops")],
+        # The operators lowered graphs call (fx::optimize_for_inference)
+        # and quantized ones pack their weights with (fx::convert_fx).
+        deps = [
+            Label("//codegen:runtime"),
+            Label("//lowering:onednn_ops"),
+            Label("//quantization:ops"),
+        ],
         data = [name + ".weights"] if weights else [],
         testonly = testonly,
         visibility = visibility,

@@ -19,6 +19,7 @@
 #include "fx/tracer.h"
 #include "lowering/onednn_ops.h"
 #include "passes/pass_manager.h"
+#include "quantization/quantize_fx.h"
 
 namespace fx {
 namespace codegen {
@@ -35,7 +36,7 @@ int generator_main(int argc, char** argv,
     bool train = false;
     const std::set<std::string> known = {
         "passes", "class_name", "namespace", "header_include", "header",
-        "source", "weights", "max_function_nodes"};
+        "source", "weights", "max_function_nodes", "quantize"};
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
       if (arg == "--train") {
@@ -86,6 +87,22 @@ int generator_main(int argc, char** argv,
       passes.add(std::string(name));
     }
     gm = passes.run(gm).module;
+    if (!flags["quantize"].empty()) {
+      const std::string& engine = flags["quantize"];
+      if (!model.calibration) {
+        throw GraphError(absl::StrCat(
+            "--quantize=", engine, " needs calibration batches: set "
+            "fx::codegen::Model::calibration in the model factory"));
+      }
+      set_quantized_engine(engine);
+      GraphModule prepared =
+          prepare_fx(gm, get_default_qconfig_mapping(engine), examples);
+      at::NoGradGuard no_grad;
+      for (const std::vector<c10::IValue>& batch : model.calibration()) {
+        prepared->forward(batch);
+      }
+      gm = convert_fx(prepared);
+    }
 
     ModuleOptions module_options;
     module_options.class_name = flags["class_name"];

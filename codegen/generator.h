@@ -15,6 +15,10 @@
 //     --header_include=models/my_net_folded.h
 //     --header=OUT.h --source=OUT.cc [--weights=OUT.weights] [--train]
 //     --max_function_nodes=2000       split longer functions (0: never)
+//     --quantize=onednn               after the passes, int8 quantization
+//                                     for this engine (prepare_fx, the
+//                                     factory's calibration batches,
+//                                     convert_fx: quantization/quantize_fx.h)
 #pragma once
 
 #include <functional>
@@ -37,6 +41,9 @@ struct Model {
   BoxedForward forward;
   // Submodules to keep as call_module nodes (fx::TraceOptions).
   std::set<std::string> leaf_modules;
+  // Batches of forward inputs to calibrate on when fx_cc_library quantizes
+  // (quantize = "onednn"): one list of inputs per batch.
+  std::function<std::vector<std::vector<c10::IValue>>()> calibration;
 };
 
 // A Model from a module (TORCH_MODULE holder or std::shared_ptr<Impl>)
@@ -44,7 +51,7 @@ struct Model {
 template <typename ModuleType>
 Model model_of(const ModuleType& module) {
   auto ptr = detail::module_ptr(module);
-  return Model{ptr, box_forward(ptr, ptr->name() + ".forward"), {}};
+  return Model{ptr, box_forward(ptr, ptr->name() + ".forward"), {}, {}};
 }
 
 // Runs the generator with the flags above; returns the process exit code

@@ -14,6 +14,10 @@
 #include "lowering/optimize_for_inference.h"
 #include "testdata/resnet18_folded.h"
 #include "testdata/resnet18_lowered.h"
+#include "testdata/codegen_models.h"
+#include "testdata/lenet_int8.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
 #include "testdata/resnet18_split.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -71,6 +75,24 @@ TEST_CASE("ResNet-18 lowered to oneDNN and generated matches the lowered GraphMo
   // The code calls the lowered operators through the dispatcher.
   const std::string code = gm->code();
   CHECK_THAT(code, Catch::Contains("findSchemaOrThrow(\"fx_onednn::conv\", \"\")"));
+}
+
+TEST_CASE("LeNet quantized to int8 at build time matches convert_fx's module") {
+  torch::NoGradGuard no_grad;
+  fx::set_quantized_engine("onednn");
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule prepared = fx::prepare_fx(
+      models::trace_zoo_model(model), fx::get_default_qconfig_mapping("onednn"));
+  for (const auto& batch : testdata::lenet_calibration()) prepared->forward(batch);
+  fx::GraphModule int8 = fx::convert_fx(prepared);
+  testdata::LenetInt8 generated(*model.module);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  // The same quantized kernels on the same packed weights and scales.
+  const at::Tensor ours = generated.forward(x);
+  CHECK(torch::equal(ours, int8(x).toTensor()));
+  CHECK(fx::sqnr_db(model.forward(model.example_inputs).toTensor(), ours) > 15);
+  // The packed weights are script objects the constructor made.
+  CHECK_THAT(int8->code(), Catch::Contains("c10::IValue& _packed_"));
 }
 
 TEST_CASE("a forward split into many functions computes the same") {

@@ -1,0 +1,19 @@
+// The zoo's models as fx::codegen::Model factories, for fx_cc_library
+// (testdata/BUILD.bazel), and LeNet's calibration batches.
+#pragma once
+
+#include <vector>
+
+#include "codegen/generator.h"
+
+namespace testdata {
+
+fx::codegen::Model resnet18_model();
+fx::codegen::Model resnet50_model();
+fx::codegen::Model lenet_model();
+// LeNet with lenet_calibration() as its calibration batches.
+fx::codegen::Model lenet_calibrated_model();
+// Four seeded batches of 2x1x32x32 normal noise.
+std::vector<std::vector<c10::IValue>> lenet_calibration();
+
+}  // namespace testdata
