@@ -185,9 +185,9 @@ std::vector<double> interleaved_ms(
 }
 
 // The deployment story: eager, TorchScript's freeze + optimize_for_inference
-// (of the graph exported with fx::to_torchscript), and the graph lowered by
-// fx::optimize_for_inference, timed side by side. Returns whether the
-// lowered output matches eager.
+// (of the graph exported with fx::to_torchscript), the graph lowered by
+// fx::optimize_for_inference, and int8 (fx::prepare_fx / convert_fx), timed
+// side by side. Returns whether the lowered output matches eager.
 bool deployment(const Traced& t, const at::Tensor& x) {
   const int threads = 2;
   at::set_num_threads(threads);
@@ -202,13 +202,27 @@ bool deployment(const Traced& t, const at::Tensor& x) {
   exported.eval();
   torch::jit::Module frozen = torch::jit::freeze(exported);
   torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen);
+  // int8: calibrated on 8 batches of noise shaped like the input.
+  start = std::chrono::steady_clock::now();
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule prepared =
+      fx::prepare_fx(t.module, fx::get_default_qconfig_mapping("onednn"));
+  for (int i = 0; i < 8; ++i) {
+    torch::manual_seed(500 + i);
+    prepared(torch::randn_like(x));
+  }
+  fx::GraphModule int8 = fx::convert_fx(prepared);
+  const double quantizing_ms = std::chrono::duration<double, std::milli>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
   const at::Tensor eager = t.model.forward({x}).toTensor();
   const at::Tensor ours = lowered(x).toTensor();
   const at::Tensor theirs = optimized.forward({x}).toTensor();
+  const at::Tensor quantized = int8(x).toTensor();
   for (int i = 0; i < 3; ++i) optimized.forward({x});  // TorchScript's warm-up
   const std::vector<double> ms = interleaved_ms(
       {[&] { t.model.forward({x}); }, [&] { optimized.forward({x}); },
-       [&] { lowered(x); }},
+       [&] { lowered(x); }, [&] { int8(x); }},
       15);
   auto error = [&](const at::Tensor& y) {
     return (y - eager).abs().max().item<double>() /
@@ -221,9 +235,13 @@ bool deployment(const Traced& t, const at::Tensor& x) {
       "(max difference from eager %.1e, relative)\n"
       "  fx::optimize_for_inference (oneDNN, fused)    %7.2f ms  "
       "(max difference from eager %.1e, relative; lowered in %.0f ms)\n"
-      "  lowered / eager %.2fx, lowered / TorchScript-optimized %.2fx\n",
-      ms[0], ms[1], error(theirs), ms[2], ours_error, lowering_ms,
-      ms[2] / ms[0], ms[2] / ms[1]);
+      "  fx::convert_fx (int8, onednn)                 %7.2f ms  "
+      "(SQNR against eager %.1f dB; calibrated and converted in %.0f ms)\n"
+      "  lowered / eager %.2fx, lowered / TorchScript-optimized %.2fx, "
+      "int8 / eager %.2fx\n",
+      ms[0], ms[1], error(theirs), ms[2], ours_error, lowering_ms, ms[3],
+      fx::sqnr_db(eager, quantized), quantizing_ms, ms[2] / ms[0],
+      ms[2] / ms[1], ms[3] / ms[0]);
   return ours_error < 1e-4;
 }
 
