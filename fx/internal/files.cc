@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 #include <string>
 
 #include <caffe2/serialize/inline_container.h>
@@ -230,7 +231,9 @@ std::optional<c10::IValue> checked_pickle_load(const std::string& bytes,
                                                std::string* problem) {
   std::istringstream stream(bytes);
   caffe2::serialize::PyTorchStreamReader reader(&stream);
-  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  std::tuple<at::DataPtr, size_t> record = reader.getRecord("data.pkl");
+  const at::DataPtr& pickle = std::get<0>(record);
+  const size_t pickle_size = std::get<1>(record);
   const char* data = static_cast<const char*>(pickle.get());
   *problem = check_pickle(data, pickle_size);
   if (!problem->empty()) {
