@@ -512,6 +512,108 @@ c10::IValue GraphModuleImpl::forward(std::vector<c10::IValue> inputs) {
   return executor_->run(std::move(inputs));
 }
 
+namespace {
+
+void check_device(const torch::Device& device) {
+  if (!device.is_cpu()) {
+    throw GraphError(absl::StrCat(
+        "GraphModule::to(", device.str(),
+        "): this libtorch runs on the CPU only; the graph stays there"));
+  }
+}
+
+// The node of `graph` whose arguments name a floating dtype, or nullptr.
+const Node* names_floating_dtype(const Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    bool found = false;
+    auto visit = [&](const Argument& a, const auto& self) -> void {
+      if (a.is_dtype() && c10::isFloatingType(a.to_dtype())) found = true;
+      if (a.is_sequence()) {
+        for (const Argument& e : a.elements()) self(e, self);
+      }
+    };
+    for (const Argument& a : n->args()) visit(a, visit);
+    for (const auto& kv : n->kwargs()) visit(kv.second, visit);
+    if (found) return n;
+  }
+  return nullptr;
+}
+
+void retype_guard(InputGuard& guard, c10::ScalarType dtype) {
+  if (guard.kind == InputGuard::Kind::kTensor &&
+      c10::isFloatingType(guard.dtype)) {
+    guard.dtype = dtype;
+  }
+  for (InputGuard& e : guard.elements) retype_guard(e, dtype);
+}
+
+}  // namespace
+
+void GraphModuleImpl::to(torch::Dtype dtype, bool non_blocking) {
+  if (!c10::isFloatingType(dtype)) {
+    throw GraphError(absl::StrCat(
+        "GraphModule::to(", c10::toString(dtype),
+        "): parameters convert to floating-point dtypes only (as "
+        "torch::nn::Module::to)"));
+  }
+  if (!objects_.empty()) {
+    throw GraphError(absl::StrCat(
+        "GraphModule::to(", c10::toString(dtype), "): the module holds script "
+        "objects (", objects_.begin()->first, ", packed weights of a fixed "
+        "dtype), which cannot be converted: convert the float module before "
+        "lowering or quantizing it"));
+  }
+  std::vector<const Graph*> graphs = {graph_.get()};
+  for (const InitStep& step : init_steps_) graphs.push_back(step.graph.get());
+  for (const Graph* g : graphs) {
+    if (const Node* n = names_floating_dtype(*g)) {
+      throw GraphError(absl::StrCat(
+          "GraphModule::to(", c10::toString(dtype), "): ", n->format_node(),
+          " names a floating dtype itself, so the graph cannot simply run in "
+          "another: trace the model again after converting it (model->to(",
+          c10::toString(dtype), "), then fx::symbolic_trace)"));
+    }
+  }
+  // Floating tensors only (torch::nn::Module::to would convert integer
+  // buffers and constants too), in place (set_data) as the optimizer and
+  // the traced model see them.
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [path, tensor] : tensors_) {
+      if (tensor.defined() && tensor.is_floating_point()) {
+        at::Tensor t = tensor;
+        t.set_data(tensor.to(dtype, non_blocking));
+      }
+    }
+  }
+  for (auto& [path, leaf] : leaves_) leaf.module->to(dtype, non_blocking);
+  for (Node* n : graph_->nodes()) {
+    if (InputGuard* guard = n->meta().get_mutable(kGuard)) {
+      retype_guard(*guard, dtype);
+    }
+    if (TensorMeta* m = n->meta().get_mutable(kTensorMeta)) {
+      if (c10::isFloatingType(m->dtype)) m->dtype = dtype;
+    }
+    if (auto* list = n->meta().get_mutable(kTensorMetaList)) {
+      for (TensorMeta& m : *list) {
+        if (c10::isFloatingType(m.dtype)) m.dtype = dtype;
+      }
+    }
+  }
+  compile();
+}
+
+void GraphModuleImpl::to(torch::Device device, torch::Dtype dtype,
+                         bool non_blocking) {
+  check_device(device);
+  to(dtype, non_blocking);
+}
+
+void GraphModuleImpl::to(torch::Device device, bool non_blocking) {
+  check_device(device);
+  torch::nn::Module::to(device, non_blocking);
+}
+
 std::shared_ptr<GraphModuleImpl> GraphModuleImpl::copy() const {
   Attributes attributes;
   attributes.modules = leaves_;

@@ -85,6 +85,19 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // AnyModule; the holder's gm(x, y) is the shorthand.)
   c10::IValue forward(std::vector<c10::IValue> inputs);
 
+  // Converts the floating-point parameters and buffers (as
+  // torch::nn::Module::to does) and re-specializes the graph to the new
+  // dtype: the floating inputs' dtype guards, the tensor metadata, and
+  // nothing else, so it runs in the new dtype as eager does. A graph that
+  // names a dtype itself (aten::to(x, torch.float32), a factory's dtype=)
+  // or holds script objects (packed weights) cannot follow: GraphError
+  // naming the node, with the module left as it was. Devices other than
+  // the CPU are refused (this libtorch has no other).
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, torch::Dtype dtype,
+          bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
   // The C++ of forward, as the code generator emits it (torch.fx's
   // gm.code): one statement per node calling the typed aten entry points.
   std::string code() const;

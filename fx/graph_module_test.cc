@@ -229,3 +229,37 @@ TEST_CASE("a GraphModule composes with torch::nn modules") {
 }
 
 }  // namespace
+
+struct SmallNetImpl : torch::nn::Module {
+  SmallNetImpl() { fc = register_module("fc", torch::nn::Linear(4, 3)); }
+  torch::Tensor forward(torch::Tensor x) { return torch::relu(fc(x)); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(SmallNet);
+
+TEST_CASE("to(kDouble) runs the graph in float64; what it cannot follow is named") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  SmallNet model;
+  const at::Tensor x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  gm->to(torch::kDouble);
+  model->to(torch::kDouble);
+  const at::Tensor y = gm(x.to(torch::kDouble)).toTensor();
+  CHECK(y.scalar_type() == torch::kDouble);
+  CHECK(torch::allclose(y, model->forward(x.to(torch::kDouble))));
+  // float32 inputs are now the wrong dtype.
+  CHECK_THROWS_AS(gm(x), fx::GuardError);
+  CHECK(gm->graph().placeholders()[0]->meta().get(fx::kGuard)->dtype ==
+        c10::ScalarType::Double);
+
+  // A graph naming float32 itself cannot follow, and is left as it was.
+  auto f = [](at::Tensor v) {
+    return v * torch::ones({3}, torch::dtype(torch::kFloat));
+  };
+  fx::GraphModule named = fx::symbolic_trace(f, torch::randn({3}));
+  CHECK_THROWS_WITH(named->to(torch::kDouble),
+                    Catch::Contains("names a floating dtype") &&
+                        Catch::Contains("trace the model again"));
+  CHECK(named(torch::randn({3})).toTensor().scalar_type() == torch::kFloat);
+}
