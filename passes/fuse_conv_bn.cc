@@ -194,10 +194,13 @@ class Fuser {
 
   // W * scale (scale laid along `channel_dim` of W) and
   // (b - mean) * scale + beta, computed by the init step; returns the main
-  // graph's reads of them, inserted before `user`.
+  // graph's reads of them, inserted before `user`. A transposed
+  // convolution of `groups` > 1 has W of [in, out / groups, k...], its
+  // output channel g * (out / groups) + j at [g * (in / groups) + i, j]: W
+  // is scaled as [groups, in / groups, out / groups, k...].
   Fused fused_parameters(const std::vector<Argument>& bn_args, const Node& bn,
                          const Argument& weight, const Argument& bias,
-                         int64_t channel_dim, Node* user) {
+                         int64_t channel_dim, Node* user, int64_t groups = 1) {
     Argument mean = read(argument(bn, bn_args, "running_mean"));
     Argument var = read(argument(bn, bn_args, "running_var"));
     Argument gamma = read(argument(bn, bn_args, "weight"));
@@ -212,9 +215,25 @@ class Fuser {
     shape.at(channel_dim) = -1;
     const std::string& weight_path = weight.to_node()->target().str();
     std::string weight_name = fused_name(weight_path);
-    Node* w = call("aten::mul.Tensor",
-                   {read(weight), call("aten::reshape", {scale, shape})},
-                   weight_name);
+    Node* w;
+    if (groups > 1) {
+      const std::vector<int64_t>& sizes = weight_meta.sizes;
+      std::vector<int64_t> grouped = {groups, sizes[0] / groups, sizes[1]};
+      std::vector<int64_t> scale_shape = {groups, 1, sizes[1]};
+      for (size_t i = 2; i < sizes.size(); ++i) {
+        grouped.push_back(sizes[i]);
+        scale_shape.push_back(1);
+      }
+      Node* scaled = call(
+          "aten::mul.Tensor",
+          {call("aten::reshape", {read(weight), grouped}),
+           call("aten::reshape", {scale, scale_shape})});
+      w = call("aten::reshape", {scaled, sizes}, weight_name);
+    } else {
+      w = call("aten::mul.Tensor",
+               {read(weight), call("aten::reshape", {scale, shape})},
+               weight_name);
+    }
     Node* shifted = bias.is_none()
                         ? call("aten::neg", {mean})
                         : call("aten::sub.Tensor", {read(bias), mean});
@@ -258,12 +277,17 @@ class Fuser {
       if (!t.is_bool()) return false;
       transposed = t.to_bool();
     }
+    int64_t groups = 1;
     if (transposed) {
-      const Argument& groups = argument(*conv, full, "groups");
-      if (!groups.is_int() || groups.to_int() != 1) return false;
+      const Argument& g = argument(*conv, full, "groups");
+      if (!g.is_int() || g.to_int() < 1 ||
+          meta_of(weight).sizes.at(0) % g.to_int() != 0) {
+        return false;
+      }
+      groups = g.to_int();
     }
     Fused fused = fused_parameters(bn_args, bn, weight, bias,
-                                   transposed ? 1 : 0, conv);
+                                   transposed ? 1 : 0, conv, groups);
     rewrite(conv, std::move(full),
             {{"weight", fused.weight}, {"bias", fused.bias}});
     return true;

@@ -22,7 +22,7 @@
 // stay untouched; GraphModuleImpl::run_init() recomputes them after new
 // weights are loaded. Handled: aten::conv1d/2d/3d (and their padding="same"
 // overloads), aten::convolution and aten::_convolution (as TorchScript
-// models call it) and aten::conv_transpose1d/2d/3d with groups == 1. Left
+// models call it) and aten::conv_transpose1d/2d/3d (grouped too). Left
 // alone: a batch_norm in training mode, a convolution whose output is used
 // elsewhere too, weights or statistics that are not attributes.
 #pragma once

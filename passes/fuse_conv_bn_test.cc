@@ -163,3 +163,30 @@ TEST_CASE("linear followed by BatchNorm1d folds (addmm of t(weight))") {
 }
 
 }  // namespace
+
+struct GroupedTransposeBnImpl : torch::nn::Module {
+  GroupedTransposeBnImpl() {
+    up = register_module(
+        "up", torch::nn::ConvTranspose2d(
+                  torch::nn::ConvTranspose2dOptions(4, 6, 3).stride(2).groups(2)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(6));
+  }
+  torch::Tensor forward(torch::Tensor x) { return bn(up(x)); }
+  torch::nn::ConvTranspose2d up{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(GroupedTransposeBn);
+
+TEST_CASE("a grouped transposed convolution followed by BatchNorm folds") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  GroupedTransposeBn model;
+  randomize(model->bn);
+  model->eval();
+  const at::Tensor x = torch::randn({2, 4, 5, 5});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  CHECK(fx::fuse_conv_bn(*gm));
+  gm->recompile();
+  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
+}
