@@ -153,12 +153,6 @@ bool constant_bias(const GraphModuleImpl& module, const Argument& bias) {
              at::kFloat;
 }
 
-bool same_sizes(const Node* a, const Node* b) {
-  const TensorMeta* ma = meta_of(a);
-  const TensorMeta* mb = meta_of(b);
-  return ma != nullptr && mb != nullptr && ma->sizes == mb->sizes;
-}
-
 Node* only_user(const Node* n) {
   return n->users().size() == 1 ? *n->users().begin() : nullptr;
 }
@@ -252,10 +246,9 @@ std::optional<Unit> match_root(const GraphModuleImpl& module, Node* n) {
                           "aten::mul.Tensor", "aten::mul_.Tensor"})) {
     const Argument self = *operator_argument(*n, "self");
     const Argument other = *operator_argument(*n, "other");
+    // quantized::add and mul broadcast (a squeeze-excitation's x * scale).
     if (!self.is_node() || !other.is_node() || !is_float(self.to_node()) ||
-        !is_float(other.to_node()) ||
-        !same_sizes(self.to_node(), other.to_node()) ||
-        !same_sizes(self.to_node(), n)) {
+        !is_float(other.to_node())) {
       return std::nullopt;
     }
     const bool add = is_call(*n, {"aten::add.Tensor", "aten::add_.Tensor"});

@@ -32,7 +32,7 @@
 // What is quantized (a QConfig of the mapping that is not nullopt):
 //   conv      conv1d/2d/3d (not transposed) with a constant weight (+ relu)
 //   linear    linear, addmm, matmul by a constant 2-d weight (+ relu)
-//   add, mul  of two tensors of the same sizes (+ relu)
+//   add, mul  of two tensors, broadcasting (+ relu)
 //   cat       of tensors
 //   hardswish, batch_norm (one that could not be folded)
 // and these run on quantized tensors as they come, keeping their input's
