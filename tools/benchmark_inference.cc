@@ -45,6 +45,7 @@
 #include "passes/cost_model.h"
 #include "testdata/resnet18_lowered.h"
 #include "tools/benchmark_support.h"
+#include "tools/conv_peak.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
           "torchvision models to time (default: all the benchmark knows)");
@@ -82,39 +83,6 @@ struct Peak {
   double gflops_3x3 = 0, gflops_1x1 = 0;
   double best() const { return std::max(gflops_3x3, gflops_1x1); }
 };
-
-double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
-                   int repeats) {
-  fx::onednn::register_operators();
-  auto pack = c10::Dispatcher::singleton().findSchemaOrThrow(
-      "fx_onednn::pack_conv_weight", "");
-  auto conv =
-      c10::Dispatcher::singleton().findSchemaOrThrow("fx_onednn::conv", "");
-  at::Tensor x = torch::randn({1, channels, size, size})
-                     .contiguous(at::MemoryFormat::ChannelsLast);
-  at::Tensor w = torch::randn({channels, channels, kernel, kernel});
-  const std::vector<int64_t> one = {1, 1};
-  const std::vector<int64_t> padding = {kernel / 2, kernel / 2};
-  torch::jit::Stack stack = {w, x.sizes().vec(), one, padding, one, int64_t{1},
-                             false};
-  pack.callBoxed(&stack);
-  at::Tensor packed = stack[0].toTensor();
-  auto run = [&] {
-    torch::jit::Stack s = {x,   packed, c10::IValue(), one,
-                           padding, one, int64_t{1}, c10::IValue(),
-                           "none", 0.0,    0.0};
-    conv.callBoxed(&s);
-  };
-  const double ms = median_ms(
-      [&] {
-        auto start = Clock::now();
-        run();
-        return ms_since(start);
-      },
-      repeats);
-  const double flops = 2.0 * channels * channels * kernel * kernel * size * size;
-  return flops / (ms * 1e-3) / 1e9;
-}
 
 Peak measure_peak(int repeats) {
   Peak p;

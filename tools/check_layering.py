@@ -5,8 +5,9 @@ The folders form layers, and dependencies point one way only (down):
 
     tools, fuzz                        the command-line tool, benchmarks, fuzzers
     codegen                            classes generated at build time
-    lowering, quantization             lowering to oneDNN (fx_onednn operators);
-                                       int8 quantization (fx_quant operators)
+    lowering, quantization,            lowering to oneDNN (fx_onednn operators);
+    scheduling                         int8 quantization (fx_quant operators);
+                                       pipeline stages across processes (c10d)
     passes                             graph transformations and analyses
     interpreter                        Interpreter, Transformer, ShapeProp
     models                             the bundled models (the demo, the zoo)
@@ -34,17 +35,18 @@ ALLOWED = {
     "passes": {"fx", "interpreter"},
     "lowering": {"fx", "interpreter", "passes"},
     "quantization": {"fx", "interpreter", "passes"},
+    "scheduling": {"fx", "interpreter", "passes"},
     "codegen": {"fx", "interpreter", "passes", "lowering", "quantization"},
     "fuzz": {"fx", "models", "interpreter", "passes"},
     "tools": {"fx", "models", "interpreter", "passes", "lowering",
-              "quantization", "codegen"},
+              "quantization", "scheduling", "codegen"},
     "testdata": {"fx", "models", "interpreter", "passes", "lowering",
                  "quantization", "codegen"},
     "third_party": set(),
 }
 # Tests include what they test and the fixtures above it.
 TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "lowering",
-                "quantization", "codegen", "testdata",
+                "quantization", "scheduling", "codegen", "testdata",
                 "third_party", "fuzz"}
 # Headers of third_party that any file may include (Catch2's wrapper).
 ANYWHERE = {"third_party/catch.h"}

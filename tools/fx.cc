@@ -18,8 +18,11 @@
 #include <functional>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <torch/script.h>
 
@@ -45,6 +48,8 @@
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
+#include "scheduling/pipeline.h"
+#include "scheduling/pipeline_runtime.h"
 
 ABSL_FLAG(std::string, print, "graph",
           "what `trace` prints after the passes, comma-separated: graph, "
@@ -83,6 +88,34 @@ ABSL_FLAG(bool, dynamic, false,
 ABSL_FLAG(bool, report, false,
           "quantize: print each quantized node's SQNR against float32 "
           "(on up to 4 calibration batches)");
+ABSL_FLAG(int64_t, stages, 2,
+          "pipeline: the number of stages, balanced by the cost model");
+ABSL_FLAG(std::vector<std::string>, split_points, {},
+          "pipeline: cut here instead, comma-separated: node names (cut "
+          "after) or module paths such as layer3 (cut before)");
+ABSL_FLAG(std::string, balance, "cost",
+          "pipeline: balance the stages by the cost model's roofline "
+          "(cost) or by each node's measured time (measure)");
+ABSL_FLAG(int64_t, micro_batches, 8,
+          "pipeline run: micro-batches per batch (the model is traced at "
+          "one micro-batch)");
+ABSL_FLAG(int64_t, rounds, 5,
+          "pipeline run / serve --rank=0: batches to run (medians reported)");
+ABSL_FLAG(int64_t, threads, 1,
+          "pipeline: intra-op threads of each stage's process");
+ABSL_FLAG(int64_t, rank, -1, "pipeline serve: this process's rank");
+ABSL_FLAG(int64_t, world, 0, "pipeline serve: the number of ranks (stages)");
+ABSL_FLAG(std::string, master, "",
+          "pipeline serve: HOST:PORT where rank 0 meets the others (run: "
+          "127.0.0.1 and a free port)");
+ABSL_FLAG(int64_t, timeout_ms, 30000,
+          "pipeline: how long to wait for a rank to join and for each "
+          "message before failing");
+ABSL_FLAG(std::string, out, "",
+          "pipeline split: the directory to write stage_0.fx ... into");
+ABSL_FLAG(std::string, output, "",
+          "pipeline serve --rank=0: write the last batch's output here "
+          "(torch::save)");
 ABSL_FLAG(double, peak_gflops, 100,
           "the roofline machine's peak GFLOP/s (--cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
@@ -118,7 +151,22 @@ constexpr char kUsage[] =
     "                                  int8 post-training quantization "
     "(prepare,\n"
     "                                  calibrate, convert) of a bundled "
-    "model or a file\n";
+    "model or a file\n"
+    "  fx pipeline split MODEL [--stages=N | --split_points=a,b] "
+    "[--passes=...] --out=DIR\n"
+    "                                  cut a model into pipeline stages "
+    "(stage_R.fx)\n"
+    "  fx pipeline serve --rank=R --world=N --master=HOST:PORT STAGE.fx\n"
+    "                                  run one stage on this host; rank 0 "
+    "drives, with\n"
+    "                                  --input=8x3x224x224 (a batch of "
+    "micro-batches)\n"
+    "  fx pipeline run MODEL [--stages=N] [--micro_batches=M] "
+    "[--passes=...] [--threads=T]\n"
+    "                                  the stages as N local processes, "
+    "timed against\n"
+    "                                  one process and compared with it "
+    "bitwise\n";
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(
@@ -597,6 +645,292 @@ int quantize(const std::string& name) {
   return 0;
 }
 
+// --- fx pipeline -----------------------------------------------------------
+
+// The model a pipeline command cuts: a bundled model traced in eval mode at
+// its example inputs (one micro-batch), or a file (with --input for
+// TorchScript). `inputs` gets the micro-batch's example inputs.
+fx::GraphModule open_pipeline_model(const std::string& name,
+                                    std::vector<c10::IValue>* inputs) {
+  std::vector<std::string> names = models::zoo_model_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) {
+    models::ZooModel model = models::make_zoo_model(name);
+    model.module->eval();
+    *inputs = model.example_inputs;
+    return models::trace_zoo_model(model);
+  }
+  return open_model("pipeline", name, inputs);
+}
+
+fx::GraphModule run_passes(fx::GraphModule module) {
+  const std::string passes = absl::GetFlag(FLAGS_passes);
+  if (passes.empty()) return module;
+  fx::PassManager manager;
+  for (absl::string_view pass : absl::StrSplit(passes, ',', absl::SkipEmpty())) {
+    manager.add(std::string(pass));
+  }
+  return manager.run(module).module;
+}
+
+fx::Pipeline split_from_flags(const fx::GraphModule& module,
+                              const std::vector<c10::IValue>& inputs) {
+  fx::PipelineOptions options;
+  options.stages = absl::GetFlag(FLAGS_stages);
+  options.split_points = absl::GetFlag(FLAGS_split_points);
+  const std::string balance = absl::GetFlag(FLAGS_balance);
+  std::map<std::string, double> seconds;
+  if (balance == "measure") {
+    seconds = fx::profile_node_seconds(module, inputs, 5);
+    options.node_seconds = [&seconds](const fx::Node& n) {
+      auto it = seconds.find(n.name());
+      return it == seconds.end() ? 0.0 : it->second;
+    };
+  } else if (balance != "cost") {
+    throw fx::GraphError("--balance is cost or measure, not '" + balance + "'");
+  }
+  fx::Pipeline pipeline = fx::split_pipeline(module, options);
+  for (fx::PipelineStage& stage : pipeline.stages) {
+    stage.module = run_passes(stage.module);
+  }
+  return pipeline;
+}
+
+void print_plan(const fx::Pipeline& pipeline) {
+  std::cout << fx::format_pipeline(pipeline);
+  const int64_t micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  fx::PipelinePrediction prediction =
+      fx::predict_pipeline(pipeline, micro_batches, fx::Link{});
+  std::cout << "predicted for " << micro_batches
+            << " micro-batches (cost model, 1 GB/s link): "
+            << fx::format_seconds(prediction.batch_seconds) << " per batch, "
+            << absl::StrFormat("%.2fx", prediction.speedup())
+            << " the throughput of one process running the stages in turn\n";
+}
+
+int pipeline_split(const std::string& name) {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::cerr << "fx pipeline split: give --out=DIR for the stage files\n";
+    return 2;
+  }
+  std::vector<c10::IValue> inputs;
+  fx::GraphModule module = open_pipeline_model(name, &inputs);
+  if (!module) return 2;
+  fx::Pipeline pipeline = split_from_flags(module, inputs);
+  std::filesystem::create_directories(out);
+  print_plan(pipeline);
+  for (size_t r = 0; r < pipeline.stages.size(); ++r) {
+    const std::string path = absl::StrCat(out, "/stage_", r, ".fx");
+    fx::save(pipeline.stages[r].module, path);
+    std::cerr << "wrote " << path << "\n";
+  }
+  return 0;
+}
+
+fx::PipelineGroup group_from_flags() {
+  fx::PipelineGroup group;
+  group.master = absl::GetFlag(FLAGS_master);
+  group.rank = absl::GetFlag(FLAGS_rank);
+  group.world = absl::GetFlag(FLAGS_world);
+  group.timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  return group;
+}
+
+// Normal noise shaped as `spec` (a batch), the same every time.
+std::vector<at::Tensor> batch_inputs(const std::vector<std::string>& specs) {
+  torch::manual_seed(0);
+  std::vector<at::Tensor> batch;
+  for (const std::string& spec : specs) {
+    at::Tensor shape = fx::example_input(spec);
+    batch.push_back(shape.is_floating_point()
+                        ? torch::randn(shape.sizes(), shape.options())
+                        : shape);
+  }
+  return batch;
+}
+
+std::vector<at::Tensor> output_tensors(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  if (value.isTensor()) {
+    tensors.push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const c10::IValue& v : value.toTupleRef().elements()) {
+      tensors.push_back(v.toTensor());
+    }
+  }
+  return tensors;
+}
+
+int pipeline_serve(const std::string& path) {
+  fx::PipelineGroup group = group_from_flags();
+  if (group.rank < 0 || group.world < 1 || group.master.empty()) {
+    std::cerr << "fx pipeline serve: give --rank, --world and "
+                 "--master=HOST:PORT\n";
+    return 2;
+  }
+  at::set_num_threads(static_cast<int>(absl::GetFlag(FLAGS_threads)));
+  fx::GraphModule stage = fx::load(path);
+  if (group.rank > 0) {
+    fx::serve_pipeline_stage(stage, group);
+    std::cerr << "fx pipeline serve: rank " << group.rank << " done\n";
+    return 0;
+  }
+  const std::vector<std::string> specs = absl::GetFlag(FLAGS_input);
+  if (specs.empty()) {
+    std::cerr << "fx pipeline serve: rank 0 drives: give --input, the "
+                 "batch's shape (a multiple of the stage's micro-batch)\n";
+    return 2;
+  }
+  std::vector<at::Tensor> batch = batch_inputs(specs);
+  fx::PipelineDriver driver(stage, group);
+  c10::IValue output;
+  std::vector<double> samples;
+  for (int64_t r = 0; r < std::max<int64_t>(absl::GetFlag(FLAGS_rounds), 1);
+       ++r) {
+    auto start = std::chrono::steady_clock::now();
+    output = driver.run(batch);
+    samples.push_back(milliseconds_since(start));
+  }
+  driver.stop();
+  std::sort(samples.begin(), samples.end());
+  std::cout << "rank 0: " << samples.size() << " batches, median "
+            << absl::StrFormat("%.2f", samples[samples.size() / 2])
+            << " ms per batch\n";
+  const std::string out = absl::GetFlag(FLAGS_output);
+  if (!out.empty()) {
+    torch::save(output_tensors(output), out);
+    std::cerr << "wrote " << out << "\n";
+  }
+  return 0;
+}
+
+int pipeline_run(const std::string& name) {
+  const int64_t threads = absl::GetFlag(FLAGS_threads);
+  const int64_t micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  std::vector<c10::IValue> inputs;
+  fx::GraphModule module = open_pipeline_model(name, &inputs);
+  if (!module) return 2;
+  at::set_num_threads(static_cast<int>(threads));
+  fx::Pipeline pipeline = split_from_flags(module, inputs);
+  const int64_t world = static_cast<int64_t>(pipeline.stages.size());
+  print_plan(pipeline);
+
+  // The stages as files, as another host would get them.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("fx_pipeline_", ::getpid());
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_dir{dir};
+  for (int64_t r = 0; r < world; ++r) {
+    fx::save(pipeline.stages[r].module,
+             (dir / absl::StrCat("stage_", r, ".fx")).string());
+  }
+  fx::PipelineGroup group;
+  group.master = absl::StrCat("127.0.0.1:", fx::free_local_port());
+  group.world = world;
+  group.timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  fx::ChildProcesses children;
+  for (int64_t r = 1; r < world; ++r) {
+    children.spawn({"/proc/self/exe", "pipeline", "serve",
+                    absl::StrCat("--rank=", r), absl::StrCat("--world=", world),
+                    "--master=" + group.master,
+                    absl::StrCat("--threads=", threads),
+                    absl::StrCat("--timeout_ms=", group.timeout.count()),
+                    (dir / absl::StrCat("stage_", r, ".fx")).string()});
+  }
+  std::cout << "started ranks 1 to " << world - 1 << " (" << world - 1
+            << " processes, " << threads << " thread(s) each) on "
+            << group.master << "\n";
+  fx::PipelineDriver driver(
+      fx::load((dir / "stage_0.fx").string()), group);
+
+  // A batch of micro-batches of normal noise.
+  torch::manual_seed(0);
+  std::vector<at::Tensor> batch;
+  for (const c10::IValue& input : inputs) {
+    if (!input.isTensor()) {
+      std::cerr << "fx pipeline run: the model takes a non-tensor input\n";
+      return 2;
+    }
+    at::Tensor x = input.toTensor();
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes[0] *= micro_batches;
+    batch.push_back(x.is_floating_point() ? torch::randn(sizes, x.options())
+                                          : x.repeat_interleave(micro_batches, 0));
+  }
+  fx::GraphModule whole = run_passes(module);
+  auto run_in_one_process = [&](bool whole_model) {
+    std::vector<std::vector<at::Tensor>> parts;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      std::vector<c10::IValue> piece;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const int64_t micro = inputs[i].toTensor().size(0);
+        piece.push_back(batch[i].narrow(0, m * micro, micro));
+      }
+      parts.push_back(output_tensors(
+          whole_model ? whole->forward(piece)
+                      : fx::run_pipeline_locally(pipeline, piece)));
+    }
+    std::vector<at::Tensor> joined;
+    for (size_t k = 0; k < parts[0].size(); ++k) {
+      std::vector<at::Tensor> pieces;
+      for (const auto& p : parts) pieces.push_back(p[k]);
+      joined.push_back(at::cat(pieces, 0));
+    }
+    return joined;
+  };
+  std::vector<at::Tensor> distributed = output_tensors(driver.run(batch));
+  std::vector<at::Tensor> stages_here = run_in_one_process(false);
+  std::vector<at::Tensor> model_here = run_in_one_process(true);
+  bool bitwise = distributed.size() == stages_here.size();
+  double max_diff = 0;
+  for (size_t k = 0; bitwise && k < distributed.size(); ++k) {
+    bitwise = torch::equal(distributed[k], stages_here[k]);
+    max_diff = std::max(
+        max_diff,
+        (distributed[k] - model_here[k]).abs().max().item<double>());
+  }
+  std::cout << "outputs: " << (bitwise ? "bitwise equal" : "DIFFERENT")
+            << " to the stages run in one process; max |diff| to the whole "
+               "model in one process: "
+            << max_diff << "\n";
+
+  const int rounds = static_cast<int>(absl::GetFlag(FLAGS_rounds));
+  auto pipelined = [&] { driver.run(batch); };
+  auto one_process = [&] { run_in_one_process(true); };
+  auto one_process_all_threads = [&] {
+    at::set_num_threads(static_cast<int>(threads * world));
+    run_in_one_process(true);
+    at::set_num_threads(static_cast<int>(threads));
+  };
+  std::vector<double> ms = interleaved_ms(
+      {pipelined, one_process, one_process_all_threads}, rounds);
+  std::cout << absl::StrFormat(
+      "batch of %d micro-batches, medians of %d interleaved rounds:\n"
+      "  pipeline, %d processes x %d thread(s)   %9.2f ms\n"
+      "  one process, %d thread(s)               %9.2f ms  (%.2fx the "
+      "pipeline's time)\n"
+      "  one process, %d thread(s)               %9.2f ms  (%.2fx)\n",
+      micro_batches, rounds, world, threads, ms[0], threads, ms[1],
+      ms[1] / ms[0], threads * world, ms[2], ms[2] / ms[0]);
+  driver.stop();
+  std::vector<int> statuses = children.wait(group.timeout);
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (statuses[r] != 0) {
+      std::cerr << "fx pipeline run: rank " << r + 1 << " exited with status "
+                << statuses[r] << "\n";
+      return 1;
+    }
+  }
+  return bitwise ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -611,7 +945,16 @@ int main(int argc, char** argv) {
     if (command == "passes" && args.size() == 2) return list_passes();
     if (command == "trace" && args.size() == 3) return trace(args[2]);
     if (command == "quantize" && args.size() == 3) return quantize(args[2]);
+    if (command == "pipeline" && args.size() == 4) {
+      const std::string sub = args[2];
+      if (sub == "split") return pipeline_split(args[3]);
+      if (sub == "serve") return pipeline_serve(args[3]);
+      if (sub == "run") return pipeline_run(args[3]);
+    }
   } catch (const fx::Error& e) {
+    std::cerr << "fx " << command << ": " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
     std::cerr << "fx " << command << ": " << e.what() << "\n";
     return 1;
   }

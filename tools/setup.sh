@@ -6,8 +6,9 @@
 # fuzzers and the sanitized test run) and Python torch/torchvision (the
 # torch.fx reference the benchmarks compare against), CMake with ccache
 # (the CMake build and its consumer example), oneDNN's headers (the
-# lowering) and scikit-learn (its digits data set: the quantization
-# accuracy test). Does nothing when all are there.
+# lowering), scikit-learn (its digits data set: the quantization
+# accuracy test) and Gloo's headers (c10d's ProcessGroupGloo: the pipeline
+# across processes). Does nothing when all are there.
 set -euo pipefail
 
 packages=(
@@ -27,6 +28,7 @@ packages=(
   ccache
   libdnnl-dev
   python3-sklearn
+  libgloo-dev
 )
 
 missing=()

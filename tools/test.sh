@@ -89,6 +89,7 @@ one_case() {
   local name="$1"
   shift
   echo "== $name: $*"
+  local start=$SECONDS
   if "$@"; then
     passed=$((passed + 1))
   else
@@ -96,21 +97,35 @@ one_case() {
     failed=$((failed + 1))
     status=1
   fi
+  timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
+}
+
+# Where the time goes, printed at the end (the run is kept under an hour).
+timings=()
+timed() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  "$@"
+  timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
 }
 
 one_case "layering" /usr/bin/python3 tools/check_layering.py
 one_case "cmake sources" bash tools/check_cmake_sources.sh
-test_workspace .
-test_workspace examples/consumer
+timed "bazel test //..." test_workspace .
+timed "bazel test //... (examples/consumer)" test_workspace examples/consumer
 one_case "cmake consumer" bash tools/cmake_test.sh
-test_workspace . --config=fuzz //fx/... //interpreter/... //passes/... //fuzz/...
+timed "bazel test --config=fuzz (ASan, UBSan)" test_workspace . --config=fuzz \
+  //fx/... //interpreter/... //passes/... //fuzz/...
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
 for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \
-    benchmark_quantization; do
+    benchmark_quantization benchmark_pipeline; do
   one_case "$benchmark --quick" bazel run "//tools:$benchmark" -- --quick
 done
 
+echo "== time per part (total $SECONDS s)"
+printf '%s\n' "${timings[@]}"
 echo "$passed passed, $failed failed"
 exit "$status"

@@ -1,0 +1,725 @@
+#include "scheduling/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/function_schema.h>
+#include <c10/core/ScalarType.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "fx/errors.h"
+#include "fx/function.h"
+#include "fx/meta.h"
+#include "interpreter/interpreter.h"
+
+namespace fx {
+namespace {
+
+// Up to this many usable cuts, the balance is found exactly (including the
+// links' time); the dynamic program is quadratic in them.
+constexpr size_t kExactCuts = 2000;
+
+bool is_call(const Node* n) {
+  return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
+         n->op() == Opcode::kCallModule;
+}
+
+double meta_bytes(const TensorMeta& meta) {
+  return static_cast<double>(meta.numel()) *
+         static_cast<double>(c10::elementSize(meta.dtype));
+}
+
+// The nodes `n` writes in place: arguments its operator's schema marks as
+// written (Tensor(a!)), or the tensor of an in-place method call.
+std::vector<Node*> written_nodes(const Node& n) {
+  std::vector<Node*> written;
+  auto collect = [&](const Argument* arg) {
+    if (arg != nullptr) {
+      for_each_node(*arg, [&](Node* w) { written.push_back(w); });
+    }
+  };
+  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
+    const auto& arguments = n.target().op().schema().arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& alias = arguments[i].alias_info();
+      if (!alias || !alias->isWrite()) continue;
+      collect(i < n.args().size()
+                  ? &n.args()[i]
+                  : find_kwarg(n.kwargs(), arguments[i].name()));
+    }
+  } else if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
+    const std::string& method = n.target().str();
+    if (!method.empty() && method.back() == '_') collect(&n.args()[0]);
+  }
+  return written;
+}
+
+// The argument node whose storage `n`'s result may share, or nullptr: an
+// operator whose schema gives its result the alias set of an argument (a
+// view, an in-place op), getitem of a container, and (conservatively) any
+// method call on a tensor.
+Node* aliased_input(const Node& n) {
+  auto first_node = [](const Argument& arg) -> Node* {
+    Node* found = nullptr;
+    for_each_node(arg, [&](Node* m) {
+      if (found == nullptr) found = m;
+    });
+    return found;
+  };
+  if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
+    return first_node(n.args()[0]);
+  }
+  if (n.op() != Opcode::kCallFunction) return nullptr;
+  if (n.target().is_function() && &n.target().function() == getitem()) {
+    return n.args().empty() ? nullptr : first_node(n.args()[0]);
+  }
+  if (!n.target().is_operator()) return nullptr;
+  const c10::FunctionSchema& schema = n.target().op().schema();
+  if (schema.returns().empty() || !schema.returns()[0].alias_info()) {
+    return nullptr;
+  }
+  const auto& sets = schema.returns()[0].alias_info()->beforeSets();
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size() && i < n.args().size(); ++i) {
+    const auto& alias = arguments[i].alias_info();
+    if (!alias) continue;
+    for (const auto& set : alias->beforeSets()) {
+      if (sets.count(set)) return first_node(n.args()[i]);
+    }
+  }
+  return nullptr;
+}
+
+struct Cut {
+  // Cut before calls[index].
+  int64_t index = 0;
+  // The values live across it, in program order.
+  std::vector<Node*> live;
+  double bytes = 0;
+  // Empty when the cut may be used; else why not.
+  std::string refusal;
+};
+
+class Splitter {
+ public:
+  Splitter(const GraphModuleImpl& module, const PipelineOptions& options)
+      : module_(module), graph_(module.graph()), options_(options) {}
+
+  Pipeline split() {
+    check_module();
+    collect_calls();
+    find_cuts();
+    std::vector<int64_t> chosen = options_.split_points.empty()
+                                      ? balanced_cuts()
+                                      : user_cuts();
+    return build(chosen);
+  }
+
+ private:
+  void check_module() {
+    graph_.lint();
+    if (!module_.init_steps().empty() || !module_.object_attributes().empty()) {
+      throw GraphError(
+          "split_pipeline: the module has init steps or script objects "
+          "(packed weights of a lowered or quantized graph), which its "
+          "stages cannot share; split the traced graph first, then lower "
+          "or quantize each stage");
+    }
+    if (options_.split_points.empty() && options_.stages < 1) {
+      throw GraphError(absl::StrCat("split_pipeline: stages = ",
+                                    options_.stages, "; ask for 1 or more"));
+    }
+  }
+
+  double seconds_of(const Node& n) const {
+    if (options_.node_seconds) return options_.node_seconds(n);
+    return estimated_seconds(estimate_node_cost(n), options_.machine);
+  }
+
+  void collect_calls() {
+    int64_t position = 0;
+    for (Node* n : graph_.nodes()) {
+      position_[n] = position++;
+      if (!is_call(n)) continue;
+      call_index_[n] = static_cast<int64_t>(calls_.size());
+      calls_.push_back(n);
+    }
+    if (calls_.empty()) {
+      throw GraphError("split_pipeline: the graph calls nothing to split");
+    }
+    prefix_.assign(calls_.size() + 1, 0.0);
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      const double s = seconds_of(*calls_[i]);
+      prefix_[i + 1] = prefix_[i] + (std::isfinite(s) && s > 0 ? s : 0.0);
+    }
+  }
+
+  // The index of the call defining `n` (-1 for placeholders).
+  int64_t def_index(Node* n) const {
+    auto it = call_index_.find(n);
+    return it == call_index_.end() ? -1 : it->second;
+  }
+
+  Node* root(Node* n) {
+    auto it = root_.find(n);
+    if (it != root_.end()) return it->second;
+    Node* input = is_call(n) ? aliased_input(*n) : nullptr;
+    Node* r = input == nullptr ? n : root(input);
+    root_[n] = r;
+    return r;
+  }
+
+  // Every cut between two calls, with its live values and whether it may
+  // be used.
+  void find_cuts() {
+    const int64_t count = static_cast<int64_t>(calls_.size());
+    const int64_t output_index = count;
+    // The last call (or the output) using each value.
+    absl::flat_hash_map<Node*, int64_t> last_use;
+    std::vector<Node*> values;
+    for (Node* n : graph_.nodes()) {
+      if (n->op() != Opcode::kPlaceholder && !is_call(n)) continue;
+      int64_t last = -2;
+      for (Node* user : n->users()) {
+        if (user->op() == Opcode::kOutput) {
+          last = std::max(last, output_index);
+        } else if (is_call(user)) {
+          last = std::max(last, call_index_.at(user));
+        }
+      }
+      last_use[n] = last;
+      values.push_back(n);
+    }
+    // The last call writing in place to each storage root.
+    absl::flat_hash_map<Node*, int64_t> last_write;
+    for (int64_t i = 0; i < count; ++i) {
+      for (Node* w : written_nodes(*calls_[i])) {
+        if (w->op() == Opcode::kGetAttr) continue;
+        Node* r = root(w);
+        auto [it, added] = last_write.emplace(r, i);
+        if (!added) it->second = std::max(it->second, i);
+      }
+    }
+    // Sweep the cuts, keeping the live values ordered by position.
+    std::set<std::pair<int64_t, Node*>> live;
+    for (Node* p : graph_.placeholders()) {
+      if (last_use[p] >= 0) live.emplace(position_.at(p), p);
+    }
+    for (int64_t c = 1; c < count; ++c) {
+      Node* defined = calls_[c - 1];
+      if (last_use[defined] >= c) live.emplace(position_.at(defined), defined);
+      for (auto it = live.begin(); it != live.end();) {
+        it = last_use[it->second] < c ? live.erase(it) : std::next(it);
+      }
+      Cut cut;
+      cut.index = c;
+      absl::flat_hash_map<Node*, Node*> seen_root;
+      for (const auto& entry : live) {
+        Node* v = entry.second;
+        cut.live.push_back(v);
+        const TensorMeta* meta = v->meta().get(kTensorMeta);
+        if (cut.refusal.empty() &&
+            (meta == nullptr || v->meta().get(kTensorMetaList) != nullptr)) {
+          cut.refusal = absl::StrCat(
+              "%", v->name(),
+              " would cross it, and only tensors with known shape and dtype "
+              "(tensor_meta) can");
+        }
+        if (meta != nullptr) cut.bytes += meta_bytes(*meta);
+        Node* r = root(v);
+        auto w = last_write.find(r);
+        if (!cut.refusal.empty() || w == last_write.end() || w->second < c) {
+          continue;
+        }
+        if (r->op() == Opcode::kPlaceholder) {
+          cut.refusal = absl::StrCat(
+              "%", calls_[w->second]->name(), " after it writes in place to "
+              "the graph input %", r->name(),
+              ", which a later stage holds only a copy of");
+        } else if (auto [other, added] = seen_root.emplace(r, v); !added) {
+          cut.refusal = absl::StrCat(
+              "%", other->second->name(), " and %", v->name(),
+              " would cross it sharing storage, which %",
+              calls_[w->second]->name(), " writes in place after it");
+        }
+      }
+      cuts_.push_back(std::move(cut));
+    }
+  }
+
+  const Cut& cut_at(int64_t index) const { return cuts_[index - 1]; }
+
+  double stage_seconds(int64_t begin, int64_t end) const {
+    return prefix_[end] - prefix_[begin];
+  }
+
+  // Whether the calls can be cut into `stages` stages of at most
+  // `limit` seconds each at usable cuts (the latest usable cut that keeps
+  // each stage within the limit, greedily).
+  bool fits(double limit, int64_t stages, const std::vector<int64_t>& usable)
+      const {
+    const int64_t count = static_cast<int64_t>(calls_.size());
+    int64_t begin = 0;
+    size_t next = 0;
+    for (int64_t s = 1; s < stages; ++s) {
+      int64_t best = -1;
+      while (next < usable.size() &&
+             stage_seconds(begin, usable[next]) <= limit) {
+        best = usable[next++];
+      }
+      if (best < 0) return false;
+      begin = best;
+      if (stage_seconds(begin, count) <= limit) return true;
+    }
+    return stage_seconds(begin, count) <= limit;
+  }
+
+  std::vector<int64_t> balanced_cuts() {
+    const int64_t stages = options_.stages;
+    std::vector<int64_t> usable;
+    std::string first_refusal;
+    for (const Cut& cut : cuts_) {
+      if (cut.refusal.empty()) {
+        usable.push_back(cut.index);
+      } else if (first_refusal.empty()) {
+        first_refusal = absl::StrCat("(the cut before %",
+                                     calls_[cut.index]->name(), ": ",
+                                     cut.refusal, ")");
+      }
+    }
+    if (stages - 1 > static_cast<int64_t>(usable.size())) {
+      throw GraphError(absl::StrCat(
+          "split_pipeline: ", stages, " stages need ", stages - 1,
+          " cuts, and the graph has only ", usable.size(),
+          " usable ones among its ", calls_.size(), " calls ", first_refusal,
+          "; ask for fewer stages"));
+    }
+    if (stages == 1) return {};
+    if (usable.size() <= kExactCuts) return exact_cuts(stages, usable);
+    // The least achievable slowest stage, by bisection on the greedy test.
+    const double total = prefix_.back();
+    double low = 0;
+    double high = total;
+    for (int i = 0; i < 100 && high - low > 1e-12 * std::max(total, 1e-30);
+         ++i) {
+      const double middle = (low + high) / 2;
+      (fits(middle, stages, usable) ? high : low) = middle;
+    }
+    const double limit = high * (1 + 1e-9) + 1e-15;
+    // Among the cut sets within the limit, the fewest bytes crossing:
+    // best[s][u] is the least bytes of s cuts ending at usable[u], the
+    // window of feasible predecessors sliding forward with u.
+    const size_t n = usable.size();
+    const double kNone = std::numeric_limits<double>::infinity();
+    const int64_t count = static_cast<int64_t>(calls_.size());
+    std::vector<std::vector<double>> best(stages, std::vector<double>(n, kNone));
+    std::vector<std::vector<int64_t>> from(stages, std::vector<int64_t>(n, -1));
+    for (size_t u = 0; u < n; ++u) {
+      if (stage_seconds(0, usable[u]) <= limit) {
+        best[1][u] = cut_at(usable[u]).bytes;
+      }
+    }
+    for (int64_t s = 2; s < stages; ++s) {
+      std::deque<size_t> window;  // predecessors, increasing best[s-1]
+      size_t added = 0;
+      size_t low_index = 0;
+      for (size_t u = 0; u < n; ++u) {
+        while (added < u) {
+          while (!window.empty() &&
+                 best[s - 1][window.back()] >= best[s - 1][added]) {
+            window.pop_back();
+          }
+          window.push_back(added++);
+        }
+        while (low_index < u &&
+               stage_seconds(usable[low_index], usable[u]) > limit) {
+          ++low_index;
+        }
+        while (!window.empty() && window.front() < low_index) {
+          window.pop_front();
+        }
+        if (!window.empty() && best[s - 1][window.front()] < kNone) {
+          best[s][u] = best[s - 1][window.front()] + cut_at(usable[u]).bytes;
+          from[s][u] = static_cast<int64_t>(window.front());
+        }
+      }
+    }
+    int64_t last = -1;
+    for (size_t u = 0; u < n; ++u) {
+      if (best[stages - 1][u] < kNone &&
+          stage_seconds(usable[u], count) <= limit &&
+          (last < 0 || best[stages - 1][u] < best[stages - 1][last])) {
+        last = static_cast<int64_t>(u);
+      }
+    }
+    if (last < 0) {
+      throw GraphError("split_pipeline: no balanced cut set was found");
+    }
+    std::vector<int64_t> chosen;
+    for (int64_t s = stages - 1; s >= 1; --s) {
+      chosen.push_back(usable[last]);
+      last = from[s][last];
+    }
+    std::reverse(chosen.begin(), chosen.end());
+    return chosen;
+  }
+
+  // A stage from the cut before calls[begin] (0: the graph's start) to the
+  // one before calls[end]: its compute and the receiving of its inputs.
+  double stage_cost(int64_t begin, int64_t end) const {
+    double seconds = stage_seconds(begin, end);
+    if (begin > 0) {
+      seconds += options_.link.latency_seconds +
+                 cut_at(begin).bytes / options_.link.bytes_per_second;
+    }
+    return seconds;
+  }
+
+  // Dynamic programming over the usable cuts: the least slowest stage
+  // (compute and receiving), then the fewest bytes crossing.
+  std::vector<int64_t> exact_cuts(int64_t stages,
+                                  const std::vector<int64_t>& usable) const {
+    struct Best {
+      double slowest = std::numeric_limits<double>::infinity();
+      double bytes = 0;
+      int64_t from = -1;
+    };
+    auto better = [](double slowest, double bytes, const Best& than) {
+      if (!std::isfinite(than.slowest)) return std::isfinite(slowest);
+      const double tolerance = 1e-9 * std::max(std::abs(than.slowest), 1e-30);
+      if (slowest < than.slowest - tolerance) return true;
+      if (slowest > than.slowest + tolerance) return false;
+      return bytes < than.bytes;
+    };
+    const size_t n = usable.size();
+    const int64_t count = static_cast<int64_t>(calls_.size());
+    std::vector<std::vector<Best>> best(stages, std::vector<Best>(n));
+    for (size_t u = 0; u < n; ++u) {
+      best[1][u] = {stage_cost(0, usable[u]), cut_at(usable[u]).bytes, -1};
+    }
+    for (int64_t s = 2; s < stages; ++s) {
+      for (size_t u = 0; u < n; ++u) {
+        for (size_t v = 0; v < u; ++v) {
+          const Best& before = best[s - 1][v];
+          if (!std::isfinite(before.slowest)) continue;
+          const double slowest =
+              std::max(before.slowest, stage_cost(usable[v], usable[u]));
+          const double bytes = before.bytes + cut_at(usable[u]).bytes;
+          if (better(slowest, bytes, best[s][u])) {
+            best[s][u] = {slowest, bytes, static_cast<int64_t>(v)};
+          }
+        }
+      }
+    }
+    Best final;
+    int64_t last = -1;
+    for (size_t u = 0; u < n; ++u) {
+      const Best& before = best[stages - 1][u];
+      if (!std::isfinite(before.slowest)) continue;
+      const double slowest =
+          std::max(before.slowest, stage_cost(usable[u], count));
+      if (better(slowest, before.bytes, final)) {
+        final = {slowest, before.bytes, -1};
+        last = static_cast<int64_t>(u);
+      }
+    }
+    if (last < 0) {
+      throw GraphError("split_pipeline: no cut set was found");
+    }
+    std::vector<int64_t> chosen;
+    for (int64_t s = stages - 1; s >= 1; --s) {
+      chosen.push_back(usable[last]);
+      last = best[s][last].from;
+    }
+    std::reverse(chosen.begin(), chosen.end());
+    return chosen;
+  }
+
+  // The cut a split point names: after the node of that name, or before the
+  // first node traced inside the module of that path.
+  int64_t cut_index_of(const std::string& point) const {
+    for (Node* n : calls_) {
+      if (n->name() == point) return call_index_.at(n) + 1;
+    }
+    for (Node* n : calls_) {
+      const std::string* path = n->meta().get(kModulePath);
+      if (path != nullptr &&
+          (*path == point || (path->size() > point.size() &&
+                              path->compare(0, point.size(), point) == 0 &&
+                              (*path)[point.size()] == '.'))) {
+        return call_index_.at(n);
+      }
+    }
+    throw GraphError(absl::StrCat(
+        "split_pipeline: the split point '", point,
+        "' names neither a call node nor a module path of the graph; give "
+        "a node name (the cut goes after it) or a module path such as "
+        "'layer3' (the cut goes before it)"));
+  }
+
+  std::vector<int64_t> user_cuts() {
+    std::vector<int64_t> chosen;
+    const int64_t count = static_cast<int64_t>(calls_.size());
+    for (const std::string& point : options_.split_points) {
+      const int64_t index = cut_index_of(point);
+      if (index <= 0 || index >= count) {
+        throw GraphError(absl::StrCat(
+            "split_pipeline: the split point '", point, "' leaves a stage ",
+            "with no calls (it is at the graph's ",
+            index <= 0 ? "start" : "end", ")"));
+      }
+      if (!chosen.empty() && index <= chosen.back()) {
+        throw GraphError(absl::StrCat(
+            "split_pipeline: the split point '", point,
+            "' does not come after the one before it; give split points in "
+            "program order, each leaving a stage with calls"));
+      }
+      const Cut& cut = cut_at(index);
+      if (!cut.refusal.empty()) {
+        throw GraphError(absl::StrCat("split_pipeline: cannot cut at '",
+                                      point, "': ", cut.refusal,
+                                      "; choose another split point"));
+      }
+      chosen.push_back(index);
+    }
+    return chosen;
+  }
+
+  // A GraphModule running `g` on the module's tensors and leaf modules.
+  GraphModule make_module(std::unique_ptr<Graph> g) {
+    if (parameter_paths_.empty()) {
+      for (const auto& item : module_.named_parameters(/*recurse=*/true)) {
+        parameter_paths_.insert(item.key());
+      }
+    }
+    Attributes attributes;
+    for (Node* n : g->find_nodes(Opcode::kGetAttr)) {
+      const std::string& path = n->target().str();
+      (parameter_paths_.count(path) ? attributes.parameters
+                                    : attributes.buffers)
+          .emplace(path, module_.fetch_attr(path));
+    }
+    for (Node* n : g->find_nodes(Opcode::kCallModule)) {
+      const std::string& path = n->target().str();
+      attributes.modules.emplace(path, *module_.leaf_module(path));
+    }
+    attributes.traced_training = module_.traced_training();
+    auto made =
+        std::make_shared<GraphModuleImpl>(std::move(g), std::move(attributes));
+    if (!module_.traced_training()) made->train(module_.is_training());
+    return GraphModule(made);
+  }
+
+  PipelineStage build_stage(int64_t begin, int64_t end, bool last) {
+    PipelineStage stage;
+    auto g = std::make_unique<Graph>();
+    absl::flat_hash_map<const Node*, Node*> env;
+    std::vector<Node*> inputs =
+        begin == 0 ? graph_.placeholders() : cut_at(begin).live;
+    for (Node* input : inputs) {
+      Node* placeholder = g->placeholder(
+          input->op() == Opcode::kPlaceholder ? input->target().str()
+                                              : input->name());
+      placeholder->meta() = input->meta();
+      env[input] = placeholder;
+      stage.inputs.push_back(input->name());
+      if (const TensorMeta* meta = input->meta().get(kTensorMeta)) {
+        stage.input_meta.push_back(*meta);
+        stage.bytes_in += meta_bytes(*meta);
+      }
+    }
+    auto lookup = [&](Node* n) -> Argument {
+      if (n->op() == Opcode::kGetAttr && !env.contains(n)) {
+        env[n] = g->node_copy(*n, [](Node*) -> Argument {
+          throw GraphError("split_pipeline: a get_attr with arguments");
+        });
+      }
+      return env.at(n);
+    };
+    for (int64_t i = begin; i < end; ++i) {
+      const Node& n = *calls_[i];
+      for (Node* input : n.all_input_nodes()) lookup(input);
+      env[&n] = g->node_copy(n, lookup);
+    }
+    if (last) {
+      const Node* output = graph_.output_node();
+      g->output(output->args().empty() ? Argument()
+                                       : map_arg(output->args()[0], lookup));
+    } else {
+      std::vector<Argument> results;
+      for (Node* v : cut_at(end).live) {
+        results.push_back(env.at(v));
+        stage.outputs.push_back(v->name());
+        const TensorMeta& meta = *v->meta().get(kTensorMeta);
+        stage.output_meta.push_back(meta);
+        stage.bytes_out += meta_bytes(meta);
+      }
+      g->output(results.size() == 1 ? results[0]
+                                    : Argument::tuple(std::move(results)));
+    }
+    if (last) {
+      for (Node* v : graph_.output_node()->all_input_nodes()) {
+        stage.outputs.push_back(v->name());
+        if (const TensorMeta* meta = v->meta().get(kTensorMeta)) {
+          stage.output_meta.push_back(*meta);
+          stage.bytes_out += meta_bytes(*meta);
+        }
+      }
+    }
+    stage.nodes = end - begin;
+    stage.compute_seconds = stage_seconds(begin, end);
+    stage.module = make_module(std::move(g));
+    return stage;
+  }
+
+  Pipeline build(const std::vector<int64_t>& chosen) {
+    Pipeline pipeline;
+    std::vector<int64_t> bounds{0};
+    bounds.insert(bounds.end(), chosen.begin(), chosen.end());
+    bounds.push_back(static_cast<int64_t>(calls_.size()));
+    for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+      pipeline.stages.push_back(build_stage(bounds[s], bounds[s + 1],
+                                            s + 2 == bounds.size()));
+    }
+    return pipeline;
+  }
+
+  const GraphModuleImpl& module_;
+  const Graph& graph_;
+  const PipelineOptions& options_;
+  std::vector<Node*> calls_;
+  absl::flat_hash_map<const Node*, int64_t> call_index_;
+  absl::flat_hash_map<const Node*, int64_t> position_;
+  absl::flat_hash_map<Node*, Node*> root_;
+  std::vector<double> prefix_;
+  std::vector<Cut> cuts_;
+  std::set<std::string> parameter_paths_;
+};
+
+// Times each call node of a run.
+class ProfilingInterpreter : public Interpreter {
+ public:
+  using Interpreter::Interpreter;
+
+  c10::IValue run_node(const Node& node) override {
+    if (!is_call(&node)) return Interpreter::run_node(node);
+    auto start = std::chrono::steady_clock::now();
+    c10::IValue value = Interpreter::run_node(node);
+    samples[node.name()].push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+    return value;
+  }
+
+  std::map<std::string, std::vector<double>> samples;
+};
+
+std::string shapes(const std::vector<TensorMeta>& metas) {
+  std::vector<std::string> parts;
+  for (const TensorMeta& meta : metas) {
+    parts.push_back(absl::StrCat(
+        c10::toString(meta.dtype), "[", absl::StrJoin(meta.sizes, ", "), "]"));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+Pipeline split_pipeline(const GraphModule& module,
+                        const PipelineOptions& options) {
+  return Splitter(*module, options).split();
+}
+
+c10::IValue run_pipeline_locally(const Pipeline& pipeline,
+                                 std::vector<c10::IValue> inputs) {
+  c10::IValue value;
+  for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+    GraphModule module = pipeline.stages[s].module;
+    value = module->forward(std::move(inputs));
+    inputs.clear();
+    if (s + 1 == pipeline.stages.size()) break;
+    if (value.isTuple()) {
+      for (const c10::IValue& element : value.toTupleRef().elements()) {
+        inputs.push_back(element);
+      }
+    } else {
+      inputs.push_back(std::move(value));
+    }
+  }
+  return value;
+}
+
+std::map<std::string, double> profile_node_seconds(
+    const GraphModule& module, const std::vector<c10::IValue>& inputs,
+    int rounds) {
+  ProfilingInterpreter interpreter(module);
+  interpreter.run(inputs);
+  interpreter.samples.clear();
+  for (int r = 0; r < std::max(rounds, 1); ++r) interpreter.run(inputs);
+  std::map<std::string, double> medians;
+  for (auto& [name, samples] : interpreter.samples) {
+    std::sort(samples.begin(), samples.end());
+    medians[name] = samples[samples.size() / 2];
+  }
+  return medians;
+}
+
+PipelinePrediction predict_pipeline(const Pipeline& pipeline,
+                                    int64_t micro_batches, const Link& link) {
+  PipelinePrediction prediction;
+  if (pipeline.stages.empty() || micro_batches < 1) return prediction;
+  double slowest = 0;
+  double through = 0;
+  double compute = 0;
+  for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+    const PipelineStage& stage = pipeline.stages[s];
+    double seconds = stage.compute_seconds;
+    if (s > 0) {
+      seconds += link.latency_seconds + stage.bytes_in / link.bytes_per_second;
+    }
+    prediction.stage_seconds.push_back(seconds);
+    slowest = std::max(slowest, seconds);
+    through += seconds;
+    compute += stage.compute_seconds;
+  }
+  double back = 0;
+  if (pipeline.stages.size() > 1) {
+    back = link.latency_seconds +
+           pipeline.stages.back().bytes_out / link.bytes_per_second;
+  }
+  prediction.batch_seconds =
+      through + back + static_cast<double>(micro_batches - 1) * slowest;
+  prediction.sequential_seconds = static_cast<double>(micro_batches) * compute;
+  return prediction;
+}
+
+std::string format_pipeline(const Pipeline& pipeline) {
+  std::string text;
+  for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+    const PipelineStage& stage = pipeline.stages[s];
+    absl::StrAppend(
+        &text,
+        absl::StrFormat("stage %d: %d nodes, %s predicted, in %s (%s), out "
+                        "%s (%s)\n",
+                        s, stage.nodes, format_seconds(stage.compute_seconds),
+                        format_quantity(stage.bytes_in, "B"),
+                        shapes(stage.input_meta),
+                        format_quantity(stage.bytes_out, "B"),
+                        shapes(stage.output_meta)));
+  }
+  return text;
+}
+
+}  // namespace fx

@@ -1,0 +1,156 @@
+// Pipeline stages: a GraphModule cut into N GraphModules that run one after
+// another, each on its own process or machine (torch.distributed.pipelining's
+// split, for LibTorch), with the cost model's prediction of each stage's time
+// and of the pipeline's throughput (performance simulation without the
+// hardware). pipeline_runtime.h runs the stages across processes on c10d.
+//
+//   fx::Pipeline p = fx::split_pipeline(gm, {.stages = 2});
+//   fx::save(p.stages[1].module, "stage_1.fx");   // ship it to another host
+//
+//   before (one graph):
+//       %x = placeholder[target=x]
+//       %conv = aten::conv2d(%x, %conv_weight)
+//       %relu = aten::relu(%conv)
+//       %pool = aten::max_pool2d(%relu, [2, 2])
+//       %flatten = aten::flatten(%pool, 1)
+//       %fc = aten::linear(%flatten, %fc_weight, %fc_bias)
+//       return fc
+//   after, cut after %relu:
+//     stage 0:                                stage 1:
+//       %x = placeholder[target=x]              %relu = placeholder[target=relu]
+//       %conv = aten::conv2d(%x, ...)           %pool = aten::max_pool2d(%relu, [2, 2])
+//       %relu = aten::relu(%conv)               %flatten = aten::flatten(%pool, 1)
+//       return relu                             %fc = aten::linear(%flatten, ...)
+//                                               return fc
+//
+// - Stages are contiguous runs of the graph's call nodes in program order,
+//   so stage k uses only values of stages before it. Stage 0 takes the
+//   graph's inputs; stage k > 0 takes the values live across its cut (named
+//   after them, in program order), and passes on whatever a later stage or
+//   the output still needs, its own values and ones it was given; the last
+//   stage returns the graph's output. Running the stages in turn, each on
+//   the previous one's output, computes exactly what the graph computes.
+// - Only tensors with known metadata (kTensorMeta: shape and dtype, so a
+//   receiver allocates its buffers once) may cross a cut. A cut where a size,
+//   a list or a tensor without metadata is live is never chosen, and is an
+//   fx::GraphError when asked for.
+// - A cut is also refused when a later node writes in place to a value
+//   whose storage two live values share (each stage gets its own copy, so
+//   the other would miss the write), or to a graph input (the caller would).
+// - Each stage holds the parameters, buffers and leaf modules it uses
+//   (shared with the module, as split_module's submodules do) and keeps the
+//   module's training mode and the input guards of the graph's inputs.
+//   Modules with init steps (lowered or quantized graphs: packed weights)
+//   are refused: split first, then lower or quantize each stage.
+//
+// Balancing: each call node's time comes from the cost model (a roofline on
+// `machine`) or from `node_seconds` (say, measured with
+// profile_node_seconds), and a stage also takes the time to receive its
+// inputs over `link`; the cuts minimise the slowest stage's time, with ties
+// going to the cuts that move fewest bytes (exactly, by dynamic
+// programming, up to 2,000 usable cuts; beyond, compute alone is balanced
+// exactly and the bytes break ties).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fx/graph_module.h"
+#include "passes/cost_model.h"
+
+namespace fx {
+
+// The link between two stages' processes.
+struct Link {
+  double bytes_per_second = 1e9;
+  double latency_seconds = 50e-6;
+};
+
+struct PipelineOptions {
+  // The number of stages (>= 1), when split_points is empty.
+  int64_t stages = 2;
+  // Cuts chosen by the user (torch.distributed.pipelining's split points),
+  // in program order; stages = split_points.size() + 1. Each is a node name
+  // (the cut goes right after that node) or a module path such as "layer3"
+  // (the cut goes right before the first node traced inside it).
+  std::vector<std::string> split_points;
+  // The machine the cost model's roofline prices each node on, and the
+  // link a stage receives its inputs over (a cut that moves more bytes
+  // costs its stage more).
+  Machine machine{100e9, 20e9};
+  Link link;
+  // When set, each call node's seconds, instead of the cost model's.
+  std::function<double(const Node&)> node_seconds;
+};
+
+struct PipelineStage {
+  GraphModule module = nullptr;
+  // What crosses into the stage and out of it (the original graph's value
+  // names; a stage's own placeholders are named the same), with metadata.
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<TensorMeta> input_meta;
+  std::vector<TensorMeta> output_meta;
+  // The original graph's call nodes this stage runs, and the sum of their
+  // seconds (cost model or node_seconds, as balanced).
+  int64_t nodes = 0;
+  double compute_seconds = 0;
+  // Bytes received (the previous stage's outputs) and sent.
+  double bytes_in = 0;
+  double bytes_out = 0;
+};
+
+struct Pipeline {
+  std::vector<PipelineStage> stages;
+};
+
+// Cuts `module` into stages as above. Throws fx::GraphError for a stage
+// count below 1 or above the number of usable cuts + 1, a split point that
+// names neither a node nor a module path (or is out of order), a cut that
+// carries a value other than a tensor with metadata, and a module with init
+// steps or script objects.
+Pipeline split_pipeline(const GraphModule& module,
+                        const PipelineOptions& options = {});
+
+// Runs the stages one after another in this process: the reference the
+// distributed run is compared with, bitwise.
+c10::IValue run_pipeline_locally(const Pipeline& pipeline,
+                                 std::vector<c10::IValue> inputs);
+
+// Each call node's median seconds over `rounds` runs of `module` on
+// `inputs` through the Interpreter (after one warm-up run), for
+// PipelineOptions::node_seconds: balance by measurement rather than by the
+// roofline. Nodes are keyed by name.
+std::map<std::string, double> profile_node_seconds(
+    const GraphModule& module, const std::vector<c10::IValue>& inputs,
+    int rounds = 5);
+
+// --- Simulation --------------------------------------------------------------
+
+struct PipelinePrediction {
+  // Per stage: compute + receiving its inputs over the link, per
+  // micro-batch.
+  std::vector<double> stage_seconds;
+  // A batch of `micro_batches` through the GPipe schedule (forward only):
+  // the first micro-batch goes through every stage, then one comes out per
+  // slowest stage time.
+  double batch_seconds = 0;
+  // The same batch run by one process, one stage after another, without
+  // any link.
+  double sequential_seconds = 0;
+  double speedup() const {
+    return batch_seconds > 0 ? sequential_seconds / batch_seconds : 0;
+  }
+};
+
+PipelinePrediction predict_pipeline(const Pipeline& pipeline,
+                                    int64_t micro_batches, const Link& link);
+
+// One line per stage (nodes, inputs and outputs with shapes, predicted
+// time, bytes in and out), the same for the same pipeline every time.
+std::string format_pipeline(const Pipeline& pipeline);
+
+}  // namespace fx

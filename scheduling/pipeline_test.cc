@@ -1,0 +1,275 @@
+#include "scheduling/pipeline.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "fx/errors.h"
+#include "fx/fx.h"
+#include "models/zoo.h"
+#include "third_party/catch.h"
+
+namespace fx {
+namespace {
+
+template <typename F>
+GraphModule trace_function(F f, std::vector<c10::IValue> inputs) {
+  return symbolic_trace(nullptr, box_function(f), inputs);
+}
+
+PipelineOptions with_stages(int64_t stages) {
+  PipelineOptions options;
+  options.stages = stages;
+  return options;
+}
+
+PipelineOptions at_points(std::vector<std::string> points) {
+  PipelineOptions options;
+  options.split_points = std::move(points);
+  return options;
+}
+
+struct Traced {
+  models::ZooModel model;
+  GraphModule module;
+};
+
+Traced trace_zoo(const std::string& name) {
+  models::ZooModel model = models::make_zoo_model(name);
+  model.module->eval();
+  GraphModule gm = models::trace_zoo_model(model);
+  return {std::move(model), gm};
+}
+
+std::vector<std::string> placeholder_names(const GraphModule& gm) {
+  std::vector<std::string> names;
+  for (Node* p : gm->graph().placeholders()) names.push_back(p->name());
+  return names;
+}
+
+TEST_CASE("ResNet-18 in 2 and 3 stages computes bitwise what the graph does") {
+  Traced t = trace_zoo("resnet18");
+  at::Tensor expected = t.module->forward(t.model.example_inputs).toTensor();
+  for (int64_t stages : {2, 3}) {
+    Pipeline p = split_pipeline(t.module, with_stages(stages));
+    REQUIRE(p.stages.size() == static_cast<size_t>(stages));
+    at::Tensor y = run_pipeline_locally(p, t.model.example_inputs).toTensor();
+    CHECK(torch::equal(y, expected));
+    // Balanced by the cost model: no stage far above its share.
+    double total = 0;
+    double slowest = 0;
+    int64_t nodes = 0;
+    for (const PipelineStage& stage : p.stages) {
+      total += stage.compute_seconds;
+      slowest = std::max(slowest, stage.compute_seconds);
+      nodes += stage.nodes;
+      CHECK(stage.nodes > 0);
+    }
+    CHECK(slowest < 1.25 * total / static_cast<double>(stages));
+    // Every call node runs in exactly one stage.
+    int64_t calls = 0;
+    for (Node* n : t.module->graph().nodes()) {
+      if (n->op() != Opcode::kPlaceholder && n->op() != Opcode::kGetAttr &&
+          n->op() != Opcode::kOutput) {
+        ++calls;
+      }
+    }
+    CHECK(nodes == calls);
+    // Each stage takes what the one before sends.
+    for (size_t s = 1; s < p.stages.size(); ++s) {
+      CHECK(p.stages[s].inputs == p.stages[s - 1].outputs);
+      CHECK((p.stages[s].input_meta == p.stages[s - 1].output_meta));
+      CHECK(placeholder_names(p.stages[s].module) == p.stages[s].inputs);
+    }
+    CHECK(placeholder_names(p.stages[0].module) ==
+          placeholder_names(t.module));
+  }
+}
+
+TEST_CASE("stages hold only the parameters they use, shared with the model") {
+  Traced t = trace_zoo("resnet18");
+  Pipeline p = split_pipeline(t.module, at_points({"layer3"}));
+  REQUIRE(p.stages.size() == 2);
+  bool first_has_fc = false;
+  for (const auto& item : p.stages[0].module->named_parameters()) {
+    if (item.key().rfind("fc.", 0) == 0) first_has_fc = true;
+  }
+  CHECK_FALSE(first_has_fc);
+  at::Tensor fc = p.stages[1].module->fetch_attr("fc.weight");
+  CHECK(fc.data_ptr() == t.module->fetch_attr("fc.weight").data_ptr());
+  // The cut goes before the first node traced inside layer3.
+  const Node* first = nullptr;
+  for (Node* n : p.stages[1].module->graph().nodes()) {
+    if (n->op() == Opcode::kCallFunction) {
+      first = n;
+      break;
+    }
+  }
+  REQUIRE(first != nullptr);
+  const std::string* path = first->meta().get(kModulePath);
+  REQUIRE(path != nullptr);
+  CHECK(path->rfind("layer3", 0) == 0);
+}
+
+TEST_CASE("a split point naming a node cuts right after it") {
+  at::Tensor x = torch::randn({4, 8});
+  GraphModule gm = trace_function(
+      [](at::Tensor x) {
+        at::Tensor a = torch::relu(x);
+        at::Tensor b = torch::sigmoid(a);
+        at::Tensor c = torch::tanh(b);
+        return c + x;  // the input crosses both cuts
+      },
+      {x});
+  Pipeline p = split_pipeline(gm, at_points({"relu", "sigmoid"}));
+  REQUIRE(p.stages.size() == 3);
+  CHECK(p.stages[0].nodes == 1);
+  CHECK(p.stages[1].nodes == 1);
+  CHECK(p.stages[0].outputs == std::vector<std::string>{"x", "relu"});
+  CHECK(p.stages[1].outputs == std::vector<std::string>{"x", "sigmoid"});
+  CHECK(p.stages[1].module->graph().to_string() ==
+        "graph():\n"
+        "    %x : [#users=1] = placeholder[target=x]\n"
+        "    %relu : [#users=1] = placeholder[target=relu]\n"
+        "    %sigmoid : [#users=1] = call_function[target=aten::sigmoid](args "
+        "= (%relu,), kwargs = {})\n"
+        "    return (x, sigmoid)");
+  CHECK(torch::equal(run_pipeline_locally(p, {x}).toTensor(),
+                     gm(x).toTensor()));
+}
+
+TEST_CASE("bad split points and impossible cuts are named errors") {
+  at::Tensor x = torch::randn({4, 8});
+  GraphModule gm = trace_function(
+      [](at::Tensor x) {
+        std::vector<at::Tensor> rows = x.unbind(0);
+        at::Tensor a = torch::relu(rows[0]);
+        return a + rows[1];
+      },
+      {x});
+  std::string text = gm->graph().to_string();
+  CHECK_THROWS_WITH(split_pipeline(gm, at_points({"nowhere"})),
+                    Catch::Contains("'nowhere' names neither a call node"));
+  // After unbind, its list is live: only tensors may cross.
+  CHECK_THROWS_WITH(split_pipeline(gm, at_points({"unbind"})),
+                    Catch::Contains("%unbind would cross it"));
+  CHECK_THROWS_WITH(split_pipeline(gm, with_stages(50)),
+                    Catch::Contains("ask for fewer stages"));
+  CHECK_THROWS_WITH(split_pipeline(gm, with_stages(0)),
+                    Catch::Contains("stages = 0"));
+  CHECK_THROWS_WITH(
+      split_pipeline(gm, at_points({"relu", "getitem"})),
+      Catch::Contains("does not come after the one before it"));
+  // Nothing was changed.
+  CHECK(gm->graph().to_string() == text);
+}
+
+TEST_CASE("a cut is refused where a later in-place write would be lost") {
+  at::Tensor x = torch::randn({4, 8});
+  GraphModule gm = trace_function(
+      [](at::Tensor x) {
+        at::Tensor y = x * 2;
+        at::Tensor v = y.view({32});
+        at::Tensor s = torch::sigmoid(y);
+        v.relu_();  // writes y through its view
+        return s + y;
+      },
+      {x});
+  // Between sigmoid and relu_, y and its view v both cross.
+  CHECK_THROWS_WITH(split_pipeline(gm, at_points({"sigmoid"})),
+                    Catch::Contains("sharing storage"));
+  // The balanced split avoids that cut and stays exact.
+  Pipeline p = split_pipeline(gm, with_stages(2));
+  CHECK(torch::equal(run_pipeline_locally(p, {x}).toTensor(),
+                     gm(x).toTensor()));
+}
+
+TEST_CASE("lowered or quantized modules are refused, naming the way out") {
+  Traced t = trace_zoo("mlp");
+  Pipeline p = split_pipeline(t.module, with_stages(2));
+  CHECK(p.stages.size() == 2);
+  GraphModule with_steps = t.module;
+  // A module with an init step (as constant folding makes).
+  auto graph = std::make_shared<Graph>();
+  Node* w = graph->get_attr(
+      t.module->named_parameters().begin()->key());
+  graph->output(Argument::tuple({graph->call_function(op("aten::neg"), {w})}));
+  Attributes attributes;
+  for (const auto& item : t.module->named_parameters()) {
+    attributes.parameters.emplace(item.key(), item.value());
+  }
+  std::vector<GraphModuleImpl::InitStep> steps{{graph, {"negated"}}};
+  auto folded = std::make_shared<GraphModuleImpl>(
+      t.module->graph().clone(), attributes, steps);
+  CHECK_THROWS_WITH(split_pipeline(GraphModule(folded), with_stages(2)),
+                    Catch::Contains("split the traced graph first"));
+}
+
+TEST_CASE("a stage saved and loaded runs as it did") {
+  Traced t = trace_zoo("resnet18");
+  Pipeline p = split_pipeline(t.module, with_stages(2));
+  c10::IValue middle = p.stages[0].module->forward(t.model.example_inputs);
+  std::vector<c10::IValue> inputs;
+  if (middle.isTuple()) {
+    for (const c10::IValue& v : middle.toTupleRef().elements()) {
+      inputs.push_back(v);
+    }
+  } else {
+    inputs.push_back(middle);
+  }
+  const std::string path = "/tmp/fx_pipeline_test_stage_1.fx";
+  save(p.stages[1].module, path);
+  GraphModule loaded = load(path);
+  std::remove(path.c_str());
+  CHECK(torch::equal(loaded->forward(inputs).toTensor(),
+                     p.stages[1].module->forward(inputs).toTensor()));
+  // The metadata the runtime allocates buffers from survives the file.
+  const TensorMeta* meta =
+      loaded->graph().placeholders()[0]->meta().get(kTensorMeta);
+  REQUIRE(meta != nullptr);
+  CHECK((*meta == p.stages[1].input_meta[0]));
+}
+
+TEST_CASE("the prediction: GPipe over micro-batches, and the plan's text") {
+  Traced t = trace_zoo("resnet50");
+  Pipeline p = split_pipeline(t.module, with_stages(2));
+  PipelinePrediction one = predict_pipeline(p, 1, Link{});
+  PipelinePrediction eight = predict_pipeline(p, 8, Link{});
+  REQUIRE(eight.stage_seconds.size() == 2);
+  // One micro-batch gains nothing; eight nearly double the throughput.
+  CHECK(one.speedup() < 1.0);
+  CHECK(eight.speedup() > 1.6);
+  CHECK(eight.speedup() < 2.0);
+  // A slow link costs time.
+  PipelinePrediction slow = predict_pipeline(p, 8, Link{1e6, 1e-3});
+  CHECK(slow.batch_seconds > eight.batch_seconds);
+  // Deterministic text.
+  std::string text = format_pipeline(p);
+  CHECK(text == format_pipeline(split_pipeline(t.module, with_stages(2))));
+  CHECK(text.find("stage 1: ") != std::string::npos);
+  CHECK(text.find("Float[1, ") != std::string::npos);
+}
+
+TEST_CASE("balancing by measured node times") {
+  Traced t = trace_zoo("resnet18");
+  std::map<std::string, double> seconds =
+      profile_node_seconds(t.module, t.model.example_inputs, 2);
+  CHECK(seconds.size() > 50);
+  PipelineOptions options;
+  options.node_seconds = [&](const Node& n) {
+    auto it = seconds.find(n.name());
+    return it == seconds.end() ? 0.0 : it->second;
+  };
+  Pipeline p = split_pipeline(t.module, options);
+  double total = 0;
+  for (const auto& [name, s] : seconds) total += s;
+  CHECK(std::max(p.stages[0].compute_seconds, p.stages[1].compute_seconds) <
+        0.75 * total);
+  CHECK(torch::equal(run_pipeline_locally(p, t.model.example_inputs).toTensor(),
+                     t.module->forward(t.model.example_inputs).toTensor()));
+}
+
+}  // namespace
+}  // namespace fx

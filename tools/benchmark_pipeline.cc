@@ -1,0 +1,333 @@
+// Pipeline stages across processes (scheduling/pipeline_runtime.h) against
+// one process, and the cost model's prediction of them against what runs:
+//
+//   bazel run //tools:benchmark_pipeline [-- --quick]
+//
+// The zoo's ResNet-50 (eval), traced at batch 1 (one micro-batch), cut into
+// 2 stages balanced by the cost model on this machine's measured one-thread
+// limits, each stage lowered to oneDNN (fx::optimize_for_inference) and run
+// by a process of its own with 1 intra-op thread (rank 1 is this program
+// started again); a batch of 8 is 8 micro-batches through GPipe's schedule.
+// Beside it, in the same run and interleaved: one process running the same
+// lowered model with 1 thread (8 micro-batches in turn, and the batch of 8
+// at once, traced at 8) and with 2 threads. Outputs are compared bitwise
+// with the stages run in one process.
+//
+// Prediction: each stage's time from the cost model's roofline (the
+// measured convolution peak and copy bandwidth at 1 thread, plus the
+// receive over a loopback link of kLoopback), against the stage run alone;
+// the batch's time from predict_pipeline against the pipeline's measured
+// time.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "fx/fx.h"
+#include "lowering/optimize_for_inference.h"
+#include "models/zoo.h"
+#include "passes/cost_model.h"
+#include "scheduling/pipeline.h"
+#include "scheduling/pipeline_runtime.h"
+#include "tools/benchmark_support.h"
+#include "tools/conv_peak.h"
+
+ABSL_FLAG(std::string, model, "",
+          "the zoo model (default resnet50; resnet18 with --quick)");
+ABSL_FLAG(int64_t, stages, 2, "pipeline stages (processes)");
+ABSL_FLAG(int64_t, micro_batches, 0,
+          "micro-batches of 1 per batch (default 8; 4 with --quick)");
+ABSL_FLAG(int, stage_threads, 1, "intra-op threads of each stage");
+// Internal: how this program runs a serving rank.
+ABSL_FLAG(std::string, serve_stage, "", "internal: serve this stage file");
+ABSL_FLAG(int64_t, serve_rank, 0, "internal");
+ABSL_FLAG(int64_t, serve_world, 0, "internal");
+ABSL_FLAG(std::string, serve_master, "", "internal");
+
+namespace {
+
+using namespace fx::benchmark;  // NOLINT: the benchmark vocabulary
+
+// The loopback link the prediction assumes (TCP through the kernel on this
+// machine: two copies of each message).
+constexpr fx::Link kLoopback{2e9, 100e-6};
+
+std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  if (value.isTensor()) {
+    tensors.push_back(value.toTensor());
+  } else {
+    for (const c10::IValue& v : value.toTupleRef().elements()) {
+      tensors.push_back(v.toTensor());
+    }
+  }
+  return tensors;
+}
+
+std::vector<c10::IValue> as_inputs(const c10::IValue& value) {
+  std::vector<c10::IValue> inputs;
+  for (const at::Tensor& t : tensors_of(value)) inputs.push_back(t);
+  return inputs;
+}
+
+fx::GraphModule traced(const std::string& name, int64_t batch) {
+  models::ZooModel model = models::make_zoo_model(name);
+  model.module->eval();
+  at::Tensor x = model.example_inputs[0].toTensor();
+  model.example_inputs[0] = x.repeat_interleave(batch, 0);
+  return models::trace_zoo_model(model);
+}
+
+int serve() {
+  at::set_num_threads(absl::GetFlag(FLAGS_stage_threads));
+  fx::PipelineGroup group;
+  group.rank = absl::GetFlag(FLAGS_serve_rank);
+  group.world = absl::GetFlag(FLAGS_serve_world);
+  group.master = absl::GetFlag(FLAGS_serve_master);
+  torch::NoGradGuard no_grad;
+  try {
+    fx::serve_pipeline_stage(fx::load(absl::GetFlag(FLAGS_serve_stage)),
+                             group);
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << group.rank << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+std::string ms(double value) { return absl::StrFormat("%.2f", value); }
+std::string percent(double value) { return absl::StrFormat("%+.0f%%", value); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Pipeline stages across processes against one process.\n"
+      "  bazel run //tools:benchmark_pipeline -- [--quick] [--repeats=N] "
+      "[--model=resnet50] [--stages=2] [--micro_batches=8]\n--quick: "
+      "resnet18, 4 micro-batches, 3 rounds.");
+  absl::ParseCommandLine(argc, argv);
+  if (!absl::GetFlag(FLAGS_serve_stage).empty()) return serve();
+  const auto [quick, threads_flag, repeats] = run_flags();
+  (void)threads_flag;
+  const int threads = absl::GetFlag(FLAGS_stage_threads);
+  std::string name = absl::GetFlag(FLAGS_model);
+  if (name.empty()) name = quick ? "resnet18" : "resnet50";
+  int64_t micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  if (micro_batches <= 0) micro_batches = quick ? 4 : 8;
+  const int64_t stages = absl::GetFlag(FLAGS_stages);
+  torch::NoGradGuard no_grad;
+  const std::string before = machine_summary();
+
+  // The machine at the stages' thread count.
+  at::set_num_threads(threads);
+  std::cerr << "measuring the machine at " << threads << " thread(s)\n";
+  const double peak = std::max(conv_gflops(256, 56, 3, quick ? 3 : 10),
+                               conv_gflops(1024, 14, 1, quick ? 3 : 10));
+  const double bandwidth = copy_bytes_per_second(quick ? 3 : 10);
+  fx::PipelineOptions options;
+  options.stages = stages;
+  options.machine = {peak * 1e9, bandwidth};
+  options.link = kLoopback;
+
+  std::cerr << "tracing " << name << " and cutting it into " << stages
+            << " stages\n";
+  fx::GraphModule module = traced(name, 1);
+  fx::Pipeline pipeline = fx::split_pipeline(module, options);
+  for (fx::PipelineStage& stage : pipeline.stages) {
+    stage.module = fx::optimize_for_inference(stage.module);
+  }
+  fx::GraphModule whole = fx::optimize_for_inference(module);
+  fx::GraphModule whole_batch =
+      fx::optimize_for_inference(traced(name, micro_batches));
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("fx_benchmark_pipeline_", ::getpid());
+  std::filesystem::create_directories(dir);
+  for (int64_t r = 0; r < stages; ++r) {
+    fx::save(pipeline.stages[r].module,
+             (dir / absl::StrCat("stage_", r, ".fx")).string());
+  }
+  fx::PipelineGroup group;
+  group.master = absl::StrCat("127.0.0.1:", fx::free_local_port());
+  group.world = stages;
+  fx::ChildProcesses children;
+  for (int64_t r = 1; r < stages; ++r) {
+    children.spawn({"/proc/self/exe",
+                    "--serve_stage=" +
+                        (dir / absl::StrCat("stage_", r, ".fx")).string(),
+                    absl::StrCat("--serve_rank=", r),
+                    absl::StrCat("--serve_world=", stages),
+                    "--serve_master=" + group.master,
+                    absl::StrCat("--stage_threads=", threads)});
+  }
+  fx::PipelineDriver driver(fx::load((dir / "stage_0.fx").string()), group);
+  std::filesystem::remove_all(dir);
+
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({micro_batches, 3, 224, 224});
+  auto micro_batch = [&](int64_t m) { return x.narrow(0, m, 1); };
+  auto in_turn = [&](const std::function<c10::IValue(int64_t)>& run) {
+    std::vector<at::Tensor> parts;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      parts.push_back(tensors_of(run(m))[0]);
+    }
+    return at::cat(parts, 0);
+  };
+
+  // Outputs.
+  at::Tensor distributed = tensors_of(driver.run({x}))[0];
+  at::Tensor stages_here = in_turn([&](int64_t m) {
+    return fx::run_pipeline_locally(pipeline, {micro_batch(m)});
+  });
+  at::Tensor whole_here =
+      in_turn([&](int64_t m) { return whole->forward({micro_batch(m)}); });
+  const bool bitwise = torch::equal(distributed, stages_here);
+  const double max_diff = (distributed - whole_here).abs().max().item<double>();
+  const double scale = whole_here.abs().max().item<double>();
+
+  // Batches, interleaved.
+  auto at_threads = [](int n, const std::function<void()>& run) {
+    return [n, run] {
+      at::set_num_threads(n);
+      run();
+    };
+  };
+  std::vector<std::function<void()>> variants = {
+      at_threads(threads, [&] { driver.run({x}); }),
+      at_threads(threads, [&] {
+        in_turn([&](int64_t m) { return whole->forward({micro_batch(m)}); });
+      }),
+      at_threads(threads, [&] { whole_batch->forward({x}); }),
+      at_threads(threads * static_cast<int>(stages), [&] {
+        in_turn([&](int64_t m) { return whole->forward({micro_batch(m)}); });
+      }),
+      at_threads(threads * static_cast<int>(stages),
+                 [&] { whole_batch->forward({x}); }),
+  };
+  std::cerr << "timing batches, " << repeats << " interleaved rounds\n";
+  std::vector<std::vector<double>> samples =
+      interleaved_samples_ms(variants, repeats, 1);
+  at::set_num_threads(threads);
+
+  // Each stage alone, interleaved, on its micro-batch input.
+  std::vector<std::vector<c10::IValue>> stage_inputs{{micro_batch(0)}};
+  for (int64_t r = 0; r + 1 < stages; ++r) {
+    stage_inputs.push_back(
+        as_inputs(pipeline.stages[r].module->forward(stage_inputs.back())));
+  }
+  std::vector<std::function<void()>> stage_runs;
+  for (int64_t r = 0; r < stages; ++r) {
+    stage_runs.push_back(
+        [&, r] { pipeline.stages[r].module->forward(stage_inputs[r]); });
+  }
+  std::vector<std::vector<double>> stage_samples =
+      interleaved_samples_ms(stage_runs, repeats, 1);
+  driver.stop();
+  std::vector<int> statuses = children.wait(std::chrono::seconds(30));
+
+  const double pipelined = median(samples[0]);
+  Table batches({"variant", "threads", "ms per batch", "images/s",
+                 "pipeline speed-up"});
+  const std::vector<std::string> labels = {
+      absl::StrCat("pipeline: ", stages, " processes, ", micro_batches,
+                   " micro-batches"),
+      absl::StrCat("one process, ", micro_batches, " micro-batches in turn"),
+      absl::StrCat("one process, the batch at once"),
+      absl::StrCat("one process, ", micro_batches, " micro-batches in turn"),
+      absl::StrCat("one process, the batch at once")};
+  std::vector<double> speedups;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const double batch_ms = median(samples[v]);
+    const int n = v == 0 ? threads : (v < 3 ? threads : threads * stages);
+    const double speedup = median_paired_ratio(samples[v], samples[0]);
+    speedups.push_back(speedup);
+    batches.add_row({labels[v],
+                     v == 0 ? absl::StrCat(stages, " x ", threads)
+                            : std::to_string(n),
+                     ms(batch_ms),
+                     absl::StrFormat("%.1f", micro_batches / (batch_ms * 1e-3)),
+                     v == 0 ? "" : times(speedup)});
+  }
+  print_section(
+      absl::StrCat("1. ", name, ", batch ", micro_batches,
+                   ", lowered (fx::optimize_for_inference per stage)"),
+      batches,
+      {"before: " + before, "after: " + machine_summary(),
+       absl::StrCat("pipeline speed-up: the variant's time over the "
+                    "pipeline's, median of per-round ratios (above 1: the "
+                    "pipeline is faster)"),
+       absl::StrCat("outputs: ", bitwise ? "bitwise equal" : "DIFFERENT",
+                    " to the stages run in one process; max |diff| to the "
+                    "whole model in one process ",
+                    absl::StrFormat("%.1e", max_diff / scale),
+                    " (relative)")});
+
+  fx::PipelinePrediction prediction =
+      fx::predict_pipeline(pipeline, micro_batches, kLoopback);
+  Table predicted({"", "predicted ms", "measured ms", "error"});
+  double worst = 0;
+  for (int64_t r = 0; r < stages; ++r) {
+    const double p = prediction.stage_seconds[r] * 1e3;
+    const double m = median(stage_samples[r]);
+    const double error = (p - m) / m * 100;
+    worst = std::max(worst, std::abs(error));
+    predicted.add_row({absl::StrCat("stage ", r, " (", pipeline.stages[r].nodes,
+                                    " nodes)"),
+                       ms(p), ms(m), percent(error)});
+  }
+  const double batch_error =
+      (prediction.batch_seconds * 1e3 - pipelined) / pipelined * 100;
+  worst = std::max(worst, std::abs(batch_error));
+  predicted.add_row({absl::StrCat("batch of ", micro_batches, " (GPipe)"),
+                     ms(prediction.batch_seconds * 1e3), ms(pipelined),
+                     percent(batch_error)});
+  std::vector<std::string> notes = {absl::StrFormat(
+           "machine at %d thread(s): %.0f GFLOP/s (oneDNN convolution "
+           "peak), %.1f GB/s (copy); link: %.1f GB/s, %.0f us (loopback "
+           "TCP, assumed)",
+           threads, peak, bandwidth / 1e9, kLoopback.bytes_per_second / 1e9,
+           kLoopback.latency_seconds * 1e6),
+       "stage: the roofline over the stage's nodes (before lowering) plus "
+       "receiving its inputs; measured: the lowered stage alone"};
+  for (absl::string_view line : absl::StrSplit(fx::format_pipeline(pipeline),
+                                               '\n', absl::SkipEmpty())) {
+    notes.emplace_back(line);
+  }
+  print_section("2. The cost model's prediction against measurement",
+                predicted, notes);
+
+  bool children_ok = true;
+  for (int status : statuses) children_ok = children_ok && status == 0;
+  const double against_one_thread = std::min(speedups[1], speedups[2]);
+  std::vector<TargetCheck> checks = {
+      {"outputs bitwise equal to the stages in one process",
+       bitwise ? "equal" : "different", bitwise, false},
+      {"lowered stages within 1e-4 (relative) of the lowered whole model",
+       absl::StrFormat("%.1e", max_diff / scale), max_diff <= 1e-4 * scale,
+       false},
+      {"every serving rank exited cleanly",
+       children_ok ? "yes" : "no", children_ok, false},
+      {absl::StrCat(stages, " stages x ", threads,
+                    " thread: >= 1.7x one process with ", threads,
+                    " (the faster of in turn and at once)"),
+       times(against_one_thread), against_one_thread >= 1.7},
+      {"prediction within 25% of measured stages and batch",
+       absl::StrFormat("worst %.0f%%", worst), worst <= 25},
+  };
+  return print_targets(checks, quick);
+}

@@ -1,0 +1,21 @@
+// The machine's measured limits for the benchmarks that grade against them:
+// the GFLOP/s of a large oneDNN convolution (fx_onednn::conv on a packed
+// weight, channels-last), and the bandwidth of a large tensor copy, each at
+// the current intra-op thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace fx {
+namespace benchmark {
+
+// A channels x channels convolution with a kernel x kernel window on a
+// size x size image (batch 1): median GFLOP/s over `repeats` runs.
+double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
+                   int repeats);
+
+// Bytes read and written per second by copying a 64 MB tensor.
+double copy_bytes_per_second(int repeats);
+
+}  // namespace benchmark
+}  // namespace fx

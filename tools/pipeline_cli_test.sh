@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# `fx pipeline` across processes on 127.0.0.1: 2 and 3 local processes
+# compared bitwise with one process, and the faults: a rank killed, a rank
+# hung, a wrong world size, stage files from different splits, a port in
+# use, a rank that never comes. Every process is started and stopped here,
+# every wait is bounded (timeout), and nothing is left running. Prints a
+# Catch2-style summary line, which tools/test.sh counts.
+set -uo pipefail
+
+fx="$1"
+out="${TEST_TMPDIR:-/tmp}/fx_pipeline_cli_test"
+rm -rf "$out"
+mkdir -p "$out"
+checks=0
+failures=0
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+}
+trap cleanup EXIT
+
+fail() {
+  failures=$((failures + 1))
+  echo "FAILED: $*"
+}
+
+# check NAME EXPECTED_STATUS PATTERN -- COMMAND...: runs COMMAND (60 s at
+# most), expects its exit status and PATTERN (grep -E) in its output.
+check() {
+  local name="$1" expected="$2" pattern="$3"
+  shift 4
+  local output status
+  output="$(timeout 120 "$@" 2>&1)"
+  status=$?
+  checks=$((checks + 1))
+  if [ "$status" -ne "$expected" ] || ! grep -qE -- "$pattern" <<<"$output"; then
+    fail "$name: exit $status (expected $expected), output:"
+    echo "$output" | tail -20
+  fi
+}
+
+# expect_log NAME FILE PATTERN: the background process's log has PATTERN.
+expect_log() {
+  checks=$((checks + 1))
+  if ! grep -qE -- "$3" "$2"; then
+    fail "$1: no /$3/ in $2:"
+    tail -20 "$2"
+  fi
+}
+
+# A port no one listens on.
+port() {
+  /usr/bin/python3 -c "
+import socket
+s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+
+check "2 local processes, bitwise equal to one" 0 "bitwise equal" -- \
+  "$fx" pipeline run mlp --stages=2 --micro_batches=4 --rounds=2
+check "3 local processes at chosen split points" 0 \
+  "bitwise equal to the stages run in one process" -- \
+  "$fx" pipeline run lenet --split_points=relu,relu_1 --micro_batches=3 \
+  --rounds=2
+check "split into 2 stage files" 0 "wrote $out/two/stage_1.fx" -- \
+  "$fx" pipeline split lenet --stages=2 --out="$out/two"
+check "split into 3 stage files" 0 "wrote $out/three/stage_2.fx" -- \
+  "$fx" pipeline split lenet --stages=3 --out="$out/three"
+check "split another model" 0 "wrote $out/mlp/stage_1.fx" -- \
+  "$fx" pipeline split mlp --stages=2 --out="$out/mlp"
+check "a split point that is nowhere is named" 1 "'nowhere' names neither" -- \
+  "$fx" pipeline split lenet --split_points=nowhere --out="$out/bad"
+
+serve() {  # serve LOG ARGS...: a rank in the background
+  local log="$1"
+  shift
+  "$fx" pipeline serve "$@" >"$log" 2>&1 &
+  pids+=($!)
+}
+
+# Served by hand: rank 0 drives batches of 2 micro-batches.
+p="$(port)"
+serve "$out/r1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1.fx"
+check "rank 0 drives rank 1" 0 "rank 0: 3 batches" -- \
+  "$fx" pipeline serve --rank=0 --world=2 --master="127.0.0.1:$p" \
+  --input=4x1x32x32 --rounds=3 --output="$out/y.pt" "$out/two/stage_0.fx"
+wait "${pids[-1]}"
+checks=$((checks + 1))
+[ "$?" -eq 0 ] || fail "rank 1 did not exit 0 after rank 0 stopped"
+expect_log "rank 1 returns when rank 0 stops" "$out/r1.log" "rank 1 done"
+
+# A rank killed mid-run: rank 0 fails at once, naming it.
+p="$(port)"
+serve "$out/k1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1.fx"
+victim=$!
+serve "$out/k0.log" --rank=0 --world=2 --master="127.0.0.1:$p" \
+  --input=64x1x32x32 --rounds=100000 --timeout_ms=20000 "$out/two/stage_0.fx"
+driver=$!
+sleep 4
+kill -9 "$victim"
+start=$SECONDS
+timeout 60 tail --pid="$driver" -f /dev/null
+wait "$driver"
+status=$?
+checks=$((checks + 1))
+[ "$status" -ne 0 ] || fail "rank 0 went on after rank 1 was killed"
+[ $((SECONDS - start)) -le 25 ] || fail "rank 0 took $((SECONDS - start)) s to stop"
+expect_log "a killed rank is named" "$out/k0.log" "rank 1"
+
+# A rank hung (stopped): the others fail after the timeout, naming it.
+p="$(port)"
+serve "$out/h1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1.fx"
+victim=$!
+serve "$out/h0.log" --rank=0 --world=2 --master="127.0.0.1:$p" \
+  --input=64x1x32x32 --rounds=100000 --timeout_ms=2000 "$out/two/stage_0.fx"
+driver=$!
+sleep 4
+kill -STOP "$victim"
+timeout 60 tail --pid="$driver" -f /dev/null
+wait "$driver"
+status=$?
+checks=$((checks + 1))
+[ "$status" -ne 0 ] || fail "rank 0 went on with rank 1 hung"
+expect_log "a hung rank is named with the timeout" "$out/h0.log" \
+  "rank 1 did not .* within 2000 ms"
+kill -9 "$victim"
+
+# Different world sizes: both say so.
+p="$(port)"
+serve "$out/w1.log" --rank=1 --world=3 --timeout_ms=5000 \
+  --master="127.0.0.1:$p" "$out/two/stage_1.fx"
+check "different world sizes are named" 1 "same --world" -- \
+  "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=5000 \
+  --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
+wait "${pids[-1]}"
+expect_log "the other rank says it too" "$out/w1.log" "same --world"
+
+# Stage files of two different splits.
+p="$(port)"
+serve "$out/m1.log" --rank=1 --world=2 --timeout_ms=5000 \
+  --master="127.0.0.1:$p" "$out/mlp/stage_1.fx"
+check "stages that do not fit are named" 1 "do not belong to one pipeline" -- \
+  "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=5000 \
+  --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
+wait "${pids[-1]}"
+expect_log "rank 1 says it too" "$out/m1.log" "do not belong to one pipeline"
+
+# A port in use.
+p="$(port)"
+serve "$out/p0.log" --rank=0 --world=2 --timeout_ms=8000 \
+  --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
+sleep 2
+check "a port in use is named" 1 "cannot listen on 127.0.0.1:$p" -- \
+  "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=3000 \
+  --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
+# The first rank 0 waits for its rank 1, which never comes.
+wait "${pids[-1]}"
+expect_log "a rank that never comes is named" "$out/p0.log" \
+  "rank 1 of 2 did not join within 8000 ms"
+
+check "rank 1 without a master says where it looked" 1 \
+  "no pipeline master at 127.0.0.1:" -- \
+  "$fx" pipeline serve --rank=1 --world=2 --timeout_ms=2000 \
+  --master="127.0.0.1:$(port)" "$out/two/stage_1.fx"
+check "a bad master address is explained" 1 "is not HOST:PORT" -- \
+  "$fx" pipeline serve --rank=1 --world=2 --master=nowhere \
+  "$out/two/stage_1.fx"
+
+passed=$((checks - failures))
+if [ "$failures" -eq 0 ]; then
+  echo "All tests passed ($checks assertions in $checks test cases)"
+else
+  echo "test cases: $checks | $passed passed | $failures failed"
+fi
+[ "$failures" -eq 0 ]
