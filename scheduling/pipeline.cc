@@ -552,6 +552,7 @@ class Splitter {
       const Node& n = *calls_[i];
       for (Node* input : n.all_input_nodes()) lookup(input);
       env[&n] = g->node_copy(n, lookup);
+      stage.node_names.push_back(n.name());
     }
     if (last) {
       const Node* output = graph_.output_node();
@@ -640,6 +641,60 @@ std::string shapes(const std::vector<TensorMeta>& metas) {
 Pipeline split_pipeline(const GraphModule& module,
                         const PipelineOptions& options) {
   return Splitter(*module, options).split();
+}
+
+Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
+                            const std::vector<double>& measured_stage_seconds,
+                            PipelineOptions options) {
+  if (measured_stage_seconds.size() != pipeline.stages.size()) {
+    throw GraphError(absl::StrCat(
+        "rebalance_pipeline: ", measured_stage_seconds.size(),
+        " measured times for ", pipeline.stages.size(), " stages"));
+  }
+  // The seconds each node was priced at, and its stage's correction.
+  std::function<double(const Node&)> base = options.node_seconds;
+  if (!base) {
+    base = [machine = options.machine](const Node& n) {
+      return estimated_seconds(estimate_node_cost(n), machine);
+    };
+  }
+  auto factors = std::make_shared<std::map<std::string, double>>();
+  std::map<std::string, const Node*> by_name;
+  for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;
+  for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+    const PipelineStage& stage = pipeline.stages[s];
+    double predicted = 0;
+    for (const std::string& name : stage.node_names) {
+      auto it = by_name.find(name);
+      if (it != by_name.end()) predicted += base(*it->second);
+    }
+    const double factor =
+        predicted > 0 && measured_stage_seconds[s] > 0
+            ? measured_stage_seconds[s] / predicted
+            : 1.0;
+    for (const std::string& name : stage.node_names) {
+      (*factors)[name] = factor;
+    }
+  }
+  options.split_points.clear();
+  options.stages = static_cast<int64_t>(pipeline.stages.size());
+  options.node_seconds = [base, factors](const Node& n) {
+    auto it = factors->find(n.name());
+    return base(n) * (it == factors->end() ? 1.0 : it->second);
+  };
+  return split_pipeline(module, options);
+}
+
+Pipeline reprice_pipeline(const GraphModule& module, const Pipeline& pipeline,
+                          PipelineOptions options) {
+  options.split_points.clear();
+  for (size_t s = 0; s + 1 < pipeline.stages.size(); ++s) {
+    if (pipeline.stages[s].node_names.empty()) {
+      throw GraphError("reprice_pipeline: a stage without nodes");
+    }
+    options.split_points.push_back(pipeline.stages[s].node_names.back());
+  }
+  return split_pipeline(module, options);
 }
 
 c10::IValue run_pipeline_locally(const Pipeline& pipeline,

@@ -94,8 +94,10 @@ struct PipelineStage {
   std::vector<std::string> outputs;
   std::vector<TensorMeta> input_meta;
   std::vector<TensorMeta> output_meta;
-  // The original graph's call nodes this stage runs, and the sum of their
-  // seconds (cost model or node_seconds, as balanced).
+  // The original graph's call nodes this stage runs (their names, in
+  // order), and the sum of their seconds (cost model or node_seconds, as
+  // balanced).
+  std::vector<std::string> node_names;
   int64_t nodes = 0;
   double compute_seconds = 0;
   // Bytes received (the previous stage's outputs) and sent.
@@ -114,6 +116,22 @@ struct Pipeline {
 // steps or script objects.
 Pipeline split_pipeline(const GraphModule& module,
                         const PipelineOptions& options = {});
+
+// One round of measured feedback: each node's seconds (as `options`
+// prices them) scaled by measured / predicted of the stage it ran in, and
+// the graph cut again. `measured_stage_seconds` holds each stage of
+// `pipeline` timed as it really runs (after lowering, say). Balances what
+// the cost model cannot see (how well each kind of layer uses the
+// machine) while keeping its view inside each stage.
+Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
+                            const std::vector<double>& measured_stage_seconds,
+                            PipelineOptions options);
+
+// The same cuts priced by `options` (the cost model, say) instead of the
+// seconds they were balanced with: what the model predicts for a pipeline
+// whose cuts came from measurement.
+Pipeline reprice_pipeline(const GraphModule& module, const Pipeline& pipeline,
+                          PipelineOptions options);
 
 // Runs the stages one after another in this process: the reference the
 // distributed run is compared with, bitwise.

@@ -511,16 +511,48 @@ class PipelineDriver::Impl {
     if (group_.world() > 1) send_header(0);
   }
 
-  c10::IValue run(const std::vector<at::Tensor>& inputs) {
+  std::vector<c10::IValue> run_all(
+      const std::vector<std::vector<at::Tensor>>& batches) {
     if (stopped_) throw PipelineError("run() after stop()");
-    const int64_t micro_batches = count_micro_batches(inputs);
+    std::vector<std::vector<at::Tensor>> pieces;
+    std::vector<int64_t> counts;
+    for (const std::vector<at::Tensor>& batch : batches) {
+      counts.push_back(count_micro_batches(batch));
+      for (int64_t m = 0; m < counts.back(); ++m) {
+        pieces.push_back(slice(batch, m));
+      }
+    }
+    if (static_cast<int64_t>(pieces.size()) >= kMaxMicroBatches) {
+      throw PipelineError(absl::StrCat(pieces.size(),
+                                       " micro-batches at once; at most ",
+                                       kMaxMicroBatches - 1));
+    }
+    std::vector<std::vector<at::Tensor>> results = run_pieces(pieces);
+    std::vector<c10::IValue> outputs;
+    size_t next = 0;
+    for (int64_t count : counts) {
+      std::vector<std::vector<at::Tensor>> mine(
+          results.begin() + next, results.begin() + next + count);
+      next += count;
+      outputs.push_back(concatenate(mine));
+    }
+    return outputs;
+  }
+
+ private:
+  // The micro-batches through the pipeline as one round: stage 0 runs
+  // them in turn, each sent on as soon as it is done, while the last
+  // stage's outputs come back.
+  std::vector<std::vector<at::Tensor>> run_pieces(
+      const std::vector<std::vector<at::Tensor>>& pieces) {
+    const int64_t micro_batches = static_cast<int64_t>(pieces.size());
     ++round_;
     std::vector<std::vector<at::Tensor>> results(micro_batches);
     if (group_.world() == 1) {
       for (int64_t m = 0; m < micro_batches; ++m) {
-        results[m] = flatten_outputs(stage_->forward(as_inputs(slice(inputs, m))));
+        results[m] = flatten_outputs(stage_->forward(as_inputs(pieces[m])));
       }
-      return concatenate(results);
+      return results;
     }
     send_header(micro_batches);
     const int64_t last = group_.world() - 1;
@@ -534,7 +566,7 @@ class PipelineDriver::Impl {
     std::array<c10::intrusive_ptr<c10d::Work>, 2> sending;
     for (int64_t m = 0; m < micro_batches; ++m) {
       std::vector<at::Tensor> out =
-          flatten_outputs(stage_->forward(as_inputs(slice(inputs, m))));
+          flatten_outputs(stage_->forward(as_inputs(pieces[m])));
       auto& slot = sending[m % 2];
       if (slot) group_.wait(slot, 1, "receive a micro-batch", group_.timeout());
       outputs_.pack(out, send_buffers_[m % 2], "stage 0");
@@ -549,10 +581,9 @@ class PipelineDriver::Impl {
                   group_.timeout());
       results[m] = results_.views(result_buffers[m]);
     }
-    return concatenate(results);
+    return results;
   }
 
- private:
   void send_header(int64_t micro_batches) {
     at::Tensor header = at::empty({2}, at::kLong);
     header[0] = round_;
@@ -638,7 +669,11 @@ PipelineDriver::PipelineDriver(GraphModule stage, const PipelineGroup& group)
     : impl_(std::make_unique<Impl>(std::move(stage), group)) {}
 PipelineDriver::~PipelineDriver() = default;
 c10::IValue PipelineDriver::run(const std::vector<at::Tensor>& inputs) {
-  return impl_->run(inputs);
+  return impl_->run_all({inputs})[0];
+}
+std::vector<c10::IValue> PipelineDriver::run_all(
+    const std::vector<std::vector<at::Tensor>>& batches) {
+  return impl_->run_all(batches);
 }
 int64_t PipelineDriver::micro_batch_size() const {
   return impl_->micro_batch_size();

@@ -87,6 +87,12 @@ class PipelineDriver {
   // traced size), and each output is the last stage's outputs concatenated.
   // Returns a tensor, or a tuple of them, as the last stage does.
   c10::IValue run(const std::vector<at::Tensor>& inputs);
+  // Several batches back to back, as a server's stream of requests: the
+  // next batch's micro-batches enter stage 0 while the last stages finish
+  // the one before, so the pipeline fills once, not once per batch (its
+  // throughput). One result per batch, as run() gives.
+  std::vector<c10::IValue> run_all(
+      const std::vector<std::vector<at::Tensor>>& batches);
 
   // The micro-batch size (stage 0's traced dim 0).
   int64_t micro_batch_size() const;

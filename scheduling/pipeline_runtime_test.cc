@@ -115,6 +115,15 @@ TEST_CASE("2 and 3 ranks compute bitwise what the stages do in one process") {
         CHECK(torch::equal(y.toTupleRef().elements()[1].toTensor(),
                            in_one_process(p, x, 2, 1)));
       }
+      // A stream of batches of different sizes: one result per batch.
+      std::vector<std::vector<at::Tensor>> stream = {
+          {torch::randn({2, 5})}, {torch::randn({8, 5})}, {torch::randn({4, 5})}};
+      std::vector<c10::IValue> ys = driver.run_all(stream);
+      REQUIRE(ys.size() == 3);
+      for (size_t b = 0; b < 3; ++b) {
+        CHECK(torch::equal(ys[b].toTupleRef().elements()[1].toTensor(),
+                           in_one_process(p, stream[b][0], 2, 1)));
+      }
       // A batch that is no multiple of the micro-batch is refused, and the
       // pipeline goes on.
       CHECK_THROWS_WITH(driver.run({torch::randn({3, 5})}),
