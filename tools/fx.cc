@@ -48,6 +48,7 @@
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
+#include "scheduling/parallel.h"
 #include "scheduling/pipeline.h"
 #include "scheduling/pipeline_runtime.h"
 
@@ -152,6 +153,11 @@ constexpr char kUsage[] =
     "(prepare,\n"
     "                                  calibrate, convert) of a bundled "
     "model or a file\n"
+    "  fx branches MODEL [--passes=...] [--threads=T]\n"
+    "                                  independent branches on 2 workers: "
+    "the schedule,\n"
+    "                                  and whether it beats the sequential "
+    "module\n"
     "  fx pipeline split MODEL [--stages=N | --split_points=a,b] "
     "[--passes=...] --out=DIR\n"
     "                                  cut a model into pipeline stages "
@@ -931,6 +937,38 @@ int pipeline_run(const std::string& name) {
   return bitwise ? 0 : 1;
 }
 
+// --- fx branches -------------------------------------------------------------
+
+// The schedule of a model's independent branches on 2 workers, and whether
+// it pays, measured on the example inputs.
+int branches(const std::string& name) {
+  std::vector<c10::IValue> inputs;
+  fx::GraphModule module = open_pipeline_model(name, &inputs);
+  if (!module) return 2;
+  module = run_passes(module);
+  if (inputs.empty()) {
+    std::cerr << "fx branches: give the example inputs (--input)\n";
+    return 2;
+  }
+  const int64_t threads = absl::GetFlag(FLAGS_threads);
+  fx::ParallelOptions options;
+  options.workers = 2;
+  options.threads_per_worker = threads;
+  options.decide_by_measuring = true;
+  options.example_inputs = inputs;
+  options.measure_rounds = static_cast<int>(absl::GetFlag(FLAGS_rounds));
+  fx::ParallelModule parallel = fx::parallelize_branches(module, options);
+  std::cout << fx::format_schedule(parallel->schedule());
+  std::cout << absl::StrFormat(
+      "measured: 2 workers x %d thread(s) %.2f ms, sequential with %d "
+      "threads %.2f ms: %s\n",
+      threads, parallel->measured_parallel_ms(), 2 * threads,
+      parallel->measured_sequential_ms(),
+      parallel->used_parallel() ? "the branches at once pay"
+                                : "keeping the sequential module");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -945,6 +983,7 @@ int main(int argc, char** argv) {
     if (command == "passes" && args.size() == 2) return list_passes();
     if (command == "trace" && args.size() == 3) return trace(args[2]);
     if (command == "quantize" && args.size() == 3) return quantize(args[2]);
+    if (command == "branches" && args.size() == 3) return branches(args[2]);
     if (command == "pipeline" && args.size() == 4) {
       const std::string sub = args[2];
       if (sub == "split") return pipeline_split(args[3]);

@@ -71,6 +71,10 @@ check "split another model" 0 "wrote $out/mlp/stage_1.fx" -- \
 check "a split point that is nowhere is named" 1 "'nowhere' names neither" -- \
   "$fx" pipeline split lenet --split_points=nowhere --out="$out/bad"
 
+check "branches: the schedule and the measured choice" 0 \
+  "worker 1: .*measured: 2 workers x 1 thread" -- \
+  bash -c "'$fx' branches lenet --rounds=3 | tr '\\n' ' '"
+
 serve() {  # serve LOG ARGS...: a rank in the background
   local log="$1"
   shift

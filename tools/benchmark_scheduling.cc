@@ -1,7 +1,10 @@
-// Pipeline stages across processes (scheduling/pipeline_runtime.h) against
-// one process, and the cost model's prediction of them against what runs:
+// Scheduling for parallelism, against one sequential run:
 //
-//   bazel run //tools:benchmark_pipeline [-- --quick]
+//   bazel run //tools:benchmark_scheduling [-- --quick]
+//
+// 1-2. Pipeline stages across processes (scheduling/pipeline_runtime.h)
+// against one process, and the cost model's prediction of them against
+// what runs:
 //
 // The zoo's ResNet-50 (eval), traced at batch 1 (one micro-batch), cut into
 // 2 stages balanced by the cost model on this machine's measured one-thread
@@ -30,6 +33,7 @@
 
 #include <unistd.h>
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "absl/flags/flag.h"
@@ -40,10 +44,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/fx.h"
+#include "fx/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "passes/cost_model.h"
 #include "scheduling/pipeline.h"
+#include "scheduling/parallel.h"
 #include "scheduling/pipeline_runtime.h"
 #include "tools/benchmark_support.h"
 #include "tools/conv_peak.h"
@@ -88,6 +94,12 @@ std::vector<c10::IValue> as_inputs(const c10::IValue& value) {
   return inputs;
 }
 
+std::string ms(double value) { return absl::StrFormat("%.2f", value); }
+
+at::Tensor first_output(const c10::IValue& value) {
+  return tensors_of(value)[0];
+}
+
 fx::GraphModule traced(const std::string& name, int64_t batch) {
   models::ZooModel model = models::make_zoo_model(name);
   model.module->eval();
@@ -124,6 +136,147 @@ std::vector<double> stage_medians(const fx::Pipeline& pipeline,
   return medians;
 }
 
+// --- 3. Branches at once ----------------------------------------------------
+
+constexpr char kTorchScriptModels[] = "testdata/torchscript_models.py";
+
+struct BranchRun {
+  std::string model;
+  std::string error;
+  int64_t segments = 0;
+  double predicted_speedup = 0;
+  double sequential_2_ms = 0, sequential_1_ms = 0, parallel_ms = 0;
+  double speedup = 0;  // sequential at 2 threads over parallel, paired
+  bool kept_parallel = false;
+  double kept_over_sequential = 0;
+  bool bitwise = false;
+};
+
+BranchRun time_branch_model(const std::string& model, fx::GraphModule gm,
+                            const at::Tensor& x, int rounds) {
+  BranchRun r;
+  r.model = model;
+  fx::GraphModule lowered = fx::optimize_for_inference(gm);
+  fx::ParallelModule parallel = fx::parallelize_branches(lowered);
+  r.segments = parallel->schedule().segments;
+  r.predicted_speedup = parallel->schedule().sequential_seconds /
+                        parallel->schedule().parallel_seconds;
+  fx::ParallelOptions measuring;
+  measuring.decide_by_measuring = true;
+  measuring.example_inputs = {x};
+  measuring.measure_rounds = 7;
+  fx::ParallelModule kept = fx::parallelize_branches(lowered, measuring);
+  r.kept_parallel = kept->used_parallel();
+
+  at::set_num_threads(1);
+  const at::Tensor reference = lowered(x).toTensor();
+  at::set_num_threads(2);
+  // The schedule itself, whatever it predicts.
+  fx::ParallelModule forced = parallel;
+  r.bitwise = torch::equal(
+      first_output(forced->used_parallel() ? forced->forward({x})
+                                           : kept->forward({x})),
+      reference);
+  std::vector<std::function<void()>> variants = {
+      [&] {
+        at::set_num_threads(2);
+        lowered(x);
+      },
+      [&] {
+        at::set_num_threads(2);
+        parallel->forward({x});
+      },
+      [&] {
+        at::set_num_threads(1);
+        lowered(x);
+        at::set_num_threads(2);
+      },
+      [&] {
+        at::set_num_threads(2);
+        kept->forward({x});
+      }};
+  std::vector<std::vector<double>> samples =
+      interleaved_samples_ms(variants, rounds, 1);
+  r.sequential_2_ms = median(samples[0]);
+  r.parallel_ms = median(samples[1]);
+  r.sequential_1_ms = median(samples[2]);
+  r.speedup = median_paired_ratio(samples[0], samples[1]);
+  r.kept_over_sequential = median_paired_ratio(samples[3], samples[0]);
+  return r;
+}
+
+std::vector<BranchRun> time_branches(const std::string& argv0, bool quick,
+                                     int rounds) {
+  std::vector<BranchRun> runs;
+  at::set_num_threads(2);
+  const std::vector<std::string> imported =
+      quick ? std::vector<std::string>{}
+            : std::vector<std::string>{"googlenet", "inception_v3",
+                                       "densenet121"};
+  const std::string dir = "/tmp/fx_benchmark_scheduling";
+  if (!imported.empty()) {
+    std::vector<std::string> files;
+    for (const std::string& name : imported) files.push_back(name + "_traced");
+    PythonReference written = run_python_reference(
+        argv0, kTorchScriptModels,
+        absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+    for (const std::string& name : imported) {
+      if (!written.unavailable.empty()) {
+        runs.push_back({name, "TorchScript file not written: " +
+                                  written.unavailable});
+        continue;
+      }
+      std::cerr << "timing branches of " << name << "\n";
+      try {
+        torch::jit::Module script =
+            torch::jit::load(dir + "/" + name + "_traced.pt");
+        script.eval();
+        const int64_t size = name == "inception_v3" ? 299 : 224;
+        torch::manual_seed(1);
+        at::Tensor x = torch::randn({1, 3, size, size});
+        runs.push_back(
+            time_branch_model(name, fx::symbolic_trace(script, {x}), x, rounds));
+      } catch (const std::exception& e) {
+        runs.push_back({name, std::string(e.what()).substr(0, 200)});
+      }
+    }
+  }
+  std::cerr << "timing branches of unet\n";
+  models::ZooModel unet = models::make_zoo_model("unet");
+  unet.module->eval();
+  runs.push_back(time_branch_model("unet (zoo)", models::trace_zoo_model(unet),
+                                   unet.example_inputs[0].toTensor(), rounds));
+  at::set_num_threads(1);
+  return runs;
+}
+
+void print_branches(const std::vector<BranchRun>& runs) {
+  Table table({"model (batch 1, lowered)", "segments", "predicted",
+               "sequential 2 threads ms", "sequential 1 thread ms",
+               "2 workers x 1 ms", "speed-up", "kept", "outputs"});
+  for (const BranchRun& r : runs) {
+    if (!r.error.empty()) {
+      table.add_row({r.model, "-", "-", "-", "-", "-", "-", "-", r.error});
+      continue;
+    }
+    table.add_row({r.model, std::to_string(r.segments),
+                   times(r.predicted_speedup), ms(r.sequential_2_ms),
+                   ms(r.sequential_1_ms), ms(r.parallel_ms), times(r.speedup),
+                   r.kept_parallel ? "parallel" : "sequential",
+                   r.bitwise ? "bitwise equal" : "DIFFERENT"});
+  }
+  print_section(
+      "3. Branches at once in one process (parallelize_branches), 2 threads "
+      "in all",
+      table,
+      {"predicted: the cost model's sequential sum over the schedule's "
+       "makespan (it assumes a worker's thread as fast as the sequential "
+       "run's two); speed-up: sequential with 2 threads over 2 workers x 1 "
+       "thread, median of per-round ratios; kept: what parallelize_branches "
+       "chooses when it decides by measuring; outputs: against the "
+       "sequential module at 1 thread"});
+}
+
 int serve() {
   at::set_num_threads(absl::GetFlag(FLAGS_stage_threads));
   fx::PipelineGroup group;
@@ -141,17 +294,18 @@ int serve() {
   return 0;
 }
 
-std::string ms(double value) { return absl::StrFormat("%.2f", value); }
+
 std::string percent(double value) { return absl::StrFormat("%+.0f%%", value); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Pipeline stages across processes against one process.\n"
-      "  bazel run //tools:benchmark_pipeline -- [--quick] [--repeats=N] "
+      "Pipeline stages across processes against one process, and branches "
+      "at once against the sequential GraphModule.\n"
+      "  bazel run //tools:benchmark_scheduling -- [--quick] [--repeats=N] "
       "[--model=resnet50] [--stages=2] [--micro_batches=8]\n--quick: "
-      "resnet18, 4 micro-batches, 3 rounds.");
+      "resnet18, 4 micro-batches, the U-Net only, 3 rounds.");
   absl::ParseCommandLine(argc, argv);
   if (!absl::GetFlag(FLAGS_serve_stage).empty()) return serve();
   const auto [quick, threads_flag, repeats] = run_flags();
@@ -358,6 +512,11 @@ int main(int argc, char** argv) {
   print_section("2. The cost model's prediction against measurement",
                 predicted, notes);
 
+  // 3. Branches at once.
+  std::vector<BranchRun> branch_runs =
+      time_branches(argv[0], quick, repeats);
+  print_branches(branch_runs);
+
   bool children_ok = true;
   for (int status : statuses) children_ok = children_ok && status == 0;
   const double against_one_thread =
@@ -378,5 +537,19 @@ int main(int argc, char** argv) {
       {"prediction within 25% of measured stages and batch",
        absl::StrFormat("worst %.0f%%", worst), worst <= 25},
   };
+  for (const BranchRun& r : branch_runs) {
+    if (!r.error.empty()) {
+      checks.push_back({r.model + ": branches at once run", r.error, false,
+                        false});
+      continue;
+    }
+    checks.push_back({r.model + ": branches at once bitwise equal to "
+                                "sequential at 1 thread",
+                      r.bitwise ? "equal" : "different", r.bitwise, false});
+    checks.push_back(
+        {r.model + ": what parallelize_branches keeps is not slower than "
+                   "sequential (<= 1.03x)",
+         times(r.kept_over_sequential), r.kept_over_sequential <= 1.03});
+  }
   return print_targets(checks, quick);
 }
