@@ -383,16 +383,41 @@ class Group {
       store_->set("stage/" + me, std::vector<uint8_t>(text.begin(), text.end()));
       return 0;
     });
-    // Poll for the other ranks' descriptions, checking each as it comes,
-    // so that a rank started with another world fails at once on both
-    // sides.
-    descriptions_.assign(world_, Description{});
     std::vector<bool> seen(world_, false);
+    const std::string problem = read_descriptions(&seen);
+    // Every rank says it has read what it needs (or what is wrong); rank 0,
+    // whose process holds the store, keeps it up until the ranks it saw
+    // have, so that each of them can name the problem too.
+    store_call([&] {
+      const std::string done = problem.empty() ? "ok" : problem;
+      store_->set("checked/" + me, std::vector<uint8_t>(done.begin(), done.end()));
+      return 0;
+    });
+    if (rank_ == 0) {
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::min<milliseconds>(timeout_, milliseconds(10000));
+      for (int64_t r = 1; r < world_; ++r) {
+        if (!seen[r]) continue;
+        const std::string key = "checked/" + std::to_string(r);
+        while (!store_call([&] { return store_->check({key}); }) &&
+               std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(milliseconds(20));
+        }
+      }
+    }
+    if (!problem.empty()) throw PipelineError(problem);
+  }
+
+  // Polls for the other ranks' descriptions, checking each as it comes (so
+  // that a rank started with another world fails at once on both sides),
+  // then the neighbours' shapes. Returns what is wrong, or "".
+  std::string read_descriptions(std::vector<bool>* seen) {
+    descriptions_.assign(world_, Description{});
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     while (true) {
       std::vector<int64_t> missing;
       for (int64_t r = 0; r < world_; ++r) {
-        if (seen[r]) continue;
+        if ((*seen)[r]) continue;
         const std::string key = "stage/" + std::to_string(r);
         if (!store_call([&] { return store_->check({key}); })) {
           missing.push_back(r);
@@ -402,40 +427,41 @@ class Group {
             store_call([&] { return store_->get(key); });
         descriptions_[r] =
             Description::decode(std::string(bytes.begin(), bytes.end()));
-        seen[r] = true;
+        (*seen)[r] = true;
         if (descriptions_[r].world != world_) {
-          throw PipelineError(absl::StrCat(
+          return absl::StrCat(
               "rank ", r, " was started with a world of ",
               descriptions_[r].world, " and rank ", rank_, " with ", world_,
-              ": give every rank the same --world (the number of stages)"));
+              ": give every rank the same --world (the number of stages)");
         }
       }
       if (missing.empty()) break;
       if (std::chrono::steady_clock::now() >= deadline) {
-        throw PipelineError(absl::StrCat(
+        return absl::StrCat(
             "rank", missing.size() > 1 ? "s " : " ",
             absl::StrJoin(missing, ", "), " of ", world_,
             " did not join within ", timeout_.count(),
             " ms: start one stage per rank (0 to ", world_ - 1,
-            ") with the same --master and --world"));
+            ") with the same --master and --world");
       }
       std::this_thread::sleep_for(milliseconds(20));
     }
+    const std::string me = std::to_string(rank_);
     if (store_call([&] { return store_->add("joined/" + me, 0); }) != 1) {
-      throw PipelineError(absl::StrCat(
-          "rank ", rank_, " joined the pipeline twice: start each rank "
-          "once"));
+      return absl::StrCat("rank ", rank_,
+                          " joined the pipeline twice: start each rank once");
     }
     for (int64_t r = 1; r < world_; ++r) {
       if (descriptions_[r].inputs != descriptions_[r - 1].outputs) {
-        throw PipelineError(absl::StrCat(
+        return absl::StrCat(
             "rank ", r, "'s stage takes ", descriptions_[r].inputs,
             " but rank ", r - 1, "'s stage sends ",
             descriptions_[r - 1].outputs,
             ": the stage files do not belong to one pipeline (split them "
-            "together, with the same micro-batch input)"));
+            "together, with the same micro-batch input)");
       }
     }
+    return "";
   }
 
   int64_t rank_;

@@ -789,6 +789,7 @@ int pipeline_serve(const std::string& path) {
   }
   std::vector<at::Tensor> batch = batch_inputs(specs);
   fx::PipelineDriver driver(stage, group);
+  std::cerr << "rank 0: all " << group.world << " ranks joined\n";
   c10::IValue output;
   std::vector<double> samples;
   for (int64_t r = 0; r < std::max<int64_t>(absl::GetFlag(FLAGS_rounds), 1);

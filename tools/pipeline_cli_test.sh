@@ -75,6 +75,16 @@ check "branches: the schedule and the measured choice" 0 \
   "worker 1: .*measured: 2 workers x 1 thread" -- \
   bash -c "'$fx' branches lenet --rounds=3 | tr '\\n' ' '"
 
+# wait_for_log FILE PATTERN: until FILE has PATTERN (60 s at most).
+wait_for_log() {
+  local i
+  for i in $(seq 600); do
+    grep -qE -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 serve() {  # serve LOG ARGS...: a rank in the background
   local log="$1"
   shift
@@ -100,7 +110,8 @@ victim=$!
 serve "$out/k0.log" --rank=0 --world=2 --master="127.0.0.1:$p" \
   --input=64x1x32x32 --rounds=100000 --timeout_ms=20000 "$out/two/stage_0.fx"
 driver=$!
-sleep 4
+wait_for_log "$out/k0.log" "ranks joined" || fail "the ranks did not join"
+sleep 1
 kill -9 "$victim"
 start=$SECONDS
 timeout 60 tail --pid="$driver" -f /dev/null
@@ -116,9 +127,10 @@ p="$(port)"
 serve "$out/h1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1.fx"
 victim=$!
 serve "$out/h0.log" --rank=0 --world=2 --master="127.0.0.1:$p" \
-  --input=64x1x32x32 --rounds=100000 --timeout_ms=2000 "$out/two/stage_0.fx"
+  --input=64x1x32x32 --rounds=100000 --timeout_ms=3000 "$out/two/stage_0.fx"
 driver=$!
-sleep 4
+wait_for_log "$out/h0.log" "ranks joined" || fail "the ranks did not join"
+sleep 1
 kill -STOP "$victim"
 timeout 60 tail --pid="$driver" -f /dev/null
 wait "$driver"
@@ -126,7 +138,7 @@ status=$?
 checks=$((checks + 1))
 [ "$status" -ne 0 ] || fail "rank 0 went on with rank 1 hung"
 expect_log "a hung rank is named with the timeout" "$out/h0.log" \
-  "rank 1 did not .* within 2000 ms"
+  "rank 1 did not .* within 3000 ms"
 kill -9 "$victim"
 
 # Different world sizes: both say so.
