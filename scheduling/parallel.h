@@ -30,6 +30,12 @@
 //   with `decide_by_measuring` and example inputs, timing both ways
 //   (sequential with workers x threads_per_worker threads) and keeping the
 //   faster: `used_parallel()` says which one forward runs.
+// - A lowered graph (fx::optimize_for_inference) packs its weights for the
+//   thread count it was lowered at: lower it at threads_per_worker, or
+//   oneDNN reorders the weights on every call.
+// - Each worker sets its intra-op threads with at::set_num_threads on its
+//   own thread (libtorch also keeps that count as the default of threads
+//   started later).
 // - forward is safe to call from one thread at a time (it uses the
 //   workers).
 #pragma once
