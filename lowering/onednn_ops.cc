@@ -217,7 +217,27 @@ dnnl::primitive_attr post_ops(const char* op, bool sum,
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
+  // Each call brings its own scratchpad: in the library's mode, oneDNN
+  // shares one between primitives, and two threads running lowered graphs
+  // at once (a server's requests, parallel branches) overwrite each
+  // other's.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
+}
+
+// The scratchpad a primitive of `pd` needs, allocated for one call and
+// added to `args` (none when it needs none).
+template <typename PrimitiveDesc>
+at::Tensor add_scratchpad(const PrimitiveDesc& pd,
+                          std::unordered_map<int, memory>* args) {
+  const memory::desc desc = pd.scratchpad_desc();
+  const size_t size = desc.get_size();
+  if (size == 0) return at::Tensor();
+  at::Tensor scratchpad =
+      at::empty({static_cast<int64_t>(size)}, at::kByte);
+  args->emplace(DNNL_ARG_SCRATCHPAD,
+                memory(desc, cpu_engine(), scratchpad.data_ptr()));
+  return scratchpad;
 }
 
 // --- Primitive cache -------------------------------------------------------
@@ -404,6 +424,7 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
     args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
                                        bias_values.data_ptr()));
   }
+  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
   made->primitive.execute(cpu_stream(), args);
   cpu_stream().wait();
 }
@@ -609,6 +630,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
     args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
                                        bias_values.data_ptr()));
   }
+  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
   made->primitive.execute(cpu_stream(), args);
   cpu_stream().wait();
   return dst;

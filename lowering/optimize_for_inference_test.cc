@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "fx/fx.h"
 #include "fx/serialization.h"
@@ -125,6 +127,68 @@ TEST_CASE("every zoo model lowered matches eager") {
     if (name == "mlp" || name == "transformer_encoder") {
       CHECK(count(lowered->graph(), "fx_onednn::linear") > 0);
     }
+  }
+}
+
+TEST_CASE("a lowered graph runs on several threads at once, exactly") {
+  // oneDNN shares one scratchpad between primitives unless each call
+  // brings its own: two threads at once then overwrote each other's.
+  torch::NoGradGuard no_grad;
+  // Inception's factorized 1x7 and 7x1 convolutions are among those whose
+  // oneDNN implementations use a scratchpad.
+  torch::manual_seed(0);
+  static const at::Tensor w1 = torch::randn({64, 32, 1, 7}) * 0.1;
+  static const at::Tensor w2 = torch::randn({64, 64, 7, 1}) * 0.1;
+  static const at::Tensor w3 = torch::randn({32, 64, 3, 3}) * 0.1;
+  auto factorized = [](at::Tensor x) {
+    const std::vector<int64_t> one = {1, 1};
+    at::Tensor y = torch::relu(
+        torch::conv2d(x, w1, {}, one, std::vector<int64_t>{0, 3}));
+    y = torch::relu(torch::conv2d(y, w2, {}, one, std::vector<int64_t>{3, 0}));
+    return torch::conv2d(y, w3, {}, std::vector<int64_t>{2, 2}, one);
+  };
+  for (const char* name : {"factorized", "resnet18", "mlp"}) {
+    CAPTURE(name);
+    fx::GraphModule traced(nullptr);
+    at::Tensor example;
+    if (std::string(name) == "factorized") {
+      example = torch::randn({1, 32, 35, 35});
+      traced = fx::symbolic_trace(nullptr, fx::box_function(factorized),
+                                  {example});
+    } else {
+      models::ZooModel model = models::make_zoo_model(name);
+      model.module->eval();
+      traced = models::trace_zoo_model(model);
+      example = model.example_inputs[0].toTensor();
+    }
+    fx::GraphModule lowered = fx::optimize_for_inference(traced);
+    std::vector<at::Tensor> inputs;
+    std::vector<at::Tensor> expected;
+    for (int i = 0; i < 4; ++i) {
+      inputs.push_back(torch::randn(example.sizes()));
+    }
+    std::thread reference([&] {
+      at::set_num_threads(1);
+      for (const at::Tensor& x : inputs) {
+        expected.push_back(lowered->forward({x}).toTensor());
+      }
+    });
+    reference.join();
+    std::vector<int> wrong(inputs.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < inputs.size(); ++t) {
+      threads.emplace_back([&, t] {
+        at::set_num_threads(1);
+        for (int round = 0; round < 10; ++round) {
+          if (!torch::equal(lowered->forward({inputs[t]}).toTensor(),
+                            expected[t])) {
+            ++wrong[t];
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    CHECK(wrong == std::vector<int>(inputs.size(), 0));
   }
 }
 
