@@ -10,7 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-work="$(mktemp -d)"
+# Inside the checkout, at a fixed place: ccache rewrites paths under
+# CCACHE_BASEDIR relative to the build directory, so objects are found
+# again from any clone only when the build directory sits at the same
+# place relative to the sources.
+work="$PWD/.cmake_test"
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
