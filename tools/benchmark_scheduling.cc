@@ -315,6 +315,11 @@ int main(int argc, char** argv) {
   torch::NoGradGuard no_grad;
   const std::string before = machine_summary();
 
+  // 3. Branches at once, timed first: nothing of the pipeline's (its
+  // process group, its threads) is in the process yet.
+  std::vector<BranchRun> branch_runs =
+      time_branches(argv[0], quick, repeats);
+
   // The machine at the stages' thread count.
   at::set_num_threads(threads);
   std::cerr << "measuring the machine at " << threads << " thread(s)\n";
@@ -508,9 +513,6 @@ int main(int argc, char** argv) {
   print_section("2. The cost model's prediction against measurement",
                 predicted, notes);
 
-  // 3. Branches at once.
-  std::vector<BranchRun> branch_runs =
-      time_branches(argv[0], quick, repeats);
   print_branches(branch_runs);
 
   bool children_ok = true;
