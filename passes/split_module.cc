@@ -7,8 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/function_schema.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -18,6 +16,7 @@
 #include "fx/function.h"
 #include "fx/graph_module.h"
 #include "fx/meta.h"
+#include "passes/aliasing.h"
 
 namespace fx {
 namespace {
@@ -46,31 +45,6 @@ struct Partition {
 void add_unique(Node* n, std::vector<Node*>* list,
                 absl::flat_hash_set<Node*>* set) {
   if (set->insert(n).second) list->push_back(n);
-}
-
-// The nodes that `n` writes in place: arguments its operator's schema marks
-// as written (Tensor(a!)), or the tensor of an in-place method call.
-std::vector<Node*> written_nodes(const Node& n) {
-  std::vector<Node*> written;
-  auto collect = [&](const Argument* arg) {
-    if (arg != nullptr) {
-      for_each_node(*arg, [&](Node* w) { written.push_back(w); });
-    }
-  };
-  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
-    const auto& arguments = n.target().op().schema().arguments();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& alias = arguments[i].alias_info();
-      if (!alias || !alias->isWrite()) continue;
-      collect(i < n.args().size()
-                  ? &n.args()[i]
-                  : find_kwarg(n.kwargs(), arguments[i].name()));
-    }
-  } else if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
-    const std::string& method = n.target().str();
-    if (!method.empty() && method.back() == '_') collect(&n.args()[0]);
-  }
-  return written;
 }
 
 // The order in which to run the partitions: each after those it depends
@@ -240,7 +214,7 @@ class Splitter {
       auto w = partition_of_node_.find(writer);
       if (w == partition_of_node_.end()) continue;
       const size_t index = w->second;
-      for (Node* value : written_nodes(*writer)) {
+      for (Node* value : written_in_place(*writer)) {
         for (Node* reader : value->users()) {
           auto r = partition_of_node_.find(reader);
           if (reader == writer || r == partition_of_node_.end() ||

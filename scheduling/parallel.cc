@@ -14,8 +14,6 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/function_schema.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +22,7 @@
 #include "fx/errors.h"
 #include "fx/function.h"
 #include "fx/meta.h"
+#include "passes/aliasing.h"
 #include "passes/split_module.h"
 
 namespace fx {
@@ -37,66 +36,6 @@ bool is_call(const Node* n) {
 bool is_getitem(const Node* n) {
   return n->op() == Opcode::kCallFunction && n->target().is_function() &&
          &n->target().function() == getitem();
-}
-
-// The nodes `n` writes in place (its schema's Tensor(a!) arguments, or the
-// tensor of an in-place method).
-std::vector<Node*> written_nodes(const Node& n) {
-  std::vector<Node*> written;
-  auto collect = [&](const Argument* arg) {
-    if (arg != nullptr) {
-      for_each_node(*arg, [&](Node* w) { written.push_back(w); });
-    }
-  };
-  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
-    const auto& arguments = n.target().op().schema().arguments();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& alias = arguments[i].alias_info();
-      if (!alias || !alias->isWrite()) continue;
-      collect(i < n.args().size()
-                  ? &n.args()[i]
-                  : find_kwarg(n.kwargs(), arguments[i].name()));
-    }
-  } else if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
-    const std::string& method = n.target().str();
-    if (!method.empty() && method.back() == '_') collect(&n.args()[0]);
-  }
-  return written;
-}
-
-// The storage `n` may share: the argument its schema aliases (views,
-// in-place ops), the container of a getitem, the tensor of a method call.
-Node* aliased_input(const Node& n) {
-  Node* found = nullptr;
-  auto first = [&](const Argument& arg) {
-    for_each_node(arg, [&](Node* m) {
-      if (found == nullptr) found = m;
-    });
-  };
-  if ((n.op() == Opcode::kCallMethod || is_getitem(&n)) && !n.args().empty()) {
-    first(n.args()[0]);
-    return found;
-  }
-  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
-    return nullptr;
-  }
-  const c10::FunctionSchema& schema = n.target().op().schema();
-  if (schema.returns().empty() || !schema.returns()[0].alias_info()) {
-    return nullptr;
-  }
-  const auto& sets = schema.returns()[0].alias_info()->beforeSets();
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size() && i < n.args().size(); ++i) {
-    const auto& alias = arguments[i].alias_info();
-    if (!alias) continue;
-    for (const auto& set : alias->beforeSets()) {
-      if (sets.count(set)) {
-        first(n.args()[i]);
-        return found;
-      }
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -168,16 +107,6 @@ class ParallelModuleImpl::Impl {
     }
   }
 
-  // The storage root of each node, for in-place ordering.
-  Node* root(Node* n) {
-    auto it = root_.find(n);
-    if (it != root_.end()) return it->second;
-    Node* input = is_call(n) ? aliased_input(*n) : nullptr;
-    Node* r = input == nullptr ? n : root(input);
-    root_[n] = r;
-    return r;
-  }
-
   // Segment pairs (before, after) that in-place writes order: every reader
   // of the written storage before the write, and after it.
   std::set<std::pair<int64_t, int64_t>> in_place_order() {
@@ -187,13 +116,13 @@ class ParallelModuleImpl::Impl {
     int64_t p = 0;
     for (Node* n : sequential_->graph().nodes()) {
       position[n] = p++;
-      by_root[root(n)].push_back(n);
+      by_root[roots_(n)].push_back(n);
     }
     for (Node* writer : sequential_->graph().nodes()) {
       auto w = segment_of_.find(writer);
       if (w == segment_of_.end()) continue;
-      for (Node* value : written_nodes(*writer)) {
-        for (Node* alias : by_root[root(value)]) {
+      for (Node* value : written_in_place(*writer)) {
+        for (Node* alias : by_root[roots_(value)]) {
           for (Node* reader : alias->users()) {
             auto r = segment_of_.find(reader);
             if (reader == writer || r == segment_of_.end() ||
@@ -519,7 +448,7 @@ class ParallelModuleImpl::Impl {
   ParallelOptions options_;
   absl::flat_hash_map<const Node*, int64_t> segment_of_;
   std::map<int64_t, double> segment_seconds_;
-  absl::flat_hash_map<Node*, Node*> root_;
+  StorageRoots roots_;
   GraphModule split_{nullptr};
   absl::flat_hash_map<const Node*, int64_t> slot_;
   int64_t slots_ = 0;

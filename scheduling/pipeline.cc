@@ -11,8 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/function_schema.h>
 #include <c10/core/ScalarType.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +21,7 @@
 #include "fx/function.h"
 #include "fx/meta.h"
 #include "interpreter/interpreter.h"
+#include "passes/aliasing.h"
 
 namespace fx {
 namespace {
@@ -39,67 +38,6 @@ bool is_call(const Node* n) {
 double meta_bytes(const TensorMeta& meta) {
   return static_cast<double>(meta.numel()) *
          static_cast<double>(c10::elementSize(meta.dtype));
-}
-
-// The nodes `n` writes in place: arguments its operator's schema marks as
-// written (Tensor(a!)), or the tensor of an in-place method call.
-std::vector<Node*> written_nodes(const Node& n) {
-  std::vector<Node*> written;
-  auto collect = [&](const Argument* arg) {
-    if (arg != nullptr) {
-      for_each_node(*arg, [&](Node* w) { written.push_back(w); });
-    }
-  };
-  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
-    const auto& arguments = n.target().op().schema().arguments();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& alias = arguments[i].alias_info();
-      if (!alias || !alias->isWrite()) continue;
-      collect(i < n.args().size()
-                  ? &n.args()[i]
-                  : find_kwarg(n.kwargs(), arguments[i].name()));
-    }
-  } else if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
-    const std::string& method = n.target().str();
-    if (!method.empty() && method.back() == '_') collect(&n.args()[0]);
-  }
-  return written;
-}
-
-// The argument node whose storage `n`'s result may share, or nullptr: an
-// operator whose schema gives its result the alias set of an argument (a
-// view, an in-place op), getitem of a container, and (conservatively) any
-// method call on a tensor.
-Node* aliased_input(const Node& n) {
-  auto first_node = [](const Argument& arg) -> Node* {
-    Node* found = nullptr;
-    for_each_node(arg, [&](Node* m) {
-      if (found == nullptr) found = m;
-    });
-    return found;
-  };
-  if (n.op() == Opcode::kCallMethod && !n.args().empty()) {
-    return first_node(n.args()[0]);
-  }
-  if (n.op() != Opcode::kCallFunction) return nullptr;
-  if (n.target().is_function() && &n.target().function() == getitem()) {
-    return n.args().empty() ? nullptr : first_node(n.args()[0]);
-  }
-  if (!n.target().is_operator()) return nullptr;
-  const c10::FunctionSchema& schema = n.target().op().schema();
-  if (schema.returns().empty() || !schema.returns()[0].alias_info()) {
-    return nullptr;
-  }
-  const auto& sets = schema.returns()[0].alias_info()->beforeSets();
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size() && i < n.args().size(); ++i) {
-    const auto& alias = arguments[i].alias_info();
-    if (!alias) continue;
-    for (const auto& set : alias->beforeSets()) {
-      if (sets.count(set)) return first_node(n.args()[i]);
-    }
-  }
-  return nullptr;
 }
 
 struct Cut {
@@ -172,15 +110,6 @@ class Splitter {
     return it == call_index_.end() ? -1 : it->second;
   }
 
-  Node* root(Node* n) {
-    auto it = root_.find(n);
-    if (it != root_.end()) return it->second;
-    Node* input = is_call(n) ? aliased_input(*n) : nullptr;
-    Node* r = input == nullptr ? n : root(input);
-    root_[n] = r;
-    return r;
-  }
-
   // Every cut between two calls, with its live values and whether it may
   // be used.
   void find_cuts() {
@@ -205,9 +134,9 @@ class Splitter {
     // The last call writing in place to each storage root.
     absl::flat_hash_map<Node*, int64_t> last_write;
     for (int64_t i = 0; i < count; ++i) {
-      for (Node* w : written_nodes(*calls_[i])) {
+      for (Node* w : written_in_place(*calls_[i])) {
         if (w->op() == Opcode::kGetAttr) continue;
-        Node* r = root(w);
+        Node* r = roots_(w);
         auto [it, added] = last_write.emplace(r, i);
         if (!added) it->second = std::max(it->second, i);
       }
@@ -238,7 +167,7 @@ class Splitter {
               "(tensor_meta) can");
         }
         if (meta != nullptr) cut.bytes += meta_bytes(*meta);
-        Node* r = root(v);
+        Node* r = roots_(v);
         auto w = last_write.find(r);
         if (!cut.refusal.empty() || w == last_write.end() || w->second < c) {
           continue;
@@ -603,7 +532,7 @@ class Splitter {
   std::vector<Node*> calls_;
   absl::flat_hash_map<const Node*, int64_t> call_index_;
   absl::flat_hash_map<const Node*, int64_t> position_;
-  absl::flat_hash_map<Node*, Node*> root_;
+  StorageRoots roots_;
   std::vector<double> prefix_;
   std::vector<Cut> cuts_;
   std::set<std::string> parameter_paths_;
