@@ -40,6 +40,13 @@ double meta_bytes(const TensorMeta& meta) {
          static_cast<double>(c10::elementSize(meta.dtype));
 }
 
+// A node's seconds as `options` price it: node_seconds when set, else the
+// cost model's roofline on the machine.
+double node_seconds(const PipelineOptions& options, const Node& n) {
+  if (options.node_seconds) return options.node_seconds(n);
+  return estimated_seconds(estimate_node_cost(n), options.machine);
+}
+
 struct Cut {
   // Cut before calls[index].
   int64_t index = 0;
@@ -81,10 +88,7 @@ class Splitter {
     }
   }
 
-  double seconds_of(const Node& n) const {
-    if (options_.node_seconds) return options_.node_seconds(n);
-    return estimated_seconds(estimate_node_cost(n), options_.machine);
-  }
+  double seconds_of(const Node& n) const { return node_seconds(options_, n); }
 
   void collect_calls() {
     int64_t position = 0;
@@ -581,12 +585,9 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
         " measured times for ", pipeline.stages.size(), " stages"));
   }
   // The seconds each node was priced at, and its stage's correction.
-  std::function<double(const Node&)> base = options.node_seconds;
-  if (!base) {
-    base = [machine = options.machine](const Node& n) {
-      return estimated_seconds(estimate_node_cost(n), machine);
-    };
-  }
+  auto base = [priced = options](const Node& n) {
+    return node_seconds(priced, n);
+  };
   auto factors = std::make_shared<std::map<std::string, double>>();
   std::map<std::string, const Node*> by_name;
   for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;

@@ -168,22 +168,6 @@ Outputs output_metas(const GraphModuleImpl& stage) {
   return outputs;
 }
 
-std::vector<at::Tensor> flatten_outputs(const c10::IValue& value) {
-  std::vector<at::Tensor> tensors;
-  if (value.isTensor()) {
-    tensors.push_back(value.toTensor());
-  } else if (value.isTuple()) {
-    for (const c10::IValue& element : value.toTupleRef().elements()) {
-      tensors.push_back(element.toTensor());
-    }
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorVector()) tensors.push_back(t);
-  } else {
-    throw PipelineError(absl::StrCat("a stage returned a ", value.tagKind(),
-                                     "; a stage returns tensors only"));
-  }
-  return tensors;
-}
 
 // What a rank tells the others about itself in the store.
 struct Description {
@@ -576,7 +560,7 @@ class PipelineDriver::Impl {
     std::vector<std::vector<at::Tensor>> results(micro_batches);
     if (group_.world() == 1) {
       for (int64_t m = 0; m < micro_batches; ++m) {
-        results[m] = flatten_outputs(stage_->forward(as_inputs(pieces[m])));
+        results[m] = output_tensors(stage_->forward(as_inputs(pieces[m])));
       }
       return results;
     }
@@ -592,7 +576,7 @@ class PipelineDriver::Impl {
     std::array<c10::intrusive_ptr<c10d::Work>, 2> sending;
     for (int64_t m = 0; m < micro_batches; ++m) {
       std::vector<at::Tensor> out =
-          flatten_outputs(stage_->forward(as_inputs(pieces[m])));
+          output_tensors(stage_->forward(as_inputs(pieces[m])));
       auto& slot = sending[m % 2];
       if (slot) group_.wait(slot, 1, "receive a micro-batch", group_.timeout());
       outputs_.pack(out, send_buffers_[m % 2], "stage 0");
@@ -740,7 +724,7 @@ void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group) {
       const size_t slot = static_cast<size_t>(m % 2);
       g.wait(receiving[slot], rank - 1,
              absl::StrCat("send micro-batch ", m), g.timeout());
-      std::vector<at::Tensor> out = flatten_outputs(
+      std::vector<at::Tensor> out = output_tensors(
           stage->forward(as_inputs(inputs.views(received[slot]))));
       if (sending[slot]) {
         g.wait(sending[slot], next, "receive a micro-batch", g.timeout());
@@ -756,6 +740,23 @@ void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group) {
       if (slot) g.wait(slot, next, "receive a micro-batch", g.timeout());
     }
   }
+}
+
+std::vector<at::Tensor> output_tensors(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  if (value.isTensor()) {
+    tensors.push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      tensors.push_back(element.toTensor());
+    }
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorVector()) tensors.push_back(t);
+  } else {
+    throw PipelineError(absl::StrCat("a stage returned a ", value.tagKind(),
+                                     "; a stage returns tensors only"));
+  }
+  return tensors;
 }
 
 // --- Local processes -----------------------------------------------------

@@ -109,6 +109,10 @@ class PipelineDriver {
 // pipeline (returns) or something fails (throws PipelineError).
 void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group);
 
+// What a stage (or PipelineDriver::run) returns, as its tensors: a tensor,
+// or a tuple or list of them. Throws PipelineError for anything else.
+std::vector<at::Tensor> output_tensors(const c10::IValue& value);
+
 // --- Local processes -----------------------------------------------------
 
 // Child processes (posix_spawn), killed and reaped when this object goes

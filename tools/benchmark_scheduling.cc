@@ -76,28 +76,16 @@ constexpr fx::Link kLoopback{2e9, 100e-6};
 // Batches in the stream the throughput is measured on.
 constexpr int64_t kStream = 8;
 
-std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
-  std::vector<at::Tensor> tensors;
-  if (value.isTensor()) {
-    tensors.push_back(value.toTensor());
-  } else {
-    for (const c10::IValue& v : value.toTupleRef().elements()) {
-      tensors.push_back(v.toTensor());
-    }
-  }
-  return tensors;
-}
-
 std::vector<c10::IValue> as_inputs(const c10::IValue& value) {
   std::vector<c10::IValue> inputs;
-  for (const at::Tensor& t : tensors_of(value)) inputs.push_back(t);
+  for (const at::Tensor& t : fx::output_tensors(value)) inputs.push_back(t);
   return inputs;
 }
 
 std::string ms(double value) { return absl::StrFormat("%.2f", value); }
 
 at::Tensor first_output(const c10::IValue& value) {
-  return tensors_of(value)[0];
+  return fx::output_tensors(value)[0];
 }
 
 fx::GraphModule traced(const std::string& name, int64_t batch) {
@@ -379,13 +367,13 @@ int main(int argc, char** argv) {
   auto in_turn = [&](const std::function<c10::IValue(int64_t)>& run) {
     std::vector<at::Tensor> parts;
     for (int64_t m = 0; m < micro_batches; ++m) {
-      parts.push_back(tensors_of(run(m))[0]);
+      parts.push_back(fx::output_tensors(run(m))[0]);
     }
     return at::cat(parts, 0);
   };
 
   // Outputs.
-  at::Tensor distributed = tensors_of(driver.run({x}))[0];
+  at::Tensor distributed = fx::output_tensors(driver.run({x}))[0];
   at::Tensor stages_here = in_turn([&](int64_t m) {
     return fx::run_pipeline_locally(pipeline, {micro_batch(m)});
   });

@@ -755,18 +755,6 @@ std::vector<at::Tensor> batch_inputs(const std::vector<std::string>& specs) {
   return batch;
 }
 
-std::vector<at::Tensor> output_tensors(const c10::IValue& value) {
-  std::vector<at::Tensor> tensors;
-  if (value.isTensor()) {
-    tensors.push_back(value.toTensor());
-  } else if (value.isTuple()) {
-    for (const c10::IValue& v : value.toTupleRef().elements()) {
-      tensors.push_back(v.toTensor());
-    }
-  }
-  return tensors;
-}
-
 int pipeline_serve(const std::string& path) {
   fx::PipelineGroup group = group_from_flags();
   if (group.rank < 0 || group.world < 1 || group.master.empty()) {
@@ -805,7 +793,7 @@ int pipeline_serve(const std::string& path) {
             << " ms per batch\n";
   const std::string out = absl::GetFlag(FLAGS_output);
   if (!out.empty()) {
-    torch::save(output_tensors(output), out);
+    torch::save(fx::output_tensors(output), out);
     std::cerr << "wrote " << out << "\n";
   }
   return 0;
@@ -880,7 +868,7 @@ int pipeline_run(const std::string& name) {
         const int64_t micro = inputs[i].toTensor().size(0);
         piece.push_back(batch[i].narrow(0, m * micro, micro));
       }
-      parts.push_back(output_tensors(
+      parts.push_back(fx::output_tensors(
           whole_model ? whole->forward(piece)
                       : fx::run_pipeline_locally(pipeline, piece)));
     }
@@ -892,7 +880,7 @@ int pipeline_run(const std::string& name) {
     }
     return joined;
   };
-  std::vector<at::Tensor> distributed = output_tensors(driver.run(batch));
+  std::vector<at::Tensor> distributed = fx::output_tensors(driver.run(batch));
   std::vector<at::Tensor> stages_here = run_in_one_process(false);
   std::vector<at::Tensor> model_here = run_in_one_process(true);
   bool bitwise = distributed.size() == stages_here.size();
