@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -63,8 +64,9 @@ class ParallelModuleImpl::Impl {
     });
     build_tasks();
     schedule_tasks();
-    use_parallel_ = schedule_.parallel_seconds < schedule_.sequential_seconds &&
-                    options.workers > 1;
+    use_parallel_ = !cyclic_ && options.workers > 1 &&
+                    schedule_.parallel_seconds < schedule_.sequential_seconds;
+    if (cyclic_) return;
     if (use_parallel_ || options.decide_by_measuring) start_workers();
     if (options.decide_by_measuring && !options.example_inputs.empty()) {
       decide_by_measuring();
@@ -191,33 +193,47 @@ class ParallelModuleImpl::Impl {
         successors[task_at_slot.at(slot)].push_back(t);
       }
     }
-    // Tasks are in a run order (split_module's), so ranks fill backwards.
+    // Kahn's algorithm, the ready task of highest rank first. Ranks (the
+    // longest path to the end) come from a first pass in reverse order.
+    auto kahn = [&](const std::function<bool(size_t, size_t)>& first) {
+      std::vector<size_t> waiting(count);
+      for (size_t t = 0; t < count; ++t) waiting[t] = tasks_[t].waits_for.size();
+      std::set<size_t, std::function<bool(size_t, size_t)>> ready(first);
+      for (size_t t = 0; t < count; ++t) {
+        if (waiting[t] == 0) ready.insert(t);
+      }
+      std::vector<size_t> order;
+      while (!ready.empty()) {
+        const size_t t = *ready.begin();
+        ready.erase(ready.begin());
+        order.push_back(t);
+        for (size_t s : successors[t]) {
+          if (--waiting[s] == 0) ready.insert(s);
+        }
+      }
+      return order;
+    };
+    std::vector<size_t> topological = kahn(std::less<size_t>());
+    schedule_.segments = static_cast<int64_t>(count);
+    for (const Task& task : tasks_) schedule_.sequential_seconds += task.seconds;
+    if (topological.size() < count) {
+      // In-place writes order two segments both ways (a view read before
+      // a write and after it): no schedule keeps the program's order.
+      cyclic_ = true;
+      schedule_.workers.assign(static_cast<size_t>(options_.workers), {});
+      schedule_.parallel_seconds = schedule_.sequential_seconds;
+      return;
+    }
     std::vector<double> rank(count, 0);
-    for (size_t t = count; t-- > 0;) {
+    for (size_t i = count; i-- > 0;) {
+      const size_t t = topological[i];
       double longest = 0;
       for (size_t s : successors[t]) longest = std::max(longest, rank[s]);
       rank[t] = tasks_[t].seconds + longest;
     }
-    std::vector<size_t> order(count);
-    for (size_t t = 0; t < count; ++t) order[t] = t;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return rank[a] > rank[b]; });
-    // Keep the order topological: a task never before what it waits for.
-    std::vector<bool> placed(count, false);
-    std::vector<size_t> topological;
-    while (topological.size() < count) {
-      for (size_t t : order) {
-        if (placed[t]) continue;
-        bool ready = true;
-        for (int64_t slot : tasks_[t].waits_for) {
-          ready = ready && placed[task_at_slot.at(slot)];
-        }
-        if (!ready) continue;
-        placed[t] = true;
-        topological.push_back(t);
-        break;
-      }
-    }
+    topological = kahn([&](size_t a, size_t b) {
+      return rank[a] != rank[b] ? rank[a] > rank[b] : a < b;
+    });
     const size_t workers = static_cast<size_t>(options_.workers);
     std::vector<double> free_at(workers, 0);
     std::vector<double> finish(count, 0);
@@ -240,14 +256,12 @@ class ParallelModuleImpl::Impl {
       free_at[best] = best_finish;
       plan_[best].push_back(t);
     }
-    schedule_.segments = static_cast<int64_t>(count);
     schedule_.workers.assign(workers, {});
     for (size_t w = 0; w < workers; ++w) {
       for (size_t t : plan_[w]) {
         schedule_.workers[w].push_back(tasks_[t].node->target().str());
       }
     }
-    for (const Task& task : tasks_) schedule_.sequential_seconds += task.seconds;
     schedule_.parallel_seconds =
         *std::max_element(free_at.begin(), free_at.end());
   }
@@ -457,6 +471,8 @@ class ParallelModuleImpl::Impl {
   std::vector<std::vector<size_t>> plan_;
   ParallelSchedule schedule_;
   bool use_parallel_ = false;
+  // No order of the segments keeps the program's in-place order.
+  bool cyclic_ = false;
   double parallel_ms_ = 0;
   double sequential_ms_ = 0;
 

@@ -22,9 +22,11 @@
 // - Deterministic: every operator runs exactly as in the sequential
 //   GraphModule with `threads_per_worker` threads, so outputs are bitwise
 //   equal to it; only the order of independent segments changes. A segment
-//   that writes a value in place runs after the segments that read it
-//   before (and before those that read it after), as split_module orders
-//   them.
+//   that writes a value in place (or a view of it) runs after the segments
+//   that read it before, and before those that read it after; when that
+//   orders two segments both ways (a view read before the write and after
+//   it, in one chain), no schedule keeps the program's order and the
+//   sequential module runs.
 // - Whether it pays: the schedule's predicted makespan against the
 //   sequential sum (a graph without parallel branches gains nothing), and,
 //   with `decide_by_measuring` and example inputs, timing both ways

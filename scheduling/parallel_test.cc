@@ -106,6 +106,26 @@ TEST_CASE("an in-place write keeps its order with the reads around it") {
   }
 }
 
+TEST_CASE("segments that in-place writes would order both ways run in turn") {
+  // %view reads %v before relu_ writes it, and %mul (in %view's chain)
+  // reads it after: no order of the two segments keeps both.
+  GraphModule gm = trace_function(
+      [](at::Tensor x) {
+        at::Tensor v = x * 2;
+        at::Tensor view = v.view({-1});
+        v.relu_();
+        return view * 3;
+      },
+      {torch::randn({8, 8})});
+  ParallelOptions options;
+  options.decide_by_measuring = true;
+  options.example_inputs = {torch::randn({8, 8})};
+  ParallelModule parallel = parallelize_branches(gm, options);
+  CHECK_FALSE(parallel->used_parallel());
+  at::Tensor x = torch::randn({8, 8});
+  CHECK(torch::equal(parallel->forward({x}).toTensor(), gm(x).toTensor()));
+}
+
 TEST_CASE("bad input fails as the GraphModule's would, and leaves it usable") {
   GraphModule gm = inception();
   ParallelModule parallel = parallelize_branches(gm);
