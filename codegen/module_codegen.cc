@@ -309,7 +309,8 @@ class ModuleEmitter {
     auto collect = [&](const Graph& g) {
       for (Node* n : g.find_nodes(Opcode::kCallFunction)) {
         if (n->target().is_function() &&
-            n->target().function().name() != "getitem") {
+            n->target().function().name() != "getitem" &&
+            n->target().function().name() != "dict") {
           functions.insert(n->target().function().name());
         }
       }

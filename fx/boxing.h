@@ -10,7 +10,11 @@
 // Supported parameter and return types: at::Tensor (by value or const&),
 // int64_t, double, bool, std::string, c10::optional<T>, std::vector<T>,
 // c10::ArrayRef<T> (parameters), std::tuple<...> (nested), c10::IValue, and
-// void (returns None).
+// void (returns None). An undefined at::Tensor is None. A module's forward
+// boxed with fewer inputs than it has parameters gets the module's own
+// defaults (FORWARD_HAS_DEFAULT_ARGS), as a C++ call would:
+//
+//   fx::box_forward(mha)({q, kv, kv})  // == mha->forward(q, kv, kv)
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include <ATen/core/ivalue.h>
+#include <torch/nn/modules/container/any.h>
 
 #include "fx/errors.h"
 
@@ -46,6 +51,10 @@ template <typename T>
 T from_ivalue(const c10::IValue& value) {
   if constexpr (std::is_same_v<T, c10::IValue>) {
     return value;
+  } else if constexpr (std::is_same_v<T, at::Tensor>) {
+    // An undefined tensor (C++'s "no tensor", e.g. MultiheadAttention's
+    // key_padding_mask = {}) is None in a graph.
+    return value.isNone() ? at::Tensor() : value.toTensor();
   } else {
     return value.to<T>();
   }
@@ -119,6 +128,42 @@ std::function<c10::IValue(const std::vector<c10::IValue>&)> box(
   };
 }
 
+// Whether torch::nn::AnyModule can hold a module whose forward takes Args
+// and returns R (no void return, no non-const references).
+template <typename R, typename... Args>
+constexpr bool any_module_can_hold(std::tuple<Args...>*) {
+  return !std::is_void_v<R> &&
+         ((!std::is_lvalue_reference_v<Args> ||
+           std::is_const_v<std::remove_reference_t<Args>>) &&
+          ...);
+}
+
+// Calls `any` with the first K inputs, unboxed as Args' first K types: the
+// module fills in the rest from its defaults (FORWARD_HAS_DEFAULT_ARGS).
+template <typename R, typename ArgsTuple, size_t... I>
+c10::IValue call_with_first(torch::nn::AnyModule& any,
+                            const std::vector<c10::IValue>& inputs,
+                            std::index_sequence<I...>) {
+  torch::nn::AnyValue out = any.any_forward(
+      std::decay_t<std::tuple_element_t<I, ArgsTuple>>(from_ivalue<
+          std::decay_t<std::tuple_element_t<I, ArgsTuple>>>(inputs[I]))...);
+  return to_ivalue(out.get<std::decay_t<R>>());
+}
+
+template <typename R, typename ArgsTuple, size_t... K>
+c10::IValue call_with_defaults(torch::nn::AnyModule& any,
+                               const std::vector<c10::IValue>& inputs,
+                               std::index_sequence<K...>) {
+  c10::IValue out;
+  ((inputs.size() == K
+        ? (out = call_with_first<R, ArgsTuple>(any, inputs,
+                                               std::make_index_sequence<K>{}),
+           true)
+        : false),
+   ...);
+  return out;
+}
+
 }  // namespace detail
 
 // Boxes a function pointer (or a lambda with one, non-template operator()).
@@ -137,11 +182,38 @@ std::function<c10::IValue(const std::vector<c10::IValue>&)> box_forward(
     ModulePtr module, std::string name = "forward") {
   using Impl = std::decay_t<decltype(*module)>;
   using Traits = detail::FunctionTraits<decltype(&Impl::forward)>;
+  using Return = typename Traits::Return;
+  using ArgsTuple = typename Traits::ArgsTuple;
+  constexpr size_t arity = std::tuple_size_v<ArgsTuple>;
   auto call = [module](auto&&... args) {
     return module->forward(std::forward<decltype(args)>(args)...);
   };
-  return detail::box<typename Traits::Return, typename Traits::ArgsTuple>(
-      std::move(name), std::move(call));
+  auto full = detail::box<Return, ArgsTuple>(name, std::move(call));
+  if constexpr (arity == 0 || !detail::any_module_can_hold<Return>(
+                                  static_cast<ArgsTuple*>(nullptr))) {
+    return full;
+  } else {
+    // Fewer inputs than parameters: the module's own default arguments, as
+    // C++ fills them in (FORWARD_HAS_DEFAULT_ARGS, read by AnyModule).
+    auto any = std::make_shared<torch::nn::AnyModule>(
+        std::shared_ptr<Impl>(module));
+    return [full = std::move(full), any, name = std::move(name)](
+               const std::vector<c10::IValue>& inputs) -> c10::IValue {
+      if (inputs.size() >= arity) return full(inputs);
+      try {
+        return detail::call_with_defaults<Return, ArgsTuple>(
+            *any, inputs, std::make_index_sequence<arity>{});
+      } catch (const c10::Error& e) {
+        if (e.msg().find("argument(s)") == std::string::npos) throw;
+        throw ExecutionError(name + " takes " + std::to_string(arity) +
+                             " argument(s) but " +
+                             std::to_string(inputs.size()) +
+                             " were given (and declares no defaults for "
+                             "the rest with FORWARD_HAS_DEFAULT_ARGS): " +
+                             e.what_without_backtrace());
+      }
+    };
+  }
 }
 
 }  // namespace fx

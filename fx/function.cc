@@ -48,6 +48,39 @@ c10::IValue getitem_impl(const std::vector<c10::IValue>& args) {
                                     container.tagKind()));
 }
 
+// Builtin dict(keys, values): a dict with string keys, as forward returns
+// (torchvision's segmentation models: {'out': ..., 'aux': ...}).
+//   %dict = dict(['out', 'aux'], [%relu, %add])
+c10::IValue dict_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 || !args[0].isList() || !args[1].isList() ||
+      args[0].toListRef().size() != args[1].toListRef().size()) {
+    throw ExecutionError(
+        "dict takes (a list of string keys, a list of as many values)");
+  }
+  const auto keys = args[0].toListRef();
+  const auto values = args[1].toListRef();
+  c10::TypePtr value_type = c10::TensorType::get();
+  for (const c10::IValue& v : values) {
+    if (!v.isTensor()) value_type = c10::AnyType::get();
+  }
+  c10::impl::GenericDict out(c10::StringType::get(), value_type);
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keys[i].isString()) {
+      throw ExecutionError(absl::StrCat("dict: key ", i, " is a ",
+                                        keys[i].tagKind(), ", not a string"));
+    }
+    out.insert_or_assign(keys[i], values[i]);
+  }
+  return out;
+}
+
+const Function* dict() {
+  static const Function* f =
+      register_function("dict", &dict_impl, /*is_pure=*/true);
+  return f;
+}
+
 }  // namespace
 
 const Function* register_function(std::string name, BoxedFunction call,
@@ -66,6 +99,7 @@ const Function* register_function(std::string name, BoxedFunction call,
 
 const Function* find_function(std::string_view name) {
   if (name == "getitem") return getitem();
+  if (name == "dict") return dict();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.functions.find(absl::string_view(name.data(), name.size()));

@@ -1,5 +1,8 @@
 #include "fx/guards.h"
 
+#include <ATen/ops/equal.h>
+#include <torch/library.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/argument.h"
@@ -179,4 +182,29 @@ void check_value_input(const c10::IValue& value, const std::string& name,
   check_value(value, describe_input(name, index), expected);
 }
 
+namespace {
+
+void check_not_equal(const at::Tensor& a, const at::Tensor& b,
+                     c10::string_view what) {
+  if (a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+      at::equal(a, b)) {
+    throw GuardError(guard_failure_message(
+        "GraphModule", absl::StrCat(std::string(what), ", but they are equal")));
+  }
+}
+
+}  // namespace
 }  // namespace fx
+
+// Guards the tracer records inside a graph, for what an input's values (not
+// its shape) decided while tracing:
+//
+//   fx_guard::check_not_equal(%query, %key, "torch::equal(query, key) was
+//   false while tracing")
+TORCH_LIBRARY(fx_guard, m) {
+  m.def("check_not_equal(Tensor a, Tensor b, str what) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(fx_guard, CompositeExplicitAutograd, m) {
+  m.impl("check_not_equal", &fx::check_not_equal);
+}

@@ -267,6 +267,26 @@ class Exporter {
       case Opcode::kCallMethod:
         break;
     }
+    if (n.op() == Opcode::kCallFunction && n.target().is_function() &&
+        n.target().function().name() == "dict") {
+      // dict(keys, values) -> prim::DictConstruct.
+      std::vector<JitValue*> keys, values;
+      for (const Argument& k : n.args().at(0).elements()) {
+        keys.push_back(value(n, k));
+      }
+      c10::TypePtr value_type = c10::TensorType::get();
+      for (const Argument& v : n.args().at(1).elements()) {
+        values.push_back(value(n, v));
+        if (!values.back()->type()->isSubtypeOf(*c10::TensorType::get())) {
+          value_type = c10::AnyType::get();
+        }
+      }
+      values_[&n] = graph_->insertNode(graph_->createDict(
+                                           c10::StringType::get(), value_type,
+                                           keys, values))
+                        ->output();
+      return;
+    }
     if (n.op() == Opcode::kCallFunction && n.target().is_function()) {
       if (n.target().function().name() != "getitem") {
         fail(n, "functions registered with fx::wrap are C++ code, which "

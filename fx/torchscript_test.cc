@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "fx/fx.h"
@@ -99,6 +100,25 @@ TEST_CASE("a scripted model with control flow on tensor values is refused") {
     CHECK(outer != std::string::npos);
     CHECK(inner != std::string::npos);
     CHECK(outer < inner);
+  }
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("a failure in a traced file names the TorchScript node and module") {
+  // torch.jit.trace gives its aten::Int nodes no source line.
+  torch::jit::Module script =
+      torch::jit::load(model_path("data_dependent_traced"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({1, 3, 224, 224})});
+    FAIL("traced data-dependent code");
+  } catch (const fx::TraceError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("aten::item needs the data"));
+    CHECK_THAT(what, Catch::Contains("of module inner.1, at the TorchScript "
+                                     "node"));
+    CHECK_THAT(what, Catch::Contains("= aten::Int(%"));
+    CHECK_THAT(what, !Catch::Contains("line 0"));
   }
   CHECK_FALSE(fx::is_tracing());
 }
@@ -264,4 +284,51 @@ TEST_CASE("export names what TorchScript cannot hold") {
   CHECK_THROWS_WITH(fx::to_torchscript(gm),
                     Catch::Contains("leaf modules are C++ code") &&
                         Catch::Contains("call_module"));
+}
+
+TEST_CASE("dict outputs import, print, save, load and export") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(4);
+  const at::Tensor x = torch::randn({1, 3, 224, 224});
+  for (const char* name : {"dict_output_scripted", "dict_output_traced"}) {
+    INFO(name);
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    const c10::IValue expected = script.forward({x});
+    REQUIRE(expected.isGenericDict());
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    testdata::check_outputs_equal(gm(x), expected);
+    // One node of the builtin dict, keys in insertion order.
+    const std::string printed = gm->graph().to_string();
+    CHECK_THAT(printed,
+               Catch::Contains("target=dict](args = (['out', 'aux'], ["));
+    // The generated C++ builds it through the same builtin.
+    CHECK_THAT(gm->code(), Catch::Contains("fx::find_function(\"dict\")"));
+    std::stringstream file;
+    fx::save(gm, file);
+    fx::GraphModule loaded = fx::load(file);
+    CHECK(loaded->graph().to_string() == printed);
+    testdata::check_outputs_equal(loaded(x), expected);
+    torch::jit::Module exported = fx::to_torchscript(gm);
+    const c10::IValue again = exported.forward({x});
+    REQUIRE(again.isGenericDict());
+    testdata::check_outputs_equal(again, expected);
+  }
+}
+
+TEST_CASE("size arithmetic in traced files (prim::NumToTensor) is known") {
+  // shufflenet_v2's channel shuffle, as torch.jit.trace records it.
+  torch::jit::Module script =
+      torch::jit::load(model_path("channel_shuffle_traced"));
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({1, 6, 5, 6});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+  // The sizes it computed with are guarded.
+  CHECK_THROWS_AS(gm(torch::randn({1, 9, 5, 6})), fx::GuardError);
+  // No node computes with the sizes: they are constants of the trace.
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(printed.find("floor_divide") == std::string::npos);
+  CHECK(printed.find("scalar_tensor") == std::string::npos);
 }

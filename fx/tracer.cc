@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "fx/errors.h"
 #include "fx/internal/proxy.h"
 #include "fx/internal/shape_inference.h"
@@ -57,7 +58,7 @@ struct Tracer::Session {
   // TraceError; false if the operator needs no data.
   bool answer_without_data(const c10::OperatorHandle& op,
                            const std::vector<c10::IValue>& args,
-                           torch::jit::Stack* stack) const;
+                           torch::jit::Stack* stack);
   std::vector<Argument> arguments_of(const c10::OperatorHandle& op,
                                      const std::vector<c10::IValue>& args);
   std::vector<internal::InferredOutput> outputs_of(
@@ -79,6 +80,9 @@ struct Tracer::Session {
                            const std::string& what);
   void annotate(Node* node, const std::vector<Argument>& args);
   std::string location() const;
+  // Names the tensor among `args` whose data an operator needs: an input,
+  // a parameter or buffer (with its module), or a computed tensor.
+  std::string whose_data(const std::vector<c10::IValue>& args) const;
   // Steps of Tracer::trace: the root's tensors and modules by path (or the
   // given `named` tensors), a placeholder per example input, and the output
   // node with the guards of what the program read.
@@ -186,6 +190,87 @@ bool is_data_dependent(const c10::OperatorHandle& op) {
   return name == "aten::item" || name == "aten::_local_scalar_dense" ||
          name == "aten::is_nonzero" || name == "aten::allclose" ||
          name == "aten::equal";
+}
+
+// The traced program's own C++ frames at this point, innermost first, for
+// an error (only on the error path: a backtrace costs milliseconds): the
+// frames between the dispatcher's entry (at::_ops, c10::Dispatcher) and the
+// tracer's call of forward. Functions of the program's executable are named
+// only when it is linked with -rdynamic; libtorch's (torch::nn modules) are.
+std::string user_frames() {
+  std::vector<std::string> frames =
+      absl::StrSplit(c10::get_backtrace(/*frames_to_skip=*/2,
+                                        /*maximum_number_of_frames=*/96),
+                     '\n', absl::SkipEmpty());
+  auto inside = [](const std::string& f, std::initializer_list<const char*> any) {
+    for (const char* s : any) {
+      if (absl::StrContains(f, s)) return true;
+    }
+    return false;
+  };
+  size_t begin = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (inside(frames[i], {"at::_ops::", "c10::Dispatcher", "c10::impl::",
+                           "c10::BoxedKernel", "c10::KernelFunction"})) {
+      begin = i + 1;
+    }
+  }
+  std::string out;
+  for (size_t i = begin; i < frames.size(); ++i) {
+    if (inside(frames[i], {"fx::Tracer::trace", "fx::symbolic_trace",
+                           "fx::internal::run_torchscript_method"})) {
+      break;
+    }
+    // fx's boxing of forward and std::function in between.
+    if (inside(frames[i], {"std::_Function_handler", "fx::detail::",
+                           "fx::box_forward", "_ZZN2fx6detail",
+                           "_ZNSt17_Function_handler"})) {
+      continue;
+    }
+    // "frame #7: name + 0x12 (0x55.. in /path/binary)": the name and the
+    // file's base name.
+    std::string frame = frames[i];
+    if (size_t colon = frame.find(": "); colon != std::string::npos) {
+      frame = frame.substr(colon + 2);
+    }
+    const size_t plus = frame.rfind(" + 0x");
+    const size_t in = frame.rfind(" in ");
+    if (plus != std::string::npos && in != std::string::npos && in > plus) {
+      std::string file = frame.substr(in + 4);
+      if (!file.empty() && file.back() == ')') file.pop_back();
+      if (size_t slash = file.rfind('/'); slash != std::string::npos) {
+        file = file.substr(slash + 1);
+      }
+      frame = absl::StrCat(frame.substr(0, plus), " (", file, ")");
+    }
+    absl::StrAppend(&out, "\n  ", frame);
+  }
+  if (out.empty()) return "";
+  return absl::StrCat(
+      "\nC++ frames of the traced program, innermost first (link it with "
+      "-rdynamic to name its own functions):",
+      out);
+}
+
+// aten::index.Tensor (`table[index]`) is tagged as having a data-dependent
+// shape for boolean masks only: with integer index tensors, the output's shape
+// follows from the indices' shapes.
+bool indexes_with_integers(const c10::OperatorHandle& op,
+                           const std::vector<c10::IValue>& args) {
+  if (op.schema().name() != "aten::index" || args.size() != 2 ||
+      !args[1].isList()) {
+    return false;
+  }
+  for (const c10::IValue& index : args[1].toListRef()) {
+    if (index.isNone()) continue;
+    if (!index.isTensor()) return false;
+    const at::Tensor& t = index.toTensor();
+    if (t.defined() && !at::isIntegralType(t.scalar_type(),
+                                           /*includeBool=*/false)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Factories whose result C++ code then fills in (torch::tensor({...}) writes
@@ -359,6 +444,51 @@ Tracer* active_tracer() {
 
 // --- Session -----------------------------------------------------------------
 
+std::string Tracer::Session::whose_data(
+    const std::vector<c10::IValue>& args) const {
+  for (const c10::IValue& a : args) {
+    if (!a.isTensor()) continue;
+    const at::Tensor& t = a.toTensor();
+    if (!t.defined()) continue;
+    if (auto it = attribute_paths.find(t.unsafeGetTensorImpl());
+        it != attribute_paths.end()) {
+      const size_t dot = it->second.rfind('.');
+      return absl::StrCat(
+          "the buffer or parameter '", it->second, "'",
+          dot == std::string::npos
+              ? ""
+              : absl::StrCat(" of module '", it->second.substr(0, dot), "'"));
+    }
+    internal::ProxyImpl* proxy = internal::as_proxy(t);
+    auto updated = tensor_nodes.find(t.unsafeGetTensorImpl());
+    if (!proxy && updated == tensor_nodes.end()) continue;
+    // Back through in-place updates (num_batches_tracked += 1) to where
+    // the tensor came from.
+    const Node* n = proxy ? proxy->node() : updated->second;
+    while (n->op() == Opcode::kCallFunction && n->target().is_operator() &&
+           !n->args().empty() && n->args()[0].is_node() &&
+           !written_arguments(n->target().op().schema()).empty() &&
+           written_arguments(n->target().op().schema())[0] == 0) {
+      n = n->args()[0].to_node();
+    }
+    if (n->op() == Opcode::kPlaceholder) {
+      return absl::StrCat("the input '", n->name(), "'");
+    }
+    if (n->op() == Opcode::kGetAttr) {
+      const std::string& target = n->target().str();
+      if (absl::StartsWith(target, "_tensor_constant")) break;
+      const size_t dot = target.rfind('.');
+      return absl::StrCat(
+          "the buffer or parameter '", target, "'",
+          dot == std::string::npos
+              ? ""
+              : absl::StrCat(" of module '", target.substr(0, dot), "'"));
+    }
+    return absl::StrCat("a tensor computed while tracing (%", n->name(), ")");
+  }
+  return "a tensor";
+}
+
 std::string Tracer::Session::location() const {
   if (module_stack.empty() || module_stack.back().empty()) return "";
   return absl::StrCat(" (in module '", module_stack.back(), "')");
@@ -387,9 +517,10 @@ void Tracer::Session::annotate(Node* node, const std::vector<Argument>& args) {
   }
 }
 
-// An operator on tensors made from C++ data alone (no proxy, no parameter,
-// none used by the graph yet) computes more of that data: torch::tensor's
-// select and fill_. Random operators are recorded, to stay random.
+// An operator on tensors made from C++ data alone (at least one made while
+// tracing; no proxy, no parameter, none used by the graph yet) computes more
+// of that data: torch::tensor's select and fill_, or TorchScript's size
+// arithmetic. Random operators are recorded, to stay random.
 bool Tracer::Session::computes_fresh_tensors(
     const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) const {
   if (fresh.empty() || op.hasTag(at::Tag::nondeterministic_seeded)) {
@@ -401,9 +532,20 @@ bool Tracer::Session::computes_fresh_tensors(
       if (a.isTensorList() || a.isList()) return false;
       continue;
     }
-    const c10::TensorImpl* impl = a.toTensor().unsafeGetTensorImpl();
-    if (!fresh.contains(impl) || tensor_nodes.contains(impl)) return false;
-    any = true;
+    const at::Tensor& t = a.toTensor();
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (tensor_nodes.contains(impl)) return false;
+    if (fresh.contains(impl)) {
+      any = true;
+      continue;
+    }
+    // Other C++ data the program holds (a TorchScript constant such as
+    // the divisor in `size // 3`) computes with it; the model's own
+    // parameters and buffers, and proxies, do not.
+    if (!t.defined() || internal::as_proxy(t) ||
+        attribute_paths.contains(impl)) {
+      return false;
+    }
   }
   return any;
 }
@@ -445,12 +587,13 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
   torch::jit::drop(*stack, params.size());
 
   check_proxies_are_ours(op, args);
-  if (answer_without_data(op, args, stack)) return;
+  // C++ data (even aten::item of it) is computed for real.
   if (is_uninitialized_factory(op, args) ||
       computes_fresh_tensors(op, args)) {
     run_for_real(op, std::move(args), stack);
     return;
   }
+  if (answer_without_data(op, args, stack)) return;
   std::vector<Argument> full = arguments_of(op, args);
   const std::vector<int> written = written_arguments(schema);
   std::vector<internal::InferredOutput> outputs =
@@ -494,7 +637,7 @@ void Tracer::Session::check_proxies_are_ours(
 
 bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
-                                          torch::jit::Stack* stack) const {
+                                          torch::jit::Stack* stack) {
   if (is_data_dependent(op)) {
     if (op.schema().name() == "aten::equal" && args.size() == 2 &&
         args[0].isTensor() && args[1].isTensor()) {
@@ -507,20 +650,41 @@ bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
         stack->emplace_back(true);
         return true;
       }
+      // Different shapes are never equal; for tensors of one shape (two
+      // inputs, say: cross-attention's query and key) the trace takes the
+      // "not equal" branch and the graph checks, each run, that it was the
+      // branch to take.
+      const at::Tensor& x = args[0].toTensor();
+      const at::Tensor& y = args[1].toTensor();
+      if (a || b) read_sizes = true;
+      if (x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type()) {
+        static const c10::OperatorHandle check =
+            c10::Dispatcher::singleton().findSchemaOrThrow(
+                "fx_guard::check_not_equal", "");
+        tracer->create_node(
+            Opcode::kCallFunction, Target(check),
+            {tracer->create_arg(x), tracer->create_arg(y),
+             absl::StrCat("torch::equal(", a ? "%" + a->node()->name() : "a constant",
+                          ", ", b ? "%" + b->node()->name() : "a constant",
+                          ") was false while tracing")},
+            {}, "");
+      }
+      stack->emplace_back(false);
+      return true;
     }
     throw TraceError(absl::StrCat(
-        op_name(op), location(),
-        " needs the data of a tensor, which does not exist while tracing: the "
-        "program's control flow or values depend on the input's data, which "
-        "a graph cannot record. ",
-        kWorkaround));
+        op_name(op), location(), " needs the data of ", whose_data(args),
+        ", which does not exist while tracing: the program's control flow or "
+        "values depend on tensor data, which a graph cannot record. ",
+        kWorkaround, user_frames()));
   }
-  if (op.hasTag(at::Tag::dynamic_output_shape)) {
+  if (op.hasTag(at::Tag::dynamic_output_shape) &&
+      !indexes_with_integers(op, args)) {
     throw TraceError(absl::StrCat(
         op_name(op), location(),
         " returns a tensor whose shape depends on the input's data, which a "
         "graph traced with fixed shapes cannot record. ",
-        kWorkaround));
+        kWorkaround, user_frames()));
   }
   return false;
 }
@@ -679,6 +843,11 @@ void Tracer::Session::push_outputs(
 
 c10::IValue Tracer::Session::wrap_outputs(Node* node, const c10::IValue& value,
                                           const std::string& what) {
+  if (value.isTensor() && !value.toTensor().defined()) {
+    // No tensor (MultiheadAttention's weights when not asked for): none in
+    // the graph's runs either.
+    return value;
+  }
   if (value.isTensor()) {
     TensorMeta meta = tensor_meta_of(value.toTensor());
     meta.requires_grad = false;
@@ -818,8 +987,10 @@ std::vector<Argument> input_arguments(Tracer& tracer,
                                       const std::vector<c10::IValue>& inputs) {
   std::vector<Argument> args;
   for (const c10::IValue& v : inputs) {
-    args.push_back(ivalue_to_argument(
-        v, nullptr, [&](const at::Tensor& t) { return tracer.create_arg(t); }));
+    // An undefined tensor (C++'s "no tensor") is None.
+    args.push_back(ivalue_to_argument(v, nullptr, [&](const at::Tensor& t) {
+      return t.defined() ? tracer.create_arg(t) : Argument();
+    }));
   }
   return args;
 }
@@ -912,6 +1083,20 @@ Argument Tracer::output_argument(const c10::IValue& value) {
     for (const c10::IValue& e : items) elems.push_back(output_argument(e));
     return value.isTuple() ? Argument::tuple(std::move(elems))
                            : Argument::list(std::move(elems));
+  }
+  if (value.isGenericDict() &&
+      value.toGenericDict().keyType()->kind() == c10::TypeKind::StringType) {
+    // One node of the builtin dict(keys, values), in insertion order:
+    //   %dict = dict(['out', 'aux'], [%relu, %add]); return %dict
+    std::vector<Argument> keys, values;
+    for (const auto& item : value.toGenericDict()) {
+      keys.emplace_back(item.key().toStringRef());
+      values.push_back(output_argument(item.value()));
+    }
+    return create_node(Opcode::kCallFunction, Target(find_function("dict")),
+                       {Argument::list(std::move(keys)),
+                        Argument::list(std::move(values))},
+                       {}, "");
   }
   try {
     return ivalue_to_argument(value, nullptr, [](const at::Tensor&) {

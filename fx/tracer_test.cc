@@ -3,8 +3,21 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
+#include <sstream>
+
 #include "fx/fx.h"
 #include "third_party/catch.h"
+
+// Outside the anonymous namespace, so that -rdynamic exports its name.
+namespace fx_test {
+struct ReadsItsSumImpl : torch::nn::Module {
+  __attribute__((noinline)) torch::Tensor forward(torch::Tensor x);
+};
+torch::Tensor ReadsItsSumImpl::forward(torch::Tensor x) {
+  return x * x.sum().item<float>();
+}
+TORCH_MODULE(ReadsItsSum);
+}  // namespace fx_test
 
 namespace {
 
@@ -381,10 +394,6 @@ TEST_CASE("data-dependent ops are named in the error") {
                         },
                         x),
                     Catch::Contains("aten::is_nonzero"));
-  CHECK_THROWS_WITH(
-      fx::symbolic_trace(
-          [](torch::Tensor x) { return torch::equal(x, x + 1) ? x : -x; }, x),
-      Catch::Contains("aten::equal"));
   CHECK_THROWS_WITH(fx::symbolic_trace(
                         [](torch::Tensor x) {
                           return x + x.data_ptr<float>()[0];
@@ -394,11 +403,161 @@ TEST_CASE("data-dependent ops are named in the error") {
   CHECK(dispatch_state_clean());
 }
 
+struct CumulativeNormImpl : torch::nn::Module {
+  CumulativeNormImpl() {
+    bn = register_module(
+        "bn", torch::nn::BatchNorm2d(
+                  torch::nn::BatchNorm2dOptions(3).momentum(c10::nullopt)));
+  }
+  torch::Tensor forward(torch::Tensor x) { return bn(x); }
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(CumulativeNorm);
+
+TEST_CASE("a data-dependence error names the tensor whose data was needed") {
+  // In training with momentum=None, C++ BatchNorm reads its
+  // num_batches_tracked buffer's value.
+  CumulativeNorm model;
+  model->train();
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(model, torch::randn({2, 3, 4, 4})),
+      Catch::Contains("aten::item") &&
+          Catch::Contains("needs the data of the buffer or parameter "
+                          "'bn.num_batches_tracked' of module 'bn'"));
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(
+          [](torch::Tensor x) { return x.is_nonzero() ? x : -x; },
+          torch::randn({1})),
+      Catch::Contains("needs the data of the input 'x'"));
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(
+          [](torch::Tensor x) { return x * x.sum().item<float>(); },
+          torch::randn({4})),
+      Catch::Contains("needs the data of a tensor computed while tracing "
+                      "(%sum)"));
+  CHECK(dispatch_state_clean());
+}
+
+TEST_CASE("a data-dependence error shows the program's own C++ frames") {
+  // Not called through fx::call, so no module path: the backtrace (taken on
+  // the error path only) names the forward that asked for data. This test
+  // is linked with -rdynamic, so that its functions are named.
+  fx_test::ReadsItsSum model;
+  try {
+    fx::symbolic_trace(model, torch::randn({4}));
+    FAIL("traced a data-dependent forward");
+  } catch (const fx::TraceError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("C++ frames of the traced program"));
+    CHECK_THAT(what, Catch::Contains("fx_test::ReadsItsSumImpl::forward"));
+    // The tracer's and dispatcher's own frames are left out.
+    CHECK_THAT(what, !Catch::Contains("c10::Dispatcher"));
+    CHECK_THAT(what, !Catch::Contains("fx::Tracer::Session"));
+  }
+}
+
 TEST_CASE("equal() of a proxy with itself is true, without a node") {
   auto fn = [](torch::Tensor x) { return torch::equal(x, x) ? x + 1 : x - 1; };
   auto x = torch::randn({2});
   fx::GraphModule gm = fx::symbolic_trace(fn, x);
   CHECK(torch::equal(gm(x).toTensor(), x + 1));
+}
+
+TEST_CASE("equal() of different tensors is false, checked at run time") {
+  // C++ MultiheadAttention asks torch::equal(query, key) to pick its
+  // self-attention path.
+  auto fn = [](torch::Tensor q, torch::Tensor k) {
+    return torch::equal(q, k) ? q * 2 : q + k;
+  };
+  const at::Tensor q = torch::randn({3, 2});
+  const at::Tensor k = torch::randn({3, 2});
+  fx::GraphModule gm = fx::symbolic_trace(fn, q, k);
+  CHECK(torch::equal(gm(q, k).toTensor(), q + k));
+  CHECK(gm->graph()
+            .find_nodes(fx::Opcode::kCallFunction,
+                        fx::op("fx_guard::check_not_equal"))
+            .size() == 1);
+  // The branch taken was "not equal": equal inputs are refused.
+  CHECK_THROWS_AS(gm(q, q.clone()), fx::GuardError);
+  CHECK_THROWS_WITH(gm(q, q.clone()),
+                    Catch::Contains("torch::equal(%") &&
+                        Catch::Contains("was false while tracing, but they "
+                                        "are equal"));
+  // Saved and loaded, the check stays.
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule again = fx::load(file);
+  CHECK(torch::equal(again(q, k).toTensor(), q + k));
+  CHECK_THROWS_AS(again(q, q.clone()), fx::GuardError);
+
+  // Different shapes are never equal: no check, but the shapes are guarded.
+  const at::Tensor kv = torch::randn({5, 2});
+  fx::GraphModule cross = fx::symbolic_trace(
+      [](torch::Tensor a, torch::Tensor b) {
+        return torch::equal(a, b) ? a : a.sum() + b.sum();
+      },
+      q, kv);
+  CHECK(cross->graph()
+            .find_nodes(fx::Opcode::kCallFunction,
+                        fx::op("fx_guard::check_not_equal"))
+            .empty());
+  CHECK(torch::allclose(cross(q, kv).toTensor(), q.sum() + kv.sum()));
+  CHECK_THROWS_AS(cross(q, q), fx::GuardError);
+}
+
+TEST_CASE("indexing with integer tensors traces; boolean masks do not") {
+  // Swin's relative position bias: table[index] with a constant index.
+  const at::Tensor index = torch::randint(0, 10, {4, 2}, torch::kLong);
+  auto gather = [index](torch::Tensor table) {
+    return table.index({index}) + 1;
+  };
+  const at::Tensor table = torch::randn({10, 3});
+  fx::GraphModule gm = fx::symbolic_trace(gather, table);
+  CHECK(torch::equal(gm(table).toTensor(), gather(table)));
+  CHECK(gm(table).toTensor().sizes() == at::IntArrayRef({4, 2, 3}));
+  // Indices that are inputs, and None for a leading dimension.
+  auto pick = [](torch::Tensor x, torch::Tensor rows) {
+    return x.index({torch::indexing::Slice(), rows});
+  };
+  const at::Tensor x = torch::randn({2, 5, 3});
+  const at::Tensor rows = torch::tensor({4, 0, 4}, torch::kLong);
+  fx::GraphModule picked = fx::symbolic_trace(pick, x, rows);
+  CHECK(torch::equal(picked(x, rows).toTensor(), pick(x, rows)));
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace([](torch::Tensor t) { return t.index({t > 0}); }, x),
+      Catch::Contains("aten::index") &&
+          Catch::Contains("shape depends on the input's data"));
+}
+
+TEST_CASE("the stock TransformerDecoder (cross-attention) traces exactly") {
+  torch::manual_seed(0);
+  torch::nn::TransformerDecoder decoder(
+      torch::nn::TransformerDecoderOptions(
+          torch::nn::TransformerDecoderLayerOptions(8, 2)
+              .dim_feedforward(16)
+              .dropout(0.0),
+          2));
+  decoder->eval();
+  auto forward = [&](torch::Tensor target, torch::Tensor memory) {
+    return decoder->forward(target, memory);
+  };
+  const at::Tensor target = torch::randn({5, 1, 8});
+  const at::Tensor memory = torch::randn({7, 1, 8});
+  fx::GraphModule gm = fx::symbolic_trace(forward, target, memory);
+  torch::NoGradGuard no_grad;
+  CHECK(torch::allclose(gm(target, memory).toTensor(),
+                        decoder->forward(target, memory), 1e-5, 1e-6));
+  // Memory of the target's length: the attention's inputs have one shape,
+  // and the "not equal" branch is checked at run time.
+  const at::Tensor same_length = torch::randn({5, 1, 8});
+  fx::GraphModule square = fx::symbolic_trace(forward, target, same_length);
+  CHECK(torch::allclose(square(target, same_length).toTensor(),
+                        decoder->forward(target, same_length), 1e-5, 1e-6));
+  CHECK_FALSE(square->graph()
+                  .find_nodes(fx::Opcode::kCallFunction,
+                              fx::op("fx_guard::check_not_equal"))
+                  .empty());
 }
 
 struct KeepsProxyImpl : torch::nn::Module {
@@ -468,6 +627,42 @@ TEST_CASE("fx::call: leaf modules become call_module, others carry their path") 
   CHECK(gm->named_children().contains("block"));
   CHECK(gm->leaf_module("block.clamp")->module.get() ==
         model->block->clamp.ptr().get());
+}
+
+struct CrossAttentionImpl : torch::nn::Module {
+  CrossAttentionImpl() {
+    mha = register_module("mha", torch::nn::MultiheadAttention(8, 2));
+  }
+  // Leaf calls as the C++ call is written: with the module's defaults, and
+  // with every argument (undefined tensors for "no mask").
+  torch::Tensor forward(torch::Tensor q, torch::Tensor kv) {
+    auto with_defaults = fx::call(mha, q, kv, kv);
+    auto in_full = fx::call(mha, q, kv, kv, torch::Tensor(), false,
+                            torch::Tensor());
+    return std::get<0>(with_defaults) + std::get<0>(in_full);
+  }
+  torch::nn::MultiheadAttention mha{nullptr};
+};
+TORCH_MODULE(CrossAttention);
+
+TEST_CASE("leaf calls take what the C++ call takes: defaults, no tensor") {
+  CrossAttention model;
+  model->eval();
+  torch::manual_seed(0);
+  const at::Tensor q = torch::randn({5, 1, 8});
+  const at::Tensor kv = torch::randn({7, 1, 8});
+  fx::TraceOptions options;
+  options.leaf_modules = {"mha"};
+  fx::GraphModule gm = fx::symbolic_trace(
+      model.ptr(), fx::box_forward(model.ptr()), {q, kv}, options);
+  CHECK(gm->graph().find_nodes(Opcode::kCallModule).size() == 2);
+  torch::NoGradGuard no_grad;
+  CHECK(torch::allclose(gm(q, kv).toTensor(), model(q, kv), 1e-6, 1e-6));
+  // A module without defaults still says how many arguments it takes.
+  torch::nn::Linear fc(4, 2);
+  fx::BoxedForward boxed = fx::box_forward(fc.ptr(), "fc.forward");
+  CHECK_THROWS_WITH(boxed({}), Catch::Contains("fc.forward takes 1 "
+                                               "argument(s) but 0 were given"));
 }
 
 TEST_CASE("fx::call outside tracing is a plain call") {

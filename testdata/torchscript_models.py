@@ -82,6 +82,51 @@ class FormatsMessage(torch.nn.Module):
         return x * 2
 
 
+class DictOutput(torch.nn.Module):
+    """Returns a dict, as torchvision's segmentation models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        result = {}
+        y = self.conv(x)
+        result["out"] = y.relu()
+        result["aux"] = y + x.sum()
+        return result
+
+
+class ChannelShuffle(torch.nn.Module):
+    """shufflenet_v2's channel shuffle: traced, its size arithmetic is
+    aten::size -> prim::NumToTensor -> tensor arithmetic -> aten::Int."""
+
+    def forward(self, x):
+        batch, channels, height, width = x.size()
+        groups = 3
+        x = x.view(batch, groups, channels // groups, height, width)
+        x = torch.transpose(x, 1, 2).contiguous()
+        return x.view(batch, -1, height, width)
+
+
+class ReshapesBySum(torch.nn.Module):
+    def forward(self, x):
+        rows = (x.sum() * 0 + 1).long()  # a tensor as a size: aten::Int
+        return x.reshape(rows, -1)
+
+
+class TracedDataDependent(torch.nn.Module):
+    """Data dependence inside a traced file: aten::Int of a tensor computed
+    from data, a node torch.jit.trace gives no source line."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.ReLU(), ReshapesBySum())
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
 def _small_vit():
     # vit_b_16's code (class token, torch._assert with f-strings, encoder
     # blocks) at a size that imports in a moment.
@@ -120,6 +165,10 @@ MODELS = {
     "no_grad_scripted": (lambda: NoGrad(), "script"),
     "formats_message_scripted": (lambda: FormatsMessage(), "script"),
     "small_vit_scripted": (_small_vit, "script"),
+    "dict_output_scripted": (lambda: DictOutput(), "script"),
+    "dict_output_traced": (lambda: DictOutput(), "trace_strict_false"),
+    "channel_shuffle_traced": (lambda: ChannelShuffle(), "trace"),
+    "data_dependent_traced": (lambda: TracedDataDependent(), "trace"),
 }
 
 # Traced classification models for the inference lowering's tests and
@@ -140,6 +189,8 @@ def write(name, out_dir):
     model = _calibrated(factory())
     if how == "script":
         module = torch.jit.script(model)
+    elif how == "trace_strict_false":  # a dict output
+        module = torch.jit.trace(model, _image(), strict=False)
     else:
         module = torch.jit.trace(model, _image())
     path = os.path.join(out_dir, name + ".pt")

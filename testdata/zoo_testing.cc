@@ -13,6 +13,19 @@ void check_outputs_equal(const c10::IValue& a, const c10::IValue& b) {
     CHECK(torch::equal(a.toTensor(), b.toTensor()));
     return;
   }
+  if (b.isGenericDict()) {
+    REQUIRE(a.isGenericDict());
+    const auto x = a.toGenericDict();
+    const auto y = b.toGenericDict();
+    REQUIRE(x.size() == y.size());
+    auto xi = x.begin();
+    for (const auto& item : y) {  // the same keys in the same order
+      CHECK(xi->key() == item.key());
+      check_outputs_equal(xi->value(), item.value());
+      ++xi;
+    }
+    return;
+  }
   REQUIRE(a.isTuple());
   REQUIRE(b.isTuple());
   const auto& x = a.toTupleRef().elements();

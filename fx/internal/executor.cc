@@ -325,6 +325,10 @@ void rethrow_for_node(const Node& node) {
   std::string what;
   try {
     throw;
+  } catch (const GuardError&) {
+    // A guard inside the graph (fx_guard::check_not_equal): the input is
+    // wrong, not the node.
+    throw;
   } catch (const c10::Error& e) {
     what = e.what_without_backtrace();
   } catch (const std::exception& e) {

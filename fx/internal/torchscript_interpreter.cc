@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ops/empty.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -157,6 +158,7 @@ class Planner {
       case prim::TupleUnpack:
       case prim::DictConstruct:
       case prim::Uninitialized:
+      case prim::NumToTensor:
       case prim::isinstance:
         break;
       default: {
@@ -179,7 +181,8 @@ class Interpreter {
     const GraphPlan& plan = this->plan(*function.graph());
     std::vector<c10::IValue> frame(plan.slots);
     bind(plan.body.inputs, std::move(args), &frame);
-    frames_.push_back({&function, nullptr});
+    frames_.push_back({&function, nullptr, std::move(next_path_)});
+    next_path_.clear();
     run(plan.body, &frame);
     frames_.pop_back();
     return read(plan.body.outputs, frame);
@@ -193,6 +196,9 @@ class Interpreter {
   struct Call {
     const torch::jit::GraphFunction* function;
     const Node* at;
+    // The module path of the method's self ("" for the root, "features.3"),
+    // followed through prim::GetAttr of submodules.
+    std::string path;
   };
 
   const GraphPlan& plan(const Graph& graph) {
@@ -332,6 +338,23 @@ class Interpreter {
       case prim::Uninitialized:
         set(c10::IValue());
         return;
+      case prim::NumToTensor: {
+        // torch.jit.trace records `x.size(1) // groups` as aten::size ->
+        // prim::NumToTensor -> tensor arithmetic -> aten::Int. The number is
+        // known (a size the trace reads, and guards), so the tensor is made
+        // from it as C++ data is (an empty tensor filled in): the tracer
+        // computes with it for real and aten::Int reads it back, where a
+        // recorded factory would leave aten::Int nothing to read.
+        const c10::IValue& number = in(0);
+        const c10::Scalar value = number.toScalar();
+        at::Tensor out = at::empty({}, at::TensorOptions().dtype(
+                                           number.isInt()    ? at::kLong
+                                           : number.isBool() ? at::kBool
+                                                             : at::kDouble));
+        out.fill_(value);
+        set(std::move(out));
+        return;
+      }
       case prim::isinstance: {
         c10::TypePtr type = in(0).type();
         bool is = false;
@@ -364,9 +387,32 @@ class Interpreter {
       args.push_back((*frame)[s.inputs[i]]);
     }
     frames_.back().at = s.node;
+    next_path_ = callee_path(*s.node, first_argument);
     Stack out = call(callee, std::move(args));
     frames_.back().at = nullptr;
     bind(s.outputs, std::move(out), frame);
+  }
+
+  // The module path of a prim::CallMethod's self: a chain of
+  // prim::GetAttr from the caller's self, as TorchScript graphs call
+  // submodules.
+  std::string callee_path(const Node& call, size_t first_argument) const {
+    const std::string& caller = frames_.back().path;
+    if (first_argument != 0) return caller;  // a function: the same module
+    std::vector<std::string> names;
+    const Value* self = call.input(0);
+    while (self->node()->kind() == prim::GetAttr) {
+      names.push_back(self->node()->s(attr::name));
+      self = self->node()->input(0);
+    }
+    if (self->node()->kind() != prim::Param || self->offset() != 0) {
+      return caller;  // not a submodule of self: path unknown
+    }
+    std::string out = caller;
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+      out += (out.empty() ? "" : ".") + *it;
+    }
+    return out;
   }
 
   // An error already given its TorchScript location.
@@ -384,6 +430,21 @@ class Interpreter {
       torch::jit::SourceRange range =
           at.sourceRange().findSourceRangeThatGenerated().value_or(
               at.sourceRange());
+      const std::string module =
+          c.path.empty() ? "the root module" : "module " + c.path;
+      auto source = range.source();
+      if (!source || !source->filename() || source->filename()->empty()) {
+        // torch.jit.trace leaves its own nodes (prim::NumToTensor,
+        // aten::Int) without a source: the node as TorchScript prints it.
+        std::ostringstream node;
+        node << at;
+        std::string text = node.str();
+        if (!text.empty() && text.back() == '\n') text.pop_back();
+        out << "  In " << c.function->qualname().name() << " of " << module
+            << ", at the TorchScript node\n    " << text << "\n";
+        continue;
+      }
+      out << "  In " << module << ":\n";
       range.print_with_context(out, /*context=*/3, /*highlight=*/true,
                                c.function->qualname().name());
     }
@@ -391,6 +452,7 @@ class Interpreter {
   }
 
   std::vector<Call> frames_;
+  std::string next_path_;  // the module path of the method being called
   Stack stack_;
   // By pointer: a plan stays put while the map grows under its call.
   absl::flat_hash_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
