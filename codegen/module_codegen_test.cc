@@ -19,6 +19,7 @@
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "testdata/resnet18_split.h"
+#include "testdata/two_heads_generated.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
 
@@ -141,6 +142,25 @@ TEST_CASE("generated code runs on the weights file written beside it") {
   CHECK(torch::allclose(generated.forward(x),
                         model.forward(model.example_inputs).toTensor(), 1e-5,
                         1e-6));
+}
+
+TEST_CASE("generated code returns a dict as the model does") {
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::two_heads_model();
+  testdata::TwoHeadsGenerated generated(fx::named_tensors(*model.module));
+  const at::Tensor x = torch::randn({1, 3, 8, 8});
+  const c10::IValue got(generated.forward(x));
+  const c10::IValue want = model.forward({x});
+  REQUIRE(got.isGenericDict());
+  const auto a = got.toGenericDict();
+  const auto b = want.toGenericDict();
+  REQUIRE(a.size() == 2);
+  auto ai = a.begin();
+  for (const auto& item : b) {  // the same keys, in the same order
+    CHECK(ai->key() == item.key());
+    CHECK(torch::equal(ai->value().toTensor(), item.value().toTensor()));
+    ++ai;
+  }
 }
 
 TEST_CASE("generated code checks its tensors and inputs") {

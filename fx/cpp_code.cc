@@ -540,8 +540,11 @@ class Emitter {
       if (arg.is_tuple()) {
         return absl::StrCat("c10::ivalue::Tuple::create({", joined, "})");
       }
-      return absl::StrCat("c10::impl::GenericList(c10::AnyType::get(), {",
-                          joined, "})");
+      // A list of any element type, built in place.
+      return absl::StrCat(
+          "[&] { c10::impl::GenericList l(c10::AnyType::get()); "
+          "for (c10::IValue e : std::initializer_list<c10::IValue>{",
+          joined, "}) l.push_back(std::move(e)); return l; }()");
     }
     switch (arg.kind()) {
       case ArgumentKind::kNone: return "c10::IValue()";

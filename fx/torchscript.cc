@@ -346,7 +346,10 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
   torch::jit::Method forward = module.get_method("forward");
   if (options.input_names.empty()) {
     const auto& arguments = forward.function().getSchema().arguments();
-    for (size_t i = 1; i < arguments.size(); ++i) {
+    // The given inputs; forward's defaults fill in the rest (detection
+    // models' `targets=None`), as a TorchScript call does.
+    for (size_t i = 1; i < arguments.size() && i <= example_inputs.size();
+         ++i) {
       options.input_names.push_back(arguments[i].name());
     }
   }

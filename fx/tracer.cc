@@ -211,20 +211,24 @@ std::string user_frames() {
   size_t begin = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     if (inside(frames[i], {"at::_ops::", "c10::Dispatcher", "c10::impl::",
-                           "c10::BoxedKernel", "c10::KernelFunction"})) {
+                           "c10::BoxedKernel", "c10::KernelFunction",
+                           "fx::Tracer::Session"})) {
       begin = i + 1;
     }
   }
   std::string out;
   for (size_t i = begin; i < frames.size(); ++i) {
+    // The end: the tracer's call of forward, or TorchScript's interpreter
+    // (a TorchScript program's own traceback is in the message already).
     if (inside(frames[i], {"fx::Tracer::trace", "fx::symbolic_trace",
-                           "fx::internal::run_torchscript_method"})) {
+                           "fx::internal::", "torch::jit::"})) {
       break;
     }
-    // fx's boxing of forward and std::function in between.
+    // fx's boxing of forward, std::function, and frames without a name
+    // (the dispatcher's inlined steps).
     if (inside(frames[i], {"std::_Function_handler", "fx::detail::",
                            "fx::box_forward", "_ZZN2fx6detail",
-                           "_ZNSt17_Function_handler"})) {
+                           "_ZNSt17_Function_handler", "<unknown function>"})) {
       continue;
     }
     // "frame #7: name + 0x12 (0x55.. in /path/binary)": the name and the

@@ -1,5 +1,7 @@
 #include "testdata/codegen_models.h"
 
+#include <torch/torch.h>
+
 #include "models/zoo.h"
 
 namespace testdata {
@@ -11,7 +13,28 @@ fx::codegen::Model zoo_model(const std::string& name) {
   return {zoo.module, zoo.forward, zoo.leaf_modules, {}};
 }
 
+// Returns a dict, as torchvision's segmentation models do.
+struct TwoHeadsImpl : torch::nn::Module {
+  TwoHeadsImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(3, 4, 3));
+  }
+  c10::Dict<std::string, at::Tensor> forward(at::Tensor x) {
+    at::Tensor y = conv(x);
+    c10::Dict<std::string, at::Tensor> out;
+    out.insert("out", y.relu());
+    out.insert("aux", y.sigmoid());
+    return out;
+  }
+  torch::nn::Conv2d conv{nullptr};
+};
+TORCH_MODULE(TwoHeads);
+
 }  // namespace
+
+fx::codegen::Model two_heads_model() {
+  torch::manual_seed(0);
+  return fx::codegen::model_of(TwoHeads());
+}
 
 fx::codegen::Model resnet18_model() { return zoo_model("resnet18"); }
 fx::codegen::Model resnet50_model() { return zoo_model("resnet50"); }

@@ -11,6 +11,8 @@ namespace testdata {
 fx::codegen::Model resnet18_model();
 fx::codegen::Model resnet50_model();
 fx::codegen::Model lenet_model();
+// A convolution with two heads, returned as a dict {'out', 'aux'}.
+fx::codegen::Model two_heads_model();
 // LeNet with lenet_calibration() as its calibration batches.
 fx::codegen::Model lenet_calibrated_model();
 // Four seeded batches of 2x1x32x32 normal noise.

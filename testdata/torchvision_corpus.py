@@ -34,7 +34,8 @@ NOT_SCRIPTABLE = set()
 
 # Each family's smallest member (every architecture and block kind), the
 # part of the corpus CI runs. Their larger siblings run the same code at
-# other widths and depths; `list all` and FX_CORPUS=all run them too.
+# other widths and depths, and S3D and MViT need 16x224x224 clips; `list
+# all` and FX_CORPUS=all run them too.
 CI_MODELS = {
     "alexnet", "convnext_tiny", "densenet121", "efficientnet_b0",
     "efficientnet_v2_s", "googlenet", "inception_v3", "maxvit_t",
@@ -42,7 +43,7 @@ CI_MODELS = {
     "regnet_y_400mf", "resnet18", "resnext50_32x4d", "shufflenet_v2_x0_5",
     "squeezenet1_1", "swin_t", "swin_v2_t", "vit_b_16", "wide_resnet50_2",
     "deeplabv3_mobilenet_v3_large", "fcn_resnet50",
-    "lraspp_mobilenet_v3_large", "r3d_18", "mc3_18", "r2plus1d_18", "s3d",
+    "lraspp_mobilenet_v3_large", "r3d_18", "mc3_18", "r2plus1d_18",
     "fasterrcnn_mobilenet_v3_large_320_fpn", "ssdlite320_mobilenet_v3_large",
 }
 
@@ -52,7 +53,10 @@ DETECTION = ["fasterrcnn_mobilenet_v3_large_320_fpn",
 
 def _input_spec(name, family):
     if family == "video":
-        return "1x3x16x224x224" if name.startswith("mvit") else "1x3x4x32x32"
+        # MViT fixes its clip size; S3D's last pooling needs 16x224x224.
+        if name.startswith("mvit") or name == "s3d":
+            return "1x3x16x224x224"
+        return "1x3x4x32x32"
     if name.startswith("vit_") or name == "maxvit_t":
         return "1x3x224x224"
     if name == "inception_v3":

@@ -350,7 +350,12 @@ Outputs outputs_from_stack(const c10::FunctionSchema& schema,
   Outputs outs;
   for (const c10::IValue& v : stack) {
     InferredOutput out;
-    if (v.isTensor()) {
+    if (v.isTensor() && !v.toTensor().defined()) {
+      // No tensor (aten::_native_multi_head_attention's weights when not
+      // asked for): none in the runs either, by the arguments, not data.
+      out.kind = InferredOutput::Kind::kValue;
+      out.value = v;
+    } else if (v.isTensor()) {
       out.kind = InferredOutput::Kind::kTensor;
       out.tensor = tensor_meta_of(v.toTensor());
       out.tensor.device = device;

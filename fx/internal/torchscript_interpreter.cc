@@ -159,6 +159,7 @@ class Planner {
       case prim::DictConstruct:
       case prim::Uninitialized:
       case prim::NumToTensor:
+      case c10::aten::warn:
       case prim::isinstance:
         break;
       default: {
@@ -355,6 +356,12 @@ class Interpreter {
         set(std::move(out));
         return;
       }
+      case c10::aten::warn:
+        // TorchScript's interpreter implements warnings itself (googlenet:
+        // "Scripted GoogleNet always returns GoogleNetOutputs Tuple"):
+        // issued once here, while tracing; the graph does not repeat them.
+        TORCH_WARN(in(0).toStringRef());
+        return;
       case prim::isinstance: {
         c10::TypePtr type = in(0).type();
         bool is = false;
