@@ -155,12 +155,13 @@ c10::IValue call_with_defaults(torch::nn::AnyModule& any,
                                const std::vector<c10::IValue>& inputs,
                                std::index_sequence<K...>) {
   c10::IValue out;
-  ((inputs.size() == K
-        ? (out = call_with_first<R, ArgsTuple>(any, inputs,
-                                               std::make_index_sequence<K>{}),
-           true)
-        : false),
-   ...);
+  auto call_if = [&](auto k) {
+    if (inputs.size() == decltype(k)::value) {
+      out = call_with_first<R, ArgsTuple>(
+          any, inputs, std::make_index_sequence<decltype(k)::value>{});
+    }
+  };
+  (call_if(std::integral_constant<size_t, K>{}), ...);
   return out;
 }
 
