@@ -124,17 +124,15 @@ void compare(const c10::IValue& a, const c10::IValue& b, double* diff,
     const at::Tensor xd = x.to(at::kDouble), yd = y.to(at::kDouble);
     *diff = std::max(*diff, (xd - yd).abs().max().item<double>());
     *scale = std::max(*scale, yd.abs().max().item<double>());
-  } else if (b.isTuple()) {
-    expect(a.isTuple(), "a tuple expected");
-    const auto& x = a.toTupleRef().elements();
-    const auto& y = b.toTupleRef().elements();
-    expect(x.size() == y.size(), "tuple sizes");
-    for (size_t i = 0; i < x.size(); ++i) compare(x[i], y[i], diff, scale);
-  } else if (b.isList()) {
-    expect(a.isList(), "a list expected");
-    const auto x = a.toListRef();
-    const auto y = b.toListRef();
-    expect(x.size() == y.size(), "list sizes");
+  } else if (b.isTuple() || b.isList()) {
+    expect(a.isTuple() == b.isTuple() && a.isList() == b.isList(),
+           b.isTuple() ? "a tuple expected" : "a list expected");
+    const auto items = [](const c10::IValue& v) {
+      return v.isTuple() ? v.toTupleRef().elements().vec()
+                         : v.toListRef().vec();
+    };
+    const std::vector<c10::IValue> x = items(a), y = items(b);
+    expect(x.size() == y.size(), "sequence lengths");
     for (size_t i = 0; i < x.size(); ++i) compare(x[i], y[i], diff, scale);
   } else if (b.isGenericDict()) {
     expect(a.isGenericDict(), "a dict expected");

@@ -450,18 +450,21 @@ Tracer* active_tracer() {
 
 std::string Tracer::Session::whose_data(
     const std::vector<c10::IValue>& args) const {
+  auto attribute = [](const std::string& path) {
+    const size_t dot = path.rfind('.');
+    return absl::StrCat(
+        "the buffer or parameter '", path, "'",
+        dot == std::string::npos
+            ? ""
+            : absl::StrCat(" of module '", path.substr(0, dot), "'"));
+  };
   for (const c10::IValue& a : args) {
     if (!a.isTensor()) continue;
     const at::Tensor& t = a.toTensor();
     if (!t.defined()) continue;
     if (auto it = attribute_paths.find(t.unsafeGetTensorImpl());
         it != attribute_paths.end()) {
-      const size_t dot = it->second.rfind('.');
-      return absl::StrCat(
-          "the buffer or parameter '", it->second, "'",
-          dot == std::string::npos
-              ? ""
-              : absl::StrCat(" of module '", it->second.substr(0, dot), "'"));
+      return attribute(it->second);
     }
     internal::ProxyImpl* proxy = internal::as_proxy(t);
     auto updated = tensor_nodes.find(t.unsafeGetTensorImpl());
@@ -470,9 +473,10 @@ std::string Tracer::Session::whose_data(
     // the tensor came from.
     const Node* n = proxy ? proxy->node() : updated->second;
     while (n->op() == Opcode::kCallFunction && n->target().is_operator() &&
-           !n->args().empty() && n->args()[0].is_node() &&
-           !written_arguments(n->target().op().schema()).empty() &&
-           written_arguments(n->target().op().schema())[0] == 0) {
+           !n->args().empty() && n->args()[0].is_node()) {
+      const std::vector<int> written =
+          written_arguments(n->target().op().schema());
+      if (written.empty() || written[0] != 0) break;
       n = n->args()[0].to_node();
     }
     if (n->op() == Opcode::kPlaceholder) {
@@ -481,12 +485,7 @@ std::string Tracer::Session::whose_data(
     if (n->op() == Opcode::kGetAttr) {
       const std::string& target = n->target().str();
       if (absl::StartsWith(target, "_tensor_constant")) break;
-      const size_t dot = target.rfind('.');
-      return absl::StrCat(
-          "the buffer or parameter '", target, "'",
-          dot == std::string::npos
-              ? ""
-              : absl::StrCat(" of module '", target.substr(0, dot), "'"));
+      return attribute(target);
     }
     return absl::StrCat("a tensor computed while tracing (%", n->name(), ")");
   }
