@@ -272,6 +272,65 @@ void append_key(std::string* key, at::IntArrayRef values) {
   key->push_back('|');
 }
 
+// --- Weights packed at another thread count --------------------------------
+// oneDNN picks a packed weight's blocked layout for the thread count it is
+// packed at. Run at another count, a convolution may have no optimized
+// kernel for that layout and fall back to its reference kernel: a
+// densenet121 1x1 convolution packed at 1 thread and run at 2 took 1.5 s
+// instead of 0.1 ms. The primitive then reads the layout it prefers now,
+// and the packed weights are reordered into it before each call.
+thread_local std::string last_kernel_name;
+
+bool is_reference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+struct WeightsReorder {
+  dnnl::reorder::primitive_desc pd;
+  dnnl::reorder primitive;
+};
+
+// The primitive descriptor `make` gives for the packed layout, unless that
+// is oneDNN's reference kernel and the preferred layout (`preferred`, a
+// Tag::any description) has a better one; *reorder is then the reorder of
+// the packed weights into that layout.
+template <typename PrimitiveDesc>
+PrimitiveDesc for_packed_weights(
+    const std::function<PrimitiveDesc(const memory::desc&)>& make,
+    const memory::desc& packed, const memory::desc& preferred,
+    std::shared_ptr<const WeightsReorder>* reorder) {
+  PrimitiveDesc pd = make(packed);
+  if (!is_reference(pd)) return pd;
+  PrimitiveDesc better = make(preferred);
+  if (is_reference(better) || better.weights_desc() == packed) return pd;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc reorder_pd(cpu_engine(), packed, cpu_engine(),
+                                           better.weights_desc(), attr);
+  *reorder = std::make_shared<const WeightsReorder>(
+      WeightsReorder{reorder_pd, dnnl::reorder(reorder_pd)});
+  return better;
+}
+
+// The weights argument for one call: the packed data, or its reorder into
+// `*storage` (kept alive by the caller for the call).
+memory weights_for_call(const at::Tensor& packed, const Header& header,
+                        const memory::desc& wanted,
+                        const std::shared_ptr<const WeightsReorder>& reorder,
+                        std::vector<at::Tensor>* storage) {
+  memory from(memory::desc(header.desc), cpu_engine(),
+              const_cast<void*>(packed_data(packed)));
+  if (!reorder) return from;
+  storage->push_back(at::empty({static_cast<int64_t>(wanted.get_size())},
+                               at::kByte));
+  memory to(wanted, cpu_engine(), storage->back().data_ptr());
+  std::unordered_map<int, memory> args{{DNNL_ARG_FROM, from},
+                                       {DNNL_ARG_TO, to}};
+  storage->push_back(add_scratchpad(reorder->pd, &args));
+  reorder->primitive.execute(cpu_stream(), args);
+  return to;
+}
+
 // --- Convolution ------------------------------------------------------------
 struct ConvGeometry {
   std::vector<int64_t> output_size;
@@ -367,6 +426,7 @@ at::Tensor pack_conv_weight(const at::Tensor& weight,
 struct Conv {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward primitive;
+  std::shared_ptr<const WeightsReorder> weights_reorder;  // or null
 };
 
 // Runs the convolution into `dst` (channels-last dense, of the output's
@@ -397,12 +457,19 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
 
   static PrimitiveCache<std::shared_ptr<const Conv>> cache;
   const auto made = cache.get(key, [&] {
-    auto pd = conv_descriptor(input.sizes(), g, memory::desc(header.desc),
-                              has_bias,
-                              post_ops(op, sum, activation, alpha, beta),
-                              compute, output);
+    const dnnl::primitive_attr attr =
+        post_ops(op, sum, activation, alpha, beta);
+    std::shared_ptr<const WeightsReorder> reorder;
+    auto pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
+        [&](const memory::desc& weights) {
+          return conv_descriptor(input.sizes(), g, weights, has_bias, attr,
+                                 compute, output);
+        },
+        memory::desc(header.desc),
+        conv_weight_desc(weight.sizes(), groups, Tag::any, compute),
+        &reorder);
     return std::make_shared<const Conv>(
-        Conv{pd, dnnl::convolution_forward(pd)});
+        Conv{pd, dnnl::convolution_forward(pd), reorder});
   });
 
   at::Tensor src = to_channels_last(input.to(scalar_type_of(compute)));
@@ -414,17 +481,19 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
     bias_values = bias->to(at::kFloat).contiguous();
   }
   dnnl::engine& engine = cpu_engine();
+  std::vector<at::Tensor> reordered;
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
       {DNNL_ARG_WEIGHTS,
-       memory(made->pd.weights_desc(), engine,
-              const_cast<void*>(packed_data(weight)))},
+       weights_for_call(weight, header, made->pd.weights_desc(),
+                        made->weights_reorder, &reordered)},
       {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
   if (has_bias) {
     args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
                                        bias_values.data_ptr()));
   }
   const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+  last_kernel_name = made->pd.impl_info_str();
   made->primitive.execute(cpu_stream(), args);
   cpu_stream().wait();
 }
@@ -568,6 +637,7 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
 struct Linear {
   dnnl::inner_product_forward::primitive_desc pd;
   dnnl::inner_product_forward primitive;
+  std::shared_ptr<const WeightsReorder> weights_reorder;  // or null
 };
 
 std::vector<int64_t> linear_output_size(at::IntArrayRef input,
@@ -604,12 +674,18 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
   static PrimitiveCache<std::shared_ptr<const Linear>> cache;
   const auto made = cache.get(key, [&] {
-    auto pd = linear_descriptor(rows, in_features, out_features,
-                                memory::desc(header.desc), has_bias,
-                                post_ops(op, false, activation, alpha, beta),
-                                compute, output);
+    const dnnl::primitive_attr attr =
+        post_ops(op, false, activation, alpha, beta);
+    std::shared_ptr<const WeightsReorder> reorder;
+    auto pd = for_packed_weights<dnnl::inner_product_forward::primitive_desc>(
+        [&](const memory::desc& weights) {
+          return linear_descriptor(rows, in_features, out_features, weights,
+                                   has_bias, attr, compute, output);
+        },
+        memory::desc(header.desc),
+        memory::desc(dims_of(weight.sizes()), compute, Tag::any), &reorder);
     return std::make_shared<const Linear>(
-        Linear{pd, dnnl::inner_product_forward(pd)});
+        Linear{pd, dnnl::inner_product_forward(pd), reorder});
   });
 
   at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
@@ -620,17 +696,19 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
     bias_values = bias->to(at::kFloat).contiguous();
   }
   dnnl::engine& engine = cpu_engine();
+  std::vector<at::Tensor> reordered;
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
       {DNNL_ARG_WEIGHTS,
-       memory(made->pd.weights_desc(), engine,
-              const_cast<void*>(packed_data(weight)))},
+       weights_for_call(weight, header, made->pd.weights_desc(),
+                        made->weights_reorder, &reordered)},
       {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
   if (has_bias) {
     args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
                                        bias_values.data_ptr()));
   }
   const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+  last_kernel_name = made->pd.impl_info_str();
   made->primitive.execute(cpu_stream(), args);
   cpu_stream().wait();
   return dst;
@@ -659,6 +737,8 @@ const std::vector<std::string>& activation_names() {
   }();
   return *names;
 }
+
+std::string last_kernel() { return last_kernel_name; }
 
 void register_operators() {}
 

@@ -55,6 +55,13 @@ namespace fx::onednn {
 // gelu_tanh.
 const std::vector<std::string>& activation_names();
 
+// The oneDNN kernel (its implementation name, e.g. "brgconv:avx512_core")
+// that ran this thread's last conv, conv_add_ or linear; "" before any. A
+// name starting with "ref" is oneDNN's reference kernel, orders of magnitude
+// slower: the operators avoid it for weights packed at another thread count
+// by reordering them for the call.
+std::string last_kernel();
+
 // Makes sure the operators are registered (the library registers them when
 // it is loaded; calling this keeps a linker from dropping it).
 void register_operators();

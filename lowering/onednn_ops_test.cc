@@ -3,6 +3,7 @@
 #include "lowering/onednn_ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
@@ -239,4 +240,39 @@ TEST_CASE("bfloat16 weights compute in bfloat16 with float32 accumulation") {
   at::Tensor lout = call("fx_onednn::linear", {li, lp, c10::IValue()});
   CHECK(lout.scalar_type() == at::kFloat);
   CHECK((lout - at::linear(li, lw)).abs().max().item<double>() < 5e-2);
+}
+
+TEST_CASE("a weight packed at another thread count runs on an optimized kernel") {
+  // Packed at 1 thread, this 1x1 convolution's weight gets a layout
+  // (Acdb48a here) that oneDNN has only its reference kernel for at 2
+  // threads: 1.5 s a call instead of 0.1 ms, until the operator learned to
+  // reorder such weights for the call.
+  const int before = at::get_num_threads();
+  at::manual_seed(3);
+  at::Tensor x = at::randn({1, 1024, 14, 14})
+                     .contiguous(at::MemoryFormat::ChannelsLast);
+  at::Tensor w = at::randn({512, 1024, 1, 1});
+  at::Tensor lw = at::randn({1000, 1024});
+  at::Tensor rows = at::randn({1, 1024});
+  const std::vector<int64_t> one = {1, 1}, zero = {0, 0};
+  at::set_num_threads(1);
+  at::Tensor packed = pack_conv(w, x.sizes(), one, zero, one, 1);
+  at::Tensor packed_linear = call("fx_onednn::pack_linear_weight",
+                                  {lw, std::vector<int64_t>{1, 1024}});
+  at::Tensor at_one = call("fx_onednn::conv", {x, packed, c10::IValue(), one,
+                                               zero, one, int64_t{1}});
+  for (int threads : {2, 1}) {
+    at::set_num_threads(threads);
+    at::Tensor y = call("fx_onednn::conv",
+                        {x, packed, c10::IValue(), one, zero, one, int64_t{1}});
+    INFO("threads " << threads << ", kernel " << fx::onednn::last_kernel());
+    CHECK(fx::onednn::last_kernel().rfind("ref", 0) != 0);
+    CHECK_FALSE(fx::onednn::last_kernel().empty());
+    check_close(y, at::conv2d(x, w));
+    check_close(y, at_one);
+    check_close(call("fx_onednn::linear", {rows, packed_linear, c10::IValue()}),
+                at::linear(rows, lw));
+    CHECK(fx::onednn::last_kernel().rfind("ref", 0) != 0);
+  }
+  at::set_num_threads(before);
 }
