@@ -3,9 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <istream>
-#include <iterator>
 #include <map>
-#include <sstream>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -318,8 +316,7 @@ GraphModule load_from_bytes(const std::string& bytes,
                             const std::string& source, Attributes attributes) {
   c10::IValue value;
   try {
-    std::istringstream stream(bytes);
-    caffe2::serialize::PyTorchStreamReader reader(&stream);
+    caffe2::serialize::PyTorchStreamReader reader(bytes_reader(bytes));
     if (!reader.hasRecord("data.pkl")) {
       throw GraphError(absl::StrCat(
           "fx::load: ", source, " is not a file written by fx::save (the "
@@ -462,13 +459,8 @@ GraphModule load(const std::string& path, Attributes attributes) {
 }
 
 GraphModule load(std::istream& in, Attributes attributes) {
-  std::string bytes{std::istreambuf_iterator<char>(in),
-                    std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    throw GraphError("fx::load: the stream could not be read (its badbit is "
-                     "set)");
-  }
-  return load_from_bytes(bytes, "the stream", std::move(attributes));
+  return load_from_bytes(read_stream(in, "fx::load"), "the stream",
+                         std::move(attributes));
 }
 
 }  // namespace fx

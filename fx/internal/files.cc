@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <tuple>
 #include <string>
 
@@ -227,10 +227,34 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
+namespace {
+
+class BytesReader final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesReader(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n,
+              const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+}  // namespace
+
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> bytes_reader(
+    const std::string& bytes) {
+  return std::make_shared<BytesReader>(bytes);
+}
+
 std::optional<c10::IValue> checked_pickle_load(const std::string& bytes,
                                                std::string* problem) {
-  std::istringstream stream(bytes);
-  caffe2::serialize::PyTorchStreamReader reader(&stream);
+  caffe2::serialize::PyTorchStreamReader reader(bytes_reader(bytes));
   std::tuple<at::DataPtr, size_t> record = reader.getRecord("data.pkl");
   const at::DataPtr& pickle = std::get<0>(record);
   const size_t pickle_size = std::get<1>(record);
@@ -270,11 +294,32 @@ std::string read_file(const std::string& path, const char* who) {
     throw GraphError(absl::StrCat(who, ": cannot open '", path,
                                   "': ", std::strerror(errno)));
   }
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
+  std::string bytes;
+  std::error_code size_error;
+  const auto size = std::filesystem::file_size(path, size_error);
+  if (!size_error) bytes.reserve(size);
+  char block[1 << 16];
+  while (in) {
+    in.read(block, sizeof block);
+    bytes.append(block, static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) {
     throw GraphError(absl::StrCat(who, ": cannot read '", path,
                                   "': ", std::strerror(errno)));
+  }
+  return bytes;
+}
+
+std::string read_stream(std::istream& in, const char* who) {
+  std::string bytes;
+  char block[1 << 16];
+  while (in) {
+    in.read(block, sizeof block);
+    bytes.append(block, static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) {
+    throw GraphError(absl::StrCat(
+        who, ": the stream could not be read (its badbit is set)"));
   }
   return bytes;
 }

@@ -2,10 +2,13 @@
 // generated code and the code generator.
 #pragma once
 
+#include <istream>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <ATen/core/ivalue.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 
 namespace fx {
 
@@ -20,6 +23,16 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // The bytes of the file at `path`. Throws fx::GraphError naming `who` (the
 // calling function), the path and the system's reason if it cannot.
 std::string read_file(const std::string& path, const char* who);
+
+// The bytes left in `in`, read in blocks (not a character at a time).
+// Throws fx::GraphError naming `who` if the stream's badbit gets set.
+std::string read_stream(std::istream& in, const char* who);
+
+// A zip reader's view of `bytes`, which must outlive it: no copy, and reads
+// past the end return short (the reader then reports a truncated archive)
+// instead of touching memory beyond.
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> bytes_reader(
+    const std::string& bytes);
 
 // The value of a torch.save archive (torch::pickle_save's bytes, which
 // fx::save and save_tensors write), unpickled as torch::pickle_load does
