@@ -14,6 +14,7 @@
 #include "fx/operator_schemas.h"
 #include "lowering/onednn_ops.h"
 #include "passes/constant_folding.h"
+#include "passes/cost_model.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/fuse_conv_bn.h"
 #include "passes/registry.h"
@@ -597,6 +598,10 @@ class Lowering {
           {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
           bf16_kwargs());
     }
+    // A packed weight keeps the logical sizes (what the cost model reads).
+    if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
+      pack->meta().set(kTensorMeta, *w);
+    }
     Node* residual = nullptr;
     Activation act;
     std::vector<Node*> absorbed;
@@ -881,6 +886,12 @@ bool OptimizeForInference::run(GraphModuleImpl& module) {
 
 namespace {
 const bool registered = [] {
+  // A lowered call does the multiply-adds of the call it replaced: the
+  // cost model (and the schedulers balancing lowered graphs by it) count
+  // them.
+  price_as("fx_onednn::conv", "aten::conv2d");
+  price_as("fx_onednn::conv_add_", "aten::conv2d");
+  price_as("fx_onednn::linear", "aten::linear");
   register_pass({"optimize_for_inference",
                  "fold batch norms, then lower convolutions and linear layers "
                  "to oneDNN with fused activations (needs //lowering)",

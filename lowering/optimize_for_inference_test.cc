@@ -10,6 +10,7 @@
 #include "fx/serialization.h"
 #include "fx/torchscript.h"
 #include "models/zoo.h"
+#include "passes/cost_model.h"
 #include "passes/pass_manager.h"
 #include "testdata/filecheck.h"
 #include "third_party/catch.h"
@@ -314,4 +315,24 @@ TEST_CASE("what cannot be lowered is left alone") {
   fx::GraphModule doubled = fx::symbolic_trace(
       conv.ptr(), torch::randn({1, 2, 5, 5}, at::kDouble));
   CHECK(fx::optimize_for_inference(*doubled).convolutions == 0);
+}
+
+TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
+  // The schedulers (parallelize_branches, split_pipeline) balance lowered
+  // graphs by the cost model: unpriced, fx_onednn calls cost nothing and
+  // the branches of a lowered googlenet went unbalanced.
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::GraphModule lowered = fx::optimize_for_inference(gm);
+  const fx::CostReport before = fx::estimate_cost(gm->graph());
+  const fx::CostReport after = fx::estimate_cost(lowered->graph());
+  for (const std::string& op : after.unmodelled_ops) {
+    CAPTURE(op);
+    CHECK(op.find("fx_onednn") == std::string::npos);
+  }
+  REQUIRE(before.total.macs > 1e9);
+  CHECK(after.total.macs == Approx(before.total.macs).epsilon(1e-9));
+  CHECK_THROWS_WITH(fx::price_as("mine::op", "aten::no_such_op"),
+                    Catch::Contains("does not price 'aten::no_such_op'"));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -143,8 +144,24 @@ std::string base_name(const c10::FunctionSchema& schema) {
   return name;
 }
 
+// Operators priced as an aten operator's kind (price_as).
+struct PricedAs {
+  std::mutex mutex;
+  absl::flat_hash_map<std::string, Kind> kinds;
+};
+PricedAs& priced_as() {
+  static auto* table = new PricedAs;
+  return *table;
+}
+
 std::optional<Kind> kind_of(const c10::FunctionSchema& schema) {
-  if (!absl::StartsWith(schema.name(), "aten::")) return std::nullopt;
+  if (!absl::StartsWith(schema.name(), "aten::")) {
+    PricedAs& other = priced_as();
+    std::lock_guard<std::mutex> lock(other.mutex);
+    auto it = other.kinds.find(schema.name());
+    if (it == other.kinds.end()) return std::nullopt;
+    return it->second;
+  }
   const std::string name = base_name(schema);
   const auto& table = kinds();
   if (!schema.overload_name().empty()) {
@@ -155,6 +172,26 @@ std::optional<Kind> kind_of(const c10::FunctionSchema& schema) {
   if (it == table.end()) return std::nullopt;
   return it->second;
 }
+
+}  // namespace
+
+void price_as(const std::string& op, const std::string& aten_op) {
+  std::string name = aten_op;
+  constexpr std::string_view kAten = "aten::";
+  if (name.compare(0, kAten.size(), kAten) == 0) name.erase(0, kAten.size());
+  auto it = kinds().find(name);
+  if (it == kinds().end()) {
+    throw GraphError(absl::StrCat(
+        "price_as: the cost model does not price '", aten_op, "', so '", op,
+        "' cannot be priced as it; name an aten operator it knows, such as "
+        "aten::conv2d or aten::linear"));
+  }
+  PricedAs& other = priced_as();
+  std::lock_guard<std::mutex> lock(other.mutex);
+  other.kinds[op] = it->second;
+}
+
+namespace {
 
 // Operators that only relabel memory: every return aliases an input without
 // writing it (view, t, transpose, chunk, ...) or changes an input's shape in

@@ -113,6 +113,14 @@ struct CostReport {
   std::vector<std::string> unmodelled_ops;
 };
 
+// Prices calls of `op` (a qualified operator name, "fx_onednn::conv") as
+// calls of the aten operator `aten_op` ("aten::conv2d"), whose weight and
+// bias it takes by the same names, whose first argument is its input and
+// whose output it computes: how libraries of operators above this one
+// (lowering/) make their calls known to the cost model. Throws
+// fx::GraphError when `aten_op` is not an operator the model prices.
+void price_as(const std::string& op, const std::string& aten_op);
+
 // The cost of one node (zero for placeholders, get_attr and output).
 NodeCost estimate_node_cost(const Node& node);
 
