@@ -65,7 +65,7 @@ class ParallelModuleImpl::Impl {
     build_tasks();
     schedule_tasks();
     use_parallel_ = !cyclic_ && options.workers > 1 &&
-                    schedule_.parallel_seconds < schedule_.sequential_seconds;
+                    schedule_.parallel_seconds < schedule_.all_threads_seconds;
     if (cyclic_) return;
     if (use_parallel_ || options.decide_by_measuring) start_workers();
     if (options.decide_by_measuring && !options.example_inputs.empty()) {
@@ -105,7 +105,13 @@ class ParallelModuleImpl::Impl {
       } else {
         segment_of_[n] = next++;
       }
-      segment_seconds_[segment_of_[n]] += std::max(seconds_of(*n), 0.0);
+      const double seconds = std::max(seconds_of(*n), 0.0);
+      segment_seconds_[segment_of_[n]] += seconds;
+      // On all the threads: split `workers` ways at a price, where that
+      // pays (aten's kernels keep small work on one thread).
+      all_threads_seconds_ += std::min(
+          seconds, seconds / static_cast<double>(options_.workers) +
+                       options_.thread_split_seconds);
     }
   }
 
@@ -216,6 +222,7 @@ class ParallelModuleImpl::Impl {
     std::vector<size_t> topological = kahn(std::less<size_t>());
     schedule_.segments = static_cast<int64_t>(count);
     for (const Task& task : tasks_) schedule_.sequential_seconds += task.seconds;
+    schedule_.all_threads_seconds = all_threads_seconds_;
     if (topological.size() < count) {
       // In-place writes order two segments both ways (a view read before
       // a write and after it): no schedule keeps the program's order.
@@ -462,6 +469,7 @@ class ParallelModuleImpl::Impl {
   ParallelOptions options_;
   absl::flat_hash_map<const Node*, int64_t> segment_of_;
   std::map<int64_t, double> segment_seconds_;
+  double all_threads_seconds_ = 0;
   StorageRoots roots_;
   GraphModule split_{nullptr};
   absl::flat_hash_map<const Node*, int64_t> slot_;
@@ -519,8 +527,10 @@ ParallelModule parallelize_branches(const GraphModule& module,
 
 std::string format_schedule(const ParallelSchedule& schedule) {
   std::string text = absl::StrFormat(
-      "%d segments; predicted %s on one worker, %s on %d\n", schedule.segments,
-      format_seconds(schedule.sequential_seconds),
+      "%d segments; predicted %s on one worker, %s sequential on all the "
+      "threads, %s on %d workers\n",
+      schedule.segments, format_seconds(schedule.sequential_seconds),
+      format_seconds(schedule.all_threads_seconds),
       format_seconds(schedule.parallel_seconds), schedule.workers.size());
   for (size_t w = 0; w < schedule.workers.size(); ++w) {
     absl::StrAppend(&text, "worker ", w, ": ",

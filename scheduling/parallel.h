@@ -28,7 +28,9 @@
 //   it, in one chain), no schedule keeps the program's order and the
 //   sequential module runs.
 // - Whether it pays: the schedule's predicted makespan against the
-//   sequential sum (a graph without parallel branches gains nothing), and,
+//   sequential module on all the threads (each node `workers` times faster
+//   than on one worker plus thread_split_seconds, or as fast, whichever is
+//   faster; a graph without parallel branches gains nothing), and,
 //   with `decide_by_measuring` and example inputs, timing both ways
 //   (sequential with workers x threads_per_worker threads) and keeping the
 //   faster: `used_parallel()` says which one forward runs.
@@ -60,9 +62,17 @@ namespace fx {
 struct ParallelOptions {
   int64_t workers = 2;
   int64_t threads_per_worker = 1;
-  // How the cost model prices each node (or node_seconds, when set).
+  // How the cost model prices each node on one worker's threads (or
+  // node_seconds, when set).
   Machine machine{100e9, 20e9};
   std::function<double(const Node&)> node_seconds;
+  // What the alternative, the sequential module on all workers x
+  // threads_per_worker threads, pays per computing node for splitting it
+  // over the threads (starting and joining a parallel region): it runs each
+  // node `workers` times faster than one worker, plus this, where that is
+  // faster than one worker. About 14 us here (2 cores): googlenet and
+  // inception_v3 lowered run 1.67-1.79x faster on 2 threads than on 1.
+  double thread_split_seconds = 14e-6;
   // With example inputs: time the parallel schedule against the
   // sequential GraphModule (at workers x threads_per_worker threads) and
   // keep the faster.
@@ -76,9 +86,11 @@ struct ParallelSchedule {
   // Per worker, its segments in the order it runs them ("submod_3", ...).
   std::vector<std::vector<std::string>> workers;
   int64_t segments = 0;
-  // The cost model's view: one worker running every segment, and the
-  // schedule's makespan.
+  // The cost model's view: one worker running every segment, the
+  // sequential module on all the workers' threads (what the schedule must
+  // beat), and the schedule's makespan.
   double sequential_seconds = 0;
+  double all_threads_seconds = 0;
   double parallel_seconds = 0;
 };
 

@@ -65,6 +65,32 @@ TEST_CASE("an inception block's branches run on two workers, bitwise as sequenti
   CHECK(text == format_schedule(parallelize_branches(gm)->schedule()));
 }
 
+TEST_CASE("the schedule must beat the sequential module on all the threads") {
+  // Every node 1 ms on one worker's thread: 2 workers finish the block in
+  // about 7 ms, less than one worker's 12 but more than the sequential
+  // module on both threads (each node halved, plus the split's price).
+  GraphModule gm = inception();
+  ParallelOptions options;
+  options.node_seconds = [](const Node&) { return 1e-3; };
+  ParallelModule parallel = parallelize_branches(gm, options);
+  const ParallelSchedule& schedule = parallel->schedule();
+  CHECK(schedule.parallel_seconds < schedule.sequential_seconds);
+  CHECK(schedule.all_threads_seconds < schedule.parallel_seconds);
+  CHECK(schedule.all_threads_seconds ==
+        Approx(schedule.sequential_seconds * (0.5 + 14e-3)));
+  CHECK_FALSE(parallel->used_parallel());
+  // Where splitting a node over threads costs more than it saves, the
+  // sequential module gains nothing from the second thread.
+  options.thread_split_seconds = 1e-3;
+  ParallelModule costly = parallelize_branches(gm, options);
+  CHECK(costly->schedule().all_threads_seconds ==
+        Approx(costly->schedule().sequential_seconds));
+  CHECK(costly->used_parallel());
+  at::Tensor x = torch::randn({1, 4, 32, 32});
+  CHECK(torch::equal(costly->forward({x}).toTensor(),
+                     sequential_at_one_thread(gm, x)));
+}
+
 TEST_CASE("the zoo's U-Net and ResNet-18 through the schedule") {
   for (const char* name : {"unet", "resnet18"}) {
     models::ZooModel model = models::make_zoo_model(name);
