@@ -81,13 +81,21 @@ constexpr double kBudgetMs = 30000;
 
 struct Peak {
   double gflops_3x3 = 0, gflops_1x1 = 0;
+  // Main memory: a copy far larger than the last-level cache.
+  double memory_bytes_per_second = 0;
   double best() const { return std::max(gflops_3x3, gflops_1x1); }
+  // The roofline's machine: this peak and this bandwidth.
+  fx::Machine machine() const {
+    return {best() * 1e9, memory_bytes_per_second};
+  }
 };
 
 Peak measure_peak(int repeats) {
   Peak p;
   p.gflops_3x3 = conv_gflops(256, 56, 3, repeats);
   p.gflops_1x1 = conv_gflops(1024, 14, 1, repeats);
+  p.memory_bytes_per_second =
+      copy_bytes_per_second(std::max(3, repeats / 2), int64_t{512} << 20);
   return p;
 }
 
@@ -97,6 +105,11 @@ struct ModelRun {
   std::string model;
   int64_t batch = 1;
   double gmacs = 0;
+  // The roofline's time: each node of the folded graph at the peak or at
+  // main memory's bandwidth (every tensor read and written once),
+  // whichever is slower, one node after another.
+  double roofline_ms = 0;
+  size_t unmodelled = 0;  // operators the cost model does not know
   double ours_ms = 0, torchscript_ms = 0, unlowered_ms = 0;
   double ratio = 0;  // median of per-round ours / TorchScript-optimized
   double over_unlowered = 0;  // ... ours / the folded, unlowered graph
@@ -119,7 +132,7 @@ at::Tensor first_tensor(const c10::IValue& v) {
 }
 
 ModelRun measure_model(const std::string& dir, const std::string& name,
-                       int64_t batch, int rounds) {
+                       int64_t batch, int rounds, const Peak& peak) {
   ModelRun r;
   r.model = name;
   r.batch = batch;
@@ -148,6 +161,9 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     fold_only.lower_convolutions = false;
     fold_only.lower_linear = false;
     fx::GraphModule unlowered = fx::optimize_for_inference(gm, fold_only);
+    const fx::CostReport cost = fx::estimate_cost(unlowered->graph());
+    r.roofline_ms = fx::estimated_seconds(cost, peak.machine()) * 1e3;
+    r.unmodelled = cost.unmodelled_ops.size();
 
     // Warm all (TorchScript's profiling executor optimizes on its second
     // and third runs), and fit the rounds into the time budget.
@@ -184,8 +200,8 @@ std::string percent(double fraction) {
 void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
   Table table({"model", "batch", "GMACs", "ours ms", "TS-opt ms",
                "ours / TS-opt", "unlowered ms", "ours / unlowered",
-               "ours % peak", "TS-opt % peak", "rel. error", "lowering ms",
-               "rounds"},
+               "ours % peak", "TS-opt % peak", "roofline ms",
+               "roofline % peak", "ours % roofline", "rel. error", "lowering ms", "rounds"},
               2);
   for (const ModelRun& r : runs) {
     if (!r.failure.empty()) {
@@ -200,6 +216,8 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
                    times(r.ratio), fixed(r.unlowered_ms, 2),
                    times(r.over_unlowered), fraction(r.ours_ms),
                    fraction(r.torchscript_ms),
+                   fixed(r.roofline_ms, 2) + (r.unmodelled ? "*" : ""),
+                   fraction(r.roofline_ms), percent(r.roofline_ms / r.ours_ms),
                    absl::StrFormat("%.1e", r.error), fixed(r.lowering_ms, 0),
                    absl::StrCat(r.rounds)});
   }
@@ -207,6 +225,15 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
       absl::StrFormat("peak: %.0f GFLOP/s (oneDNN 3x3 256->256 at 56x56: %.0f; "
                       "1x1 1024->1024 at 14x14: %.0f)",
                       peak.best(), peak.gflops_3x3, peak.gflops_1x1),
+      absl::StrFormat(
+          "roofline: the cost model's time for the folded graph on this peak "
+          "and main memory's measured bandwidth (%.1f GB/s, a 512 MB copy): "
+          "each node at max(FLOPs / peak, bytes / bandwidth), in turn. "
+          "roofline %% peak is the ceiling of %% peak unless one node's "
+          "memory traffic overlaps another's compute; above 100%% of the "
+          "roofline, caches served what it counts from main memory (*: "
+          "operators it does not model)",
+          peak.memory_bytes_per_second / 1e9),
       "ours: fx::optimize_for_inference of the file imported with "
       "fx::symbolic_trace; TS-opt: torch::jit::optimize_for_inference("
       "torch::jit::freeze(file)); unlowered: the same passes but the "
@@ -449,7 +476,7 @@ int main(int argc, char** argv) {
   for (int64_t batch : batches) {
     for (const std::string& name : names) {
       std::cerr << "timing " << name << " at batch " << batch << "\n";
-      runs.push_back(measure_model(dir, name, batch, repeats));
+      runs.push_back(measure_model(dir, name, batch, repeats, peak));
     }
   }
 

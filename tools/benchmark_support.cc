@@ -3,10 +3,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include <ATen/Parallel.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -122,6 +126,13 @@ std::vector<std::vector<double>> interleaved_samples_ms(
     }
   }
   return samples;
+}
+
+void set_threads_of_this_thread(int threads) {
+  // ATen sets each thread's count on its first use from its own default;
+  // that first use comes before, so it cannot undo the setting below.
+  (void)at::get_num_threads();
+  omp_set_num_threads(threads);
 }
 
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of

@@ -44,8 +44,8 @@ double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
   return flops / (ms * 1e-3) / 1e9;
 }
 
-double copy_bytes_per_second(int repeats) {
-  at::Tensor from = torch::randn({16 << 20});
+double copy_bytes_per_second(int repeats, int64_t bytes) {
+  at::Tensor from = torch::randn({bytes / 4});
   at::Tensor to = torch::empty_like(from);
   const double ms = median_ms(
       [&] {

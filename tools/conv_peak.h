@@ -14,8 +14,10 @@ namespace benchmark {
 double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
                    int repeats);
 
-// Bytes read and written per second by copying a 64 MB tensor.
-double copy_bytes_per_second(int repeats);
+// Bytes read and written per second by copying a tensor of `bytes` (64 MB
+// by default; a copy larger than the last-level cache measures the main
+// memory's bandwidth).
+double copy_bytes_per_second(int repeats, int64_t bytes = int64_t{64} << 20);
 
 }  // namespace benchmark
 }  // namespace fx
