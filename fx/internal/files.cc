@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <tuple>
+#include <vector>
 #include <string>
 
 #include <caffe2/serialize/inline_container.h>
@@ -31,10 +32,36 @@ namespace {
 // opcodes of `pickle` and returns what is wrong (empty if nothing): every
 // length within the bytes left, memo indices as a pickler writes them (each
 // new one next, each read one already written), only the opcodes of the
-// protocols libtorch writes, and STOP at the end.
+// protocols libtorch writes, STOP at the end, and the stack as a pickler
+// leaves it: libtorch's unpickler indexes its stack without checking, so an
+// opcode that takes more values than there are (above the last MARK, for
+// those that take none below it), or a mark-taking opcode without a MARK,
+// writes outside it (found by the load fuzzer: a bad free in ~Unpickler).
 std::string check_pickle(const char* data, size_t size) {
   size_t pos = 0;
   uint64_t memo_size = 0;
+  // The values on the unpickler's stack, and where each open MARK is.
+  uint64_t depth = 0;
+  std::vector<uint64_t> marks;
+  // Takes `n` values above the last mark and leaves `push`.
+  auto take = [&](uint64_t n, uint64_t push) {
+    const uint64_t floor = marks.empty() ? 0 : marks.back();
+    if (depth < floor + n) return false;
+    depth = depth - n + push;
+    return true;
+  };
+  // Takes the values above the last mark (an even count with `pairs`) and
+  // the mark, plus `below` values under it, and leaves `push`.
+  auto to_mark = [&](uint64_t below, bool pairs, uint64_t push) {
+    if (marks.empty()) return false;
+    const uint64_t mark = marks.back();
+    marks.pop_back();
+    if (pairs && (depth - mark) % 2 != 0) return false;
+    const uint64_t floor = marks.empty() ? 0 : marks.back();
+    if (mark < floor + below) return false;
+    depth = mark - below + push;
+    return true;
+  };
   auto have = [&](uint64_t n) { return n <= size - pos; };
   auto read_le = [&](int bytes, uint64_t* value) {
     if (!have(bytes)) return false;
@@ -56,46 +83,83 @@ std::string check_pickle(const char* data, size_t size) {
     const uint8_t op = static_cast<uint8_t>(data[pos++]);
     uint64_t n = 0;
     bool ok = true;
+    bool stack_ok = true;
     switch (op) {
       case '.':  // STOP
+        if (!take(1, 1)) {
+          return absl::StrCat("STOP at ", at, " with no value on the stack");
+        }
         return pos == size ? "" : absl::StrCat("bytes after the end at ", pos);
-      case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89:
-      case ']': case ')': case '}': case 'a': case 'e': case 's': case 'u':
-      case 't': case 0x85: case 0x86: case 0x87: case 'R': case 'b':
-      case 0x81: case 'l': case 'd': case 0x8f: case 0x90: case 0x91:
-      case 0x93: case 0x92: case 'Q':
+      case '(':  // MARK
+        marks.push_back(depth);
         break;
+      case '0': stack_ok = take(1, 0); break;                  // POP
+      case '1': stack_ok = to_mark(0, false, 0); break;       // POP_MARK
+      case '2': stack_ok = take(1, 2); break;                  // DUP
+      case 'N': case 0x88: case 0x89:                          // None, bools
+      case ']': case ')': case '}': case 0x8f:                 // empty containers
+        stack_ok = take(0, 1);
+        break;
+      case 'a': stack_ok = take(2, 1); break;                  // APPEND
+      case 's': stack_ok = take(3, 1); break;                  // SETITEM
+      case 'e': case 0x90:                                     // APPENDS, ADDITEMS
+        stack_ok = to_mark(1, false, 1);
+        break;
+      case 'u': stack_ok = to_mark(1, true, 1); break;         // SETITEMS
+      case 't': case 'l': case 0x91:                           // TUPLE, LIST, FROZENSET
+        stack_ok = to_mark(0, false, 1);
+        break;
+      case 'd': stack_ok = to_mark(0, true, 1); break;         // DICT
+      case 0x85: stack_ok = take(1, 1); break;                 // TUPLE1
+      case 0x86: stack_ok = take(2, 1); break;                 // TUPLE2
+      case 0x87: stack_ok = take(3, 1); break;                 // TUPLE3
+      case 'R': case 'b': case 0x81: case 0x93:                // REDUCE, BUILD,
+        stack_ok = take(2, 1);                                 // NEWOBJ,
+        break;                                                 // STACK_GLOBAL
+      case 0x92: stack_ok = take(3, 1); break;                 // NEWOBJ_EX
+      case 'Q': stack_ok = take(1, 1); break;                  // BINPERSID
       case 0x94:  // MEMOIZE
+        stack_ok = take(1, 1);
         ++memo_size;
         break;
-      case 0x80: case 'K': ok = read_le(1, &n); break;  // PROTO, BININT1
-      case 'M': ok = read_le(2, &n); break;              // BININT2
-      case 'J': ok = read_le(4, &n); break;              // BININT
-      case 'G': case 0x95: ok = read_le(8, &n); break;   // BINFLOAT, FRAME
+      case 0x80: case 0x95:                              // PROTO, FRAME
+        ok = read_le(op == 0x80 ? 1 : 8, &n);
+        break;
+      case 'K': ok = read_le(1, &n); stack_ok = take(0, 1); break;  // BININT1
+      case 'M': ok = read_le(2, &n); stack_ok = take(0, 1); break;  // BININT2
+      case 'J': ok = read_le(4, &n); stack_ok = take(0, 1); break;  // BININT
+      case 'G': ok = read_le(8, &n); stack_ok = take(0, 1); break;  // BINFLOAT
       case 'h': case 'j':                                // BINGET, LONG_BINGET
         ok = read_le(op == 'h' ? 1 : 4, &n) && n < memo_size;
+        stack_ok = take(0, 1);
         break;
       case 'q': case 'r':                                // BINPUT, LONG_BINPUT
         ok = read_le(op == 'q' ? 1 : 4, &n) && n <= memo_size;
         if (ok && n == memo_size) ++memo_size;
+        stack_ok = take(1, 1);
         break;
       case 0x8a: case 'C': case 'U': case 0x8c:  // 1-byte length
         ok = read_le(1, &n) && have(n);
         pos += ok ? n : 0;
+        stack_ok = take(0, 1);
         break;
       case 0x8b: case 'X': case 'B': case 'T':  // 4-byte length
         ok = read_le(4, &n) && have(n);
         pos += ok ? n : 0;
+        stack_ok = take(0, 1);
         break;
       case 0x8d: case 0x8e: case 0x96:  // 8-byte length
         ok = read_le(8, &n) && have(n);
         pos += ok ? n : 0;
+        stack_ok = take(0, 1);
         break;
       case 'c':  // GLOBAL: module and name lines
         ok = skip_line() && skip_line();
+        stack_ok = take(0, 1);
         break;
       case 'I': case 'L': case 'S': case 'V': case 'F': case 'P':
         ok = skip_line();
+        stack_ok = take(0, 1);
         break;
       case 'g': case 'p':  // GET, PUT: decimal memo index lines
         ok = false;
@@ -107,6 +171,11 @@ std::string check_pickle(const char* data, size_t size) {
     if (!ok) {
       return absl::StrCat("opcode ", static_cast<int>(op), " at ", at,
                           " has a length or memo index beyond the data");
+    }
+    if (!stack_ok) {
+      return absl::StrCat("opcode ", static_cast<int>(op), " at ", at,
+                          " takes values the stack does not hold (or a MARK "
+                          "there is none of)");
     }
   }
   return "no STOP";
