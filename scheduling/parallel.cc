@@ -109,7 +109,7 @@ class ParallelModuleImpl::Impl {
       segment_seconds_[segment_of_[n]] += seconds;
       // On all the threads: split `workers` ways at a price, where that
       // pays (aten's kernels keep small work on one thread).
-      all_threads_seconds_ += std::min(
+      schedule_.all_threads_seconds += std::min(
           seconds, seconds / static_cast<double>(options_.workers) +
                        options_.thread_split_seconds);
     }
@@ -222,7 +222,6 @@ class ParallelModuleImpl::Impl {
     std::vector<size_t> topological = kahn(std::less<size_t>());
     schedule_.segments = static_cast<int64_t>(count);
     for (const Task& task : tasks_) schedule_.sequential_seconds += task.seconds;
-    schedule_.all_threads_seconds = all_threads_seconds_;
     if (topological.size() < count) {
       // In-place writes order two segments both ways (a view read before
       // a write and after it): no schedule keeps the program's order.
@@ -469,7 +468,6 @@ class ParallelModuleImpl::Impl {
   ParallelOptions options_;
   absl::flat_hash_map<const Node*, int64_t> segment_of_;
   std::map<int64_t, double> segment_seconds_;
-  double all_threads_seconds_ = 0;
   StorageRoots roots_;
   GraphModule split_{nullptr};
   absl::flat_hash_map<const Node*, int64_t> slot_;

@@ -345,11 +345,10 @@ int main(int argc, char** argv) {
   // they run: the lowered stages (fx_onednn calls cost what the calls they
   // replaced did; the activations and sums they absorbed cost nothing
   // more).
-  fx::Pipeline repriced = fx::reprice_pipeline(module, pipeline, options);
-  for (size_t r = 0; r < repriced.stages.size(); ++r) {
-    repriced.stages[r].compute_seconds = fx::estimated_seconds(
-        fx::estimate_cost(pipeline.stages[r].module->graph()),
-        options.machine);
+  fx::Pipeline repriced = pipeline;
+  for (fx::PipelineStage& stage : repriced.stages) {
+    stage.compute_seconds = fx::estimated_seconds(
+        fx::estimate_cost(stage.module->graph()), options.machine);
   }
   fx::GraphModule whole = fx::optimize_for_inference(module);
   fx::GraphModule whole_batch =

@@ -357,6 +357,20 @@ std::optional<c10::IValue> checked_pickle_load(const std::string& bytes,
   return value;
 }
 
+namespace {
+
+// Appends what is left in `in` to *bytes, in blocks (not a character at a
+// time); the caller checks in.bad().
+void append_rest(std::istream& in, std::string* bytes) {
+  char block[1 << 16];
+  while (in) {
+    in.read(block, sizeof block);
+    bytes->append(block, static_cast<size_t>(in.gcount()));
+  }
+}
+
+}  // namespace
+
 std::string read_file(const std::string& path, const char* who) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -367,11 +381,7 @@ std::string read_file(const std::string& path, const char* who) {
   std::error_code size_error;
   const auto size = std::filesystem::file_size(path, size_error);
   if (!size_error) bytes.reserve(size);
-  char block[1 << 16];
-  while (in) {
-    in.read(block, sizeof block);
-    bytes.append(block, static_cast<size_t>(in.gcount()));
-  }
+  append_rest(in, &bytes);
   if (in.bad()) {
     throw GraphError(absl::StrCat(who, ": cannot read '", path,
                                   "': ", std::strerror(errno)));
@@ -381,11 +391,7 @@ std::string read_file(const std::string& path, const char* who) {
 
 std::string read_stream(std::istream& in, const char* who) {
   std::string bytes;
-  char block[1 << 16];
-  while (in) {
-    in.read(block, sizeof block);
-    bytes.append(block, static_cast<size_t>(in.gcount()));
-  }
+  append_rest(in, &bytes);
   if (in.bad()) {
     throw GraphError(absl::StrCat(
         who, ": the stream could not be read (its badbit is set)"));
