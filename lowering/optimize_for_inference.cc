@@ -684,6 +684,18 @@ class Lowering {
       pack = graph_.call_function(fx::op("fx_onednn::pack_linear_weight"),
                                   {weight, in->sizes}, bf16_kwargs());
     }
+    // A packed weight keeps the logical sizes, [out, in] (what the cost
+    // model reads).
+    if (c.weight != nullptr) {
+      if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
+        pack->meta().set(kTensorMeta, *w);
+      }
+    } else if (const TensorMeta* t = c.transposed->meta().get(kTensorMeta)) {
+      TensorMeta w = *t;
+      std::reverse(w.sizes.begin(), w.sizes.end());
+      std::reverse(w.strides.begin(), w.strides.end());
+      pack->meta().set(kTensorMeta, w);
+    }
     Node* residual = nullptr;
     Activation act;
     std::vector<Node*> absorbed;

@@ -333,6 +333,19 @@ TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
   }
   REQUIRE(before.total.macs > 1e9);
   CHECK(after.total.macs == Approx(before.total.macs).epsilon(1e-9));
+  // Packed weights keep their logical sizes: the fc's 512 x 1000 floats are
+  // weights it reads (they were the bias's 1000 alone), and the lowered
+  // graph reads the weights the traced one did, less batch norm's
+  // statistics (folded into the convolutions' weights and biases).
+  bool linear_seen = false;
+  for (const auto& [node, cost] : after.nodes) {
+    if (node->target().to_string() != "fx_onednn::linear") continue;
+    linear_seen = true;
+    CHECK(cost.weight_bytes == (512 * 1000 + 1000) * 4);
+  }
+  CHECK(linear_seen);
+  CHECK(after.total.weight_bytes < before.total.weight_bytes);
+  CHECK(after.total.weight_bytes > 0.95 * before.total.weight_bytes);
   CHECK_THROWS_WITH(fx::price_as("mine::op", "aten::no_such_op"),
                     Catch::Contains("does not price 'aten::no_such_op'"));
 }
