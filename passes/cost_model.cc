@@ -290,11 +290,24 @@ double product(const std::vector<int64_t>& v) {
                          [](double a, int64_t b) { return a * b; });
 }
 
+// A value that is a weight (get_attr) or a view of one (the t() of a
+// linear's weight).
+bool is_weight(const Node* node) {
+  while (node->op() == Opcode::kCallFunction && node->target().is_operator() &&
+         is_view(node->target().op()) && !node->args().empty() &&
+         node->args()[0].is_node()) {
+    node = node->args()[0].to_node();
+  }
+  return node->op() == Opcode::kGetAttr;
+}
+
 // Reads inputs, writes outputs, no FLOPs: the cost of anything unknown.
 NodeCost data_movement(const Node& node) {
   NodeCost c;
   for (const Node* input : node.all_input_nodes()) {
-    c.bytes_read += value_bytes(*input).value_or(0);
+    const double bytes = value_bytes(*input).value_or(0);
+    c.bytes_read += bytes;
+    if (is_weight(input)) c.weight_bytes += bytes;
   }
   c.bytes_written = value_bytes(node).value_or(0);
   return c;
@@ -454,6 +467,7 @@ std::optional<NodeCost> operator_cost(const Call& call, Kind kind) {
       const TensorMeta* indices = meta_of(call.named("indices"));
       if (indices == nullptr) return std::nullopt;
       c.bytes_read = tensor_bytes(*indices) + tensor_bytes(*out);
+      c.weight_bytes = std::min(c.weight_bytes, tensor_bytes(*out));
       return c;
     }
     case Kind::kDropout:
@@ -469,7 +483,10 @@ std::optional<NodeCost> operator_cost(const Call& call, Kind kind) {
       }
       return c;
     case Kind::kCopy: return c;
-    case Kind::kFill: c.bytes_read = 0; return c;
+    case Kind::kFill:
+      c.bytes_read = 0;
+      c.weight_bytes = 0;
+      return c;
     case Kind::kUpsampleBilinear: c.flops = n * kBilinearFlops; return c;
   }
   return std::nullopt;
@@ -549,6 +566,12 @@ void check_machine(const Machine& machine) {
         machine.peak_flops_per_second, " and ", machine.memory_bytes_per_second,
         ")"));
   }
+  if (!(machine.cache_bytes >= 0)) {
+    throw GraphError(absl::StrCat(
+        "cost model: a Machine's cache_bytes must be at least 0 (infinite: "
+        "weights always in cache), not ",
+        machine.cache_bytes));
+  }
 }
 
 }  // namespace
@@ -558,6 +581,7 @@ NodeCost& NodeCost::operator+=(const NodeCost& other) {
   macs += other.macs;
   bytes_read += other.bytes_read;
   bytes_written += other.bytes_written;
+  weight_bytes += other.weight_bytes;
   modelled = modelled && other.modelled;
   return *this;
 }
@@ -598,10 +622,23 @@ const char* bound_name(Bound bound) {
   return "-";
 }
 
-double estimated_seconds(const NodeCost& cost, const Machine& machine) {
+WeightsIn weights_in(double weight_bytes, const Machine& machine) {
   check_machine(machine);
-  return std::max(cost.flops / machine.peak_flops_per_second,
-                  cost.bytes() / machine.memory_bytes_per_second);
+  return weight_bytes > machine.cache_bytes ? WeightsIn::kMemory
+                                            : WeightsIn::kCache;
+}
+
+double estimated_seconds(const NodeCost& cost, const Machine& machine,
+                         WeightsIn weights) {
+  check_machine(machine);
+  const double compute = cost.flops / machine.peak_flops_per_second;
+  const double bandwidth = machine.memory_bytes_per_second;
+  if (weights == WeightsIn::kCache) {
+    return std::max(compute, cost.bytes() / bandwidth);
+  }
+  const double fetched = std::min(cost.weight_bytes, cost.bytes());
+  return std::max(compute, (cost.bytes() - fetched) / bandwidth) +
+         fetched / bandwidth;
 }
 
 Bound bound_of(const NodeCost& cost, const Machine& machine) {
@@ -614,9 +651,10 @@ Bound bound_of(const NodeCost& cost, const Machine& machine) {
 }
 
 double estimated_seconds(const CostReport& report, const Machine& machine) {
+  const WeightsIn weights = weights_in(report.total.weight_bytes, machine);
   double seconds = 0;
   for (const auto& [node, cost] : report.nodes) {
-    seconds += estimated_seconds(cost, machine);
+    seconds += estimated_seconds(cost, machine, weights);
   }
   return seconds;
 }
@@ -665,10 +703,11 @@ struct Row {
   double seconds = 0;
   double compute_seconds = 0;
 
-  void add(const NodeCost& node_cost, const Machine* machine) {
+  void add(const NodeCost& node_cost, const Machine* machine,
+           WeightsIn weights) {
     cost += node_cost;
     if (machine == nullptr) return;
-    const double t = estimated_seconds(node_cost, *machine);
+    const double t = estimated_seconds(node_cost, *machine, weights);
     seconds += t;
     if (bound_of(node_cost, *machine) == Bound::kCompute) compute_seconds += t;
   }
@@ -685,17 +724,20 @@ std::string format_cost_table(const CostReport& report,
                               const CostTableOptions& options) {
   using GroupBy = CostTableOptions::GroupBy;
   const Machine* machine = options.machine;
+  const WeightsIn weights = machine != nullptr
+                                ? weights_in(report.total.weight_bytes, *machine)
+                                : WeightsIn::kCache;
   std::vector<std::string> headers;
   std::vector<Row> rows;
   Row total{{absl::StrCat("total (", report.nodes.size(), " nodes)")}, {}};
-  for (const auto& [node, cost] : report.nodes) total.add(cost, machine);
+  for (const auto& [node, cost] : report.nodes) total.add(cost, machine, weights);
   if (options.group_by == GroupBy::kNode) {
     headers = {"node", "target", "module"};
     for (const auto& [node, cost] : report.nodes) {
       std::string target = node->target().to_string();
       if (!cost.modelled) absl::StrAppend(&target, " (unmodelled)");
       rows.push_back(Row{{node->name(), target, module_path_of(*node)}, {}});
-      rows.back().add(cost, machine);
+      rows.back().add(cost, machine, weights);
     }
   } else {
     headers = {"module"};
@@ -703,14 +745,14 @@ std::string format_cost_table(const CostReport& report,
     for (const auto& [node, cost] : report.nodes) {
       const std::string path = module_path_of(*node);
       if (options.group_by == GroupBy::kModulePath) {
-        groups[path].add(cost, machine);
+        groups[path].add(cost, machine, weights);
         continue;
       }
       // The whole graph is the total row; nodes outside every submodule
       // get a row of their own, so that the top level adds up.
-      if (path.empty()) groups[""].add(cost, machine);
+      if (path.empty()) groups[""].add(cost, machine, weights);
       for (const std::string& p : enclosing_paths(path)) {
-        if (!p.empty()) groups[p].add(cost, machine);
+        if (!p.empty()) groups[p].add(cost, machine, weights);
       }
     }
     for (auto& [path, row] : groups) {

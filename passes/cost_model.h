@@ -12,6 +12,7 @@
 //     macs          118,013,952   (64*112*112 outputs x 3*7*7 weights each)
 //     flops         236,027,904   (a multiply-add is 2 FLOPs)
 //     bytes_read        639,744   (input 602,112 + weight 37,632)
+//     weight_bytes       37,632
 //     bytes_written   3,211,264
 //
 //   std::cout << fx::format_cost_table(report, {.top_n = 10});
@@ -49,6 +50,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -85,6 +87,10 @@ struct NodeCost {
   double macs = 0;
   double bytes_read = 0;
   double bytes_written = 0;
+  // The part of bytes_read that is weights: the parameters, buffers and
+  // constants the node reads (get_attr values, packed or not), the same on
+  // every run; for embedding, the rows it gathers.
+  double weight_bytes = 0;
   // False when the cost model does not know the operator (or lacks the
   // metadata it needs): flops and macs are then 0.
   bool modelled = true;
@@ -130,10 +136,15 @@ CostReport estimate_cost(const Graph& graph);
 
 // --- Roofline -------------------------------------------------------------
 
-// A machine as the roofline model sees it. Both must be positive.
+// A machine as the roofline model sees it. peak and bandwidth must be
+// positive, cache_bytes at least 0.
 struct Machine {
   double peak_flops_per_second = 0;
   double memory_bytes_per_second = 0;
+  // Weights up to this many bytes stay in cache from one run to the next;
+  // a graph with more reads them from main memory on every run (see
+  // WeightsIn). Infinite: always in cache, the plain roofline.
+  double cache_bytes = std::numeric_limits<double>::infinity();
 };
 
 enum class Bound {
@@ -144,12 +155,31 @@ enum class Bound {
 // "-", "compute", "memory".
 const char* bound_name(Bound bound);
 
-// max(flops / peak, bytes / bandwidth): the time of a node that overlaps
-// compute and memory traffic perfectly. Throws fx::GraphError when a figure
-// of `machine` is not positive.
-double estimated_seconds(const NodeCost& cost, const Machine& machine);
+// Where a run finds the weights it reads.
+enum class WeightsIn {
+  // In cache: a node's time is max(flops / peak, bytes / bandwidth), one
+  // that overlaps compute and memory traffic perfectly (the roofline).
+  kCache,
+  // In main memory: each node fetches its weights before it computes,
+  // max(flops / peak, (bytes - weight_bytes) / bandwidth)
+  //   + weight_bytes / bandwidth.
+  // At batch 1 oneDNN's convolutions do not overlap fetching cold weights
+  // with computing: a 512->512 3x3 convolution at 7x7 on one Sapphire
+  // Rapids core takes 0.54 ms with its 9.4 MB of weights in cache, 0.93 ms
+  // after a cache flush (the weights at 24.6 GB/s: 0.38 ms).
+  kMemory,
+};
+// kMemory when `weight_bytes` (a graph's or a pipeline stage's:
+// CostReport::total.weight_bytes) exceed machine.cache_bytes.
+WeightsIn weights_in(double weight_bytes, const Machine& machine);
+
+// A node's time as above. Throws fx::GraphError when a figure of `machine`
+// is out of range.
+double estimated_seconds(const NodeCost& cost, const Machine& machine,
+                         WeightsIn weights = WeightsIn::kCache);
 Bound bound_of(const NodeCost& cost, const Machine& machine);
-// The sum over the report's nodes, run one after another.
+// The sum over the report's nodes, run one after another, with the weights
+// where weights_in(report.total.weight_bytes, machine) puts them.
 double estimated_seconds(const CostReport& report, const Machine& machine);
 
 // --- Printing -------------------------------------------------------------
@@ -170,8 +200,8 @@ struct CostTableOptions {
   GroupBy group_by = GroupBy::kNode;
   // Show only the first top_n rows (0: all); the total row covers all.
   size_t top_n = 0;
-  // With a machine, adds each row's estimated time (the sum of its nodes')
-  // and bound (of the nodes taking most of that time), and sorts by time;
+  // With a machine, adds each row's estimated time (the sum of its nodes',
+  // with the weights where the whole report's put them) and bound (of the nodes taking most of that time), and sorts by time;
   // without, sorts by FLOPs. Ties keep program (or path) order.
   const Machine* machine = nullptr;
 };

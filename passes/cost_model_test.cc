@@ -87,6 +87,7 @@ TEST_CASE("each kind of operator costs what its formula says") {
   CHECK(conv.flops == 2 * 300 * 18 + 300);
   CHECK(conv.bytes_read == (648 + 108 + 6) * 4);
   CHECK(conv.bytes_written == 300 * 4);
+  CHECK(conv.weight_bytes == (108 + 6) * 4);
   CHECK(conv.modelled);
 
   // batch_norm in eval: scale and shift per element; reads 4 statistics.
@@ -94,6 +95,9 @@ TEST_CASE("each kind of operator costs what its formula says") {
   CHECK(bn.flops == 300 * fx::kNormApplyFlops);
   CHECK(bn.macs == 0);
   CHECK(bn.bytes_read == (300 + 4 * 6) * 4);
+  CHECK(bn.weight_bytes == 4 * 6 * 4);
+  // Computed inputs are not weights.
+  CHECK(cost_of(r, "relu_").weight_bytes == 0);
   // In place: reads and writes its input.
   CHECK(cost_of(r, "relu_").flops == 300);
   CHECK(cost_of(r, "relu_").bytes_read == 1200);
@@ -297,6 +301,64 @@ TEST_CASE("the roofline: per node, the slower of compute and memory") {
   CHECK(fx::estimated_seconds(h.report, machine) == Approx(total));
   CHECK_THROWS_WITH(fx::estimated_seconds(conv, fx::Machine{0, 1}),
                     Catch::Contains("positive peak_flops_per_second"));
+}
+
+TEST_CASE("weights in memory are fetched before computing") {
+  torch::NoGradGuard no_grad;
+  HandBuilt h = hand_built();
+  const NodeCost& conv = cost_of(h.report, "conv2d");
+  // 11100 FLOPs at 1 GFLOP/s: 11.1 us; 4248 bytes at 1 GB/s: 4.248 us, of
+  // which 456 are weights.
+  fx::Machine machine{1e9, 1e9};
+  CHECK(fx::estimated_seconds(conv, machine) == Approx(11.1e-6));
+  CHECK(fx::estimated_seconds(conv, machine, fx::WeightsIn::kMemory) ==
+        Approx(11.1e-6 + 0.456e-6));
+  // Memory-bound, the weights' time is already in it.
+  const fx::Machine fast{1e12, 1e9};
+  CHECK(fx::estimated_seconds(conv, fast, fx::WeightsIn::kMemory) ==
+        Approx(4.248e-6));
+
+  // A report's weights decide for all its nodes: the hand-built graph reads
+  // 1,340 bytes of weights.
+  CHECK(h.report.total.weight_bytes == (108 + 6 + 24 + 30 + 5 + 162) * 4);
+  double in_cache = 0;
+  double in_memory = 0;
+  for (const auto& [node, cost] : h.report.nodes) {
+    in_cache += fx::estimated_seconds(cost, machine);
+    in_memory += fx::estimated_seconds(cost, machine, fx::WeightsIn::kMemory);
+  }
+  CHECK(in_memory > in_cache);
+  CHECK(fx::weights_in(1340, machine) == fx::WeightsIn::kCache);
+  machine.cache_bytes = 1340;
+  CHECK(fx::weights_in(1340, machine) == fx::WeightsIn::kCache);
+  CHECK(fx::estimated_seconds(h.report, machine) == Approx(in_cache));
+  machine.cache_bytes = 1339;
+  CHECK(fx::estimated_seconds(h.report, machine) == Approx(in_memory));
+  // The table prices its rows the same way.
+  const std::string table =
+      fx::format_cost_table(h.report, {.machine = &machine});
+  INFO(table);
+  CHECK(table.find(fx::format_seconds(in_memory)) != std::string::npos);
+
+  machine.cache_bytes = -1;
+  CHECK_THROWS_WITH(fx::estimated_seconds(conv, machine),
+                    Catch::Contains("cache_bytes must be at least 0"));
+}
+
+TEST_CASE("embedding's weights are the rows it gathers") {
+  torch::NoGradGuard no_grad;
+  auto g = std::make_unique<fx::Graph>();
+  fx::Attributes a;
+  a.parameters["table"] = torch::randn({1000, 16});
+  Node* ids = g->placeholder("ids");
+  Node* table = g->get_attr("table");
+  g->output(g->call_function(fx::op("aten::embedding"), {table, ids}));
+  fx::GraphModule gm(std::move(g), a);
+  fx::ShapeProp(gm).propagate({torch::tensor({1, 5, 7}, torch::kLong)});
+  const fx::CostReport report = fx::estimate_cost(gm->graph());
+  const NodeCost& cost = cost_of(report, "embedding");
+  CHECK(cost.weight_bytes == 3 * 16 * 4);
+  CHECK(cost.bytes_read == 3 * 8 + 3 * 16 * 4);
 }
 
 TEST_CASE("quantities print with 3 significant digits") {

@@ -58,6 +58,10 @@ class ParallelModuleImpl::Impl {
           "float graph");
     }
     module->graph().lint();
+    if (!options.node_seconds) {
+      weights_ = weights_in(estimate_cost(module->graph()).total.weight_bytes,
+                            options.machine);
+    }
     assign_segments();
     split_ = split_module(module, [this](const Node& n) {
       return segment_of_.at(&n);
@@ -86,7 +90,7 @@ class ParallelModuleImpl::Impl {
 
   double seconds_of(const Node& n) const {
     if (options_.node_seconds) return options_.node_seconds(n);
-    return estimated_seconds(estimate_node_cost(n), options_.machine);
+    return estimated_seconds(estimate_node_cost(n), options_.machine, weights_);
   }
 
   // Maximal chains: a node joins the segment of its only computed input
@@ -466,6 +470,9 @@ class ParallelModuleImpl::Impl {
  private:
   GraphModule sequential_;
   ParallelOptions options_;
+  // Where the cost model finds the graph's weights (all workers share one
+  // cache).
+  WeightsIn weights_ = WeightsIn::kCache;
   absl::flat_hash_map<const Node*, int64_t> segment_of_;
   std::map<int64_t, double> segment_seconds_;
   StorageRoots roots_;

@@ -62,7 +62,8 @@ namespace fx {
 struct ParallelOptions {
   int64_t workers = 2;
   int64_t threads_per_worker = 1;
-  // How the cost model prices each node on one worker's threads (or
+  // How the cost model prices each node on one worker's threads, with the
+  // graph's weights in memory when they exceed machine.cache_bytes (or
   // node_seconds, when set).
   Machine machine{100e9, 20e9};
   std::function<double(const Node&)> node_seconds;

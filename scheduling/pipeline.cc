@@ -41,10 +41,15 @@ double meta_bytes(const TensorMeta& meta) {
 }
 
 // A node's seconds as `options` price it: node_seconds when set, else the
-// cost model's roofline on the machine.
-double node_seconds(const PipelineOptions& options, const Node& n) {
+// cost model on the machine, with the weights of its stage in `weights`.
+double node_seconds(const PipelineOptions& options, const Node& n,
+                    WeightsIn weights) {
   if (options.node_seconds) return options.node_seconds(n);
-  return estimated_seconds(estimate_node_cost(n), options.machine);
+  return estimated_seconds(estimate_node_cost(n), options.machine, weights);
+}
+
+double positive(double seconds) {
+  return std::isfinite(seconds) && seconds > 0 ? seconds : 0.0;
 }
 
 struct Cut {
@@ -88,8 +93,6 @@ class Splitter {
     }
   }
 
-  double seconds_of(const Node& n) const { return node_seconds(options_, n); }
-
   void collect_calls() {
     int64_t position = 0;
     for (Node* n : graph_.nodes()) {
@@ -101,10 +104,22 @@ class Splitter {
     if (calls_.empty()) {
       throw GraphError("split_pipeline: the graph calls nothing to split");
     }
-    prefix_.assign(calls_.size() + 1, 0.0);
+    // Prefix sums of each call's seconds with its stage's weights in cache
+    // and in memory, and of its weight bytes (a stage's weights decide
+    // where they are: each stage runs on its own process's cache).
+    for (std::vector<double>* prefix : {&in_cache_, &in_memory_, &weights_}) {
+      prefix->assign(calls_.size() + 1, 0.0);
+    }
     for (size_t i = 0; i < calls_.size(); ++i) {
-      const double s = seconds_of(*calls_[i]);
-      prefix_[i + 1] = prefix_[i] + (std::isfinite(s) && s > 0 ? s : 0.0);
+      const Node& n = *calls_[i];
+      in_cache_[i + 1] =
+          in_cache_[i] + positive(node_seconds(options_, n, WeightsIn::kCache));
+      in_memory_[i + 1] =
+          in_memory_[i] +
+          positive(node_seconds(options_, n, WeightsIn::kMemory));
+      weights_[i + 1] =
+          weights_[i] +
+          (options_.node_seconds ? 0.0 : estimate_node_cost(n).weight_bytes);
     }
   }
 
@@ -195,7 +210,12 @@ class Splitter {
   const Cut& cut_at(int64_t index) const { return cuts_[index - 1]; }
 
   double stage_seconds(int64_t begin, int64_t end) const {
-    return prefix_[end] - prefix_[begin];
+    const std::vector<double>& prefix =
+        weights_in(weights_[end] - weights_[begin], options_.machine) ==
+                WeightsIn::kMemory
+            ? in_memory_
+            : in_cache_;
+    return prefix[end] - prefix[begin];
   }
 
   // Whether the calls can be cut into `stages` stages of at most
@@ -242,7 +262,8 @@ class Splitter {
     if (stages == 1) return {};
     if (usable.size() <= kExactCuts) return exact_cuts(stages, usable);
     // The least achievable slowest stage, by bisection on the greedy test.
-    const double total = prefix_.back();
+    const double total =
+        stage_seconds(0, static_cast<int64_t>(calls_.size()));
     double low = 0;
     double high = total;
     for (int i = 0; i < 100 && high - low > 1e-12 * std::max(total, 1e-30);
@@ -537,7 +558,9 @@ class Splitter {
   absl::flat_hash_map<const Node*, int64_t> call_index_;
   absl::flat_hash_map<const Node*, int64_t> position_;
   StorageRoots roots_;
-  std::vector<double> prefix_;
+  std::vector<double> in_cache_;
+  std::vector<double> in_memory_;
+  std::vector<double> weights_;
   std::vector<Cut> cuts_;
   std::set<std::string> parameter_paths_;
 };
@@ -584,33 +607,42 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
         "rebalance_pipeline: ", measured_stage_seconds.size(),
         " measured times for ", pipeline.stages.size(), " stages"));
   }
-  // The seconds each node was priced at, and its stage's correction.
-  auto base = [priced = options](const Node& n) {
-    return node_seconds(priced, n);
-  };
-  auto factors = std::make_shared<std::map<std::string, double>>();
+  // The seconds each node was priced at (with its stage's weights where
+  // they were), times its stage's measured / predicted.
+  auto corrected = std::make_shared<std::map<std::string, double>>();
   std::map<std::string, const Node*> by_name;
   for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;
   for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-    const PipelineStage& stage = pipeline.stages[s];
-    double predicted = 0;
-    for (const std::string& name : stage.node_names) {
+    std::vector<const Node*> nodes;
+    double weight_bytes = 0;
+    for (const std::string& name : pipeline.stages[s].node_names) {
       auto it = by_name.find(name);
-      if (it != by_name.end()) predicted += base(*it->second);
+      if (it == by_name.end()) continue;
+      nodes.push_back(it->second);
+      weight_bytes += estimate_node_cost(*it->second).weight_bytes;
+    }
+    const WeightsIn weights = weights_in(weight_bytes, options.machine);
+    std::vector<double> priced;
+    double predicted = 0;
+    for (const Node* n : nodes) {
+      priced.push_back(positive(node_seconds(options, *n, weights)));
+      predicted += priced.back();
     }
     const double factor =
         predicted > 0 && measured_stage_seconds[s] > 0
             ? measured_stage_seconds[s] / predicted
             : 1.0;
-    for (const std::string& name : stage.node_names) {
-      (*factors)[name] = factor;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      (*corrected)[nodes[i]->name()] = priced[i] * factor;
     }
   }
   options.split_points.clear();
   options.stages = static_cast<int64_t>(pipeline.stages.size());
-  options.node_seconds = [base, factors](const Node& n) {
-    auto it = factors->find(n.name());
-    return base(n) * (it == factors->end() ? 1.0 : it->second);
+  options.node_seconds = [priced = options, corrected](const Node& n) {
+    auto it = corrected->find(n.name());
+    return it != corrected->end()
+               ? it->second
+               : node_seconds(priced, n, WeightsIn::kCache);
   };
   return split_pipeline(module, options);
 }

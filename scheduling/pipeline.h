@@ -43,8 +43,10 @@
 //   Modules with init steps (lowered or quantized graphs: packed weights)
 //   are refused: split first, then lower or quantize each stage.
 //
-// Balancing: each call node's time comes from the cost model (a roofline on
-// `machine`) or from `node_seconds` (say, measured with
+// Balancing: each call node's time comes from the cost model (on
+// `machine`, with the weights in memory when its stage's weights exceed
+// machine.cache_bytes: each stage runs in a process and cache of its own;
+// see fx::WeightsIn) or from `node_seconds` (say, measured with
 // profile_node_seconds), and a stage also takes the time to receive its
 // inputs over `link`; the cuts minimise the slowest stage's time, with ties
 // going to the cuts that move fewest bytes (exactly, by dynamic

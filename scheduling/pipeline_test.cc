@@ -252,6 +252,33 @@ TEST_CASE("the prediction: GPipe over micro-batches, and the plan's text") {
   CHECK(text.find("Float[1, ") != std::string::npos);
 }
 
+TEST_CASE("a stage whose weights exceed the cache fetches them from memory") {
+  // ResNet-18's 46.8 MB of weights, 33.6 of them in layer4: with a 30 MB
+  // cache the stage holding layer4 reads its weights from memory on every
+  // run, the other keeps its weights in cache.
+  Traced t = trace_zoo("resnet18");
+  PipelineOptions options = with_stages(2);
+  const Pipeline in_cache = split_pipeline(t.module, options);
+  options.machine.cache_bytes = 30e6;
+  const Pipeline cached_first = split_pipeline(t.module, options);
+  std::vector<WeightsIn> where;
+  for (const PipelineStage& stage : cached_first.stages) {
+    const CostReport report = estimate_cost(stage.module->graph());
+    where.push_back(weights_in(report.total.weight_bytes, options.machine));
+    CHECK(stage.compute_seconds ==
+          Approx(estimated_seconds(report, options.machine)));
+  }
+  REQUIRE(where.size() == 2);
+  CHECK((where[0] == WeightsIn::kCache && where[1] == WeightsIn::kMemory));
+  // The stage with layer4 costs more than in cache, so the cut moves later.
+  CHECK(cached_first.stages[0].nodes > in_cache.stages[0].nodes);
+  for (const Pipeline* p : {&in_cache, &cached_first}) {
+    CHECK(torch::equal(
+        run_pipeline_locally(*p, t.model.example_inputs).toTensor(),
+        t.module->forward(t.model.example_inputs).toTensor()));
+  }
+}
+
 TEST_CASE("balancing by measured node times") {
   Traced t = trace_zoo("resnet18");
   std::map<std::string, double> seconds =

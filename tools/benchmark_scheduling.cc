@@ -18,9 +18,10 @@
 // throughput a server sees). Outputs are compared bitwise with the stages
 // run in one process.
 //
-// Prediction: each stage's time from the cost model's roofline (the
-// measured convolution peak and copy bandwidth at 1 thread, plus the
-// receive over a loopback link of kLoopback), against the stage run alone;
+// Prediction: each stage's time from the cost model (the measured
+// convolution peak and copy bandwidth at 1 thread, the core's own cache,
+// plus the receive over a loopback link of kLoopback), against the stage
+// run alone;
 // the batch's time from predict_pipeline against the pipeline's measured
 // time.
 #include <algorithm>
@@ -323,7 +324,7 @@ int main(int argc, char** argv) {
   const double bandwidth = copy_bytes_per_second(quick ? 3 : 10);
   fx::PipelineOptions options;
   options.stages = stages;
-  options.machine = {peak * 1e9, bandwidth};
+  options.machine = {peak * 1e9, bandwidth, core_cache_bytes()};
   options.link = kLoopback;
 
   std::cerr << "tracing " << name << " and cutting it into " << stages
@@ -494,12 +495,13 @@ int main(int argc, char** argv) {
                      percent(batch_error)});
   std::vector<std::string> notes = {absl::StrFormat(
            "machine at %d thread(s): %.0f GFLOP/s (oneDNN convolution "
-           "peak), %.1f GB/s (copy); link: %.1f GB/s, %.0f us (loopback "
-           "TCP, assumed)",
-           threads, peak, bandwidth / 1e9, kLoopback.bytes_per_second / 1e9,
-           kLoopback.latency_seconds * 1e6),
-       "stage: the roofline over the lowered stage's nodes plus receiving "
-       "its inputs; measured: the lowered stage alone",
+           "peak), %.1f GB/s (copy), %.0f MB of cache per core (L2); link: "
+           "%.1f GB/s, %.0f us (loopback TCP, assumed)",
+           threads, peak, bandwidth / 1e9, options.machine.cache_bytes / 1e6,
+           kLoopback.bytes_per_second / 1e9, kLoopback.latency_seconds * 1e6),
+       "stage: the cost model over the lowered stage's nodes (weights in "
+       "memory when they exceed the cache: fetched before computing) plus "
+       "receiving its inputs; measured: the lowered stage alone",
        absl::StrFormat("cuts: the cost model's first (stages measured %s "
                        "ms), then rebalanced once by measurement; the "
                        "plan below is priced by the cost model alone",

@@ -2,6 +2,9 @@
 
 #include <vector>
 
+#include <unistd.h>
+
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
@@ -55,6 +58,11 @@ double copy_bytes_per_second(int repeats, int64_t bytes) {
       },
       repeats);
   return 2.0 * static_cast<double>(from.nbytes()) / (ms * 1e-3);
+}
+
+double core_cache_bytes() {
+  const long bytes = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? static_cast<double>(bytes) : 1e6;
 }
 
 }  // namespace benchmark

@@ -19,5 +19,10 @@ double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
 // memory's bandwidth).
 double copy_bytes_per_second(int repeats, int64_t bytes = int64_t{64} << 20);
 
+// The cache a core has to itself (L2), which the weights of a model must
+// fit in to stay from one run to the next: the last-level cache is shared
+// with the machine's other processes. 1 MB when the system does not say.
+double core_cache_bytes();
+
 }  // namespace benchmark
 }  // namespace fx

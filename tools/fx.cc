@@ -18,6 +18,7 @@
 #include <functional>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -121,6 +122,11 @@ ABSL_FLAG(double, peak_gflops, 100,
           "the roofline machine's peak GFLOP/s (--cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
           "the roofline machine's memory bandwidth in GB/s (--cost)");
+ABSL_FLAG(double, cache_mb, std::numeric_limits<double>::infinity(),
+          "the machine's cache for weights in MB (--cost, pipeline split "
+          "--balance=cost): a graph or stage with more weights reads them "
+          "from memory on every run, without overlapping compute (inf: "
+          "always in cache)");
 
 namespace {
 
@@ -369,18 +375,30 @@ bool print_what(const fx::GraphModule& module) {
   return true;
 }
 
-void print_cost(const fx::Graph& graph) {
-  fx::CostReport report = fx::estimate_cost(graph);
+// The machine --peak_gflops, --bandwidth_gbps and --cache_mb describe.
+fx::Machine machine_from_flags() {
   fx::Machine machine;
   machine.peak_flops_per_second = absl::GetFlag(FLAGS_peak_gflops) * 1e9;
   machine.memory_bytes_per_second = absl::GetFlag(FLAGS_bandwidth_gbps) * 1e9;
+  machine.cache_bytes = absl::GetFlag(FLAGS_cache_mb) * 1e6;
+  return machine;
+}
+
+void print_cost(const fx::Graph& graph) {
+  fx::CostReport report = fx::estimate_cost(graph);
+  const fx::Machine machine = machine_from_flags();
   fx::CostTableOptions options;
   options.group_by = fx::CostTableOptions::GroupBy::kModuleTree;
   options.top_n = 20;
   options.machine = &machine;
   std::cout << "== Cost (roofline: " << absl::GetFlag(FLAGS_peak_gflops)
             << " GFLOP/s, " << absl::GetFlag(FLAGS_bandwidth_gbps)
-            << " GB/s)\n"
+            << " GB/s; weights in "
+            << (fx::weights_in(report.total.weight_bytes, machine) ==
+                        fx::WeightsIn::kMemory
+                    ? "memory"
+                    : "cache")
+            << ")\n"
             << fx::format_cost_table(report, options);
 }
 
@@ -681,6 +699,7 @@ fx::GraphModule run_passes(fx::GraphModule module) {
 fx::Pipeline split_from_flags(const fx::GraphModule& module,
                               const std::vector<c10::IValue>& inputs) {
   fx::PipelineOptions options;
+  options.machine = machine_from_flags();
   options.stages = absl::GetFlag(FLAGS_stages);
   options.split_points = absl::GetFlag(FLAGS_split_points);
   const std::string balance = absl::GetFlag(FLAGS_balance);

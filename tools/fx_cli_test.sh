@@ -64,6 +64,13 @@ check "a lowered GraphModule loads (packing again) and prints" 0 \
   "call_function\[target=fx_onednn::conv_add_\]" -- \
   "$fx" trace "$out/lowered.fx" --print=graph
 
+check "the cost table, weights beyond the cache in memory" 0 \
+  "weights in memory\)" -- "$fx" trace resnet18 --print=none --cost --cache_mb=2
+check "the cost table, weights in cache by default" 0 "weights in cache\)" -- \
+  "$fx" trace resnet18 --print=none --cost
+check "a negative cache is refused" 1 "cache_bytes must be at least 0" -- \
+  "$fx" trace resnet18 --print=none --cost --cache_mb=-1
+
 # int8 quantization: calibration from random batches and from a directory
 # of torch.save files, the report, saving, loading (packing again).
 check "quantize a bundled model, report and save it" 0 "SQNR \(dB\)" -- \
