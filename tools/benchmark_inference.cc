@@ -105,9 +105,10 @@ struct ModelRun {
   std::string model;
   int64_t batch = 1;
   double gmacs = 0;
-  // The roofline's time: each node of the folded graph at the peak or at
-  // main memory's bandwidth (every tensor read and written once),
-  // whichever is slower, one node after another.
+  // The roofline's time: each node of the lowered graph (what runs: the
+  // activations and sums fused into a convolution move no bytes of their
+  // own) at the peak or at main memory's bandwidth (every tensor read and
+  // written once), whichever is slower, one node after another.
   double roofline_ms = 0;
   size_t unmodelled = 0;  // operators the cost model does not know
   double ours_ms = 0, torchscript_ms = 0, unlowered_ms = 0;
@@ -155,15 +156,15 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.report = fx::optimize_for_inference(*lowered).to_string();
     r.lowering_ms = ms_since(start);
     r.error = relative_error(first_tensor(lowered(x)), want);
+    const fx::CostReport cost = fx::estimate_cost(lowered->graph());
+    r.roofline_ms = fx::estimated_seconds(cost, peak.machine()) * 1e3;
+    r.unmodelled = cost.unmodelled_ops.size();
 
     // The same passes without the lowering: what lowering must beat.
     fx::InferenceOptions fold_only;
     fold_only.lower_convolutions = false;
     fold_only.lower_linear = false;
     fx::GraphModule unlowered = fx::optimize_for_inference(gm, fold_only);
-    const fx::CostReport cost = fx::estimate_cost(unlowered->graph());
-    r.roofline_ms = fx::estimated_seconds(cost, peak.machine()) * 1e3;
-    r.unmodelled = cost.unmodelled_ops.size();
 
     // Warm all (TorchScript's profiling executor optimizes on its second
     // and third runs), and fit the rounds into the time budget.
@@ -226,7 +227,7 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
                       "1x1 1024->1024 at 14x14: %.0f)",
                       peak.best(), peak.gflops_3x3, peak.gflops_1x1),
       absl::StrFormat(
-          "roofline: the cost model's time for the folded graph on this peak "
+          "roofline: the cost model's time for the lowered graph on this peak "
           "and main memory's measured bandwidth (%.1f GB/s, a 512 MB copy): "
           "each node at max(FLOPs / peak, bytes / bandwidth), in turn. "
           "roofline %% peak is the ceiling of %% peak unless one node's "
