@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,25 @@ bool is_call(const Node* n) {
   return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
          n->op() == Opcode::kCallModule;
 }
+
+// The calling thread's intra-op threads for a scope: OpenMP's count of this
+// thread, which ATen reads. at::set_num_threads would remake libtorch's
+// thread pools (about 8 ms a call in 1.13) and change the count every
+// thread started after it begins with.
+class ThreadsOfThisThread {
+ public:
+  // at::get_num_threads first: ATen sets a thread's count from its own
+  // default on the thread's first use, which must not come after.
+  explicit ThreadsOfThisThread(int threads) : before_(at::get_num_threads()) {
+    omp_set_num_threads(threads);
+  }
+  ~ThreadsOfThisThread() { omp_set_num_threads(before_); }
+  ThreadsOfThisThread(const ThreadsOfThisThread&) = delete;
+  ThreadsOfThisThread& operator=(const ThreadsOfThisThread&) = delete;
+
+ private:
+  const int before_;
+};
 
 bool is_getitem(const Node* n) {
   return n->op() == Opcode::kCallFunction && n->target().is_function() &&
@@ -371,7 +391,7 @@ class ParallelModuleImpl::Impl {
   }
 
   void worker_loop(size_t w) {
-    at::set_num_threads(static_cast<int>(options_.threads_per_worker));
+    ThreadsOfThisThread threads(static_cast<int>(options_.threads_per_worker));
     uint64_t seen = 0;
     while (true) {
       Frame* frame = nullptr;
@@ -427,7 +447,6 @@ class ParallelModuleImpl::Impl {
     const int rounds = std::max(options_.measure_rounds, 1);
     const int total_threads =
         static_cast<int>(options_.workers * options_.threads_per_worker);
-    const int before = at::get_num_threads();
     std::vector<double> parallel;
     std::vector<double> sequential;
     auto time = [](const std::function<void()>& run) {
@@ -437,7 +456,7 @@ class ParallelModuleImpl::Impl {
                  std::chrono::steady_clock::now() - start)
           .count();
     };
-    at::set_num_threads(total_threads);
+    ThreadsOfThisThread threads(total_threads);
     sequential_->forward(options_.example_inputs);
     checked_forward(options_.example_inputs);
     for (int r = 0; r < rounds; ++r) {
@@ -445,7 +464,6 @@ class ParallelModuleImpl::Impl {
       sequential.push_back(
           time([&] { sequential_->forward(options_.example_inputs); }));
     }
-    at::set_num_threads(before);
     std::sort(parallel.begin(), parallel.end());
     std::sort(sequential.begin(), sequential.end());
     parallel_ms_ = parallel[parallel.size() / 2];

@@ -1,6 +1,7 @@
 #include "scheduling/parallel.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/torch.h>
@@ -63,6 +64,32 @@ TEST_CASE("an inception block's branches run on two workers, bitwise as sequenti
   std::string text = format_schedule(schedule);
   CHECK(text.find("worker 1: ") != std::string::npos);
   CHECK(text == format_schedule(parallelize_branches(gm)->schedule()));
+}
+
+int threads_of_a_new_thread() {
+  int threads = 0;
+  std::thread([&] { threads = at::get_num_threads(); }).join();
+  return threads;
+}
+
+TEST_CASE("workers set only their own threads, leaving the process's alone") {
+  // A worker calling at::set_num_threads(1) made 1 thread the count of
+  // every thread started after it (and slowed libtorch's thread pools).
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  REQUIRE(threads_of_a_new_thread() == 2);
+  GraphModule gm = inception();
+  {
+    ParallelModule parallel = parallelize_branches(gm);  // 2 workers x 1
+    REQUIRE(parallel->used_parallel());
+    at::Tensor x = torch::randn({1, 4, 32, 32});
+    at::Tensor y = parallel->forward({x}).toTensor();
+    CHECK(at::get_num_threads() == 2);
+    CHECK(threads_of_a_new_thread() == 2);
+    CHECK(torch::equal(y, sequential_at_one_thread(gm, x)));
+  }
+  CHECK(threads_of_a_new_thread() == 2);
+  at::set_num_threads(before);
 }
 
 TEST_CASE("the schedule must beat the sequential module on all the threads") {
