@@ -718,6 +718,8 @@ PipelinePrediction predict_pipeline(const Pipeline& pipeline,
   }
   prediction.batch_seconds =
       through + back + static_cast<double>(micro_batches - 1) * slowest;
+  prediction.stream_batch_seconds =
+      static_cast<double>(micro_batches) * slowest;
   prediction.sequential_seconds = static_cast<double>(micro_batches) * compute;
   return prediction;
 }

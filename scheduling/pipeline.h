@@ -158,6 +158,9 @@ struct PipelinePrediction {
   // the first micro-batch goes through every stage, then one comes out per
   // slowest stage time.
   double batch_seconds = 0;
+  // Each batch of a stream of them (PipelineDriver::run_all: the pipeline
+  // fills once and stays full): one micro-batch per slowest stage time.
+  double stream_batch_seconds = 0;
   // The same batch run by one process, one stage after another, without
   // any link.
   double sequential_seconds = 0;

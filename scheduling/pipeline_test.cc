@@ -242,6 +242,12 @@ TEST_CASE("the prediction: GPipe over micro-batches, and the plan's text") {
   CHECK(one.speedup() < 1.0);
   CHECK(eight.speedup() > 1.6);
   CHECK(eight.speedup() < 2.0);
+  // A stream keeps the pipeline full: each batch takes 8 of the slowest
+  // stage, less than a batch alone (which fills and drains).
+  const double slowest =
+      std::max(eight.stage_seconds[0], eight.stage_seconds[1]);
+  CHECK(eight.stream_batch_seconds == Approx(8 * slowest));
+  CHECK(eight.stream_batch_seconds < eight.batch_seconds);
   // A slow link costs time.
   PipelinePrediction slow = predict_pipeline(p, 8, Link{1e6, 1e-3});
   CHECK(slow.batch_seconds > eight.batch_seconds);

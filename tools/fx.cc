@@ -727,7 +727,9 @@ void print_plan(const fx::Pipeline& pipeline) {
       fx::predict_pipeline(pipeline, micro_batches, fx::Link{});
   std::cout << "predicted for " << micro_batches
             << " micro-batches (cost model, 1 GB/s link): "
-            << fx::format_seconds(prediction.batch_seconds) << " per batch, "
+            << fx::format_seconds(prediction.batch_seconds) << " per batch ("
+            << fx::format_seconds(prediction.stream_batch_seconds)
+            << " each in a stream of batches), "
             << absl::StrFormat("%.2fx", prediction.speedup())
             << " the throughput of one process running the stages in turn\n";
 }
