@@ -724,13 +724,15 @@ std::string format_cost_table(const CostReport& report,
                               const CostTableOptions& options) {
   using GroupBy = CostTableOptions::GroupBy;
   const Machine* machine = options.machine;
-  const WeightsIn weights = machine != nullptr
-                                ? weights_in(report.total.weight_bytes, *machine)
-                                : WeightsIn::kCache;
+  const WeightsIn weights =
+      machine != nullptr ? weights_in(report.total.weight_bytes, *machine)
+                         : WeightsIn::kCache;
   std::vector<std::string> headers;
   std::vector<Row> rows;
   Row total{{absl::StrCat("total (", report.nodes.size(), " nodes)")}, {}};
-  for (const auto& [node, cost] : report.nodes) total.add(cost, machine, weights);
+  for (const auto& [node, cost] : report.nodes) {
+    total.add(cost, machine, weights);
+  }
   if (options.group_by == GroupBy::kNode) {
     headers = {"node", "target", "module"};
     for (const auto& [node, cost] : report.nodes) {

@@ -37,9 +37,10 @@
 // - A lowered graph (fx::optimize_for_inference) packs its weights for the
 //   thread count it was lowered at: lower it at threads_per_worker, or
 //   oneDNN reorders the weights on every call.
-// - Each worker sets its intra-op threads with at::set_num_threads on its
-//   own thread (libtorch also keeps that count as the default of threads
-//   started later).
+// - Each worker sets the intra-op threads of its own thread (OpenMP's
+//   count of that thread, for as long as the worker runs); the process's
+//   count, and the count threads started later begin with, stay as they
+//   were.
 // - forward is safe to call from one thread at a time (it uses the
 //   workers).
 #pragma once

@@ -107,7 +107,8 @@ class Splitter {
     // Prefix sums of each call's seconds with its stage's weights in cache
     // and in memory, and of its weight bytes (a stage's weights decide
     // where they are: each stage runs on its own process's cache).
-    for (std::vector<double>* prefix : {&in_cache_, &in_memory_, &weights_}) {
+    for (std::vector<double>* prefix :
+         {&in_cache_, &in_memory_, &weight_bytes_}) {
       prefix->assign(calls_.size() + 1, 0.0);
     }
     for (size_t i = 0; i < calls_.size(); ++i) {
@@ -117,8 +118,8 @@ class Splitter {
       in_memory_[i + 1] =
           in_memory_[i] +
           positive(node_seconds(options_, n, WeightsIn::kMemory));
-      weights_[i + 1] =
-          weights_[i] +
+      weight_bytes_[i + 1] =
+          weight_bytes_[i] +
           (options_.node_seconds ? 0.0 : estimate_node_cost(n).weight_bytes);
     }
   }
@@ -210,11 +211,10 @@ class Splitter {
   const Cut& cut_at(int64_t index) const { return cuts_[index - 1]; }
 
   double stage_seconds(int64_t begin, int64_t end) const {
-    const std::vector<double>& prefix =
-        weights_in(weights_[end] - weights_[begin], options_.machine) ==
-                WeightsIn::kMemory
-            ? in_memory_
-            : in_cache_;
+    const double weights = weight_bytes_[end] - weight_bytes_[begin];
+    const bool in_memory =
+        !options_.node_seconds && weights > options_.machine.cache_bytes;
+    const std::vector<double>& prefix = in_memory ? in_memory_ : in_cache_;
     return prefix[end] - prefix[begin];
   }
 
@@ -560,7 +560,7 @@ class Splitter {
   StorageRoots roots_;
   std::vector<double> in_cache_;
   std::vector<double> in_memory_;
-  std::vector<double> weights_;
+  std::vector<double> weight_bytes_;
   std::vector<Cut> cuts_;
   std::set<std::string> parameter_paths_;
 };

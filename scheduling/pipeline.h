@@ -120,9 +120,11 @@ Pipeline split_pipeline(const GraphModule& module,
                         const PipelineOptions& options = {});
 
 // One round of measured feedback: each node's seconds (as `options`
-// prices them) scaled by measured / predicted of the stage it ran in, and
-// the graph cut again. `measured_stage_seconds` holds each stage of
-// `pipeline` timed as it really runs (after lowering, say). Balances what
+// prices them, with its stage's weights in cache or in memory) scaled by
+// measured / predicted of the stage it ran in, and the graph cut again
+// (each node keeps that price wherever the new cuts put it).
+// `measured_stage_seconds` holds each stage of `pipeline` timed as it
+// really runs (after lowering, say). Balances what
 // the cost model cannot see (how well each kind of layer uses the
 // machine) while keeping its view inside each stage.
 Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
@@ -158,8 +160,10 @@ struct PipelinePrediction {
   // the first micro-batch goes through every stage, then one comes out per
   // slowest stage time.
   double batch_seconds = 0;
-  // Each batch of a stream of them (PipelineDriver::run_all: the pipeline
-  // fills once and stays full): one micro-batch per slowest stage time.
+  // Each batch of an endless stream of them (PipelineDriver::run_all, in
+  // the steady state: the pipeline stays full): one micro-batch per
+  // slowest stage time. A stream of k batches also fills and drains once:
+  // (batch_seconds - stream_batch_seconds) / k more per batch.
   double stream_batch_seconds = 0;
   // The same batch run by one process, one stage after another, without
   // any link.

@@ -266,9 +266,9 @@ TEST_CASE("a stage whose weights exceed the cache fetches them from memory") {
   PipelineOptions options = with_stages(2);
   const Pipeline in_cache = split_pipeline(t.module, options);
   options.machine.cache_bytes = 30e6;
-  const Pipeline cached_first = split_pipeline(t.module, options);
+  const Pipeline small_cache = split_pipeline(t.module, options);
   std::vector<WeightsIn> where;
-  for (const PipelineStage& stage : cached_first.stages) {
+  for (const PipelineStage& stage : small_cache.stages) {
     const CostReport report = estimate_cost(stage.module->graph());
     where.push_back(weights_in(report.total.weight_bytes, options.machine));
     CHECK(stage.compute_seconds ==
@@ -277,12 +277,33 @@ TEST_CASE("a stage whose weights exceed the cache fetches them from memory") {
   REQUIRE(where.size() == 2);
   CHECK((where[0] == WeightsIn::kCache && where[1] == WeightsIn::kMemory));
   // The stage with layer4 costs more than in cache, so the cut moves later.
-  CHECK(cached_first.stages[0].nodes > in_cache.stages[0].nodes);
-  for (const Pipeline* p : {&in_cache, &cached_first}) {
+  CHECK(small_cache.stages[0].nodes > in_cache.stages[0].nodes);
+  for (const Pipeline* p : {&in_cache, &small_cache}) {
     CHECK(torch::equal(
         run_pipeline_locally(*p, t.model.example_inputs).toTensor(),
         t.module->forward(t.model.example_inputs).toTensor()));
   }
+}
+
+TEST_CASE("rebalancing by measured stage times moves the cut") {
+  Traced t = trace_zoo("resnet18");
+  PipelineOptions options = with_stages(2);
+  options.machine.cache_bytes = 30e6;
+  const Pipeline first = split_pipeline(t.module, options);
+  // Stage 0 measured twice as slow as predicted: the cut moves earlier.
+  const Pipeline second = rebalance_pipeline(
+      t.module, first,
+      {2 * first.stages[0].compute_seconds, first.stages[1].compute_seconds},
+      options);
+  CHECK(second.stages[0].nodes < first.stages[0].nodes);
+  // Measured as predicted: the same cuts.
+  const Pipeline same = rebalance_pipeline(
+      t.module, first,
+      {first.stages[0].compute_seconds, first.stages[1].compute_seconds},
+      options);
+  CHECK(same.stages[0].nodes == first.stages[0].nodes);
+  CHECK_THROWS_WITH(rebalance_pipeline(t.module, first, {1.0}, options),
+                    Catch::Contains("1 measured times for 2 stages"));
 }
 
 TEST_CASE("balancing by measured node times") {

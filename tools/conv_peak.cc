@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 

@@ -119,9 +119,11 @@ ABSL_FLAG(std::string, output, "",
           "pipeline serve --rank=0: write the last batch's output here "
           "(torch::save)");
 ABSL_FLAG(double, peak_gflops, 100,
-          "the roofline machine's peak GFLOP/s (--cost)");
+          "the cost model's machine: peak GFLOP/s (--cost, pipeline split "
+          "--balance=cost)");
 ABSL_FLAG(double, bandwidth_gbps, 20,
-          "the roofline machine's memory bandwidth in GB/s (--cost)");
+          "the cost model's machine: memory bandwidth in GB/s (--cost, "
+          "pipeline split --balance=cost)");
 ABSL_FLAG(double, cache_mb, std::numeric_limits<double>::infinity(),
           "the machine's cache for weights in MB (--cost, pipeline split "
           "--balance=cost): a graph or stage with more weights reads them "
