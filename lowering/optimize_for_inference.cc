@@ -311,6 +311,13 @@ class Lowering {
   }
 
  private:
+  // A packed weight keeps the logical sizes ([out, in, ...]) with the dtype
+  // it is packed in: what the cost model reads.
+  void set_packed_meta(Node* pack, TensorMeta meta) const {
+    if (options_.bf16) meta.dtype = c10::ScalarType::BFloat16;
+    pack->meta().set(kTensorMeta, std::move(meta));
+  }
+
   Kwargs bf16_kwargs() const {
     return options_.bf16 ? Kwargs{{"bf16", true}} : Kwargs{};
   }
@@ -598,9 +605,8 @@ class Lowering {
           {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
           bf16_kwargs());
     }
-    // A packed weight keeps the logical sizes (what the cost model reads).
     if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
-      pack->meta().set(kTensorMeta, *w);
+      set_packed_meta(pack, *w);
     }
     Node* residual = nullptr;
     Activation act;
@@ -684,17 +690,15 @@ class Lowering {
       pack = graph_.call_function(fx::op("fx_onednn::pack_linear_weight"),
                                   {weight, in->sizes}, bf16_kwargs());
     }
-    // A packed weight keeps the logical sizes, [out, in] (what the cost
-    // model reads).
     if (c.weight != nullptr) {
       if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
-        pack->meta().set(kTensorMeta, *w);
+        set_packed_meta(pack, *w);
       }
     } else if (const TensorMeta* t = c.transposed->meta().get(kTensorMeta)) {
-      TensorMeta w = *t;
+      TensorMeta w = *t;  // [in, out]: the weight is its t()
       std::reverse(w.sizes.begin(), w.sizes.end());
       std::reverse(w.strides.begin(), w.strides.end());
-      pack->meta().set(kTensorMeta, w);
+      set_packed_meta(pack, std::move(w));
     }
     Node* residual = nullptr;
     Activation act;

@@ -248,6 +248,24 @@ TEST_CASE("bf16 runs chains in bfloat16 and converts back at their ends") {
                                      std::string::npos;
     }
     CHECK(packs_bf16);
+    // The cost model prices the packed weights as bfloat16.
+    int packed = 0;
+    for (const fx::Node* n : lowered->graph().nodes()) {
+      const std::string target = n->target().to_string();
+      // conv(input, weight, ...), linear(input, weight, ...),
+      // conv_add_(self, input, weight, ...).
+      const size_t weight = target == "fx_onednn::conv_add_" ? 2 : 1;
+      if (target.rfind("fx_onednn::", 0) != 0 ||
+          n->args().size() <= weight || !n->args()[weight].is_node()) {
+        continue;
+      }
+      const fx::TensorMeta* w =
+          n->args()[weight].to_node()->meta().get(fx::kTensorMeta);
+      REQUIRE(w != nullptr);
+      CHECK(w->dtype == at::kBFloat16);
+      ++packed;
+    }
+    CHECK(packed > 0);
   }
 }
 
