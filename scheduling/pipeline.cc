@@ -40,16 +40,36 @@ double meta_bytes(const TensorMeta& meta) {
          static_cast<double>(c10::elementSize(meta.dtype));
 }
 
-// A node's seconds as `options` price it: node_seconds when set, else the
-// cost model on the machine, with the weights of its stage in `weights`.
-double node_seconds(const PipelineOptions& options, const Node& n,
-                    WeightsIn weights) {
-  if (options.node_seconds) return options.node_seconds(n);
-  return estimated_seconds(estimate_node_cost(n), options.machine, weights);
-}
-
 double positive(double seconds) {
   return std::isfinite(seconds) && seconds > 0 ? seconds : 0.0;
+}
+
+// A node's seconds as `options` price it, with its stage's weights in cache
+// and in memory, and the weight bytes it reads: node_seconds when set (the
+// same seconds either way, no weights), else the cost model on the machine.
+struct NodePrice {
+  double in_cache = 0;
+  double in_memory = 0;
+  double weight_bytes = 0;
+
+  double seconds(WeightsIn weights) const {
+    return weights == WeightsIn::kMemory ? in_memory : in_cache;
+  }
+};
+
+NodePrice price(const PipelineOptions& options, const Node& n) {
+  NodePrice p;
+  if (options.node_seconds) {
+    p.in_cache = p.in_memory = positive(options.node_seconds(n));
+    return p;
+  }
+  const NodeCost cost = estimate_node_cost(n);
+  p.in_cache =
+      positive(estimated_seconds(cost, options.machine, WeightsIn::kCache));
+  p.in_memory =
+      positive(estimated_seconds(cost, options.machine, WeightsIn::kMemory));
+  p.weight_bytes = cost.weight_bytes;
+  return p;
 }
 
 struct Cut {
@@ -112,15 +132,10 @@ class Splitter {
       prefix->assign(calls_.size() + 1, 0.0);
     }
     for (size_t i = 0; i < calls_.size(); ++i) {
-      const Node& n = *calls_[i];
-      in_cache_[i + 1] =
-          in_cache_[i] + positive(node_seconds(options_, n, WeightsIn::kCache));
-      in_memory_[i + 1] =
-          in_memory_[i] +
-          positive(node_seconds(options_, n, WeightsIn::kMemory));
-      weight_bytes_[i + 1] =
-          weight_bytes_[i] +
-          (options_.node_seconds ? 0.0 : estimate_node_cost(n).weight_bytes);
+      const NodePrice p = price(options_, *calls_[i]);
+      in_cache_[i + 1] = in_cache_[i] + p.in_cache;
+      in_memory_[i + 1] = in_memory_[i] + p.in_memory;
+      weight_bytes_[i + 1] = weight_bytes_[i] + p.weight_bytes;
     }
   }
 
@@ -613,36 +628,30 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
   std::map<std::string, const Node*> by_name;
   for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;
   for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-    std::vector<const Node*> nodes;
+    std::vector<std::pair<std::string, NodePrice>> prices;
     double weight_bytes = 0;
     for (const std::string& name : pipeline.stages[s].node_names) {
       auto it = by_name.find(name);
       if (it == by_name.end()) continue;
-      nodes.push_back(it->second);
-      weight_bytes += estimate_node_cost(*it->second).weight_bytes;
+      prices.emplace_back(name, price(options, *it->second));
+      weight_bytes += prices.back().second.weight_bytes;
     }
     const WeightsIn weights = weights_in(weight_bytes, options.machine);
-    std::vector<double> priced;
     double predicted = 0;
-    for (const Node* n : nodes) {
-      priced.push_back(positive(node_seconds(options, *n, weights)));
-      predicted += priced.back();
-    }
+    for (const auto& [name, p] : prices) predicted += p.seconds(weights);
     const double factor =
         predicted > 0 && measured_stage_seconds[s] > 0
             ? measured_stage_seconds[s] / predicted
             : 1.0;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      (*corrected)[nodes[i]->name()] = priced[i] * factor;
+    for (const auto& [name, p] : prices) {
+      (*corrected)[name] = p.seconds(weights) * factor;
     }
   }
   options.split_points.clear();
   options.stages = static_cast<int64_t>(pipeline.stages.size());
   options.node_seconds = [priced = options, corrected](const Node& n) {
     auto it = corrected->find(n.name());
-    return it != corrected->end()
-               ? it->second
-               : node_seconds(priced, n, WeightsIn::kCache);
+    return it != corrected->end() ? it->second : price(priced, n).in_cache;
   };
   return split_pipeline(module, options);
 }
