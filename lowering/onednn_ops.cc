@@ -727,6 +727,170 @@ at::Tensor pack_linear_weight_meta(const at::Tensor& weight, at::IntArrayRef,
   return at::empty(weight.sizes(), weight.options());
 }
 
+// --- Pooling (2-d, max and average) -----------------------------------------
+// aten's max_pool2d and avg_pool2d, to the element, on channels-last
+// activations: oneDNN's pooling reads them in place where aten's
+// channels-last kernels take 2-3x as long.
+struct PoolGeometry {
+  std::vector<int64_t> output_size;
+  memory::dims kernel, strides, dilates, padding_l, padding_r;
+  // ceil_mode padded the right or bottom edge beyond `padding`.
+  bool ceil_padded = false;
+};
+
+// PyTorch's pooling_output_shape.
+int64_t pool_output_size(int64_t in, int64_t kernel, int64_t pad,
+                         int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t numerator = in + 2 * pad - dilation * (kernel - 1) - 1 +
+                            (ceil_mode ? stride - 1 : 0);
+  // Division rounding toward negative infinity.
+  int64_t out = numerator / stride - (numerator % stride != 0 && numerator < 0);
+  out += 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolGeometry pool_geometry(const char* op, at::IntArrayRef input,
+                           at::IntArrayRef kernel, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation,
+                           bool ceil_mode) {
+  TORCH_CHECK(input.size() == 4, op,
+              ": the input must be 4-dimensional (N, C, H, W), got sizes ",
+              input);
+  TORCH_CHECK(kernel.size() == 2 && stride.size() == 2 &&
+                  padding.size() == 2 && dilation.size() == 2,
+              op, ": kernel_size, stride, padding and dilation need 2 values "
+              "each, got ", kernel, ", ", stride, ", ", padding, ", ",
+              dilation);
+  PoolGeometry g;
+  g.output_size = {input[0], input[1]};
+  for (size_t i = 0; i < 2; ++i) {
+    TORCH_CHECK(kernel[i] >= 1 && stride[i] >= 1 && dilation[i] >= 1, op,
+                ": kernel_size, stride and dilation must be positive, got ",
+                kernel, ", ", stride, ", ", dilation);
+    TORCH_CHECK(padding[i] >= 0 && padding[i] <= kernel[i] / 2, op,
+                ": padding must be at most half the kernel size, got padding ",
+                padding, " for kernel_size ", kernel);
+    const int64_t out = pool_output_size(input[2 + i], kernel[i], padding[i],
+                                         stride[i], dilation[i], ceil_mode);
+    TORCH_CHECK(out >= 1, op, ": the input's sizes ", input,
+                " give an empty output for kernel_size ", kernel,
+                ", stride ", stride, ", padding ", padding, " and dilation ",
+                dilation);
+    g.output_size.push_back(out);
+    g.kernel.push_back(kernel[i]);
+    g.strides.push_back(stride[i]);
+    g.dilates.push_back(dilation[i] - 1);
+    g.padding_l.push_back(padding[i]);
+    // oneDNN counts outputs rounding down: ceil_mode's extra output is one
+    // more step of padding on the right.
+    const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
+    int64_t right = padding[i];
+    while ((input[2 + i] + padding[i] + right - extent) / stride[i] + 1 < out) {
+      ++right;
+    }
+    g.padding_r.push_back(right);
+    g.ceil_padded = g.ceil_padded || right > padding[i];
+  }
+  return g;
+}
+
+struct Pool {
+  dnnl::pooling_v2_forward::primitive_desc pd;
+  dnnl::pooling_v2_forward primitive;
+};
+
+at::Tensor pool(const char* op, const at::Tensor& input, dnnl::algorithm kind,
+                const PoolGeometry& g) {
+  check_input(op, input);
+  const DataType type = data_type_of(op, input, "input");
+  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  if (dst.numel() == 0) return dst;
+  std::string key;
+  absl::StrAppend(&key, static_cast<int>(kind), "|", static_cast<int>(type),
+                  "|");
+  append_key(&key, input.sizes());
+  append_key(&key, g.output_size);
+  for (const memory::dims* d :
+       {&g.kernel, &g.strides, &g.dilates, &g.padding_l, &g.padding_r}) {
+    append_key(&key, *d);
+  }
+  absl::StrAppend(&key, at::get_num_threads());
+  static PrimitiveCache<std::shared_ptr<const Pool>> cache;
+  const auto made = cache.get(key, [&] {
+    const Tag layout = Tag::nhwc;
+    dnnl::pooling_v2_forward::desc desc(
+        dnnl::prop_kind::forward_inference, kind,
+        memory::desc(dims_of(input.sizes()), type, layout),
+        memory::desc(dims_of(g.output_size), type, layout), g.strides,
+        g.kernel, g.dilates, g.padding_l, g.padding_r);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, cpu_engine());
+    return std::make_shared<const Pool>(
+        Pool{pd, dnnl::pooling_v2_forward(pd)});
+  });
+  const at::Tensor src = to_channels_last(input);
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
+      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
+  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+  made->primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return dst;
+}
+
+at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size,
+                      at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation, bool ceil_mode) {
+  const char* op = "fx_onednn::max_pool2d";
+  const PoolGeometry g = pool_geometry(op, input.sizes(), kernel_size, stride,
+                                       padding, dilation, ceil_mode);
+  return pool(op, input, dnnl::algorithm::pooling_max, g);
+}
+
+at::Tensor avg_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size,
+                      at::IntArrayRef stride, at::IntArrayRef padding,
+                      bool ceil_mode, bool count_include_pad) {
+  const char* op = "fx_onednn::avg_pool2d";
+  const std::vector<int64_t> no_dilation = {1, 1};
+  const PoolGeometry g = pool_geometry(op, input.sizes(), kernel_size, stride,
+                                       padding, no_dilation, ceil_mode);
+  if (count_include_pad && g.ceil_padded) {
+    // aten divides a window reaching past the padding by its part inside
+    // input and padding; oneDNN would divide by the whole kernel.
+    check_input(op, input);
+    data_type_of(op, input, "input");
+    return to_channels_last(at::avg_pool2d(input, kernel_size, stride, padding,
+                                           ceil_mode, count_include_pad));
+  }
+  return pool(op, input,
+              count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding,
+              g);
+}
+
+at::Tensor max_pool2d_meta(const at::Tensor& input, at::IntArrayRef kernel_size,
+                           at::IntArrayRef stride, at::IntArrayRef padding,
+                           at::IntArrayRef dilation, bool ceil_mode) {
+  return empty_channels_last(
+      pool_geometry("fx_onednn::max_pool2d", input.sizes(), kernel_size,
+                    stride, padding, dilation, ceil_mode)
+          .output_size,
+      input.options());
+}
+
+at::Tensor avg_pool2d_meta(const at::Tensor& input, at::IntArrayRef kernel_size,
+                           at::IntArrayRef stride, at::IntArrayRef padding,
+                           bool ceil_mode, bool) {
+  return empty_channels_last(
+      pool_geometry("fx_onednn::avg_pool2d", input.sizes(), kernel_size,
+                    stride, padding, {1, 1}, ceil_mode)
+          .output_size,
+      input.options());
+}
+
 }  // namespace
 
 const std::vector<std::string>& activation_names() {
@@ -762,6 +926,13 @@ TORCH_LIBRARY(fx_onednn, m) {
   m.def(
       "linear(Tensor input, Tensor weight, Tensor? bias, "
       "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
+  m.def(
+      "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
+      "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
+  m.def(
+      "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
+      "int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True) "
+      "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
@@ -770,13 +941,15 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("conv_add_", &conv_add_);
   m.impl("pack_linear_weight", &pack_linear_weight);
   m.impl("linear", &linear);
+  m.impl("max_pool2d", &max_pool2d);
+  m.impl("avg_pool2d", &avg_pool2d);
 }
 
 // Inference only: no gradient flows through these operators.
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
-        "linear"}) {
+        "linear", "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -787,6 +960,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("conv_add_", &conv_add_meta);
   m.impl("pack_linear_weight", &pack_linear_weight_meta);
   m.impl("linear", &linear_meta);
+  m.impl("max_pool2d", &max_pool2d_meta);
+  m.impl("avg_pool2d", &avg_pool2d_meta);
 }
 
 }  // namespace fx::onednn

@@ -17,6 +17,11 @@
 //       bool bf16=False) -> Tensor
 //   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
+//   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
+//       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
+//   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
+//       int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True)
+//       -> Tensor
 //
 // A packed weight has the logical sizes of the weight it was made from
 // (so shapes are inferred as usual) but holds oneDNN's preferred blocked
@@ -33,7 +38,14 @@
 // (a residual connection: oneDNN's sum post-op), and the activation
 // (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
 // the same in the residual's own memory (self = activation(self + conv)),
-// for a residual nothing reads afterwards.
+// for a residual nothing reads afterwards. max_pool2d and avg_pool2d give
+// aten's results (ceil_mode and count_include_pad included) with a
+// channels-last output.
+//
+// NaN: oneDNN's max pooling and its relu and clip post-ops return the other
+// operand of a comparison with NaN (relu(NaN) = 0), where aten returns NaN;
+// a NaN in an input may give a finite output (as under TorchScript's
+// optimize_for_inference, which runs the same library).
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %w, %b, [1, 1], [1, 1]))

@@ -276,3 +276,80 @@ TEST_CASE("a weight packed at another thread count runs on an optimized kernel")
   }
   at::set_num_threads(before);
 }
+
+TEST_CASE("max_pool2d and avg_pool2d match aten's to the element") {
+  at::manual_seed(0);
+  struct PoolCase {
+    std::vector<int64_t> input, kernel, stride, padding, dilation;
+    bool ceil_mode;
+  };
+  const std::vector<PoolCase> cases = {
+      {{2, 64, 112, 112}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // ResNet
+      {{1, 64, 112, 112}, {3, 3}, {2, 2}, {0, 0}, {1, 1}, true},   // GoogLeNet
+      {{3, 16, 15, 17}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},    // odd sizes
+      {{3, 16, 15, 17}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+      {{1, 8, 13, 13}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},     // Inception
+      {{1, 8, 14, 11}, {3, 2}, {2, 1}, {1, 1}, {2, 1}, true},      // dilated
+      {{2, 5, 9, 9}, {3, 3}, {3, 3}, {1, 0}, {1, 1}, true},
+  };
+  for (const PoolCase& c : cases) {
+    CAPTURE(c.input, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    const at::Tensor x = at::randn(c.input).contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor want_max =
+        at::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    const at::Tensor got_max = call(
+        "fx_onednn::max_pool2d",
+        {x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode});
+    CHECK(got_max.is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK(at::equal(got_max, want_max));
+    // The same from a contiguous (NCHW) input.
+    CHECK(at::equal(call("fx_onednn::max_pool2d",
+                         {x.contiguous(), c.kernel, c.stride, c.padding,
+                          c.dilation, c.ceil_mode}),
+                    want_max));
+    if (c.dilation != std::vector<int64_t>{1, 1}) continue;
+    for (bool include_pad : {true, false}) {
+      CAPTURE(include_pad);
+      const at::Tensor want = at::avg_pool2d(x, c.kernel, c.stride, c.padding,
+                                             c.ceil_mode, include_pad);
+      const at::Tensor got =
+          call("fx_onednn::avg_pool2d", {x, c.kernel, c.stride, c.padding,
+                                         c.ceil_mode, include_pad});
+      check_close(got, want);
+    }
+  }
+  // bfloat16 activations (a bf16 chain) pool in bfloat16.
+  const at::Tensor x = at::randn({2, 32, 28, 28})
+                           .to(at::kBFloat16)
+                           .contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor got = call("fx_onednn::max_pool2d",
+                              {x, std::vector<int64_t>{3, 3},
+                               std::vector<int64_t>{2, 2},
+                               std::vector<int64_t>{1, 1},
+                               std::vector<int64_t>{1, 1}, false});
+  CHECK(got.scalar_type() == at::kBFloat16);
+  CHECK(at::equal(got, at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})));
+}
+
+TEST_CASE("bad pooling arguments are clear errors") {
+  const at::Tensor x = at::randn({1, 4, 8, 8});
+  const std::vector<int64_t> k3 = {3, 3}, s1 = {1, 1}, p0 = {0, 0},
+                             d1 = {1, 1};
+  CHECK_THROWS_WITH(call("fx_onednn::max_pool2d",
+                         {x, k3, s1, std::vector<int64_t>{2, 2}, d1, false}),
+                    Catch::Contains("padding must be at most half the kernel"));
+  CHECK_THROWS_WITH(call("fx_onednn::max_pool2d",
+                         {at::randn({4, 8, 8}), k3, s1, p0, d1, false}),
+                    Catch::Contains("must be 4-dimensional"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::max_pool2d",
+           {x, std::vector<int64_t>{9, 9}, s1, p0, d1, false}),
+      Catch::Contains("give an empty output"));
+  CHECK_THROWS_WITH(call("fx_onednn::avg_pool2d",
+                         {x.to(at::kDouble), k3, s1, p0, false, true}),
+                    Catch::Contains("fx_onednn::avg_pool2d"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::max_pool2d",
+           {x, k3, std::vector<int64_t>{0, 1}, p0, d1, false}),
+      Catch::Contains("must be positive"));
+}

@@ -15,7 +15,9 @@
 //   3. activations stay channels-last from one lowered convolution to the
 //      next, through the operators that keep that layout (pooling,
 //      elementwise, cat, batch_norm, ...); an aten::contiguous converts
-//      back where anything else reads them, and at the graph's output.
+//      back where anything else reads them, and at the graph's output;
+//   4. max and average pooling on those activations become
+//      fx_onednn::max_pool2d / avg_pool2d.
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))
@@ -50,6 +52,8 @@ struct InferenceOptions {
   // Lower convolutions and linear layers to oneDNN.
   bool lower_convolutions = true;
   bool lower_linear = true;
+  // Run max and average pooling between lowered convolutions on oneDNN.
+  bool lower_pooling = true;
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
@@ -82,6 +86,7 @@ struct InferenceReport {
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory
   int layout_conversions = 0; // aten::contiguous nodes added
+  int pooling = 0;            // lowered to fx_onednn::max_pool2d / avg_pool2d
   int declined = 0;           // convolutions left to aten: lowering did not pay
   std::string to_string() const;
 };

@@ -54,6 +54,9 @@ struct Conv : torch::nn::Module {
     at::Tensor z = b(y);
     z += y;
     z = torch::relu(z);
+    // Pooling inside the chain: oneDNN's, with ceil mode's extra window.
+    z = torch::max_pool2d(z, {3, 3}, {2, 2}, {0, 0}, {1, 1}, true);
+    z = torch::avg_pool2d(z, {2, 2}, {1, 1});
     at::Tensor pooled = torch::adaptive_avg_pool2d(z, {1, 1}).flatten(1);
     return torch::hardswish(fc(pooled)) + z.sum();
   }
@@ -78,6 +81,7 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
   // into the memory it reads.
   CHECK(report.in_place_sums == 0);
   CHECK(report.fused_activations == 3);  // relu, relu, hardswish
+  CHECK(report.pooling == 2);
   const std::string printed = gm->graph().to_string();
   INFO(printed);
   CHECK(testdata::filecheck(R"(
@@ -86,6 +90,9 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
     CHECK: fx_onednn::conv](args = (%conv, %{{.*}}, [1, 1], [1, 1], [1, 1], 1, %conv, 'relu', 0.0, 0.0)
     CHECK-NOT: aten::conv2d
     CHECK-NOT: aten::batch_norm
+    CHECK: fx_onednn::max_pool2d](args = (%conv_1, [3, 3], [2, 2], [0, 0], [1, 1], True)
+    CHECK: fx_onednn::avg_pool2d](args = (%max_pool2d{{.*}}, [2, 2], [1, 1], [0, 0], False, True)
+    CHECK-NOT: aten::max_pool2d
     CHECK: fx_onednn::linear
     CHECK-SAME: 'hardswish'
   )", printed));
@@ -121,6 +128,9 @@ TEST_CASE("every zoo model lowered matches eager") {
       CHECK(count(lowered->graph(), "aten::conv2d") == 0);
     }
     if (name == "resnet18" || name == "resnet50") {
+      // The stem's max pooling runs on oneDNN.
+      CHECK(count(lowered->graph(), "fx_onednn::max_pool2d") == 1);
+      CHECK(count(lowered->graph(), "aten::max_pool2d") == 0);
       // Each block's input dies at its residual add: added in place.
       CHECK(count(lowered->graph(), "fx_onednn::conv_add_") ==
             (name == "resnet18" ? 8 : 16));
