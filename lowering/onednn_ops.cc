@@ -736,7 +736,21 @@ struct PoolGeometry {
   memory::dims kernel, strides, dilates, padding_l, padding_r;
   // ceil_mode padded the right or bottom edge beyond `padding`.
   bool ceil_padded = false;
+  // A window has no element inside the input (dilation skips over it):
+  // aten's max is -inf there, oneDNN's the lowest finite float.
+  bool empty_window = false;
 };
+
+// An int[2] argument as aten reads it: one value stands for both, and an
+// empty stride is the kernel's size.
+std::vector<int64_t> pair_of(const char* op, const char* name,
+                             at::IntArrayRef values,
+                             at::IntArrayRef if_empty = {}) {
+  if (values.empty() && !if_empty.empty()) return if_empty.vec();
+  TORCH_CHECK(values.size() == 1 || values.size() == 2, op, ": ", name,
+              " needs 1 or 2 values, got ", values);
+  return {values.front(), values.back()};
+}
 
 // PyTorch's pooling_output_shape.
 int64_t pool_output_size(int64_t in, int64_t kernel, int64_t pad,
@@ -751,17 +765,20 @@ int64_t pool_output_size(int64_t in, int64_t kernel, int64_t pad,
 }
 
 PoolGeometry pool_geometry(const char* op, at::IntArrayRef input,
-                           at::IntArrayRef kernel, at::IntArrayRef stride,
-                           at::IntArrayRef padding, at::IntArrayRef dilation,
-                           bool ceil_mode) {
-  TORCH_CHECK(input.size() == 4, op,
-              ": the input must be 4-dimensional (N, C, H, W), got sizes ",
-              input);
-  TORCH_CHECK(kernel.size() == 2 && stride.size() == 2 &&
-                  padding.size() == 2 && dilation.size() == 2,
-              op, ": kernel_size, stride, padding and dilation need 2 values "
-              "each, got ", kernel, ", ", stride, ", ", padding, ", ",
-              dilation);
+                           at::IntArrayRef kernel_size,
+                           at::IntArrayRef stride_size,
+                           at::IntArrayRef padding_size,
+                           at::IntArrayRef dilation_size, bool ceil_mode) {
+  TORCH_CHECK(input.size() == 4 && input[1] > 0 && input[2] > 0 &&
+                  input[3] > 0,
+              op, ": the input must be 4-dimensional (N, C, H, W) with C, H "
+              "and W not 0, got sizes ", input);
+  const std::vector<int64_t> kernel = pair_of(op, "kernel_size", kernel_size);
+  const std::vector<int64_t> stride =
+      pair_of(op, "stride", stride_size, kernel);
+  const std::vector<int64_t> padding = pair_of(op, "padding", padding_size);
+  const std::vector<int64_t> dilation =
+      pair_of(op, "dilation", dilation_size);
   PoolGeometry g;
   g.output_size = {input[0], input[1]};
   for (size_t i = 0; i < 2; ++i) {
@@ -782,15 +799,22 @@ PoolGeometry pool_geometry(const char* op, at::IntArrayRef input,
     g.strides.push_back(stride[i]);
     g.dilates.push_back(dilation[i] - 1);
     g.padding_l.push_back(padding[i]);
-    // oneDNN counts outputs rounding down: ceil_mode's extra output is one
-    // more step of padding on the right.
+    // oneDNN counts outputs rounding down: ceil_mode's extra output is
+    // padding on the right, up to the end of its last window.
     const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;
-    int64_t right = padding[i];
-    while ((input[2 + i] + padding[i] + right - extent) / stride[i] + 1 < out) {
-      ++right;
-    }
+    const int64_t right =
+        std::max(padding[i], (out - 1) * stride[i] + extent - input[2 + i] -
+                                 padding[i]);
     g.padding_r.push_back(right);
     g.ceil_padded = g.ceil_padded || right > padding[i];
+    for (int64_t o = 0; o < out && dilation[i] > 1; ++o) {
+      bool inside = false;
+      for (int64_t k = 0; k < kernel[i] && !inside; ++k) {
+        const int64_t at = o * stride[i] - padding[i] + k * dilation[i];
+        inside = at >= 0 && at < input[2 + i];
+      }
+      g.empty_window = g.empty_window || !inside;
+    }
   }
   return g;
 }
@@ -847,6 +871,11 @@ at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size,
   const char* op = "fx_onednn::max_pool2d";
   const PoolGeometry g = pool_geometry(op, input.sizes(), kernel_size, stride,
                                        padding, dilation, ceil_mode);
+  if (g.empty_window) {
+    check_input(op, input);
+    return to_channels_last(at::max_pool2d(input, kernel_size, stride, padding,
+                                           dilation, ceil_mode));
+  }
   return pool(op, input, dnnl::algorithm::pooling_max, g);
 }
 
@@ -861,7 +890,6 @@ at::Tensor avg_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size,
     // aten divides a window reaching past the padding by its part inside
     // input and padding; oneDNN would divide by the whole kernel.
     check_input(op, input);
-    data_type_of(op, input, "input");
     return to_channels_last(at::avg_pool2d(input, kernel_size, stride, padding,
                                            ceil_mode, count_include_pad));
   }

@@ -291,6 +291,12 @@ TEST_CASE("max_pool2d and avg_pool2d match aten's to the element") {
       {{1, 8, 13, 13}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},     // Inception
       {{1, 8, 14, 11}, {3, 2}, {2, 1}, {1, 1}, {2, 1}, true},      // dilated
       {{2, 5, 9, 9}, {3, 3}, {3, 3}, {1, 0}, {1, 1}, true},
+      // Input and padding smaller than the kernel: ceil mode's window
+      // reaches past them (aten divides by its part inside).
+      {{1, 4, 1, 1}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+      {{1, 4, 3, 3}, {5, 5}, {4, 4}, {0, 0}, {1, 1}, true},
+      // Dilation skipping over the input: an empty window (-inf).
+      {{1, 4, 1, 1}, {2, 2}, {1, 1}, {1, 1}, {2, 2}, false},
   };
   for (const PoolCase& c : cases) {
     CAPTURE(c.input, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
@@ -352,4 +358,13 @@ TEST_CASE("bad pooling arguments are clear errors") {
       call("fx_onednn::max_pool2d",
            {x, k3, std::vector<int64_t>{0, 1}, p0, d1, false}),
       Catch::Contains("must be positive"));
+  CHECK_THROWS_WITH(call("fx_onednn::max_pool2d",
+                         {at::randn({1, 0, 8, 8}), k3, s1, p0, d1, false}),
+                    Catch::Contains("C, H and W not 0"));
+  // aten's shorthands: one value for both sizes, an empty stride for the
+  // kernel's.
+  const std::vector<int64_t> one3 = {3}, none = {}, one1 = {1};
+  CHECK(at::equal(
+      call("fx_onednn::max_pool2d", {x, one3, none, one1, one1, false}),
+      at::max_pool2d(x, {3, 3}, {3, 3}, {1, 1})));
 }

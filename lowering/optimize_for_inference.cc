@@ -860,7 +860,11 @@ class Lowering {
           full_arguments(*n, n->target().op().schema());
       const Argument input = arg(*n, full, "self");
       const TensorMeta* in = meta_of(input);
-      if (in == nullptr || in->sizes.size() != 4 ||
+      // A chain's value in float32 (bfloat16 with bf16), as a lowered
+      // convolution leaves it; an elementwise operator may have promoted it.
+      if (in == nullptr || in->sizes.size() != 4 || !in->device.is_cpu() ||
+          in->dtype != (options_.bf16 ? c10::ScalarType::BFloat16
+                                      : c10::ScalarType::Float) ||
           channels_last->count(input.to_node()) == 0) {
         continue;
       }

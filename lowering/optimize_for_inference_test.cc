@@ -343,6 +343,22 @@ TEST_CASE("what cannot be lowered is left alone") {
   fx::GraphModule doubled = fx::symbolic_trace(
       conv.ptr(), torch::randn({1, 2, 5, 5}, at::kDouble));
   CHECK(fx::optimize_for_inference(*doubled).convolutions == 0);
+
+  // A chain's value promoted to double before its pooling: aten pools it.
+  torch::nn::Conv2d single(torch::nn::Conv2dOptions(2, 3, 3));
+  single->eval();
+  auto promoted = [&](at::Tensor x, at::Tensor scale) {
+    return at::max_pool2d(single(x) * scale, {2, 2});
+  };
+  const at::Tensor x = torch::randn({1, 2, 9, 9});
+  const at::Tensor scale = torch::rand({1}, at::kDouble);
+  fx::GraphModule mixed = fx::symbolic_trace(promoted, x, scale);
+  fx::InferenceOptions every;
+  every.decision = fx::InferenceOptions::Decision::kAll;
+  const fx::InferenceReport report = fx::optimize_for_inference(*mixed, every);
+  CHECK(report.convolutions == 1);
+  CHECK(report.pooling == 0);
+  CHECK(torch::allclose(mixed(x, scale).toTensor(), promoted(x, scale)));
 }
 
 TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
