@@ -13,7 +13,10 @@
 //    and the median of per-round ratios), the fraction of
 //    the measured peak each reaches, and the largest difference of our
 //    output from TorchScript's unoptimized one, relative to its largest
-//    magnitude.
+//    magnitude. For the compute-bound models, also oneDNN's kernels alone:
+//    each oneDNN call of the lowered graph repeated on its own arguments
+//    (weights and activations in cache), which bounds what any graph of
+//    these kernels reaches.
 // 3. Python beside it: torch.fx's optimize_for_inference (MKLDNN) and
 //    TorchScript in Python on the same torchvision models at batch 1.
 // 4. The generated class of a lowered graph (fx_cc_library) against the
@@ -39,6 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
 #include "fx/torchscript.h"
+#include "interpreter/interpreter.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
@@ -79,6 +83,18 @@ constexpr double kBudgetMs = 30000;
 
 // --- 1. The machine's limit --------------------------------------------------
 
+// The peak convolutions, also timed beside each model (interleaved with its
+// rounds), so that a model's % of peak compares it with the peak measured
+// under the same conditions: this machine's speed drifts by 20% and more
+// within a run.
+struct PeakConvolutions {
+  PeakConvolution c3x3{256, 56, 3};
+  PeakConvolution c1x1{1024, 14, 1};
+  double warm_gflops() const {
+    return std::max(c3x3.warm_gflops(2), c1x1.warm_gflops(2));
+  }
+};
+
 struct Peak {
   double gflops_3x3 = 0, gflops_1x1 = 0;
   // Main memory: a copy far larger than the last-level cache.
@@ -111,14 +127,69 @@ struct ModelRun {
   // written once), whichever is slower, one node after another.
   double roofline_ms = 0;
   size_t unmodelled = 0;  // operators the cost model does not know
+  // The peak convolutions' GFLOP/s, timed in the model's interleaved rounds
+  // (median), and again between the runs of kernels alone.
+  double peak_gflops = 0, kernels_alone_peak_gflops = 0;
   double ours_ms = 0, torchscript_ms = 0, unlowered_ms = 0;
   double ratio = 0;  // median of per-round ours / TorchScript-optimized
   double over_unlowered = 0;  // ... ours / the folded, unlowered graph
   int rounds = 0;
   double error = 0;  // relative to the reference output's largest magnitude
   double lowering_ms = 0;
+  // Compute-bound models: oneDNN's kernels alone (KernelsAlone), 0 if not
+  // measured.
+  double kernels_alone_ms = 0;
   std::string report;
   std::string failure;  // non-empty: the model could not be measured
+};
+
+// Runs a lowered graph timing each oneDNN call alone: the call repeated on
+// its own arguments, its median kept (its weights and activations in
+// cache: the library's kernel at its best on that shape), and every other
+// node as it runs. The sum is what the graph would take if every kernel
+// ran as fast as it does by itself.
+class KernelsAlone : public fx::Interpreter {
+ public:
+  KernelsAlone(fx::GraphModule module, int repeats)
+      : fx::Interpreter(std::move(module)), repeats_(repeats) {}
+
+  double run_ms(const std::vector<c10::IValue>& inputs) {
+    total_ms_ = 0;
+    run(inputs);
+    return total_ms_;
+  }
+
+  c10::IValue call_function(const fx::Node& node, const fx::Target& target,
+                            std::vector<c10::IValue> args,
+                            fx::IValueKwargs kwargs) override {
+    const std::string name =
+        target.is_operator() ? target.to_string() : std::string();
+    if (name.rfind("fx_onednn::", 0) != 0) {
+      auto start = Clock::now();
+      c10::IValue out = fx::Interpreter::call_function(
+          node, target, std::move(args), std::move(kwargs));
+      total_ms_ += ms_since(start);
+      return out;
+    }
+    // conv_add_ writes into its first argument: each call gets a copy.
+    const bool in_place = name == "fx_onednn::conv_add_";
+    std::vector<double> samples;
+    c10::IValue out;
+    for (int i = 0; i <= repeats_; ++i) {
+      std::vector<c10::IValue> call_args = args;
+      if (in_place) call_args[0] = args[0].toTensor().clone();
+      auto start = Clock::now();
+      out = fx::Interpreter::call_function(node, target, std::move(call_args),
+                                           kwargs);
+      if (i > 0) samples.push_back(ms_since(start));
+    }
+    total_ms_ += median(samples);
+    return out;
+  }
+
+ private:
+  int repeats_;
+  double total_ms_ = 0;
 };
 
 double relative_error(const at::Tensor& got, const at::Tensor& want) {
@@ -133,7 +204,8 @@ at::Tensor first_tensor(const c10::IValue& v) {
 }
 
 ModelRun measure_model(const std::string& dir, const std::string& name,
-                       int64_t batch, int rounds, const Peak& peak) {
+                       int64_t batch, int rounds, const Peak& peak,
+                       const PeakConvolutions& peaks) {
   ModelRun r;
   r.model = name;
   r.batch = batch;
@@ -157,7 +229,6 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.lowering_ms = ms_since(start);
     r.error = relative_error(first_tensor(lowered(x)), want);
     const fx::CostReport cost = fx::estimate_cost(lowered->graph());
-    r.roofline_ms = fx::estimated_seconds(cost, peak.machine()) * 1e3;
     r.unmodelled = cost.unmodelled_ops.size();
 
     // The same passes without the lowering: what lowering must beat.
@@ -179,15 +250,32 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.rounds = std::max(3, std::min(rounds, static_cast<int>(
                                                 kBudgetMs / (3 * slowest))));
     const int calls = batch == 1 ? 2 : 1;
+    std::vector<double> peak_samples;
     auto samples = interleaved_samples_ms(
         {[&] { lowered(x); }, [&] { optimized.forward({x}); },
-         [&] { unlowered(x); }},
+         [&] { unlowered(x); },
+         [&] { peak_samples.push_back(peaks.warm_gflops()); }},
         r.rounds, calls);
+    r.peak_gflops = median(peak_samples);
+    r.roofline_ms =
+        fx::estimated_seconds(
+            cost, {r.peak_gflops * 1e9, peak.memory_bytes_per_second}) *
+        1e3;
     r.ours_ms = median(samples[0]);
     r.torchscript_ms = median(samples[1]);
     r.unlowered_ms = median(samples[2]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
     r.over_unlowered = median_paired_ratio(samples[0], samples[2]);
+    if (std::count(kComputeBound.begin(), kComputeBound.end(), name)) {
+      KernelsAlone kernels(lowered, 5);
+      std::vector<double> runs, peaks_between;
+      for (int i = 0; i < 3; ++i) {
+        peaks_between.push_back(peaks.warm_gflops());
+        runs.push_back(kernels.run_ms({x}));
+      }
+      r.kernels_alone_ms = median(runs);
+      r.kernels_alone_peak_gflops = median(peaks_between);
+    }
   } catch (const std::exception& e) {
     r.failure = std::string(e.what()).substr(0, 200);
   }
@@ -198,11 +286,17 @@ std::string percent(double fraction) {
   return absl::StrFormat("%.0f%%", fraction * 100);
 }
 
+// The fraction of `peak_gflops` a model of `gmacs` reaches in `ms`.
+double fraction_of_peak(double gmacs, double ms, double peak_gflops) {
+  return 2 * gmacs * 1e9 / (ms * 1e-3) / 1e9 / peak_gflops;
+}
+
 void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
   Table table({"model", "batch", "GMACs", "ours ms", "TS-opt ms",
                "ours / TS-opt", "unlowered ms", "ours / unlowered",
-               "ours % peak", "TS-opt % peak", "roofline ms",
-               "roofline % peak", "ours % roofline", "rel. error", "lowering ms", "rounds"},
+               "peak GFLOP/s", "ours % peak", "TS-opt % peak", "roofline ms",
+               "roofline % peak", "ours % roofline", "kernels alone % peak",
+               "ours % kernels alone", "rel. error", "lowering ms", "rounds"},
               2);
   for (const ModelRun& r : runs) {
     if (!r.failure.empty()) {
@@ -210,24 +304,35 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
       continue;
     }
     auto fraction = [&](double ms) {
-      return percent(2 * r.gmacs * 1e9 / (ms * 1e-3) / 1e9 / peak.best());
+      return percent(fraction_of_peak(r.gmacs, ms, r.peak_gflops));
     };
     table.add_row({r.model, absl::StrCat(r.batch), fixed(r.gmacs, 2),
                    fixed(r.ours_ms, 2), fixed(r.torchscript_ms, 2),
                    times(r.ratio), fixed(r.unlowered_ms, 2),
-                   times(r.over_unlowered), fraction(r.ours_ms),
+                   times(r.over_unlowered), fixed(r.peak_gflops, 0),
+                   fraction(r.ours_ms),
                    fraction(r.torchscript_ms),
                    fixed(r.roofline_ms, 2) + (r.unmodelled ? "*" : ""),
                    fraction(r.roofline_ms), percent(r.roofline_ms / r.ours_ms),
+                   r.kernels_alone_ms > 0
+                       ? percent(fraction_of_peak(r.gmacs, r.kernels_alone_ms,
+                                                  r.kernels_alone_peak_gflops))
+                       : "",
+                   r.kernels_alone_ms > 0
+                       ? percent(r.kernels_alone_ms / r.ours_ms)
+                       : "",
                    absl::StrFormat("%.1e", r.error), fixed(r.lowering_ms, 0),
                    absl::StrCat(r.rounds)});
   }
   std::vector<std::string> notes = {
-      absl::StrFormat("peak: %.0f GFLOP/s (oneDNN 3x3 256->256 at 56x56: %.0f; "
-                      "1x1 1024->1024 at 14x14: %.0f)",
+      absl::StrFormat("peak: the larger of oneDNN's 3x3 256->256 convolution at "
+                      "56x56 and 1x1 1024->1024 at 14x14 (batch 1, warm), "
+                      "timed in each model's interleaved rounds (the peak "
+                      "GFLOP/s column: medians); alone at the start: %.0f GFLOP/s "
+                      "(3x3: %.0f; 1x1: %.0f)",
                       peak.best(), peak.gflops_3x3, peak.gflops_1x1),
       absl::StrFormat(
-          "roofline: the cost model's time for the lowered graph on this peak "
+          "roofline: the cost model's time for the lowered graph on the row's peak "
           "and main memory's measured bandwidth (%.1f GB/s, a 512 MB copy): "
           "each node at max(FLOPs / peak, bytes / bandwidth), in turn. "
           "roofline %% peak is the ceiling of %% peak unless one node's "
@@ -241,6 +346,11 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
       "lowering (batch norms folded, dropouts removed, constants folded); "
       "interleaved rounds, medians; ratios are medians of per-round ratios "
       "(below 1: ours is faster).",
+      "kernels alone: the lowered graph with each oneDNN call timed by "
+      "itself, repeated on its own arguments (weights and activations in "
+      "cache; median of 5), other nodes as they run: the % of peak oneDNN "
+      "2.6's kernels reach on the model's shapes, the ceiling of ours short "
+      "of kernels of our own (compute-bound models only).",
       "rel. error: max |ours - TorchScript as loaded| / max |TorchScript as "
       "loaded|."};
   for (const ModelRun& r : runs) {
@@ -372,7 +482,6 @@ void print_generated(const GeneratedRun& g) {
 
 std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                                        const std::vector<int64_t>& batches,
-                                       const Peak& peak,
                                        const GeneratedRun& generated,
                                        const std::vector<Bf16Run>& bf16) {
   std::vector<TargetCheck> checks;
@@ -402,7 +511,7 @@ std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                       times(r.over_unlowered), r.over_unlowered <= 1.0});
     if (std::count(kComputeBound.begin(), kComputeBound.end(), r.model)) {
       const double fraction =
-          2 * r.gmacs * 1e9 / (r.ours_ms * 1e-3) / 1e9 / peak.best();
+          fraction_of_peak(r.gmacs, r.ours_ms, r.peak_gflops);
       checks.push_back({what + " at >= 90% of the measured peak",
                         percent(fraction), fraction >= 0.9});
     }
@@ -473,11 +582,12 @@ int main(int argc, char** argv) {
 
   std::cerr << "measuring the convolution peak\n";
   const Peak peak = measure_peak(quick ? 3 : 10);
+  const PeakConvolutions peaks;
   std::vector<ModelRun> runs;
   for (int64_t batch : batches) {
     for (const std::string& name : names) {
       std::cerr << "timing " << name << " at batch " << batch << "\n";
-      runs.push_back(measure_model(dir, name, batch, repeats, peak));
+      runs.push_back(measure_model(dir, name, batch, repeats, peak, peaks));
     }
   }
 
@@ -498,6 +608,6 @@ int main(int argc, char** argv) {
   print_python(runs, py);
   print_generated(generated);
   print_bf16(bf16);
-  return print_targets(check_targets(runs, batches, peak, generated, bf16),
+  return print_targets(check_targets(runs, batches, generated, bf16),
                        quick);
 }

@@ -13,37 +13,65 @@
 namespace fx {
 namespace benchmark {
 
-double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
-                   int repeats) {
-  fx::onednn::register_operators();
+struct PeakConvolution::State {
+  explicit State(c10::OperatorHandle handle) : conv(std::move(handle)) {}
+  c10::OperatorHandle conv;
+  at::Tensor input, packed;
+  std::vector<int64_t> one, padding;
+  double flops = 0;
+};
+
+PeakConvolution::PeakConvolution(int64_t channels, int64_t size,
+                                 int64_t kernel)
+    : state_((fx::onednn::register_operators(),
+              new State(c10::Dispatcher::singleton().findSchemaOrThrow(
+                  "fx_onednn::conv", "")))) {
   auto pack = c10::Dispatcher::singleton().findSchemaOrThrow(
       "fx_onednn::pack_conv_weight", "");
-  auto conv =
-      c10::Dispatcher::singleton().findSchemaOrThrow("fx_onednn::conv", "");
-  at::Tensor x = torch::randn({1, channels, size, size})
-                     .contiguous(at::MemoryFormat::ChannelsLast);
-  at::Tensor w = torch::randn({channels, channels, kernel, kernel});
-  const std::vector<int64_t> one = {1, 1};
-  const std::vector<int64_t> padding = {kernel / 2, kernel / 2};
-  torch::jit::Stack stack = {w, x.sizes().vec(), one, padding, one, int64_t{1},
+  state_->input = torch::randn({1, channels, size, size})
+                      .contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor w = torch::randn({channels, channels, kernel, kernel});
+  state_->one = {1, 1};
+  state_->padding = {kernel / 2, kernel / 2};
+  torch::jit::Stack stack = {w,          state_->input.sizes().vec(),
+                             state_->one, state_->padding,
+                             state_->one, int64_t{1},
                              false};
   pack.callBoxed(&stack);
-  at::Tensor packed = stack[0].toTensor();
+  state_->packed = stack[0].toTensor();
+  state_->flops =
+      2.0 * channels * channels * kernel * kernel * size * size;
+}
+
+PeakConvolution::~PeakConvolution() = default;
+
+double PeakConvolution::warm_gflops(int calls) const {
+  const State& s = *state_;
   auto run = [&] {
-    torch::jit::Stack s = {x,   packed, c10::IValue(), one,
-                           padding, one, int64_t{1}, c10::IValue(),
-                           "none", 0.0,    0.0};
-    conv.callBoxed(&s);
+    torch::jit::Stack stack = {s.input,   s.packed,      c10::IValue(),
+                               s.one,     s.padding,     s.one,
+                               int64_t{1}, c10::IValue(), "none",
+                               0.0,       0.0};
+    s.conv.callBoxed(&stack);
   };
-  const double ms = median_ms(
-      [&] {
-        auto start = Clock::now();
-        run();
-        return ms_since(start);
-      },
-      repeats);
-  const double flops = 2.0 * channels * channels * kernel * kernel * size * size;
-  return flops / (ms * 1e-3) / 1e9;
+  run();
+  std::vector<double> samples;
+  for (int i = 0; i < std::max(calls, 1); ++i) {
+    auto start = Clock::now();
+    run();
+    samples.push_back(ms_since(start));
+  }
+  return s.flops / (median(samples) * 1e-3) / 1e9;
+}
+
+double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
+                   int repeats) {
+  const PeakConvolution conv(channels, size, kernel);
+  std::vector<double> samples;
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
+    samples.push_back(conv.warm_gflops(1));
+  }
+  return median(samples);
 }
 
 double copy_bytes_per_second(int repeats, int64_t bytes) {

@@ -5,12 +5,28 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace fx {
 namespace benchmark {
 
 // A channels x channels convolution with a kernel x kernel window on a
-// size x size image (batch 1): median GFLOP/s over `repeats` runs.
+// size x size image (batch 1), its weight packed once: timed beside other
+// work (interleaved with it) as well as alone.
+class PeakConvolution {
+ public:
+  PeakConvolution(int64_t channels, int64_t size, int64_t kernel);
+  ~PeakConvolution();
+  // GFLOP/s of one warm call: a call to warm its weights and activations,
+  // then the median of `calls` timed ones.
+  double warm_gflops(int calls = 3) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// conv_gflops: median of `repeats` runs.
 double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
                    int repeats);
 
