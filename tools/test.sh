@@ -19,9 +19,10 @@
 #   5. each benchmark with --quick, to prove it runs (its timing targets are
 #      for full runs; its accuracy and allocation targets hold in any run).
 # Ends with one line "N passed, N failed" counting Catch2 test cases over all
-# test targets (a target that fails to build or dies without a Catch2
-# summary counts as one failed case), plus one case per fuzzer and per
-# benchmark. Exits non-zero if anything failed.
+# test targets (a sharded target's summed over its shards; a target that
+# fails to build or dies without a Catch2 summary counts as one failed
+# case), plus one case per fuzzer and per benchmark. Exits non-zero if
+# anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,26 +52,32 @@ test_workspace() {
   while read -r target result; do
     local path="${target#//}"
     path="${path/://}"
-    local file="$testlogs/$path/test.log"
-    local summary=""
-    if [ -f "$file" ]; then
-      summary="$(grep -E '^(All tests passed|test cases:)' "$file" | tail -n 1)"
+    # A sharded test keeps one log per shard.
+    local files=("$testlogs/$path/test.log")
+    if [ ! -f "${files[0]}" ]; then
+      files=("$testlogs/$path"/shard_*_of_*/test.log)
     fi
-    case "$result" in
-      PASSED|FAILED|FLAKY*)
-        if [[ "$summary" =~ ^All\ tests\ passed.*\ ([0-9]+)\ test\ case ]]; then
-          passed=$((passed + BASH_REMATCH[1]))
-        elif [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] || [[ "$summary" =~ \|\ *([0-9]+)\ failed ]]; then
-          [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
-          [[ "$summary" =~ \|\ *([0-9]+)\ failed ]] && ws_failed=$((ws_failed + BASH_REMATCH[1]))
-        else
+    for file in "${files[@]}"; do
+      local summary=""
+      if [ -f "$file" ]; then
+        summary="$(grep -E '^(All tests passed|test cases:)' "$file" | tail -n 1)"
+      fi
+      case "$result" in
+        PASSED|FAILED|FLAKY*)
+          if [[ "$summary" =~ ^All\ tests\ passed.*\ ([0-9]+)\ test\ case ]]; then
+            passed=$((passed + BASH_REMATCH[1]))
+          elif [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] || [[ "$summary" =~ \|\ *([0-9]+)\ failed ]]; then
+            [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
+            [[ "$summary" =~ \|\ *([0-9]+)\ failed ]] && ws_failed=$((ws_failed + BASH_REMATCH[1]))
+          else
+            ws_failed=$((ws_failed + 1))
+          fi
+          ;;
+        *)
           ws_failed=$((ws_failed + 1))
-        fi
-        ;;
-      *)
-        ws_failed=$((ws_failed + 1))
-        ;;
-    esac
+          ;;
+      esac
+    done
   done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|NO STATUS|TIMEOUT|FLAKY)' "$log" \
            | sed -E 's/\(cached\) //; s/ in [0-9.]+s$//' \
            | awk '{$1 = $1; target = $1; $1 = ""; sub(/^ /, ""); print target, $0}')
