@@ -331,16 +331,67 @@ memory weights_for_call(const at::Tensor& packed, const Header& header,
   return to;
 }
 
+// Runs a primitive made for a packed weight (`made`: its pd, primitive and
+// weights reorder, or none) from `src` into `dst`, with the bias when there
+// is one (checked to have one value per output channel, `channels`).
+template <typename Made>
+void run_with_weights(const char* op, const Made& made, const at::Tensor& src,
+                      const at::Tensor& weight, const Header& header,
+                      const c10::optional<at::Tensor>& bias, int64_t channels,
+                      const at::Tensor& dst) {
+  const bool has_bias = bias.has_value() && bias->defined();
+  at::Tensor bias_values;
+  if (has_bias) {
+    TORCH_CHECK(bias->numel() == channels, op, ": the bias must have ",
+                channels, " values, got ", bias->sizes());
+    bias_values = bias->to(at::kFloat).contiguous();
+  }
+  dnnl::engine& engine = cpu_engine();
+  std::vector<at::Tensor> reordered;
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(made.pd.src_desc(), engine, src.data_ptr())},
+      {DNNL_ARG_WEIGHTS,
+       weights_for_call(weight, header, made.pd.weights_desc(),
+                        made.weights_reorder, &reordered)},
+      {DNNL_ARG_DST, memory(made.pd.dst_desc(), engine, dst.data_ptr())}};
+  if (has_bias) {
+    args.emplace(DNNL_ARG_BIAS, memory(made.pd.bias_desc(), engine,
+                                       bias_values.data_ptr()));
+  }
+  const at::Tensor scratchpad = add_scratchpad(made.pd, &args);
+  last_kernel_name = made.pd.impl_info_str();
+  made.primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+}
+
 // --- Convolution ------------------------------------------------------------
+// A convolution's channels-last src and dst (in `compute` and `output`)
+// and its float32 bias (none without one).
+struct ActivationDescs {
+  memory::desc src, dst, bias;
+};
+ActivationDescs activation_descs(at::IntArrayRef input,
+                                 at::IntArrayRef output_size, bool bias,
+                                 DataType compute, DataType output) {
+  const Tag layout = channels_last_tag(static_cast<int64_t>(input.size()));
+  return {memory::desc(dims_of(input), compute, layout),
+          memory::desc(dims_of(output_size), output, layout),
+          bias ? memory::desc({output_size[1]}, DataType::f32, Tag::x)
+               : memory::desc()};
+}
+
+
 struct ConvGeometry {
   std::vector<int64_t> output_size;
   memory::dims strides, dilates, padding;
 };
 
-ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
-                           at::IntArrayRef weight, at::IntArrayRef stride,
-                           at::IntArrayRef padding, at::IntArrayRef dilation,
-                           int64_t groups) {
+// A convolution's number of spatial dimensions (1 to 3), checked against
+// its weight's rank and its per-dimension lists (named by `names`).
+int64_t spatial_dims_of(const char* op, at::IntArrayRef input,
+                        at::IntArrayRef weight,
+                        std::initializer_list<at::IntArrayRef> lists,
+                        const char* names) {
   const int64_t dim = static_cast<int64_t>(input.size());
   const int64_t spatial = dim - 2;
   TORCH_CHECK(dim >= 3 && dim <= 5, op,
@@ -348,11 +399,20 @@ ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
               "spatial sizes), got ", dim, " dimensions");
   TORCH_CHECK(static_cast<int64_t>(weight.size()) == dim, op, ": a ", dim,
               "-d input needs a ", dim, "-d weight, got ", weight.size());
-  TORCH_CHECK(static_cast<int64_t>(stride.size()) == spatial &&
-                  static_cast<int64_t>(padding.size()) == spatial &&
-                  static_cast<int64_t>(dilation.size()) == spatial,
-              op, ": stride, padding and dilation need ", spatial,
-              " values each");
+  for (at::IntArrayRef list : lists) {
+    TORCH_CHECK(static_cast<int64_t>(list.size()) == spatial, op, ": ", names,
+                " need ", spatial, " values each");
+  }
+  return spatial;
+}
+
+ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
+                           at::IntArrayRef weight, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation,
+                           int64_t groups) {
+  const int64_t spatial =
+      spatial_dims_of(op, input, weight, {stride, padding, dilation},
+                      "stride, padding and dilation");
   TORCH_CHECK(groups >= 1 && weight[0] % groups == 0 &&
                   input[1] == weight[1] * groups,
               op, ": the input has ", input[1], " channels, but the weight ",
@@ -391,15 +451,11 @@ dnnl::convolution_forward::primitive_desc conv_descriptor(
     const memory::desc& weight_desc, bool bias,
     const dnnl::primitive_attr& attr, DataType compute = DataType::f32,
     DataType output = DataType::f32) {
-  const Tag layout = channels_last_tag(static_cast<int64_t>(input.size()));
-  memory::desc src(dims_of(input), compute, layout);
-  memory::desc dst(dims_of(g.output_size), output, layout);
-  memory::desc bias_desc =
-      bias ? memory::desc({g.output_size[1]}, DataType::f32, Tag::x)
-           : memory::desc();
+  const ActivationDescs d =
+      activation_descs(input, g.output_size, bias, compute, output);
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-      src, weight_desc, bias_desc, dst, g.strides, g.dilates, g.padding,
+      d.src, weight_desc, d.bias, d.dst, g.strides, g.dilates, g.padding,
       g.padding);
   return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
 }
@@ -473,29 +529,7 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
   });
 
   at::Tensor src = to_channels_last(input.to(scalar_type_of(compute)));
-  at::Tensor bias_values;
-  if (has_bias) {
-    TORCH_CHECK(bias->numel() == g.output_size[1],
-                op, ": the bias must have ", g.output_size[1],
-                " values, got ", bias->sizes());
-    bias_values = bias->to(at::kFloat).contiguous();
-  }
-  dnnl::engine& engine = cpu_engine();
-  std::vector<at::Tensor> reordered;
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
-      {DNNL_ARG_WEIGHTS,
-       weights_for_call(weight, header, made->pd.weights_desc(),
-                        made->weights_reorder, &reordered)},
-      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
-  if (has_bias) {
-    args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
-                                       bias_values.data_ptr()));
-  }
-  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
-  last_kernel_name = made->pd.impl_info_str();
-  made->primitive.execute(cpu_stream(), args);
-  cpu_stream().wait();
+  run_with_weights(op, *made, src, weight, header, bias, g.output_size[1], dst);
 }
 
 void check_input(const char* op, const at::Tensor& input) {
@@ -589,6 +623,186 @@ at::Tensor& conv_add_meta(at::Tensor& self, const at::Tensor& input,
 at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
                                  at::IntArrayRef, at::IntArrayRef,
                                  at::IntArrayRef, int64_t, bool) {
+  return at::empty(weight.sizes(), weight.options());
+}
+
+// --- Transposed convolution (oneDNN's deconvolution) -------------------------
+// The weight is aten's: [in, out / groups, kernel...].
+struct DeconvGeometry {
+  std::vector<int64_t> output_size;
+  memory::dims strides, dilates, padding_l, padding_r;
+};
+
+DeconvGeometry deconv_geometry(const char* op, at::IntArrayRef input,
+                               at::IntArrayRef weight, at::IntArrayRef stride,
+                               at::IntArrayRef padding,
+                               at::IntArrayRef output_padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+  const int64_t spatial = spatial_dims_of(
+      op, input, weight, {stride, padding, output_padding, dilation},
+      "stride, padding, output_padding and dilation");
+  TORCH_CHECK(groups >= 1 && weight[0] % groups == 0 && input[1] == weight[0],
+              op, ": the input has ", input[1], " channels, but the weight ",
+              weight, " (in, out / groups, ...) with ", groups, " groups takes ",
+              weight[0]);
+  DeconvGeometry g;
+  g.output_size = {input[0], weight[1] * groups};
+  for (int64_t i = 0; i < spatial; ++i) {
+    TORCH_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0 &&
+                    output_padding[i] >= 0,
+                op, ": stride and dilation must be positive, padding and "
+                "output_padding not negative");
+    TORCH_CHECK(output_padding[i] < stride[i] ||
+                    output_padding[i] < dilation[i],
+                op, ": output_padding must be smaller than the stride or the "
+                "dilation, got output_padding ", output_padding, ", stride ",
+                stride, ", dilation ", dilation);
+    const int64_t out = (input[2 + i] - 1) * stride[i] - 2 * padding[i] +
+                        dilation[i] * (weight[2 + i] - 1) +
+                        output_padding[i] + 1;
+    TORCH_CHECK(out >= 1, op, ": the input's spatial size ", input,
+                " gives an empty output for the weight ", weight);
+    g.output_size.push_back(out);
+    g.strides.push_back(stride[i]);
+    g.dilates.push_back(dilation[i] - 1);
+    g.padding_l.push_back(padding[i]);
+    // output_padding's extra rows: less padding on the right.
+    g.padding_r.push_back(padding[i] - output_padding[i]);
+  }
+  return g;
+}
+
+memory::desc deconv_weight_desc(at::IntArrayRef weight, int64_t groups,
+                                Tag tag, DataType type = DataType::f32) {
+  memory::dims dims = dims_of(weight);
+  std::swap(dims[0], dims[1]);  // oneDNN's (out, in, ...)
+  if (groups > 1) {
+    dims[1] /= groups;
+    dims.insert(dims.begin(), groups);
+  }
+  return memory::desc(dims, type, tag);
+}
+
+// aten's [in, out / groups, kernel...] order of oneDNN's dimensions.
+Tag plain_deconv_weight_tag(int64_t dim, bool grouped) {
+  switch (dim) {
+    case 3: return grouped ? Tag::acbd : Tag::bac;
+    case 4: return grouped ? Tag::acbde : Tag::bacd;
+    default: return grouped ? Tag::acbdef : Tag::bacde;
+  }
+}
+
+dnnl::deconvolution_forward::primitive_desc deconv_descriptor(
+    at::IntArrayRef input, const DeconvGeometry& g,
+    const memory::desc& weight_desc, bool bias,
+    const dnnl::primitive_attr& attr) {
+  const ActivationDescs d = activation_descs(input, g.output_size, bias,
+                                             DataType::f32, DataType::f32);
+  dnnl::deconvolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+      d.src, weight_desc, d.bias, d.dst, g.strides, g.dilates, g.padding_l,
+      g.padding_r);
+  return dnnl::deconvolution_forward::primitive_desc(desc, attr, cpu_engine());
+}
+
+at::Tensor pack_conv_transpose_weight(const at::Tensor& weight,
+                                      at::IntArrayRef input_size,
+                                      at::IntArrayRef stride,
+                                      at::IntArrayRef padding,
+                                      at::IntArrayRef output_padding,
+                                      at::IntArrayRef dilation,
+                                      int64_t groups) {
+  const char* op = "fx_onednn::pack_conv_transpose_weight";
+  TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat,
+              op, ": the weight must be a float32 CPU tensor, got ",
+              weight.toString());
+  const DeconvGeometry g =
+      deconv_geometry(op, input_size, weight.sizes(), stride, padding,
+                      output_padding, dilation, groups);
+  const auto pd = deconv_descriptor(
+      input_size, g, deconv_weight_desc(weight.sizes(), groups, Tag::any),
+      /*bias=*/true, dnnl::primitive_attr());
+  const memory::desc plain = deconv_weight_desc(
+      weight.sizes(), groups,
+      plain_deconv_weight_tag(weight.dim(), groups > 1));
+  return pack(weight, plain, pd.weights_desc(), weight.sizes());
+}
+
+struct Deconv {
+  dnnl::deconvolution_forward::primitive_desc pd;
+  dnnl::deconvolution_forward primitive;
+  std::shared_ptr<const WeightsReorder> weights_reorder;  // or null
+};
+
+at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
+                          const c10::optional<at::Tensor>& bias,
+                          at::IntArrayRef stride, at::IntArrayRef padding,
+                          at::IntArrayRef output_padding,
+                          at::IntArrayRef dilation, int64_t groups,
+                          c10::string_view activation, double alpha,
+                          double beta) {
+  const char* op = "fx_onednn::conv_transpose";
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat,
+              op, ": the input must be a float32 CPU tensor, got ",
+              input.toString());
+  const Header& header =
+      header_of(weight, op, "fx_onednn::pack_conv_transpose_weight");
+  TORCH_CHECK(memory::desc(header.desc).data_type() == DataType::f32, op,
+              ": the weight was packed in another dtype than float32");
+  const DeconvGeometry g =
+      deconv_geometry(op, input.sizes(), weight.sizes(), stride, padding,
+                      output_padding, dilation, groups);
+  const bool has_bias = bias.has_value() && bias->defined();
+  std::string key;
+  append_key(&key, input.sizes());
+  append_key(&key, g.output_size);
+  for (const memory::dims* d :
+       {&g.strides, &g.dilates, &g.padding_l, &g.padding_r}) {
+    append_key(&key, *d);
+  }
+  absl::StrAppend(&key, groups, "|", has_bias, "|", std::string(activation),
+                  "|", alpha, "|", beta, "|", at::get_num_threads(), "|");
+  key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
+  static PrimitiveCache<std::shared_ptr<const Deconv>> cache;
+  const auto made = cache.get(key, [&] {
+    const dnnl::primitive_attr attr =
+        post_ops(op, false, activation, alpha, beta);
+    std::shared_ptr<const WeightsReorder> reorder;
+    auto pd = for_packed_weights<dnnl::deconvolution_forward::primitive_desc>(
+        [&](const memory::desc& weights) {
+          return deconv_descriptor(input.sizes(), g, weights, has_bias, attr);
+        },
+        memory::desc(header.desc),
+        deconv_weight_desc(weight.sizes(), groups, Tag::any), &reorder);
+    return std::make_shared<const Deconv>(
+        Deconv{pd, dnnl::deconvolution_forward(pd), reorder});
+  });
+  const at::Tensor src = to_channels_last(input);
+  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  if (dst.numel() == 0) return dst;
+  run_with_weights(op, *made, src, weight, header, bias, g.output_size[1], dst);
+  return dst;
+}
+
+at::Tensor conv_transpose_meta(const at::Tensor& input,
+                               const at::Tensor& weight,
+                               const c10::optional<at::Tensor>&,
+                               at::IntArrayRef stride, at::IntArrayRef padding,
+                               at::IntArrayRef output_padding,
+                               at::IntArrayRef dilation, int64_t groups,
+                               c10::string_view, double, double) {
+  return empty_channels_last(
+      deconv_geometry("fx_onednn::conv_transpose", input.sizes(),
+                      weight.sizes(), stride, padding, output_padding,
+                      dilation, groups)
+          .output_size,
+      input.options());
+}
+
+at::Tensor pack_conv_transpose_weight_meta(const at::Tensor& weight,
+                                           at::IntArrayRef, at::IntArrayRef,
+                                           at::IntArrayRef, at::IntArrayRef,
+                                           at::IntArrayRef, int64_t) {
   return at::empty(weight.sizes(), weight.options());
 }
 
@@ -689,28 +903,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   });
 
   at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
-  at::Tensor bias_values;
-  if (has_bias) {
-    TORCH_CHECK(bias->numel() == out_features, op, ": the bias must have ",
-                out_features, " values, got ", bias->sizes());
-    bias_values = bias->to(at::kFloat).contiguous();
-  }
-  dnnl::engine& engine = cpu_engine();
-  std::vector<at::Tensor> reordered;
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
-      {DNNL_ARG_WEIGHTS,
-       weights_for_call(weight, header, made->pd.weights_desc(),
-                        made->weights_reorder, &reordered)},
-      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
-  if (has_bias) {
-    args.emplace(DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine,
-                                       bias_values.data_ptr()));
-  }
-  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
-  last_kernel_name = made->pd.impl_info_str();
-  made->primitive.execute(cpu_stream(), args);
-  cpu_stream().wait();
+  run_with_weights(op, *made, src, weight, header, bias, out_features, dst);
   return dst;
 }
 
@@ -955,6 +1148,15 @@ TORCH_LIBRARY(fx_onednn, m) {
       "linear(Tensor input, Tensor weight, Tensor? bias, "
       "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
   m.def(
+      "pack_conv_transpose_weight(Tensor weight, int[] input_size, "
+      "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
+      "int groups) -> Tensor");
+  m.def(
+      "conv_transpose(Tensor input, Tensor weight, Tensor? bias, "
+      "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
+      "int groups, str activation=\"none\", float alpha=0., float beta=0.) "
+      "-> Tensor");
+  m.def(
       "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
       "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
   m.def(
@@ -969,6 +1171,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("conv_add_", &conv_add_);
   m.impl("pack_linear_weight", &pack_linear_weight);
   m.impl("linear", &linear);
+  m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight);
+  m.impl("conv_transpose", &conv_transpose);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }
@@ -977,7 +1181,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
-        "linear", "max_pool2d", "avg_pool2d"}) {
+        "linear", "pack_conv_transpose_weight", "conv_transpose",
+        "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -988,6 +1193,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("conv_add_", &conv_add_meta);
   m.impl("pack_linear_weight", &pack_linear_weight_meta);
   m.impl("linear", &linear_meta);
+  m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight_meta);
+  m.impl("conv_transpose", &conv_transpose_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
 }

@@ -17,6 +17,13 @@
 //       bool bf16=False) -> Tensor
 //   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
 //       str activation="none", float alpha=0., float beta=0.) -> Tensor
+//   fx_onednn::pack_conv_transpose_weight(Tensor weight, int[] input_size,
+//       int[] stride, int[] padding, int[] output_padding, int[] dilation,
+//       int groups) -> Tensor
+//   fx_onednn::conv_transpose(Tensor input, Tensor weight, Tensor? bias,
+//       int[] stride, int[] padding, int[] output_padding, int[] dilation,
+//       int groups, str activation="none", float alpha=0., float beta=0.)
+//       -> Tensor
 //   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
 //       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
 //   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
@@ -38,7 +45,9 @@
 // (a residual connection: oneDNN's sum post-op), and the activation
 // (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
 // the same in the residual's own memory (self = activation(self + conv)),
-// for a residual nothing reads afterwards. max_pool2d and avg_pool2d give
+// for a residual nothing reads afterwards. conv_transpose is aten's
+// transposed convolution (its weight [in, out / groups, kernel...], float32
+// only) on oneDNN's deconvolution. max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

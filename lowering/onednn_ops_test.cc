@@ -368,3 +368,60 @@ TEST_CASE("bad pooling arguments are clear errors") {
       call("fx_onednn::max_pool2d", {x, one3, none, one1, one1, false}),
       at::max_pool2d(x, {3, 3}, {3, 3}, {1, 1})));
 }
+
+TEST_CASE("conv_transpose matches aten's transposed convolution") {
+  at::manual_seed(0);
+  struct Case {
+    std::vector<int64_t> input, weight, stride, padding, output_padding,
+        dilation;
+    int64_t groups;
+  };
+  const std::vector<Case> cases = {
+      {{1, 16, 14, 14}, {16, 8, 2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 1},
+      {{2, 8, 7, 9}, {8, 4, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{1, 8, 6, 6}, {8, 3, 3, 3}, {2, 1}, {1, 0}, {1, 0}, {1, 2}, 2},
+      {{1, 6, 5, 5}, {6, 2, 4, 4}, {3, 3}, {1, 1}, {2, 0}, {1, 1}, 3},
+      {{2, 4, 10}, {4, 6, 5}, {2}, {2}, {1}, {1}, 1},                 // 1-d
+      {{1, 4, 3, 4, 5}, {4, 2, 3, 3, 3}, {2, 2, 1}, {1, 0, 1}, {1, 1, 0},
+       {1, 1, 1}, 1},                                                  // 3-d
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.input, c.weight, c.stride, c.padding, c.output_padding,
+            c.dilation, c.groups);
+    const at::Tensor x = at::randn(c.input);
+    const at::Tensor w = at::randn(c.weight);
+    const at::Tensor b = at::randn({c.weight[1] * c.groups});
+    const at::Tensor packed =
+        call("fx_onednn::pack_conv_transpose_weight",
+             {w, c.input, c.stride, c.padding, c.output_padding, c.dilation,
+              c.groups});
+    CHECK(packed.sizes() == w.sizes());
+    at::Tensor want = at::convolution(x, w, b, c.stride, c.padding,
+                                      c.dilation, true, c.output_padding,
+                                      c.groups);
+    at::Tensor got = call("fx_onednn::conv_transpose",
+                          {x, packed, b, c.stride, c.padding,
+                           c.output_padding, c.dilation, c.groups});
+    check_close(got, want);
+    got = call("fx_onednn::conv_transpose",
+               {x, packed, b, c.stride, c.padding, c.output_padding,
+                c.dilation, c.groups, "relu", 0.0, 0.0});
+    check_close(got, want.relu());
+    // Shapes without data.
+    const at::Tensor meta = call(
+        "fx_onednn::conv_transpose",
+        {x.to(at::kMeta), w.to(at::kMeta), c10::IValue(), c.stride, c.padding,
+         c.output_padding, c.dilation, c.groups});
+    CHECK(meta.sizes() == want.sizes());
+  }
+  const at::Tensor x = at::randn({1, 4, 5, 5});
+  const at::Tensor w = at::randn({4, 2, 3, 3});
+  const std::vector<int64_t> one = {1, 1}, zero = {0, 0};
+  CHECK_THROWS_WITH(call("fx_onednn::pack_conv_transpose_weight",
+                         {w, x.sizes().vec(), one, zero, one, one, int64_t{1}}),
+                    Catch::Contains("output_padding must be smaller"));
+  CHECK_THROWS_WITH(call("fx_onednn::conv_transpose",
+                         {x, w, c10::IValue(), one, zero, zero, one,
+                          int64_t{1}}),
+                    Catch::Contains("fx_onednn::pack_conv_transpose_weight"));
+}

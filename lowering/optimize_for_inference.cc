@@ -89,7 +89,10 @@ Argument arg(const Node& n, const std::vector<Argument>& full,
 }
 
 // --- Matching ---------------------------------------------------------------
-struct ConvCall {
+// What a convolution and a transposed one share: a float32 CPU input with
+// 1 to 3 spatial dimensions, a constant weight, a float32 bias or none,
+// per-dimension stride, padding and dilation lists and a group count.
+struct ConvOperands {
   Node* input;
   Node* weight;
   Argument bias;
@@ -97,26 +100,16 @@ struct ConvCall {
   int64_t groups;
 };
 
-std::optional<ConvCall> match_conv(const GraphModuleImpl& module,
-                                   const Node& n) {
-  if (!is_call(n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                   "aten::convolution", "aten::_convolution"})) {
-    return std::nullopt;
-  }
-  const std::vector<Argument> full =
-      full_arguments(n, n.target().op().schema());
+std::optional<ConvOperands> match_conv_operands(
+    const GraphModuleImpl& module, const Node& n,
+    const std::vector<Argument>& full) {
   const Argument input = arg(n, full, "input");
   const TensorMeta* in = meta_of(input);
   if (!float_cpu(in) || in->sizes.size() < 3 || in->sizes.size() > 5) {
     return std::nullopt;
   }
-  if (n.target().op().schema().argumentIndexWithName("transposed") &&
-      (!arg(n, full, "transposed").is_bool() ||
-       arg(n, full, "transposed").to_bool())) {
-    return std::nullopt;
-  }
   const int64_t dim = static_cast<int64_t>(in->sizes.size());
-  ConvCall c;
+  ConvOperands c;
   c.input = input.to_node();
   c.weight = constant_weight(module, arg(n, full, "weight"), dim);
   c.bias = arg(n, full, "bias");
@@ -133,6 +126,54 @@ std::optional<ConvCall> match_conv(const GraphModuleImpl& module,
   c.padding = *padding;
   c.dilation = *dilation;
   c.groups = groups.to_int();
+  return c;
+}
+
+using ConvCall = ConvOperands;
+
+std::optional<ConvCall> match_conv(const GraphModuleImpl& module,
+                                   const Node& n) {
+  if (!is_call(n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                   "aten::convolution", "aten::_convolution"})) {
+    return std::nullopt;
+  }
+  const std::vector<Argument> full =
+      full_arguments(n, n.target().op().schema());
+  if (n.target().op().schema().argumentIndexWithName("transposed") &&
+      (!arg(n, full, "transposed").is_bool() ||
+       arg(n, full, "transposed").to_bool())) {
+    return std::nullopt;
+  }
+  return match_conv_operands(module, n, full);
+}
+
+// The weight is [in, out / groups, kernel...].
+struct ConvTransposeCall : ConvOperands {
+  std::vector<int64_t> output_padding;
+};
+
+std::optional<ConvTransposeCall> match_conv_transpose(
+    const GraphModuleImpl& module, const Node& n) {
+  const bool generic = is_call(n, {"aten::convolution", "aten::_convolution"});
+  if (!generic &&
+      !is_call(n, {"aten::conv_transpose1d", "aten::conv_transpose2d.input",
+                   "aten::conv_transpose3d.input"})) {
+    return std::nullopt;
+  }
+  const std::vector<Argument> full =
+      full_arguments(n, n.target().op().schema());
+  if (generic && (!arg(n, full, "transposed").is_bool() ||
+                  !arg(n, full, "transposed").to_bool())) {
+    return std::nullopt;
+  }
+  const auto operands = match_conv_operands(module, n, full);
+  if (!operands) return std::nullopt;
+  const auto output_padding = int_list(arg(n, full, "output_padding"),
+                                       operands->stride.size());
+  if (!output_padding) return std::nullopt;
+  ConvTransposeCall c;
+  static_cast<ConvOperands&>(c) = *operands;
+  c.output_padding = *output_padding;
   return c;
 }
 
@@ -193,6 +234,14 @@ struct Activation {
   std::string name = "none";
   double alpha = 0, beta = 0;
 };
+
+// The activation's arguments of a lowered call (none for "none").
+void append_activation(const Activation& act, std::vector<Argument>* args) {
+  if (act.name == "none") return;
+  args->push_back(act.name);
+  args->push_back(act.alpha);
+  args->push_back(act.beta);
+}
 
 // `n` as a post-op activation of `input` (its only tensor argument).
 std::optional<Activation> match_activation(const Node& n, const Node* input) {
@@ -297,11 +346,19 @@ class Lowering {
     onednn::register_operators();
     const absl::flat_hash_set<const Node*> chosen = choose_convolutions();
     for (Node* n : graph_.nodes().to_vector()) {
-      if (n->is_erased()) continue;
+      // An activation or add absorbed by an earlier node is gone (its
+      // memory freed: never dereferenced).
+      if (erased_.count(n) > 0) continue;
       if (chosen.count(n) > 0) {
         // Matched again: an input may be a node lowered since.
         lower_conv(n, *match_conv(module_, *n));
         continue;
+      }
+      if (options_.lower_convolutions && !options_.bf16) {
+        if (auto deconv = match_conv_transpose(module_, *n)) {
+          lower_conv_transpose(n, *deconv);
+          continue;
+        }
       }
       if (options_.lower_linear) {
         if (auto linear = match_linear(module_, *n)) lower_linear(n, *linear);
@@ -338,6 +395,9 @@ class Lowering {
       if (auto c = match_conv(module_, *n)) {
         candidates.insert(n);
         convs.emplace_back(n, *c);
+      } else if (!options_.bf16 && match_conv_transpose(module_, *n)) {
+        // Always lowered: a lowered neighbour.
+        candidates.insert(n);
       }
     }
     for (const auto& [n, c] : convs) {
@@ -575,8 +635,10 @@ class Lowering {
     if (!positions_.empty()) positions_[lowered] = position(tail);
     tail->replace_all_uses_with(lowered);
     for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
+      erased_.insert(*it);
       graph_.erase_node(*it);
     }
+    erased_.insert(original);
     graph_.erase_node(original);
     return lowered;
   }
@@ -587,27 +649,32 @@ class Lowering {
     if (residual != nullptr || act.name != "none") {
       out.push_back(residual != nullptr ? Argument(residual) : Argument());
     }
-    if (act.name != "none") {
-      out.push_back(act.name);
-      out.push_back(act.alpha);
-      out.push_back(act.beta);
-    }
+    append_activation(act, &out);
     return out;
+  }
+
+  // The packing of `weight` by `pack_op` (an init step once constants are
+  // folded), placed before `n`.
+  Node* pack_weight(Node* n, const char* pack_op, std::vector<Argument> args,
+                    const Node* weight, Kwargs kwargs = {}) {
+    Node* pack;
+    {
+      auto guard = graph_.inserting_before(n);
+      pack = graph_.call_function(fx::op(pack_op), std::move(args),
+                                  std::move(kwargs));
+    }
+    if (const TensorMeta* w = weight->meta().get(kTensorMeta)) {
+      set_packed_meta(pack, *w);
+    }
+    return pack;
   }
 
   void lower_conv(Node* n, const ConvCall& c) {
     const TensorMeta* in = c.input->meta().get(kTensorMeta);
-    Node* pack;
-    {
-      auto guard = graph_.inserting_before(n);
-      pack = graph_.call_function(
-          fx::op("fx_onednn::pack_conv_weight"),
-          {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
-          bf16_kwargs());
-    }
-    if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
-      set_packed_meta(pack, *w);
-    }
+    Node* pack = pack_weight(
+        n, "fx_onednn::pack_conv_weight",
+        {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
+        c.weight, bf16_kwargs());
     Node* residual = nullptr;
     Activation act;
     std::vector<Node*> absorbed;
@@ -623,11 +690,7 @@ class Lowering {
       std::vector<Argument> args = {residual, c.input, pack, c.bias,
                                     c.stride, c.padding, c.dilation,
                                     c.groups};
-      if (act.name != "none") {
-        args.push_back(act.name);
-        args.push_back(act.alpha);
-        args.push_back(act.beta);
-      }
+      append_activation(act, &args);
       lowered_convs_.insert(replace(n, absorbed, "fx_onednn::conv_add_",
                                     std::move(args), true));
       ++report_.in_place_sums;
@@ -638,6 +701,28 @@ class Lowering {
       lowered_convs_.insert(
           replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
     }
+    ++report_.convolutions;
+  }
+
+  // aten's transposed convolution on CPU (col2im over the system BLAS) takes
+  // 10-40x oneDNN's time here: lowered wherever it can be, no decision.
+  void lower_conv_transpose(Node* n, const ConvTransposeCall& c) {
+    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+    Node* pack = pack_weight(n, "fx_onednn::pack_conv_transpose_weight",
+                             {c.weight, in->sizes, c.stride, c.padding,
+                              c.output_padding, c.dilation, c.groups},
+                             c.weight);
+    Node* residual = nullptr;
+    Activation act;
+    std::vector<Node*> absorbed;
+    absorb(n, /*sum=*/false, &residual, &act, &absorbed);
+    count_fusions(residual, act);
+    std::vector<Argument> args = {c.input,          pack,       c.bias,
+                                  c.stride,         c.padding,  c.output_padding,
+                                  c.dilation,       c.groups};
+    append_activation(act, &args);
+    lowered_convs_.insert(replace(n, absorbed, "fx_onednn::conv_transpose",
+                                  std::move(args), true));
     ++report_.convolutions;
   }
 
@@ -706,11 +791,7 @@ class Lowering {
     absorb(n, /*sum=*/false, &residual, &act, &absorbed);
     count_fusions(residual, act);
     std::vector<Argument> args = {c.input, pack, c.bias};
-    if (act.name != "none") {
-      args.push_back(act.name);
-      args.push_back(act.alpha);
-      args.push_back(act.beta);
-    }
+    append_activation(act, &args);
     replace(n, absorbed, "fx_onednn::linear", std::move(args), false);
     ++report_.linear;
   }
@@ -906,6 +987,8 @@ class Lowering {
   const InferenceOptions& options_;
   InferenceReport& report_;
   absl::flat_hash_set<const Node*> lowered_convs_;
+  // Nodes replace() erased: the addresses the lowering loop must skip.
+  absl::flat_hash_set<const Node*> erased_;
   absl::flat_hash_map<const Node*, int64_t> positions_;
 };
 
@@ -963,6 +1046,7 @@ const bool registered = [] {
   // them.
   price_as("fx_onednn::conv", "aten::conv2d");
   price_as("fx_onednn::conv_add_", "aten::conv2d");
+  price_as("fx_onednn::conv_transpose", "aten::conv_transpose2d");
   price_as("fx_onednn::linear", "aten::linear");
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");

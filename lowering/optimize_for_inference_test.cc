@@ -393,3 +393,57 @@ TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
   CHECK_THROWS_WITH(fx::price_as("mine::op", "aten::no_such_op"),
                     Catch::Contains("does not price 'aten::no_such_op'"));
 }
+
+namespace {
+
+// A segmentation head's decoder: transposed convolutions upsample.
+struct Decoder : torch::nn::Module {
+  Decoder() {
+    enc = register_module("enc", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 16, 3).stride(2).padding(1)));
+    up1 = register_module("up1", torch::nn::ConvTranspose2d(
+        torch::nn::ConvTranspose2dOptions(16, 8, 3)
+            .stride(2).padding(1).output_padding(1)));
+    up2 = register_module("up2", torch::nn::ConvTranspose2d(
+        torch::nn::ConvTranspose2dOptions(8, 4, 2).stride(2).groups(4)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = torch::relu(enc(x));
+    y = torch::relu(up1(y));
+    return torch::sigmoid(up2(y));
+  }
+  torch::nn::Conv2d enc{nullptr};
+  torch::nn::ConvTranspose2d up1{nullptr}, up2{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("transposed convolutions lower, fuse, save, load and export") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  auto model = std::make_shared<Decoder>();
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 16, 20});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.convolutions == 3);
+  CHECK(report.fused_activations == 3);  // relu, relu, sigmoid
+  CHECK(count(gm->graph(), "fx_onednn::conv_transpose") == 2);
+  CHECK(count(gm->graph(), "aten::conv_transpose2d.input") == 0);
+  // One chain: no layout conversion between the lowered calls.
+  CHECK(report.layout_conversions == 2);  // the input and the output
+  const at::Tensor want = model->forward(x);
+  const at::Tensor got = gm(x).toTensor();
+  CHECK(got.sizes() == want.sizes());
+  CHECK(relative_error(got, want) < 1e-5);
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  CHECK(at::equal(loaded(x).toTensor(), got));
+  torch::jit::Module script = fx::to_torchscript(gm);
+  CHECK(torch::equal(script.forward({x}).toTensor(), got));
+  // The cost model prices them as the transposed convolutions they were.
+  const fx::GraphModule traced = fx::symbolic_trace(model, x);
+  CHECK(fx::estimate_cost(gm->graph()).total.macs ==
+        fx::estimate_cost(traced->graph()).total.macs);
+}

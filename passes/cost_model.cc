@@ -134,24 +134,36 @@ const absl::flat_hash_map<std::string, Kind>& kinds() {
 
 // The aten name without namespace and in-place underscore: "relu" for
 // aten::relu_ (in-place variants cost what their functional form does).
-std::string base_name(const c10::FunctionSchema& schema) {
-  std::string name = schema.name();
-  constexpr std::string_view kAten = "aten::";
-  if (name.compare(0, kAten.size(), kAten) == 0) name.erase(0, kAten.size());
-  if (name.size() > 1 && name.back() == '_' && name[name.size() - 2] != '_') {
-    name.pop_back();
-  }
-  return name;
-}
-
-// Operators priced as an aten operator's kind (price_as).
+// Operators priced as an aten operator's kind (price_as), and that
+// operator's base name.
 struct PricedAs {
   std::mutex mutex;
   absl::flat_hash_map<std::string, Kind> kinds;
+  absl::flat_hash_map<std::string, std::string> names;
 };
 PricedAs& priced_as() {
   static auto* table = new PricedAs;
   return *table;
+}
+
+// The aten name without namespace and in-place underscore; for an operator
+// priced as an aten one, that one's (fx_onednn::conv_transpose priced as
+// aten::conv_transpose2d: conv_transpose2d).
+std::string base_name(const c10::FunctionSchema& schema) {
+  std::string name = schema.name();
+  constexpr std::string_view kAten = "aten::";
+  if (name.compare(0, kAten.size(), kAten) == 0) {
+    name.erase(0, kAten.size());
+  } else {
+    PricedAs& other = priced_as();
+    std::lock_guard<std::mutex> lock(other.mutex);
+    auto it = other.names.find(name);
+    if (it != other.names.end()) return it->second;
+  }
+  if (name.size() > 1 && name.back() == '_' && name[name.size() - 2] != '_') {
+    name.pop_back();
+  }
+  return name;
 }
 
 std::optional<Kind> kind_of(const c10::FunctionSchema& schema) {
@@ -189,6 +201,7 @@ void price_as(const std::string& op, const std::string& aten_op) {
   PricedAs& other = priced_as();
   std::lock_guard<std::mutex> lock(other.mutex);
   other.kinds[op] = it->second;
+  other.names[op] = name;
 }
 
 namespace {
