@@ -12,7 +12,8 @@
 #      (tools/cmake_test.sh: builds, installs, builds
 #      examples/cmake_consumer against the package and runs its demo);
 #   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
-#      TorchScript and fuzz regression tests again under AddressSanitizer,
+#      lowering, TorchScript and fuzz regression tests again under
+#      AddressSanitizer,
 #      LeakSanitizer and UndefinedBehaviorSanitizer (--config=fuzz: clang-14,
 #      whose objects also make the fuzzers);
 #   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
@@ -123,7 +124,8 @@ timed "bazel test //..." test_workspace .
 timed "bazel test //... (examples/consumer)" test_workspace examples/consumer
 one_case "cmake consumer" bash tools/cmake_test.sh
 timed "bazel test --config=fuzz (ASan, UBSan)" test_workspace . --config=fuzz \
-  //fx/... //interpreter/... //passes/... //fuzz/...
+  //fx/... //interpreter/... //passes/... //fuzz/... \
+  //lowering:onednn_ops_test //lowering:optimize_for_inference_test
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
