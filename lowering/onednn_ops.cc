@@ -380,7 +380,6 @@ ActivationDescs activation_descs(at::IntArrayRef input,
                : memory::desc()};
 }
 
-
 struct ConvGeometry {
   std::vector<int64_t> output_size;
   memory::dims strides, dilates, padding;

@@ -132,13 +132,10 @@ const absl::flat_hash_map<std::string, Kind>& kinds() {
   return *table;
 }
 
-// The aten name without namespace and in-place underscore: "relu" for
-// aten::relu_ (in-place variants cost what their functional form does).
-// Operators priced as an aten operator's kind (price_as), and that
-// operator's base name.
+// Operators priced as an aten operator (price_as): that operator's base
+// name, by which they are priced.
 struct PricedAs {
   std::mutex mutex;
-  absl::flat_hash_map<std::string, Kind> kinds;
   absl::flat_hash_map<std::string, std::string> names;
 };
 PricedAs& priced_as() {
@@ -146,9 +143,10 @@ PricedAs& priced_as() {
   return *table;
 }
 
-// The aten name without namespace and in-place underscore; for an operator
-// priced as an aten one, that one's (fx_onednn::conv_transpose priced as
-// aten::conv_transpose2d: conv_transpose2d).
+// The aten name without namespace and in-place underscore: "relu" for
+// aten::relu_ (in-place variants cost what their functional form does); for
+// an operator priced as an aten one, that one's (fx_onednn::conv_transpose
+// priced as aten::conv_transpose2d: conv_transpose2d).
 std::string base_name(const c10::FunctionSchema& schema) {
   std::string name = schema.name();
   constexpr std::string_view kAten = "aten::";
@@ -170,9 +168,9 @@ std::optional<Kind> kind_of(const c10::FunctionSchema& schema) {
   if (!absl::StartsWith(schema.name(), "aten::")) {
     PricedAs& other = priced_as();
     std::lock_guard<std::mutex> lock(other.mutex);
-    auto it = other.kinds.find(schema.name());
-    if (it == other.kinds.end()) return std::nullopt;
-    return it->second;
+    auto it = other.names.find(schema.name());
+    if (it == other.names.end()) return std::nullopt;
+    return kinds().at(it->second);  // price_as checked it is there
   }
   const std::string name = base_name(schema);
   const auto& table = kinds();
@@ -191,8 +189,7 @@ void price_as(const std::string& op, const std::string& aten_op) {
   std::string name = aten_op;
   constexpr std::string_view kAten = "aten::";
   if (name.compare(0, kAten.size(), kAten) == 0) name.erase(0, kAten.size());
-  auto it = kinds().find(name);
-  if (it == kinds().end()) {
+  if (kinds().count(name) == 0) {
     throw GraphError(absl::StrCat(
         "price_as: the cost model does not price '", aten_op, "', so '", op,
         "' cannot be priced as it; name an aten operator it knows, such as "
@@ -200,7 +197,6 @@ void price_as(const std::string& op, const std::string& aten_op) {
   }
   PricedAs& other = priced_as();
   std::lock_guard<std::mutex> lock(other.mutex);
-  other.kinds[op] = it->second;
   other.names[op] = name;
 }
 

@@ -100,16 +100,13 @@ struct Peak {
   // Main memory: a copy far larger than the last-level cache.
   double memory_bytes_per_second = 0;
   double best() const { return std::max(gflops_3x3, gflops_1x1); }
-  // The roofline's machine: this peak and this bandwidth.
-  fx::Machine machine() const {
-    return {best() * 1e9, memory_bytes_per_second};
-  }
 };
 
-Peak measure_peak(int repeats) {
+// The peak convolutions alone, and main memory's bandwidth.
+Peak measure_peak(const PeakConvolutions& peaks, int repeats) {
   Peak p;
-  p.gflops_3x3 = conv_gflops(256, 56, 3, repeats);
-  p.gflops_1x1 = conv_gflops(1024, 14, 1, repeats);
+  p.gflops_3x3 = peaks.c3x3.warm_gflops(repeats);
+  p.gflops_1x1 = peaks.c1x1.warm_gflops(repeats);
   p.memory_bytes_per_second =
       copy_bytes_per_second(std::max(3, repeats / 2), int64_t{512} << 20);
   return p;
@@ -581,8 +578,8 @@ int main(int argc, char** argv) {
                       absl::StrJoin(kPythonModels, " "), threads, repeats));
 
   std::cerr << "measuring the convolution peak\n";
-  const Peak peak = measure_peak(quick ? 3 : 10);
   const PeakConvolutions peaks;
+  const Peak peak = measure_peak(peaks, quick ? 3 : 10);
   std::vector<ModelRun> runs;
   for (int64_t batch : batches) {
     for (const std::string& name : names) {

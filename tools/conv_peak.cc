@@ -66,12 +66,7 @@ double PeakConvolution::warm_gflops(int calls) const {
 
 double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
                    int repeats) {
-  const PeakConvolution conv(channels, size, kernel);
-  std::vector<double> samples;
-  for (int i = 0; i < std::max(repeats, 1); ++i) {
-    samples.push_back(conv.warm_gflops(1));
-  }
-  return median(samples);
+  return PeakConvolution(channels, size, kernel).warm_gflops(repeats);
 }
 
 double copy_bytes_per_second(int repeats, int64_t bytes) {

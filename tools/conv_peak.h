@@ -26,7 +26,7 @@ class PeakConvolution {
   std::unique_ptr<State> state_;
 };
 
-// conv_gflops: median of `repeats` runs.
+// Such a convolution's warm_gflops over `repeats` timed calls.
 double conv_gflops(int64_t channels, int64_t size, int64_t kernel,
                    int repeats);
 

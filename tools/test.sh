@@ -13,9 +13,8 @@
 #      examples/cmake_consumer against the package and runs its demo);
 #   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
 #      lowering, TorchScript and fuzz regression tests again under
-#      AddressSanitizer,
-#      LeakSanitizer and UndefinedBehaviorSanitizer (--config=fuzz: clang-14,
-#      whose objects also make the fuzzers);
+#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
+#      (--config=fuzz: clang-14, whose objects also make the fuzzers);
 #   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
 #   5. each benchmark with --quick, to prove it runs (its timing targets are
 #      for full runs; its accuracy and allocation targets hold in any run).
