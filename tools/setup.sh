@@ -7,8 +7,9 @@
 # torch.fx reference the benchmarks compare against), CMake with ccache
 # (the CMake build and its consumer example), oneDNN's headers (the
 # lowering), scikit-learn (its digits data set: the quantization
-# accuracy test) and Gloo's headers (c10d's ProcessGroupGloo: the pipeline
-# across processes). Does nothing when all are there.
+# accuracy test), Gloo's headers (c10d's ProcessGroupGloo: the pipeline
+# across processes) and Doxygen (the API reference, docs/Doxyfile). Does
+# nothing when all are there.
 set -euo pipefail
 
 packages=(
@@ -29,6 +30,7 @@ packages=(
   libdnnl-dev
   python3-sklearn
   libgloo-dev
+  doxygen
 )
 
 missing=()

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The tests, in seven parts:
 #   0. the include graph against the layering (tools/check_layering.py: no
-#      folder includes one above it, no include cycle), and CMake's sources
-#      against Bazel's (tools/check_cmake_sources.sh);
+#      folder includes one above it, no include cycle), CMake's sources
+#      against Bazel's (tools/check_cmake_sources.sh), and the API reference
+#      (docs/Doxyfile: Doxygen over the public headers, any warning fails);
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
-#      -Werror, .bazelrc);
+#      -Werror, .bazelrc), the documentation's C++ examples included
+#      (//docs:examples_test);
 #   2. the same in the consumer example (examples/consumer: its own
 #      workspace, which depends on this one through local_repository, traces
 #      its own model through the public headers and generates code with
@@ -117,8 +119,19 @@ timed() {
   timings+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
 }
 
+# Builds the API reference into a directory of its own, then removes it.
+api_reference() {
+  local out
+  out="$(mktemp -d)"
+  (cat docs/Doxyfile; echo "OUTPUT_DIRECTORY = $out") | doxygen -
+  local result=$?
+  rm -rf "$out"
+  return "$result"
+}
+
 one_case "layering" /usr/bin/python3 tools/check_layering.py
 one_case "cmake sources" bash tools/check_cmake_sources.sh
+one_case "api reference" api_reference
 timed "bazel test //..." test_workspace .
 timed "bazel test //... (examples/consumer)" test_workspace examples/consumer
 one_case "cmake consumer" bash tools/cmake_test.sh
