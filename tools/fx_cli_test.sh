@@ -28,6 +28,23 @@ check() {
 }
 
 check "zoo lists models" 0 "^resnet18$" -- "$fx" zoo
+check "help lists every command" 0 "fx pipeline run MODEL" -- "$fx" help
+check "no command prints the usage" 2 "fx opt FILE.ir" -- "$fx"
+check "an unknown command is named" 2 "no command 'tracer'" -- "$fx" tracer lenet
+check "a command lists its own flags" 0 "--torchscript=" -- "$fx" trace --help
+check "help COMMAND is COMMAND --help" 0 "--split_points=" -- \
+  "$fx" help pipeline run
+check "a flag of another command is refused, naming this one's" 2 \
+  "fx quantize: it takes no flag --passes; its flags are --input, --calibrate" -- \
+  "$fx" quantize lenet --passes=cse
+check "a flag's value must parse" 2 "fx trace: --cost=maybe" -- \
+  "$fx" trace lenet --cost=maybe
+check "an unknown pass is named before tracing" 2 \
+  "--passes=fuse_everything: no pass named 'fuse_everything'" -- \
+  "$fx" trace lenet --passes=fuse_everything
+check "--print is checked before tracing" 2 "--print takes graph, meta" -- \
+  "$fx" quantize lenet --print=svg
+check "arguments are counted" 2 "fx trace: give MODEL" -- "$fx" trace
 check "trace, fold and save a bundled model" 0 "wrote $out/lenet.fx" -- \
   "$fx" trace lenet --passes=fuse_conv_bn,eliminate_dead_code --print=tabular \
   --save="$out/lenet.fx"
@@ -36,7 +53,7 @@ check "a saved GraphModule reads back" 0 "call_function\[target=aten::conv2d\]" 
 check "a missing file is named" 2 "neither a bundled model" -- \
   "$fx" trace "$out/missing.pt"
 echo "not a model" > "$out/text.pt"
-check "a file that is no model is named" 2 "neither a TorchScript file" -- \
+check "a file that is no model is named" 1 "neither a TorchScript file" -- \
   "$fx" trace "$out/text.pt" --input=1x3
 
 /usr/bin/python3 "$models_script" "$out" resnet18_traced > /dev/null
@@ -103,6 +120,29 @@ check "an unknown engine names the available ones" 1 \
   "$fx" quantize lenet --engine=fbgemm
 check "calibration needs data" 1 "neither random:N nor a readable directory" -- \
   "$fx" quantize lenet --calibrate="$out/no_such_dir"
+
+# fx opt: a graph written as text, passes, the result; from stdin too.
+cat > "$out/dead.ir" <<'IR'
+graph():
+    %x = placeholder[target=x]
+    %relu = call_function[target=aten::relu](args = (%x,), kwargs = {})
+    %neg = call_function[target=aten::neg](args = (%x,), kwargs = {})
+    return neg
+IR
+cat > "$out/dead.expected" <<'IR'
+graph():
+    %x : [#users=1] = placeholder[target=x]
+    %neg : [#users=1] = call_function[target=aten::neg](args = (%x,), kwargs = {})
+    return neg
+IR
+check "opt runs passes on a textual graph" 0 "^same$" -- bash -c \
+  "'$fx' opt '$out/dead.ir' --passes=eliminate_dead_code | diff - '$out/dead.expected' && echo same"
+check "opt reads stdin" 0 "%relu" -- bash -c "'$fx' opt - < '$out/dead.ir'"
+printf 'graph():\n    %%x = placeholder[target=x]\n    return y\n' > "$out/bad.ir"
+check "opt names the file and line of a parse error" 1 \
+  "fx opt: $out/bad.ir: parse_graph: line 3" -- "$fx" opt "$out/bad.ir"
+check "opt names a missing file" 2 "cannot read $out/none.ir" -- \
+  "$fx" opt "$out/none.ir"
 
 if [ "$failures" -eq 0 ]; then
   echo "All tests passed ($checks assertions in 1 test case)"

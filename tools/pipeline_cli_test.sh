@@ -63,13 +63,13 @@ check "3 local processes at chosen split points" 0 \
   "$fx" pipeline run lenet --split_points=relu,relu_1 --micro_batches=3 \
   --rounds=2
 check "split into 2 stage files" 0 "wrote $out/two/stage_1.fx" -- \
-  "$fx" pipeline split lenet --stages=2 --out="$out/two"
+  "$fx" pipeline split lenet --stages=2 --output="$out/two"
 check "split into 3 stage files" 0 "wrote $out/three/stage_2.fx" -- \
-  "$fx" pipeline split lenet --stages=3 --out="$out/three"
+  "$fx" pipeline split lenet --stages=3 --output="$out/three"
 check "split another model" 0 "wrote $out/mlp/stage_1.fx" -- \
-  "$fx" pipeline split mlp --stages=2 --out="$out/mlp"
+  "$fx" pipeline split mlp --stages=2 --output="$out/mlp"
 check "a split point that is nowhere is named" 1 "'nowhere' names neither" -- \
-  "$fx" pipeline split lenet --split_points=nowhere --out="$out/bad"
+  "$fx" pipeline split lenet --split_points=nowhere --output="$out/bad"
 
 check "branches: the schedule and the measured choice" 0 \
   "worker 1: .*measured: 2 workers x 1 thread" -- \

@@ -1,0 +1,274 @@
+#include "tools/cli/support.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include <torch/script.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "fx/input_spec.h"
+#include "fx/torchscript.h"
+
+namespace cli {
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+std::vector<double> interleaved_ms(
+    const std::vector<std::function<void()>>& variants, int rounds) {
+  std::vector<std::vector<double>> samples(variants.size());
+  for (const auto& run : variants) run();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t i = round % 2 == 0 ? k : variants.size() - 1 - k;
+      auto start = std::chrono::steady_clock::now();
+      variants[i]();
+      samples[i].push_back(std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count());
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
+Traced trace_zoo_model(const std::string& name) {
+  Traced t{models::make_zoo_model(name)};
+  fx::TraceOptions options;
+  options.leaf_modules = t.model.leaf_modules;
+  fx::Tracer tracer(options);
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<fx::Graph> graph =
+      tracer.trace(t.model.module, t.model.forward, t.model.example_inputs);
+  t.module = fx::GraphModule(t.model.module, std::move(graph),
+                             tracer.take_attributes());
+  t.milliseconds = milliseconds_since(start);
+  t.stats = tracer.stats();
+  return t;
+}
+
+void print_stats(const Traced& t) {
+  std::cout << "traced " << t.model.name << " in " << t.milliseconds
+            << " ms: " << t.stats.nodes << " nodes; output shapes from "
+            << t.stats.shape_rule << " shape rules, " << t.stats.meta_kernel
+            << " meta kernels, " << t.stats.shape_function
+            << " shape functions, " << t.stats.in_place
+            << " in-place ops, and " << t.stats.real_kernel
+            << " real kernels on zeros; "
+            << (t.stats.read_sizes ? "specialized to the example shapes"
+                                   : "not specialized to the example shapes")
+            << "\n";
+}
+
+void add_input_flag(Flags& flags, std::vector<std::string>* input) {
+  flags.add("input", input,
+            "for a TorchScript MODEL.pt: the example inputs, comma-separated, "
+            "as 1x3x224x224 or 1x3x224x224:float32 (zeros of that shape)");
+}
+
+std::vector<c10::IValue> example_inputs(const std::vector<std::string>& specs) {
+  std::vector<c10::IValue> inputs;
+  for (const std::string& spec : specs) {
+    inputs.push_back(fx::example_input(spec));
+  }
+  return inputs;
+}
+
+namespace {
+
+bool is_zoo_model(const std::string& name) {
+  std::vector<std::string> names = models::zoo_model_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A TorchScript file traced on `input`, or a GraphModule file read back.
+fx::GraphModule load_file(const std::string& path,
+                          const std::vector<std::string>& input) {
+  std::string torchscript_error;
+  torch::jit::Module script;
+  try {
+    script = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    torchscript_error = e.what_without_backtrace();
+  }
+  if (torchscript_error.empty()) {
+    std::vector<c10::IValue> inputs = example_inputs(input);
+    if (inputs.empty()) {
+      throw UsageError(path +
+                       " is TorchScript: give its example inputs, e.g. "
+                       "--input=1x3x224x224 (or 1x3x224x224:float32,1x10:int64)");
+    }
+    script.eval();
+    auto start = std::chrono::steady_clock::now();
+    fx::GraphModule module = fx::symbolic_trace(script, inputs);
+    std::cerr << "traced TorchScript " << path << " in "
+              << milliseconds_since(start) << " ms: "
+              << module->graph().size() << " nodes\n";
+    return module;
+  }
+  try {
+    fx::GraphModule module = fx::load(path);
+    std::cerr << "loaded " << path << ": " << module->graph().size()
+              << " nodes\n";
+    return module;
+  } catch (const fx::ParseError&) {
+    throw;
+  } catch (const fx::GraphError& e) {
+    throw std::runtime_error(
+        path + " is neither a TorchScript file (torch::jit::load: " +
+        torchscript_error.substr(0, torchscript_error.find('\n')) +
+        ") nor a GraphModule file (" + e.what() + ")");
+  }
+}
+
+fx::GraphModule open_file(const std::string& name,
+                          const std::vector<std::string>& input,
+                          std::vector<c10::IValue>* inputs) {
+  if (!std::ifstream(name).good()) {
+    throw UsageError("'" + name +
+                     "' is neither a bundled model (`fx zoo` lists them) nor "
+                     "a readable file");
+  }
+  *inputs = example_inputs(input);
+  return load_file(name, input);
+}
+
+}  // namespace
+
+fx::GraphModule open_model(const std::string& name,
+                           const std::vector<std::string>& input,
+                           std::vector<c10::IValue>* inputs) {
+  if (is_zoo_model(name)) {
+    Traced t = trace_zoo_model(name);
+    print_stats(t);
+    *inputs = t.model.example_inputs;
+    return t.module;
+  }
+  return open_file(name, input, inputs);
+}
+
+fx::GraphModule open_model_in_eval_mode(const std::string& name,
+                                        const std::vector<std::string>& input,
+                                        std::vector<c10::IValue>* inputs) {
+  if (is_zoo_model(name)) {
+    models::ZooModel model = models::make_zoo_model(name);
+    model.module->eval();
+    *inputs = model.example_inputs;
+    return models::trace_zoo_model(model);
+  }
+  return open_file(name, input, inputs);
+}
+
+void add_passes_flag(Flags& flags, std::string* passes) {
+  flags.add("passes", passes,
+            "passes to run, in order, comma-separated (`fx passes` lists "
+            "them)");
+}
+
+namespace {
+
+fx::PassManager pass_manager(const std::string& passes) {
+  fx::PassManager manager;
+  for (absl::string_view pass : absl::StrSplit(passes, ',', absl::SkipEmpty())) {
+    manager.add(std::string(pass));
+  }
+  return manager;
+}
+
+}  // namespace
+
+void check_passes(const std::string& passes) {
+  try {
+    pass_manager(passes);
+  } catch (const fx::GraphError& e) {
+    throw UsageError(absl::StrCat("--passes=", passes, ": ", e.what()));
+  }
+}
+
+fx::PassResult run_passes(const fx::GraphModule& module,
+                          const std::string& passes) {
+  if (passes.empty()) return {module, false};
+  return pass_manager(passes).run(module);
+}
+
+void add_print_flag(Flags& flags, std::string* print) {
+  flags.add("print", print,
+            "what to print, comma-separated: graph, tabular, code, readable, "
+            "meta (the graph with each node's shape), none");
+}
+
+void check_print(const std::string& what) {
+  for (absl::string_view item : absl::StrSplit(what, ',', absl::SkipEmpty())) {
+    if (item != "graph" && item != "meta" && item != "tabular" &&
+        item != "code" && item != "readable" && item != "none") {
+      throw UsageError(absl::StrCat(
+          "--print takes graph, meta, tabular, code, readable or none, not '",
+          item, "'"));
+    }
+  }
+}
+
+void print_module(const fx::GraphModule& module, const std::string& what,
+                  const PrintOptions& options) {
+  check_print(what);
+  // The graph, then each init step's, as `# init step I -> OUTPUTS`.
+  auto print_graph = [&](const fx::PrintOptions& print) {
+    std::cout << module->graph().to_string(print);
+    if (options.init_steps) {
+      const auto& steps = module->init_steps();
+      for (size_t i = 0; i < steps.size(); ++i) {
+        std::cout << "\n# init step " << i << " -> "
+                  << absl::StrJoin(steps[i].outputs, ", ") << "\n"
+                  << steps[i].graph->to_string(print);
+      }
+    }
+    std::cout << "\n";
+  };
+  for (absl::string_view item : absl::StrSplit(what, ',', absl::SkipEmpty())) {
+    if (item == "graph") {
+      print_graph(fx::PrintOptions());
+    } else if (item == "meta") {
+      fx::PrintOptions print;
+      print.tensor_meta = true;
+      print_graph(print);
+    } else if (item == "tabular") {
+      std::cout << module->graph().tabular();
+    } else if (item == "code") {
+      std::cout << module->code();
+    } else if (item == "readable") {
+      std::cout << module->print_readable();
+    }
+  }
+}
+
+void MachineFlags::add_to(Flags& flags) {
+  flags.add("peak_gflops", &peak_gflops,
+            "the cost model's machine: peak GFLOP/s");
+  flags.add("bandwidth_gbps", &bandwidth_gbps,
+            "the cost model's machine: memory bandwidth in GB/s");
+  flags.add("cache_mb", &cache_mb,
+            "the machine's cache for weights in MB: a graph or stage with "
+            "more weights reads them from memory on every run, without "
+            "overlapping compute (inf: always in cache)");
+}
+
+fx::Machine MachineFlags::machine() const {
+  fx::Machine machine;
+  machine.peak_flops_per_second = peak_gflops * 1e9;
+  machine.memory_bytes_per_second = bandwidth_gbps * 1e9;
+  machine.cache_bytes = cache_mb * 1e6;
+  return machine;
+}
+
+}  // namespace cli

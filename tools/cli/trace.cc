@@ -1,0 +1,130 @@
+// fx trace MODEL: a bundled model traced, or a GraphModule or TorchScript
+// file read; passes run; the result printed, drawn, costed, saved or
+// exported to TorchScript.
+#include <fstream>
+#include <iostream>
+
+#include <torch/script.h>
+
+#include "absl/strings/match.h"
+#include "fx/fx.h"
+#include "fx/torchscript.h"
+#include "passes/cost_model.h"
+#include "passes/graph_drawer.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/support.h"
+
+namespace cli {
+namespace {
+
+void print_cost(const fx::Graph& graph, const MachineFlags& flags) {
+  fx::CostReport report = fx::estimate_cost(graph);
+  const fx::Machine machine = flags.machine();
+  fx::CostTableOptions options;
+  options.group_by = fx::CostTableOptions::GroupBy::kModuleTree;
+  options.top_n = 20;
+  options.machine = &machine;
+  std::cout << "== Cost (roofline: " << flags.peak_gflops << " GFLOP/s, "
+            << flags.bandwidth_gbps << " GB/s; weights in "
+            << (fx::weights_in(report.total.weight_bytes, machine) ==
+                        fx::WeightsIn::kMemory
+                    ? "memory"
+                    : "cache")
+            << ")\n"
+            << fx::format_cost_table(report, options);
+}
+
+void write_picture(const fx::Graph& graph, const std::string& path) {
+  fx::CostReport report = fx::estimate_cost(graph);
+  fx::DotOptions options;
+  options.cost = &report;
+  std::string dot = fx::to_dot(graph, options);
+  if (absl::EndsWith(path, ".dot")) {
+    std::ofstream out(path);
+    out << dot;
+    if (!out) throw fx::GraphError("cannot write " + path);
+  } else {
+    fx::render_dot(dot, path);
+  }
+  std::cerr << "wrote " << path << "\n";
+}
+
+class Trace : public Command {
+ public:
+  Trace()
+      : Command("trace", {"MODEL"},
+                "trace a model, run passes on it, and print, draw, cost, "
+                "save or export the result",
+                "MODEL is a bundled model (`fx zoo` lists them), a "
+                "GraphModule file (written by --save), or a TorchScript file "
+                "(torch.jit.save; give --input).") {
+    add_print_flag(flags(), &print_);
+    add_passes_flag(flags(), &passes_);
+    flags().add("before", &before_,
+                "with --passes: also print the graph before the passes");
+    flags().add("dot", &dot_,
+                "write the graph (after the passes) as a picture: .dot (DOT "
+                "text), .svg, .png or .pdf (rendered with graphviz's dot)");
+    flags().add("cost", &cost_,
+                "print the cost model's table: FLOPs, MACs, bytes and a "
+                "roofline time per module, on the machine --peak_gflops, "
+                "--bandwidth_gbps and --cache_mb describe");
+    machine_.add_to(flags());
+    flags().add("save", &save_,
+                "write the GraphModule (after the passes) to this file "
+                "(fx::save); `fx trace FILE` reads it back");
+    flags().add("torchscript", &torchscript_,
+                "export the GraphModule (after the passes) as TorchScript to "
+                "this file (torch.jit.load reads it)");
+    add_input_flag(flags(), &input_);
+  }
+
+ private:
+  int run(const std::vector<std::string>& args) override {
+    check_print(print_);
+    check_passes(passes_);
+    std::vector<c10::IValue> inputs;
+    fx::GraphModule module = open_model(args[0], input_, &inputs);
+    const size_t nodes_before = module->graph().size();
+    if (!passes_.empty()) {
+      if (before_) {
+        std::cout << "== Before " << passes_ << "\n" << module->graph() << "\n";
+      }
+      fx::PassResult result = run_passes(module, passes_);
+      module = result.module;
+      std::cerr << "passes " << passes_ << ": "
+                << (result.modified ? "changed the graph" : "changed nothing")
+                << ", " << nodes_before << " -> " << module->graph().size()
+                << " nodes\n";
+      if (before_) std::cout << "== After\n";
+    }
+    print_module(module, print_);
+    if (cost_) print_cost(module->graph(), machine_);
+    if (!dot_.empty()) write_picture(module->graph(), dot_);
+    if (!torchscript_.empty()) {
+      fx::to_torchscript(module).save(torchscript_);
+      std::cerr << "wrote " << torchscript_ << "\n";
+    }
+    if (!save_.empty()) {
+      fx::save(module, save_);
+      std::cerr << "wrote " << save_ << "\n";
+    }
+    return 0;
+  }
+
+  std::string print_ = "graph";
+  std::string passes_;
+  bool before_ = false;
+  std::string dot_;
+  bool cost_ = false;
+  MachineFlags machine_;
+  std::string save_;
+  std::string torchscript_;
+  std::vector<std::string> input_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_trace() { return std::make_unique<Trace>(); }
+
+}  // namespace cli
