@@ -21,24 +21,12 @@ TEST_CASE("weight.t() folds into an attribute computed by an init step") {
   Linear model;
   auto x = torch::randn({2, 4});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
+  // The graph and the init step it leaves:
+  // testdata/ir/passes/fold_constants_weight_t.ir. Here, what it computes.
   CHECK(fx::fold_constants(*gm));
   gm->recompile();
-  CHECK(gm->graph().to_string() ==
-        "graph():\n"
-        "    %x : [#users=1] = placeholder[target=x]\n"
-        "    %_folded_t : [#users=1] = get_attr[target=_folded.t]\n"
-        "    %fc_bias : [#users=1] = get_attr[target=fc.bias]\n"
-        "    %addmm : [#users=1] = call_function[target=aten::addmm](args = "
-        "(%fc_bias, %x, %_folded_t), kwargs = {})\n"
-        "    return addmm");
   REQUIRE(gm->init_steps().size() == 1);
   CHECK(gm->init_steps()[0].outputs == std::vector<std::string>{"_folded.t"});
-  CHECK(gm->init_steps()[0].graph->to_string() ==
-        "graph():\n"
-        "    %fc_weight : [#users=1] = get_attr[target=fc.weight]\n"
-        "    %t : [#users=1] = call_function[target=aten::t](args = "
-        "(%fc_weight,), kwargs = {})\n"
-        "    return (t,)");
   CHECK(torch::equal(gm(x).toTensor(), model(x)));
   // Nothing more to fold.
   CHECK_FALSE(fx::fold_constants(*gm));

@@ -12,24 +12,6 @@ namespace {
 
 using fx::Opcode;
 
-TEST_CASE("relu becomes (x > 0) * x, as in torch.fx's docs") {
-  auto fn = [](torch::Tensor x) { return torch::relu(x) + 1; };
-  auto x = torch::randn({5});
-  fx::GraphModule gm = fx::symbolic_trace(fn, x);
-  fx::GraphModule decomposed = fx::decompose(gm);
-  CHECK(decomposed->graph().to_string() ==
-        "graph():\n"
-        "    %x : [#users=2] = placeholder[target=x]\n"
-        "    %gt : [#users=1] = call_function[target=aten::gt.Scalar](args = "
-        "(%x, 0), kwargs = {})\n"
-        "    %mul : [#users=1] = call_function[target=aten::mul.Tensor](args "
-        "= (%gt, %x), kwargs = {})\n"
-        "    %add : [#users=1] = call_function[target=aten::add.Scalar](args "
-        "= (%mul, 1), kwargs = {})\n"
-        "    return add");
-  CHECK(torch::equal(decomposed(x).toTensor(), fn(x)));
-}
-
 TEST_CASE("a custom table rewrites only its operators") {
   fx::DecompositionTable table;
   table.add("aten::sigmoid", [](const std::vector<c10::IValue>& args) {

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include "fx/errors.h"
-#include "fx/function.h"
 #include "fx/fx.h"
 #include "interpreter/interpreter.h"
 #include "fx/operator_schemas.h"
@@ -105,61 +104,6 @@ TEST_CASE("normalize then denormalize gives back every zoo graph exactly") {
     gm->recompile();
     testdata::check_outputs_equal(gm->forward(model.example_inputs), expected);
   }
-}
-
-TEST_CASE("denormalize_args writes calls the way the tracer does") {
-  auto g = std::make_unique<fx::Graph>();
-  Node* x = g->placeholder("x");
-  Node* y = g->placeholder("y");
-  Node* add = g->call_function(fx::op("aten::add.Tensor"), {},
-                               {{"self", x}, {"other", y}, {"alpha", 1}});
-  Node* sub = g->call_function(fx::op("aten::sub.Tensor"), {add},
-                               {{"alpha", 2}, {"other", y}});
-  Node* sum = g->call_function(fx::op("aten::sum.dim_IntList"),
-                               {sub, std::vector<int64_t>{1}, false},
-                               {{"dtype", c10::ScalarType::Double}});
-  g->output(sum);
-  fx::GraphModule module(std::move(g), fx::Attributes());
-  CHECK(fx::denormalize_args(*module));
-  std::vector<std::string> lines;
-  for (Node* n : module->graph().nodes()) lines.push_back(n->format_node());
-  CHECK(lines[2] ==
-        "%add : [#users=1] = call_function[target=aten::add.Tensor](args = "
-        "(%x, %y), kwargs = {})");
-  CHECK(lines[3] ==
-        "%sub : [#users=1] = call_function[target=aten::sub.Tensor](args = "
-        "(%add, %y), kwargs = {alpha: 2})");
-  CHECK(lines[4] ==
-        "%sum : [#users=1] = call_function[target=aten::sum.dim_IntList](args "
-        "= (%sub, [1]), kwargs = {dtype: torch.float64})");
-  module->recompile();
-  auto a = torch::randn({2, 3});
-  auto b = torch::randn({2, 3});
-  CHECK(torch::equal(module(a, b).toTensor(),
-                     torch::sub(a + b, b, 2).sum({1}, false, torch::kDouble)));
-}
-
-TEST_CASE("call_method and registered functions are left as they are") {
-  auto g = std::make_unique<fx::Graph>();
-  Node* x = g->placeholder("x");
-  Node* chunk = g->call_function(fx::op("aten::chunk"), {x, 2});
-  Node* item = g->call_function(fx::getitem(), {chunk, 0});
-  Node* relu = g->call_method("relu", {item});
-  g->output(relu);
-  fx::GraphModule gm(std::move(g), fx::Attributes());
-  CHECK(fx::normalize_args(*gm));
-  CHECK(chunk->format_node() ==
-        "%chunk : [#users=1] = call_function[target=aten::chunk](args = (), "
-        "kwargs = {self: %x, chunks: 2, dim: 0})");
-  CHECK(item->format_node() ==
-        "%getitem : [#users=1] = call_function[target=getitem](args = "
-        "(%chunk, 0), kwargs = {})");
-  CHECK(relu->format_node() ==
-        "%relu : [#users=1] = call_method[target=relu](args = (%getitem,), "
-        "kwargs = {})");
-  gm->recompile();
-  auto input = torch::randn({4, 3});
-  CHECK(torch::equal(gm(input).toTensor(), input.chunk(2)[0].relu()));
 }
 
 // A GraphModule over x -> relu(x); the executor checks calls against their

@@ -57,59 +57,23 @@ TEST_CASE("MobileNetV2's classifier dropout is removed") {
 }
 
 // x -> relu -> `op`(relu, p, train) -> neg.
-fx::GraphModule dropout_graph(const char* op, double p, bool train,
-                              bool as_kwargs = false) {
+fx::GraphModule dropout_graph(const char* op, double p, bool train) {
   auto g = std::make_unique<fx::Graph>();
   Node* x = g->placeholder("x");
   Node* relu = g->call_function(fx::op("aten::relu"), {x});
-  Node* dropout = as_kwargs ? g->call_function(
-                                  fx::op(op), {},
-                                  {{"p", p}, {"train", train}, {"input", relu}})
-                            : g->call_function(fx::op(op), {relu, p, train});
+  Node* dropout = g->call_function(fx::op(op), {relu, p, train});
   g->output(g->call_function(fx::op("aten::neg"), {dropout}));
   return fx::GraphModule(std::move(g), fx::Attributes());
 }
 
-TEST_CASE("dropouts in training mode are kept, unless p is 0") {
+// Which dropouts go and which stay, as graphs: testdata/ir/passes/
+// remove_dropout_eval.ir and remove_dropout_variants.ir.
+TEST_CASE("a dropout in training mode is kept, and stays random") {
   fx::GraphModule training = dropout_graph("aten::dropout", 0.5, true);
-  const std::string before = training->graph().to_string();
   CHECK_FALSE(fx::remove_dropout(*training));
-  CHECK(training->graph().to_string() == before);
-  // It really is random.
+  CHECK(count(training->graph(), "aten::dropout") == 1);
   auto x = torch::ones({1000});
   CHECK_FALSE(torch::equal(training(x).toTensor(), -x));
-
-  fx::GraphModule no_p = dropout_graph("aten::dropout", 0.0, true);
-  CHECK(fx::remove_dropout(*no_p));
-  no_p->recompile();
-  CHECK(no_p->graph().to_string() ==
-        "graph():\n"
-        "    %x : [#users=1] = placeholder[target=x]\n"
-        "    %relu : [#users=1] = call_function[target=aten::relu](args = "
-        "(%x,), kwargs = {})\n"
-        "    %neg : [#users=1] = call_function[target=aten::neg](args = "
-        "(%relu,), kwargs = {})\n"
-        "    return neg");
-  auto y = torch::randn({8});
-  CHECK(torch::equal(no_p(y).toTensor(), -y.relu()));
-}
-
-TEST_CASE("every dropout variant in eval mode is removed, wherever train is") {
-  for (const char* op :
-       {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
-        "aten::feature_alpha_dropout", "aten::dropout_",
-        "aten::feature_dropout_", "aten::alpha_dropout_",
-        "aten::feature_alpha_dropout_"}) {
-    INFO(op);
-    const bool in_place = std::string(op).back() == '_';
-    fx::GraphModule gm = dropout_graph(op, 0.3, false, /*as_kwargs=*/!in_place);
-    CHECK(fx::remove_dropout(*gm));
-    CHECK(count(gm->graph(), op) == 0);
-    CHECK(gm->graph().size() == 4);
-    gm->recompile();
-    auto x = torch::randn({2, 3, 4});
-    CHECK(torch::equal(gm(x).toTensor(), -x.relu()));
-  }
 }
 
 TEST_CASE("RemoveDropout runs in a PassManager") {
