@@ -16,7 +16,7 @@
 //   # CHECK-NOT:  aten::t
 //   # CHECK:      return (mm, mm)
 //
-// In the RUN line, `fx` is the fx binary and %s the case's path; it runs
+// In the RUN line, `fx` is the fx binary and a word %s the case's path; it runs
 // without a shell (arguments split at spaces). The command must exit 0;
 // `# RUN: not fx ...` expects it to fail instead. The checks match what it
 // printed on stdout, then on stderr. Writing CHECK: for the first line of

@@ -4,18 +4,18 @@
 // its flags, each bound to a member of its own, and whose run() gets the
 // positional arguments once they are parsed:
 //
-//   class Zoo : public Command {
+//   class Opt : public Command {
 //    public:
-//     Zoo() : Command("zoo", {}, "list the bundled models") {
-//       flags().add("sorted", &sorted_, "list them by name");
+//     Opt() : Command("opt", {"FILE.ir"}, "run passes on a graph") {
+//       flags().add("passes", &passes_, "passes to run, comma-separated");
 //     }
 //    private:
-//     int run(const std::vector<std::string>& args) override;
-//     bool sorted_ = false;
+//     int run(const std::vector<std::string>& args) override;  // args[0]
+//     std::string passes_;  // the default until parsed
 //   };
 //
 // A flag exists only for the commands that declare it: `fx zoo --passes=cse`
-// is an error naming the flags zoo takes. Errors go through exceptions to
+// is an error naming the flags zoo takes (none). Errors go through exceptions to
 // main (tools/cli/main.cc), which prints them as `fx COMMAND: message` on
 // stderr and exits with 2 for a UsageError (the command line does not fit
 // the command: see `fx COMMAND --help`) and 1 for any other failure.

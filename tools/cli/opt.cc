@@ -54,7 +54,7 @@ class Opt : public Command {
     } catch (const fx::GraphError& e) {
       throw fx::GraphError(path + ": " + e.what());
     }
-    PrintOptions options;
+    PrintModuleOptions options;
     options.init_steps = true;
     print_module(run_passes(module, passes_).module, print_, options);
     return 0;

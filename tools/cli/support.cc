@@ -220,7 +220,7 @@ void check_print(const std::string& what) {
 }
 
 void print_module(const fx::GraphModule& module, const std::string& what,
-                  const PrintOptions& options) {
+                  const PrintModuleOptions& options) {
   check_print(what);
   // The graph, then each init step's, as `# init step I -> OUTPUTS`.
   auto print_graph = [&](const fx::PrintOptions& print) {

@@ -65,7 +65,7 @@ fx::PassResult run_passes(const fx::GraphModule& module,
 
 // --print: what to print of a module, comma-separated.
 void add_print_flag(Flags& flags, std::string* print);
-struct PrintOptions {
+struct PrintModuleOptions {
   // graph and meta also print each init step's graph after the graph.
   bool init_steps = false;
 };
@@ -74,7 +74,7 @@ struct PrintOptions {
 void check_print(const std::string& what);
 // Prints each of `what` of `module` (checked first).
 void print_module(const fx::GraphModule& module, const std::string& what,
-                  const PrintOptions& options = {});
+                  const PrintModuleOptions& options = {});
 
 // --peak_gflops, --bandwidth_gbps, --cache_mb: the cost model's machine.
 struct MachineFlags {
