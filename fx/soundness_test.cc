@@ -7,8 +7,8 @@
 #include "fx/fx.h"
 #include "interpreter/interpreter.h"
 #include "interpreter/shape_prop.h"
-#include "passes/constant_folding.h"
 #include "passes/eliminate_noops.h"
+#include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
 #include "third_party/catch.h"
 

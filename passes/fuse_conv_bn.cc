@@ -83,7 +83,7 @@ std::string bias_path(const std::string& weight_path) {
 
 // Rewrites each conv (or linear) + batch_norm pair to read fused
 // parameters, and builds the one init step that computes them all from the
-// original ones (see passes/constant_folding.h).
+// original ones (see passes/fold_constants.h).
 class Fuser {
  public:
   explicit Fuser(GraphModuleImpl& module)

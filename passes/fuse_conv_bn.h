@@ -18,7 +18,7 @@
 //       %conv2d : [#users=1] = call_function[target=aten::conv2d](args = (%x, %_folded_conv1_weight_fused, %_folded_conv1_bias_fused, [2, 2], [3, 3]), kwargs = {})
 //
 // The new weights are computed once by an init step (as constant folding
-// makes: see passes/constant_folding.h) from the original parameters, which
+// makes: see passes/fold_constants.h) from the original parameters, which
 // stay untouched; GraphModuleImpl::run_init() recomputes them after new
 // weights are loaded. Handled: aten::conv1d/2d/3d (and their padding="same"
 // overloads), aten::convolution and aten::_convolution (as TorchScript

@@ -125,7 +125,7 @@ IrCaseResult run_ir_case(const std::string& fx, const std::string& path) {
   if (run_line == 0) {
     return failure(path +
                    ": no RUN line: say how to run fx on the case, e.g. "
-                   "`# RUN: fx opt %s --passes=cse`");
+                   "`# RUN: fx opt %s --passes=fuse_conv_bn`");
   }
   const std::string where = path + ":" + std::to_string(run_line) + ": ";
   const bool expect_failure = !words.empty() && words[0] == "not";

@@ -4,8 +4,9 @@
 // fx on the file, and CHECK lines (testdata/filecheck.h) that what fx
 // prints must match, as LLVM's lit and FileCheck run MLIR's tests:
 //
-//   # cse merges the second t(fc.weight) into the first.
-//   # RUN: fx opt %s --passes=cse,eliminate_dead_code
+//   # eliminate_common_subexpressions merges the second t(fc.weight) into
+//   # the first.
+//   # RUN: fx opt %s --passes=eliminate_common_subexpressions,eliminate_dead_code
 //   graph():
 //       %x = placeholder[target=x]
 //       %fc_weight : f32[3, 3] = get_attr[target=fc.weight]

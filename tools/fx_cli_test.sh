@@ -36,7 +36,7 @@ check "help COMMAND is COMMAND --help" 0 "--split_points=" -- \
   "$fx" help pipeline run
 check "a flag of another command is refused, naming this one's" 2 \
   "fx quantize: it takes no flag --passes; its flags are --input, --calibrate" -- \
-  "$fx" quantize lenet --passes=cse
+  "$fx" quantize lenet --passes=fuse_conv_bn
 check "a flag's value must parse" 2 "fx trace: --cost=maybe" -- \
   "$fx" trace lenet --cost=maybe
 check "an unknown pass is named before tracing" 2 \

@@ -14,11 +14,12 @@
 //     std::string passes_;  // the default until parsed
 //   };
 //
-// A flag exists only for the commands that declare it: `fx zoo --passes=cse`
-// is an error naming the flags zoo takes (none). Errors go through exceptions to
-// main (tools/cli/main.cc), which prints them as `fx COMMAND: message` on
-// stderr and exits with 2 for a UsageError (the command line does not fit
-// the command: see `fx COMMAND --help`) and 1 for any other failure.
+// A flag exists only for the commands that declare it: `fx zoo
+// --passes=fuse_conv_bn` is an error naming the flags zoo takes (none).
+// Errors go through exceptions to main (tools/cli/main.cc), which prints
+// them as `fx COMMAND: message` on stderr and exits with 2 for a UsageError
+// (the command line does not fit the command: see `fx COMMAND --help`) and
+// 1 for any other failure.
 #pragma once
 
 #include <functional>

@@ -29,13 +29,13 @@ TEST_CASE("flags are set from their forms; the rest are the arguments") {
   Example e;
   std::vector<std::string> positional = e.flags.parse(
       {"resnet18", "--before", "--stages=3", "--cache_mb", "2.5",
-       "--passes=cse,eliminate_dead_code", "--input=1x3:int64,4", "--",
+       "--passes=fuse_conv_bn,eliminate_dead_code", "--input=1x3:int64,4", "--",
        "--not-a-flag"});
   CHECK(positional == std::vector<std::string>{"resnet18", "--not-a-flag"});
   CHECK(e.before);
   CHECK(e.stages == 3);
   CHECK(e.cache_mb == 2.5);
-  CHECK(e.passes == "cse,eliminate_dead_code");
+  CHECK(e.passes == "fuse_conv_bn,eliminate_dead_code");
   CHECK(e.input == std::vector<std::string>{"1x3:int64", "4"});
 
   Example off;
@@ -53,7 +53,7 @@ TEST_CASE("a flag the command does not take is named with those it takes") {
       "it takes no flag --out; its flags are --before, --stages, --cache_mb, "
       "--passes, --input");
   Flags none;
-  CHECK_THROWS_WITH(none.parse({"--passes=cse"}),
+  CHECK_THROWS_WITH(none.parse({"--passes=fuse_conv_bn"}),
                     "it takes no flags, not --passes");
 }
 

@@ -5,7 +5,8 @@
 //   bazel run //tools:fx -- trace resnet50 --passes=fuse_conv_bn,eliminate_dead_code
 //       --before --print=graph,code --dot=/tmp/resnet50.svg --cost
 //       --save=/tmp/resnet50.fx
-//   bazel run //tools:fx -- opt testdata/ir/passes/cse_merges_weight_t.ir --passes=cse
+//   bazel run //tools:fx -- opt testdata/ir/passes/fuse_conv_bn.ir
+//       --passes=fuse_conv_bn,eliminate_dead_code
 //       (relative paths are the caller's: `bazel run` starts it elsewhere)
 //   bazel run //tools:fx -- quantize resnet18 --calibrate=random:8 --report
 //

@@ -1,4 +1,4 @@
-#include "passes/cse.h"
+#include "passes/eliminate_common_subexpressions.h"
 
 #include <torch/torch.h>
 
@@ -44,8 +44,9 @@ TEST_CASE("duplicate pure nodes merge into the first, in cascade") {
   attributes.parameters["fc.weight"] = weight;
   fx::GraphModule gm(std::move(g), attributes);
 
-  // The graph it leaves: testdata/ir/passes/cse_merges_weight_t.ir; here,
-  // what it computes.
+  // The graph it leaves: testdata/ir/passes/
+  // eliminate_common_subexpressions_merges_weight_t.ir; here, what it
+  // computes.
   CHECK(fx::eliminate_common_subexpressions(*gm));
   CHECK(count(gm->graph(), "aten::t") == 1);
   CHECK(count(gm->graph(), "aten::mm") == 1);
@@ -66,7 +67,8 @@ TEST_CASE("random operators are never merged") {
   g->output(Argument::tuple({a, b}));
   fx::GraphModule gm(std::move(g), fx::Attributes());
   // The graph stays as it was: testdata/ir/passes/
-  // cse_keeps_random_and_inplace.ir. Here, what it computes.
+  // eliminate_common_subexpressions_keeps_random_and_inplace.ir. Here, what
+  // it computes.
   CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
   c10::IValue out = gm(torch::zeros({100}));
   CHECK_FALSE(torch::equal(element(out, 0), element(out, 1)));
@@ -230,9 +232,9 @@ TEST_CASE("every zoo model computes the same after CSE") {
   }
 }
 
-TEST_CASE("EliminateCommonSubexpressions is the pass named cse") {
+TEST_CASE("EliminateCommonSubexpressions is the pass of its name") {
   auto pass = std::make_unique<fx::EliminateCommonSubexpressions>();
-  CHECK(pass->name() == "cse");
+  CHECK(pass->name() == "eliminate_common_subexpressions");
   auto g = std::make_unique<fx::Graph>();
   Node* x = g->placeholder("x");
   Node* a = g->call_function(fx::op("aten::exp"), {x});

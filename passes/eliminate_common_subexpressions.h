@@ -51,7 +51,9 @@ bool eliminate_common_subexpressions(GraphModuleImpl& module);
 
 class EliminateCommonSubexpressions : public Pass {
  public:
-  std::string name() const override { return "cse"; }
+  std::string name() const override {
+    return "eliminate_common_subexpressions";
+  }
   bool run(GraphModuleImpl& module) override {
     return eliminate_common_subexpressions(module);
   }

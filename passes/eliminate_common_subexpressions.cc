@@ -1,4 +1,4 @@
-#include "passes/cse.h"
+#include "passes/eliminate_common_subexpressions.h"
 
 #include <cstdint>
 #include <cstring>

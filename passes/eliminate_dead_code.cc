@@ -1,4 +1,4 @@
-#include "passes/dead_code_elimination.h"
+#include "passes/eliminate_dead_code.h"
 #include "fx/graph_module.h"
 
 namespace fx {

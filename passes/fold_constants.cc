@@ -1,4 +1,4 @@
-#include "passes/constant_folding.h"
+#include "passes/fold_constants.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
