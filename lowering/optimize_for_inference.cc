@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
 #include "lowering/onednn_ops.h"
 #include "passes/cost_model.h"
@@ -1025,13 +1026,6 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
   }
   module.recompile();
   return report;
-}
-
-GraphModule optimize_for_inference(const GraphModule& module,
-                                   const InferenceOptions& options) {
-  GraphModule copy(module->copy());
-  optimize_for_inference(*copy, options);
-  return copy;
 }
 
 bool OptimizeForInference::run(GraphModuleImpl& module) {

@@ -45,7 +45,6 @@
 
 #include <string>
 
-#include "fx/graph_module.h"
 #include "passes/pass.h"
 
 namespace fx {
@@ -95,15 +94,16 @@ struct InferenceReport {
   std::string to_string() const;
 };
 
-// Lowers `module` in place; returns what it did (all zero when nothing
-// could be lowered).
+// Lowers `module` in place, as every pass edits the module it is given;
+// returns what it did (all zero when nothing could be lowered). torch.fx's
+// optimize_for_inference returns a lowered copy: lower a copy to keep the
+// original as it was (the copy shares its tensors, which lowering never
+// writes to):
+//
+//   fx::GraphModule fast(gm->copy());
+//   fx::optimize_for_inference(*fast);
 InferenceReport optimize_for_inference(GraphModuleImpl& module,
                                        const InferenceOptions& options = {});
-
-// As torch.fx's optimize_for_inference: a lowered copy; `module` is left
-// as it was.
-GraphModule optimize_for_inference(const GraphModule& module,
-                                   const InferenceOptions& options = {});
 
 class OptimizeForInference : public Pass {
  public:

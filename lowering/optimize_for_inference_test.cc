@@ -112,7 +112,8 @@ TEST_CASE("every zoo model lowered matches eager") {
     CAPTURE(name);
     models::ZooModel model = models::make_zoo_model(name);
     fx::GraphModule gm = models::trace_zoo_model(model);
-    fx::GraphModule lowered = fx::optimize_for_inference(gm);
+    fx::GraphModule lowered(gm->copy());
+    fx::optimize_for_inference(*lowered);
     const std::string before = gm->graph().to_string();
     const c10::IValue want = model.forward(model.example_inputs);
     const c10::IValue got = lowered->forward(model.example_inputs);
@@ -172,7 +173,8 @@ TEST_CASE("a lowered graph runs on several threads at once, exactly") {
       traced = models::trace_zoo_model(model);
       example = model.example_inputs[0].toTensor();
     }
-    fx::GraphModule lowered = fx::optimize_for_inference(traced);
+    fx::GraphModule lowered = traced;
+    fx::optimize_for_inference(*lowered);
     std::vector<at::Tensor> inputs;
     std::vector<at::Tensor> expected;
     for (int i = 0; i < 4; ++i) {
@@ -226,8 +228,8 @@ TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
 TEST_CASE("a lowered graph exports to TorchScript and runs there") {
   torch::NoGradGuard no_grad;
   models::ZooModel model = models::make_zoo_model("mobilenet_v2");
-  fx::GraphModule lowered =
-      fx::optimize_for_inference(models::trace_zoo_model(model));
+  fx::GraphModule lowered = models::trace_zoo_model(model);
+  fx::optimize_for_inference(*lowered);
   torch::jit::Module script = fx::to_torchscript(lowered);
   const std::string code = script.get_method("forward").graph()->toString();
   CHECK_THAT(code, Catch::Contains("fx_onednn::conv"));
@@ -240,10 +242,10 @@ TEST_CASE("bf16 runs chains in bfloat16 and converts back at their ends") {
   for (const char* name : {"resnet18", "mobilenet_v2", "unet"}) {
     CAPTURE(name);
     models::ZooModel model = models::make_zoo_model(name);
-    fx::GraphModule gm = models::trace_zoo_model(model);
+    fx::GraphModule lowered = models::trace_zoo_model(model);
     fx::InferenceOptions options;
     options.bf16 = true;
-    fx::GraphModule lowered = fx::optimize_for_inference(gm, options);
+    fx::optimize_for_inference(*lowered, options);
     const std::string printed = lowered->graph().to_string();
     CHECK_THAT(printed, Catch::Contains("aten::to.dtype](args = (%x, torch.bfloat16)"));
     const c10::IValue got = lowered->forward(model.example_inputs);
@@ -368,7 +370,8 @@ TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
   torch::NoGradGuard no_grad;
   models::ZooModel model = models::make_zoo_model("resnet18");
   fx::GraphModule gm = models::trace_zoo_model(model);
-  fx::GraphModule lowered = fx::optimize_for_inference(gm);
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
   const fx::CostReport before = fx::estimate_cost(gm->graph());
   const fx::CostReport after = fx::estimate_cost(lowered->graph());
   for (const std::string& op : after.unmodelled_ops) {

@@ -134,15 +134,10 @@ const DecompositionTable& default_decompositions() {
   return *table;
 }
 
-GraphModule decompose(const GraphModule& module,
-                      const DecompositionTable& table) {
-  return Decomposer(module, table).transform();
-}
-
-bool Decompose::run(GraphModuleImpl& module) {
+bool decompose(GraphModuleImpl& module, const DecompositionTable& table) {
   GraphModule holder(
       std::static_pointer_cast<GraphModuleImpl>(module.shared_from_this()));
-  Decomposer decomposer(holder, default_decompositions());
+  Decomposer decomposer(holder, table);
   Transformer::Result decomposed = decomposer.transform_graph();
   if (decomposer.decomposed == 0) return false;
   module.set_graph(std::move(decomposed.graph),

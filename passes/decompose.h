@@ -24,7 +24,7 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/graph_module.h"
+#include "fx/target.h"
 #include "passes/pass.h"
 
 namespace fx {
@@ -53,17 +53,16 @@ class DecompositionTable {
 // which stay in place: relu_(x) becomes x.mul_(x > 0).
 const DecompositionTable& default_decompositions();
 
-// A new GraphModule with every call that has a rule decomposed. Guards,
-// attributes and leaf modules carry over.
-GraphModule decompose(const GraphModule& module,
-                      const DecompositionTable& table = default_decompositions());
+// Decomposes every call of `module` that has a rule in `table`, in place
+// (through GraphModuleImpl::set_graph: guards, init steps, attributes and
+// leaf modules stay). Returns whether any call was decomposed.
+bool decompose(GraphModuleImpl& module,
+               const DecompositionTable& table = default_decompositions());
 
-// The pass form, with the default table: runs in place through
-// GraphModuleImpl::set_graph (init steps and attributes stay).
 class Decompose : public Pass {
  public:
   std::string name() const override { return "decompose"; }
-  bool run(GraphModuleImpl& module) override;
+  bool run(GraphModuleImpl& module) override { return decompose(module); }
 };
 
 }  // namespace fx

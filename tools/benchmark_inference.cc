@@ -232,7 +232,8 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     fx::InferenceOptions fold_only;
     fold_only.lower_convolutions = false;
     fold_only.lower_linear = false;
-    fx::GraphModule unlowered = fx::optimize_for_inference(gm, fold_only);
+    fx::GraphModule unlowered(gm->copy());
+    fx::optimize_for_inference(*unlowered, fold_only);
 
     // Warm all (TorchScript's profiling executor optimizes on its second
     // and third runs), and fit the rounds into the time budget.
@@ -403,10 +404,12 @@ Bf16Run measure_bf16(const std::string& dir, const std::string& name,
     torch::manual_seed(1);
     const at::Tensor x = torch::randn({1, 3, 224, 224});
     fx::GraphModule gm = fx::symbolic_trace(script, {x});
-    fx::GraphModule fp32 = fx::optimize_for_inference(gm);
+    fx::GraphModule fp32(gm->copy());
+    fx::optimize_for_inference(*fp32);
     fx::InferenceOptions options;
     options.bf16 = true;
-    fx::GraphModule bf16 = fx::optimize_for_inference(gm, options);
+    fx::GraphModule bf16(gm->copy());
+    fx::optimize_for_inference(*bf16, options);
     const at::Tensor want = first_tensor(fp32(x));
     const at::Tensor got = first_tensor(bf16(x));
     r.error = relative_error(got, want);
@@ -455,8 +458,8 @@ struct GeneratedRun {
 GeneratedRun measure_generated(int rounds) {
   GeneratedRun g;
   models::ZooModel model = models::make_zoo_model("resnet18");
-  fx::GraphModule lowered =
-      fx::optimize_for_inference(models::trace_zoo_model(model));
+  fx::GraphModule lowered = models::trace_zoo_model(model);
+  fx::optimize_for_inference(*lowered);
   testdata::ResNet18Lowered generated(*model.module);
   const at::Tensor x = model.example_inputs[0].toTensor();
   g.equal = torch::equal(generated.forward(x), lowered(x).toTensor());

@@ -99,7 +99,7 @@ fx::GraphModule traced(const std::string& name, int64_t batch) {
 
 fx::Pipeline lowered(fx::Pipeline pipeline) {
   for (fx::PipelineStage& stage : pipeline.stages) {
-    stage.module = fx::optimize_for_inference(stage.module);
+    fx::optimize_for_inference(*stage.module);
   }
   return pipeline;
 }
@@ -149,9 +149,11 @@ BranchRun time_branch_model(const std::string& model, fx::GraphModule gm,
   // the model lowered at its own (2 threads for the sequential run, 1 for
   // the workers).
   at::set_num_threads(2);
-  fx::GraphModule lowered = fx::optimize_for_inference(gm);
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
   at::set_num_threads(1);
-  fx::GraphModule lowered_one = fx::optimize_for_inference(gm);
+  fx::GraphModule lowered_one(gm->copy());
+  fx::optimize_for_inference(*lowered_one);
   const at::Tensor reference = lowered_one(x).toTensor();
   at::set_num_threads(2);
   fx::ParallelModule parallel = fx::parallelize_branches(lowered_one);
@@ -351,9 +353,10 @@ int main(int argc, char** argv) {
     stage.compute_seconds = fx::estimated_seconds(
         fx::estimate_cost(stage.module->graph()), options.machine);
   }
-  fx::GraphModule whole = fx::optimize_for_inference(module);
-  fx::GraphModule whole_batch =
-      fx::optimize_for_inference(traced(name, micro_batches));
+  fx::GraphModule whole(module->copy());
+  fx::optimize_for_inference(*whole);
+  fx::GraphModule whole_batch = traced(name, micro_batches);
+  fx::optimize_for_inference(*whole_batch);
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
