@@ -29,6 +29,7 @@
 #include "models/zoo.h"
 #include "passes/pass_manager.h"
 #include "quantization/quantize_fx.h"
+#include "scheduling/child_processes.h"
 #include "scheduling/pipeline_runtime.h"
 #include "third_party/catch.h"
 

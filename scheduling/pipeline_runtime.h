@@ -42,8 +42,6 @@
 //   may idle.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -112,30 +110,5 @@ void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group);
 // What a stage (or PipelineDriver::run) returns, as its tensors: a tensor,
 // or a tuple or list of them. Throws PipelineError for anything else.
 std::vector<at::Tensor> output_tensors(const c10::IValue& value);
-
-// --- Local processes -----------------------------------------------------
-
-// Child processes (posix_spawn), killed and reaped when this object goes
-// away unless they were waited for: a launcher leaves nothing behind.
-class ChildProcesses {
- public:
-  ChildProcesses() = default;
-  ~ChildProcesses();
-  ChildProcesses(const ChildProcesses&) = delete;
-  ChildProcesses& operator=(const ChildProcesses&) = delete;
-
-  // Starts argv[0] (a path) with `argv`. Throws PipelineError if it cannot.
-  void spawn(const std::vector<std::string>& argv);
-  // Waits for every child up to `timeout`, killing those still running
-  // then; returns each one's exit status (128 + signal if killed by one),
-  // in spawn order.
-  std::vector<int> wait(std::chrono::milliseconds timeout);
-
- private:
-  std::vector<pid_t> pids_;
-};
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_local_port();
 
 }  // namespace fx

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "scheduling/child_processes.h"
 #include "scheduling/pipeline.h"
 #include "third_party/catch.h"
 

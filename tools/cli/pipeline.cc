@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "fx/fx.h"
 #include "fx/input_spec.h"
+#include "scheduling/child_processes.h"
 #include "scheduling/pipeline.h"
 #include "scheduling/pipeline_runtime.h"
 #include "tools/cli/commands.h"
