@@ -139,12 +139,6 @@ class Splitter {
     }
   }
 
-  // The index of the call defining `n` (-1 for placeholders).
-  int64_t def_index(Node* n) const {
-    auto it = call_index_.find(n);
-    return it == call_index_.end() ? -1 : it->second;
-  }
-
   // Every cut between two calls, with its live values and whether it may
   // be used.
   void find_cuts() {
@@ -653,18 +647,6 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
     auto it = corrected->find(n.name());
     return it != corrected->end() ? it->second : price(priced, n).in_cache;
   };
-  return split_pipeline(module, options);
-}
-
-Pipeline reprice_pipeline(const GraphModule& module, const Pipeline& pipeline,
-                          PipelineOptions options) {
-  options.split_points.clear();
-  for (size_t s = 0; s + 1 < pipeline.stages.size(); ++s) {
-    if (pipeline.stages[s].node_names.empty()) {
-      throw GraphError("reprice_pipeline: a stage without nodes");
-    }
-    options.split_points.push_back(pipeline.stages[s].node_names.back());
-  }
   return split_pipeline(module, options);
 }
 

@@ -131,12 +131,6 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
                             const std::vector<double>& measured_stage_seconds,
                             PipelineOptions options);
 
-// The same cuts priced by `options` (the cost model, say) instead of the
-// seconds they were balanced with: what the model predicts for a pipeline
-// whose cuts came from measurement.
-Pipeline reprice_pipeline(const GraphModule& module, const Pipeline& pipeline,
-                          PipelineOptions options);
-
 // Runs the stages one after another in this process: the reference the
 // distributed run is compared with, bitwise.
 c10::IValue run_pipeline_locally(const Pipeline& pipeline,

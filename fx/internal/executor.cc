@@ -349,8 +349,6 @@ Executor::Executor(const Graph& graph, const ExecutionEnvironment& environment)
 
 Executor::~Executor() = default;
 
-size_t Executor::num_inputs() const { return program_->input_slots.size(); }
-
 std::unique_ptr<Executor::Frame> Executor::acquire_frame() const {
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);

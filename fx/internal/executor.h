@@ -43,8 +43,6 @@ class Executor {
   // fx::ExecutionError("While executing %node = ...") when a node fails.
   c10::IValue run(std::vector<c10::IValue> inputs) const;
 
-  size_t num_inputs() const;
-
   // The compiled form (opaque; defined in executor.cc).
   struct Program;
 

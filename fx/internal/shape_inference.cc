@@ -648,10 +648,6 @@ Outputs run_real_kernel(const c10::OperatorHandle& op,
 
 }  // namespace
 
-bool has_shape_rule(const c10::OperatorHandle& op) {
-  return rules().contains(full_name(op));
-}
-
 std::vector<InferredOutput> infer_outputs(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
                                           InferenceTier* tier) {

@@ -51,9 +51,6 @@ std::vector<InferredOutput> infer_outputs(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
                                           InferenceTier* tier);
 
-// Whether fx has a shape rule for this operator.
-bool has_shape_rule(const c10::OperatorHandle& op);
-
 // `value` with every tensor (proxy or real) replaced by a fresh zero-filled
 // tensor of the same metadata. Used to run opaque code (leaf modules,
 // wrapped functions) for its outputs' metadata.
