@@ -198,10 +198,15 @@ int print_targets(const std::vector<TargetCheck>& checks, bool quick) {
   int missed = 0;
   for (const TargetCheck& c : checks) {
     const bool gated = !quick || !c.timing;
-    std::string result = "n/a";
-    if (c.met) {
-      result = *c.met ? "PASS" : (gated ? "MISS" : "MISS (not gated: --quick)");
-      if (!*c.met && gated) ++missed;
+    std::string result;
+    if (c.met && *c.met) {
+      result = "PASS";
+    } else if (!gated) {
+      result = c.met ? "MISS (not gated: --quick)" : "n/a (not gated: --quick)";
+    } else {
+      // A target that could not be measured is not met.
+      result = c.met ? "MISS" : "MISS (not measured)";
+      ++missed;
     }
     table.add_row({c.target, c.measured, result});
   }

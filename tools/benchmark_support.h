@@ -91,13 +91,16 @@ void print_section(const std::string& title, const Table& table,
 struct TargetCheck {
   std::string target;
   std::string measured;
-  std::optional<bool> met;  // nullopt: could not be measured
+  // nullopt: could not be measured (no Python torch for a comparison with
+  // Python, say), which misses the target wherever it is gated.
+  std::optional<bool> met;
   // A speed or scale target: gated in full runs only (a --quick run is too
   // short to time). Accuracy and allocation targets hold in every run.
   bool timing = true;
 };
 // Prints the checks; returns the benchmark's exit code: 1 if a gated target
-// was missed (every target in a full run, non-timing ones with --quick).
+// (every target in a full run, non-timing ones with --quick) was missed or
+// could not be measured.
 int print_targets(const std::vector<TargetCheck>& checks, bool quick);
 
 // "machine: nproc 2, load average ..." for report headers.
