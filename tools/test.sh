@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests, in seven parts:
 #   0. the include graph against the layering (tools/check_layering.py: no
-#      folder includes one above it, no include cycle), CMake's sources
-#      against Bazel's (tools/check_cmake_sources.sh), and the API reference
+#      folder includes one above it, no include cycle), this script's
+#      counting (tools/test_results_test.sh), CMake's sources against
+#      Bazel's (tools/check_cmake_sources.sh), and the API reference
 #      (docs/Doxyfile: Doxygen over the public headers, any warning fails);
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
 #      -Werror, .bazelrc), the documentation's C++ examples included
@@ -23,10 +24,12 @@
 # Ends with one line "N passed, N failed" counting Catch2 test cases over all
 # test targets (a sharded target's summed over its shards; a target that
 # fails to build or dies without a Catch2 summary counts as one failed
-# case), plus one case per fuzzer and per benchmark. Exits non-zero if
-# anything failed.
+# case, and a target Bazel failed counts at least one, whatever its log
+# says: tools/test_results.sh), plus one case per fuzzer and per benchmark.
+# Exits non-zero if anything failed, and whenever the line counts a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source tools/test_results.sh
 
 passed=0
 failed=0
@@ -48,45 +51,11 @@ test_workspace() {
   log="$(mktemp)"
   (cd "$dir" && bazel test "${args[@]}" 2>&1) | tee "$log"
   local ws_status=${PIPESTATUS[0]}
-  local testlogs
+  local testlogs ws_passed ws_failed
   testlogs="$(cd "$dir" && bazel info "${options[@]}" bazel-testlogs 2>/dev/null)"
-  local ws_failed=0
-  while read -r target result; do
-    local path="${target#//}"
-    path="${path/://}"
-    # A sharded test keeps one log per shard.
-    local files=("$testlogs/$path/test.log")
-    if [ ! -f "${files[0]}" ]; then
-      files=("$testlogs/$path"/shard_*_of_*/test.log)
-    fi
-    for file in "${files[@]}"; do
-      local summary=""
-      if [ -f "$file" ]; then
-        summary="$(grep -E '^(All tests passed|test cases:)' "$file" | tail -n 1)"
-      fi
-      case "$result" in
-        PASSED|FAILED|FLAKY*)
-          if [[ "$summary" =~ ^All\ tests\ passed.*\ ([0-9]+)\ test\ case ]]; then
-            passed=$((passed + BASH_REMATCH[1]))
-          elif [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] || [[ "$summary" =~ \|\ *([0-9]+)\ failed ]]; then
-            [[ "$summary" =~ \|\ *([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
-            [[ "$summary" =~ \|\ *([0-9]+)\ failed ]] && ws_failed=$((ws_failed + BASH_REMATCH[1]))
-          else
-            ws_failed=$((ws_failed + 1))
-          fi
-          ;;
-        *)
-          ws_failed=$((ws_failed + 1))
-          ;;
-      esac
-    done
-  done < <(grep -E '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|NO STATUS|TIMEOUT|FLAKY)' "$log" \
-           | sed -E 's/\(cached\) //; s/ in [0-9.]+s$//' \
-           | awk '{$1 = $1; target = $1; $1 = ""; sub(/^ /, ""); print target, $0}')
+  read -r ws_passed ws_failed < <(count_bazel_results "$testlogs" "$ws_status" <"$log")
   rm -f "$log"
-  if [ "$ws_status" -ne 0 ] && [ "$ws_failed" -eq 0 ]; then
-    ws_failed=1
-  fi
+  passed=$((passed + ws_passed))
   failed=$((failed + ws_failed))
   if [ "$ws_status" -ne 0 ]; then
     status=$ws_status
@@ -130,6 +99,7 @@ api_reference() {
 }
 
 one_case "layering" /usr/bin/python3 tools/check_layering.py
+one_case "test counting" bash tools/test_results_test.sh
 one_case "cmake sources" bash tools/check_cmake_sources.sh
 one_case "api reference" api_reference
 timed "bazel test //..." test_workspace .
@@ -148,5 +118,4 @@ done
 
 echo "== time per part (total $SECONDS s)"
 printf '%s\n' "${timings[@]}"
-echo "$passed passed, $failed failed"
-exit "$status"
+summary_line "$passed" "$failed" "$status"
