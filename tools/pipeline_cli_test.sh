@@ -49,6 +49,16 @@ expect_log() {
   fi
 }
 
+# expect_exit NAME PID EXPECTED_STATUS: waits for the background process
+# PID and expects its exit status.
+expect_exit() {
+  local status
+  wait "$2"
+  status=$?
+  checks=$((checks + 1))
+  [ "$status" -eq "$3" ] || fail "$1: exit $status (expected $3)"
+}
+
 # A port no one listens on.
 port() {
   /usr/bin/python3 -c "
@@ -98,9 +108,7 @@ serve "$out/r1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1
 check "rank 0 drives rank 1" 0 "rank 0: 3 batches" -- \
   "$fx" pipeline serve --rank=0 --world=2 --master="127.0.0.1:$p" \
   --input=4x1x32x32 --rounds=3 --output="$out/y.pt" "$out/two/stage_0.fx"
-wait "${pids[-1]}"
-checks=$((checks + 1))
-[ "$?" -eq 0 ] || fail "rank 1 did not exit 0 after rank 0 stopped"
+expect_exit "rank 1 exits 0 after rank 0 stopped" "${pids[-1]}" 0
 expect_log "rank 1 returns when rank 0 stops" "$out/r1.log" "rank 1 done"
 
 # A rank killed mid-run: rank 0 fails at once, naming it.
@@ -148,7 +156,7 @@ serve "$out/w1.log" --rank=1 --world=3 --timeout_ms=5000 \
 check "different world sizes are named" 1 "same --world" -- \
   "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=5000 \
   --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
-wait "${pids[-1]}"
+expect_exit "the other rank fails too" "${pids[-1]}" 1
 expect_log "the other rank says it too" "$out/w1.log" "same --world"
 
 # Stage files of two different splits.
@@ -158,7 +166,7 @@ serve "$out/m1.log" --rank=1 --world=2 --timeout_ms=5000 \
 check "stages that do not fit are named" 1 "do not belong to one pipeline" -- \
   "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=5000 \
   --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
-wait "${pids[-1]}"
+expect_exit "rank 1 fails too" "${pids[-1]}" 1
 expect_log "rank 1 says it too" "$out/m1.log" "do not belong to one pipeline"
 
 # A port in use.
@@ -170,7 +178,7 @@ check "a port in use is named" 1 "cannot listen on 127.0.0.1:$p" -- \
   "$fx" pipeline serve --rank=0 --world=2 --timeout_ms=3000 \
   --master="127.0.0.1:$p" --input=4x1x32x32 "$out/two/stage_0.fx"
 # The first rank 0 waits for its rank 1, which never comes.
-wait "${pids[-1]}"
+expect_exit "the first rank 0 fails" "${pids[-1]}" 1
 expect_log "a rank that never comes is named" "$out/p0.log" \
   "rank 1 of 2 did not join within 8000 ms"
 
