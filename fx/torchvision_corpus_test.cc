@@ -1,7 +1,7 @@
 // The public corpus (testdata/torchvision_corpus.py): torchvision 0.14's
 // classification, segmentation and video models, traced and scripted, and two
 // detection models, imported by fx::symbolic_trace and compared with
-// TorchScript's own output at 1e-4 relative to the output's largest
+// TorchScript's own output at 1e-4 relative to each output tensor's largest
 // magnitude. A model fails only with the asserted reason below. CI runs
 // each family's smallest member; FX_CORPUS=all runs every model. Sharded by
 // Bazel (TEST_TOTAL_SHARDS); each shard writes its files, a few at a time,
@@ -106,24 +106,28 @@ std::vector<Entry> shard_entries() {
   return out;
 }
 
-// The largest |a - b| over the largest |b| of all tensors in two outputs
-// (tensors, tuples, lists, dicts); throws std::runtime_error naming the
-// first place where their structure, sizes or dtypes differ.
-void compare(const c10::IValue& a, const c10::IValue& b, double* diff,
-             double* scale) {
+// The largest relative difference between two outputs (tensors, tuples,
+// lists, dicts), tensor by tensor: a tensor's largest |a - b| over its own
+// largest |b| (over 1 when b is all zeros), so that a small output beside a
+// large one (a detection model's scores in [0, 1] beside its boxes near 300)
+// is held to its own scale. Throws std::runtime_error naming the first place
+// where their structure, sizes or dtypes differ.
+double relative_difference(const c10::IValue& a, const c10::IValue& b) {
   auto expect = [](bool same, const std::string& what) {
     if (!same) throw std::runtime_error("outputs differ: " + what);
   };
+  double worst = 0;
   if (b.isTensor()) {
     expect(a.isTensor(), "a tensor expected");
     const at::Tensor& x = a.toTensor();
     const at::Tensor& y = b.toTensor();
     expect(x.sizes() == y.sizes(), "sizes");
     expect(x.scalar_type() == y.scalar_type(), "dtype");
-    if (y.numel() == 0) return;
+    if (y.numel() == 0) return 0;
     const at::Tensor xd = x.to(at::kDouble), yd = y.to(at::kDouble);
-    *diff = std::max(*diff, (xd - yd).abs().max().item<double>());
-    *scale = std::max(*scale, yd.abs().max().item<double>());
+    const double diff = (xd - yd).abs().max().item<double>();
+    const double scale = yd.abs().max().item<double>();
+    worst = scale > 0 ? diff / scale : diff;
   } else if (b.isTuple() || b.isList()) {
     expect(a.isTuple() == b.isTuple() && a.isList() == b.isList(),
            b.isTuple() ? "a tuple expected" : "a list expected");
@@ -133,7 +137,9 @@ void compare(const c10::IValue& a, const c10::IValue& b, double* diff,
     };
     const std::vector<c10::IValue> x = items(a), y = items(b);
     expect(x.size() == y.size(), "sequence lengths");
-    for (size_t i = 0; i < x.size(); ++i) compare(x[i], y[i], diff, scale);
+    for (size_t i = 0; i < x.size(); ++i) {
+      worst = std::max(worst, relative_difference(x[i], y[i]));
+    }
   } else if (b.isGenericDict()) {
     expect(a.isGenericDict(), "a dict expected");
     const auto x = a.toGenericDict();
@@ -141,11 +147,13 @@ void compare(const c10::IValue& a, const c10::IValue& b, double* diff,
     expect(x.size() == y.size(), "dict sizes");
     for (const auto& item : y) {
       expect(x.contains(item.key()), "dict keys");
-      compare(x.at(item.key()), item.value(), diff, scale);
+      worst = std::max(worst, relative_difference(x.at(item.key()),
+                                                  item.value()));
     }
   } else {
     expect(a == b, "values");
   }
+  return worst;
 }
 
 // An example input for `spec`; "3x96x96" for detection is a list of one.
@@ -160,6 +168,31 @@ std::vector<c10::IValue> example(const std::string& spec) {
 }
 
 }  // namespace
+
+TEST_CASE("outputs are compared tensor by tensor, each at its own scale") {
+  // Boxes near 300 beside scores in [0, 1] whose every score is off by
+  // 0.01: 3e-5 of the boxes' scale, 1e-2 of the scores'.
+  const at::Tensor boxes = torch::full({3, 4}, 300.0);
+  const at::Tensor scores = torch::tensor({0.25, 0.5, 1.0});
+  const c10::IValue want = c10::ivalue::Tuple::create({boxes, scores});
+  const c10::IValue got = c10::ivalue::Tuple::create({boxes, scores + 0.01});
+  CHECK(relative_difference(got, got) == 0);
+  CHECK(relative_difference(got, want) == Approx(0.01));
+  CHECK(relative_difference(got, want) > 1e-4);
+  // The same in a dict, off in the boxes by 3/1024 instead (exact in
+  // float): 1e-5 of their scale.
+  c10::Dict<std::string, at::Tensor> want_dict, got_dict;
+  want_dict.insert("boxes", boxes);
+  want_dict.insert("scores", scores);
+  got_dict.insert("boxes", boxes + 3.0 / 1024);
+  got_dict.insert("scores", scores);
+  CHECK(relative_difference(got_dict, want_dict) == Approx(3.0 / 1024 / 300));
+  // An all-zero tensor is held to its absolute difference.
+  CHECK(relative_difference(torch::full({2}, 1e-3), torch::zeros({2})) ==
+        Approx(1e-3));
+  CHECK_THROWS_WITH(relative_difference(scores, boxes),
+                    Catch::Contains("outputs differ: sizes"));
+}
 
 TEST_CASE("torchvision's models import from TorchScript and equal it") {
   torch::NoGradGuard no_grad;
@@ -210,9 +243,7 @@ TEST_CASE("torchvision's models import from TorchScript and equal it") {
       try {
         fx::GraphModule gm = fx::symbolic_trace(script, inputs);
         const c10::IValue got = gm->forward(inputs);
-        double diff = 0, scale = 0;
-        compare(got, want, &diff, &scale);
-        const double relative = scale > 0 ? diff / scale : diff;
+        const double relative = relative_difference(got, want);
         char line[64];
         std::snprintf(line, sizeof line, "equal (%.1e)", relative);
         outcome = relative <= 1e-4 ? line : "DIFFERS: " + std::string(line);
