@@ -37,6 +37,43 @@ TEST_CASE("graph prints in torch.fx's format") {
   s.g.lint();
 }
 
+TEST_CASE("a node says what it calls, its one user and its tensor metadata") {
+  SmallGraph s;
+  Node* add = s.g.call_function(op("aten::add.Tensor"), {s.relu, s.relu});
+  Node* m = s.g.call_method("relu", {add});
+  Node* square = s.g.call_function(op("aten::mul.Tensor"), {m, m});
+  CHECK(s.relu->is_call_to({"aten::relu"}));
+  CHECK(s.relu->is_call_to({"aten::relu_", "aten::relu"}));
+  CHECK_FALSE(s.relu->is_call_to({"aten::relu_", "aten::relu6"}));
+  CHECK_FALSE(s.relu->is_call_to({"aten::rel", "aten::relu.Tensor", "aten"}));
+  CHECK_FALSE(s.relu->is_call_to({}));
+  CHECK(add->is_call_to({"aten::add.Tensor"}));
+  CHECK_FALSE(add->is_call_to({"aten::add", "aten::add.Tenso", "aten::add.Tensor_"}));
+  // A call_method of "relu" and a get_attr are no calls of aten::relu.
+  CHECK_FALSE(m->is_call_to({"aten::relu"}));
+  CHECK_FALSE(s.w->is_call_to({"linear.weight"}));
+
+  CHECK(s.linear->is_call());
+  CHECK(m->is_call());
+  CHECK_FALSE(s.x->is_call());
+  CHECK_FALSE(s.w->is_call());
+  CHECK_FALSE(s.out->is_call());
+
+  CHECK(s.x->only_user() == s.linear);
+  CHECK(s.relu->only_user() == nullptr);  // add and the output
+  CHECK(add->only_user() == m);
+  CHECK(m->only_user() == square);  // square reads m twice: one user
+  CHECK(square->only_user() == nullptr);
+
+  CHECK(s.x->tensor_meta() == nullptr);
+  TensorMeta meta;
+  meta.sizes = {2, 3};
+  meta.strides = {3, 1};
+  s.x->meta().set(kTensorMeta, meta);
+  REQUIRE(s.x->tensor_meta() != nullptr);
+  CHECK(*s.x->tensor_meta() == meta);
+}
+
 TEST_CASE("arguments print as torch.fx prints them") {
   Graph g;
   Node* x = g.placeholder("x");

@@ -220,6 +220,28 @@ void Node::append(Node* x) {
   graph_->touch();
 }
 
+bool Node::is_call() const {
+  return op_ == Opcode::kCallFunction || op_ == Opcode::kCallMethod ||
+         op_ == Opcode::kCallModule;
+}
+
+bool Node::is_call_to(std::initializer_list<std::string_view> names) const {
+  if (op_ != Opcode::kCallFunction || !target_.is_operator()) return false;
+  const c10::OperatorName& op = target_.op().operator_name();
+  const std::string_view base = op.name;
+  const std::string_view overload = op.overload_name;
+  for (std::string_view name : names) {
+    if (name.substr(0, base.size()) != base) continue;
+    name.remove_prefix(base.size());
+    if (overload.empty() ? name.empty()
+                         : name.size() == overload.size() + 1 &&
+                               name[0] == '.' && name.substr(1) == overload) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<Node*> Node::replace_all_uses_with(
     Node* replace_with, const std::function<bool(Node*)>& delete_user_cb,
     bool propagate_meta) {
@@ -237,6 +259,7 @@ std::vector<Node*> Node::replace_all_uses_with(
     replace_with->meta_ = meta_;
   }
   std::vector<Node*> changed;
+  // A snapshot: replacing an input edits the users list being walked.
   for (Node* user : users().to_vector()) {
     if (user == replace_with) continue;  // keep e.g. %y = f(%x) when x -> y
     if (delete_user_cb && !delete_user_cb(user)) continue;

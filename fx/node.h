@@ -19,8 +19,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fx/argument.h"
@@ -160,6 +162,25 @@ class Node : private detail::NodeLink {
 
   Meta& meta() { return meta_; }
   const Meta& meta() const { return meta_; }
+  // The tensor metadata of this node's value (meta()'s kTensorMeta), or
+  // nullptr when it has none.
+  const TensorMeta* tensor_meta() const { return meta_.get(kTensorMeta); }
+
+  // Whether this node calls something: call_function, call_method or
+  // call_module.
+  bool is_call() const;
+  // Whether this node is a call_function of an operator named one of
+  // `names`, each "namespace::name" (the default overload) or
+  // "namespace::name.overload"; torch.fx's `node.target in {...}`. Compares
+  // the operator's name in place, allocating nothing.
+  //   %relu_ = call_function[target=aten::relu_](args = (%x,))
+  //   relu_->is_call_to({"aten::relu", "aten::relu_"})      true
+  //   relu_->is_call_to({"aten::relu"})                     false
+  bool is_call_to(std::initializer_list<std::string_view> names) const;
+  // The one node that uses this one, or nullptr when none or several do.
+  Node* only_user() const {
+    return num_users_ == 1 ? first_use_->user : nullptr;
+  }
 
   // The line print(graph) shows for this node:
   //   %relu : [#users=1] = call_function[target=aten::relu](args = (%x,), kwargs = {})

@@ -519,14 +519,45 @@ std::vector<Argument> full_arguments(const Node& node,
   return full;
 }
 
-std::optional<Argument> operator_argument(const Node& node,
-                                          std::string_view name) {
+namespace {
+
+void check_operator_call(const Node& node, const char* what) {
   if (node.op() != Opcode::kCallFunction || !node.target().is_operator()) {
-    throw GraphError(absl::StrCat("operator_argument: %", node.name(), " is a ",
+    throw GraphError(absl::StrCat(what, ": %", node.name(), " is a ",
                                   opcode_name(node.op()), " of ",
                                   node.target().to_string(),
                                   ", not a call_function of an operator"));
   }
+}
+
+}  // namespace
+
+CallArguments::CallArguments(const Node& call) : call_(&call) {
+  check_operator_call(call, "CallArguments");
+  schema_ = &call.target().op().schema();
+  full_ = full_arguments(call, *schema_);
+}
+
+bool CallArguments::has(std::string_view name) const {
+  return schema_->argumentIndexWithName(
+             c10::string_view(name.data(), name.size()))
+      .has_value();
+}
+
+const Argument& CallArguments::operator[](std::string_view name) const {
+  auto index =
+      schema_->argumentIndexWithName(c10::string_view(name.data(), name.size()));
+  if (!index) {
+    throw GraphError(absl::StrCat("%", call_->name(), " calls ",
+                                  schema_string(*schema_),
+                                  ", which has no argument '", std::string(name), "'"));
+  }
+  return full_[static_cast<size_t>(*index)];
+}
+
+std::optional<Argument> operator_argument(const Node& node,
+                                          std::string_view name) {
+  check_operator_call(node, "operator_argument");
   const c10::FunctionSchema& schema = node.target().op().schema();
   auto index = schema.argumentIndexWithName(
       c10::string_view(name.data(), name.size()));

@@ -91,6 +91,29 @@ Argument default_argument(const c10::FunctionSchema& schema, size_t index);
 std::vector<Argument> full_arguments(const Node& node,
                                      const c10::FunctionSchema& schema);
 
+// A call's arguments by parameter name, bound once (full_arguments):
+//   %conv2d = call_function[target=aten::conv2d](args = (%x, %w, None, [2, 2]))
+//   CallArguments args(*conv2d);
+//   args["stride"]       [2, 2]
+//   args["padding"]      [0, 0]     (the default)
+//   args.has("groups")   true;      args.has("transposed")  false
+class CallArguments {
+ public:
+  // `call` must be a call_function of an operator (else fx::GraphError);
+  // throws as full_arguments does.
+  explicit CallArguments(const Node& call);
+  bool has(std::string_view name) const;
+  // Throws fx::GraphError naming the schema when it has no argument `name`.
+  const Argument& operator[](std::string_view name) const;
+  // One per schema argument, in order.
+  const std::vector<Argument>& full() const { return full_; }
+
+ private:
+  const Node* call_;
+  const c10::FunctionSchema* schema_;
+  std::vector<Argument> full_;
+};
+
 // The value `node`, a call_function of an operator, passes as the schema
 // argument `name`: from its args or kwargs, or else the default. nullopt
 // when the schema has no argument `name`.

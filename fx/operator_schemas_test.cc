@@ -100,3 +100,26 @@ TEST_CASE("call_method resolves to the overload its values fit") {
   CHECK(fx::schema_string(tensor_add.schema()) ==
         "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
 }
+
+TEST_CASE("CallArguments names a call's arguments, defaults included") {
+  fx::Graph g;
+  fx::Node* x = g.placeholder("x");
+  fx::Node* w = g.placeholder("w");
+  fx::Node* conv = g.call_function(fx::op("aten::conv2d"),
+                                   {x, w, fx::Argument(), std::vector<int64_t>{2, 2}},
+                                   {{"groups", int64_t{2}}});
+  const fx::CallArguments args(*conv);
+  CHECK(args["input"].to_node() == x);
+  CHECK(args["bias"].is_none());
+  CHECK(args["stride"].to_int_list() == std::vector<int64_t>{2, 2});
+  CHECK(args["padding"].to_int_list() == std::vector<int64_t>{0, 0});  // default
+  CHECK(args["groups"].to_int() == 2);
+  CHECK(args.has("dilation"));
+  CHECK_FALSE(args.has("transposed"));
+  CHECK(args.full().size() == 7);
+  CHECK_THROWS_WITH(args["transposed"],
+                    Catch::Contains("no argument 'transposed'") &&
+                        Catch::Contains("aten::conv2d"));
+  CHECK_THROWS_WITH(fx::CallArguments(*x),
+                    Catch::Contains("not a call_function of an operator"));
+}

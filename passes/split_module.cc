@@ -21,11 +21,6 @@
 namespace fx {
 namespace {
 
-bool is_call(const Node* n) {
-  return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
-         n->op() == Opcode::kCallModule;
-}
-
 struct Partition {
   int64_t number = 0;
   std::vector<Node*> nodes;
@@ -166,7 +161,7 @@ class Splitter {
     int64_t next_position = 0;
     for (Node* n : graph_.nodes()) {
       position_[n] = next_position++;
-      if (!is_call(n)) continue;
+      if (!n->is_call()) continue;
       const int64_t number = partition_of_(*n);
       if (number < 0) {
         throw GraphError(absl::StrCat(
