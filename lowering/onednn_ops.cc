@@ -111,24 +111,9 @@ Tag plain_weight_tag(int64_t dim, bool grouped) {
   }
 }
 
-// The strides of a dense channels-last tensor of these sizes.
-std::vector<int64_t> channels_last_strides(at::IntArrayRef sizes) {
-  const int64_t dim = static_cast<int64_t>(sizes.size());
-  std::vector<int64_t> strides(dim);
-  int64_t stride = 1;
-  strides[1] = stride;
-  stride *= std::max<int64_t>(sizes[1], 1);
-  for (int64_t i = dim - 1; i >= 2; --i) {
-    strides[i] = stride;
-    stride *= std::max<int64_t>(sizes[i], 1);
-  }
-  strides[0] = stride;
-  return strides;
-}
-
 bool is_channels_last_dense(const at::Tensor& t) {
   if (t.numel() <= 1) return t.is_contiguous();
-  const auto expected = channels_last_strides(t.sizes());
+  const auto expected = channels_last_strides(t.sizes().vec());
   for (int64_t i = 0; i < t.dim(); ++i) {
     if (t.size(i) != 1 && t.stride(i) != expected[i]) return false;
   }
@@ -137,7 +122,7 @@ bool is_channels_last_dense(const at::Tensor& t) {
 
 at::Tensor empty_channels_last(at::IntArrayRef sizes,
                                const at::TensorOptions& options) {
-  return at::empty_strided(sizes, channels_last_strides(sizes), options);
+  return at::empty_strided(sizes, channels_last_strides(sizes.vec()), options);
 }
 
 at::Tensor to_channels_last(const at::Tensor& t) {
@@ -1196,6 +1181,20 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("conv_transpose", &conv_transpose_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
+}
+
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
+  switch (sizes.size()) {
+    case 3: {
+      const std::vector<int64_t> s =
+          c10::get_channels_last_strides_2d({sizes[0], sizes[1], 1, sizes[2]});
+      return {s[0], s[1], s[3]};
+    }
+    case 4:
+      return c10::get_channels_last_strides_2d(sizes);
+    default:
+      return c10::get_channels_last_strides_3d(sizes);
+  }
 }
 
 }  // namespace fx::onednn

@@ -65,10 +65,16 @@
 //       %conv = call_function[target=fx_onednn::conv](args = (%x, %packed, %b, [1, 1], [1, 1], [1, 1], 1, %y, relu, 0.0, 0.0))
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace fx::onednn {
+
+// The strides of a dense channels-last tensor of 3 to 5 dimensions, the
+// layout the operators compute in: c10's (get_channels_last_strides_2d,
+// _3d), [N, C, W] as [N, C, 1, W].
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 
 // The activations conv and linear fuse, by the name their `activation`
 // argument takes: none, relu (alpha: negative slope), clip (alpha..beta:

@@ -3,7 +3,6 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -18,319 +17,67 @@
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/patterns.h"
 #include "passes/registry.h"
 #include "passes/remove_dropout.h"
+#include "passes/timing.h"
 
 namespace fx {
 namespace {
 
-bool is_call(const Node& n, std::initializer_list<const char*> names) {
-  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
-    return false;
-  }
-  const std::string name = n.target().to_string();
-  for (const char* candidate : names) {
-    if (name == candidate) return true;
-  }
-  return false;
+// The fusions lowered, longer ones first (match_fusion takes the first
+// that matches).
+const std::vector<Fusion>& conv_fusions() {
+  static const std::vector<Fusion> fusions = {
+      Fusion::kConvAddActivation, Fusion::kConvAdd, Fusion::kConvActivation,
+      Fusion::kConv};
+  return fusions;
+}
+const std::vector<Fusion>& conv_transpose_fusions() {
+  static const std::vector<Fusion> fusions = {
+      Fusion::kConvTransposeActivation, Fusion::kConvTranspose};
+  return fusions;
+}
+const std::vector<Fusion>& linear_fusions() {
+  static const std::vector<Fusion> fusions = {Fusion::kLinearActivation,
+                                              Fusion::kLinear};
+  return fusions;
 }
 
-const TensorMeta* meta_of(const Argument& a) {
-  return a.is_node() ? a.to_node()->meta().get(kTensorMeta) : nullptr;
-}
-
-bool float_cpu(const TensorMeta* m) {
-  return m != nullptr && m->dtype == c10::ScalarType::Float &&
-         m->device.is_cpu();
-}
-
-// A get_attr of a float32 CPU tensor of `dim` dimensions.
-Node* constant_weight(const GraphModuleImpl& module, const Argument& a,
-                      int64_t dim) {
-  if (!a.is_node() || a.to_node()->op() != Opcode::kGetAttr) return nullptr;
-  Node* n = a.to_node();
-  const std::string& path = n->target().str();
-  if (!module.has_tensor_attribute(path)) return nullptr;
-  const at::Tensor t = module.fetch_attr(path);
-  if (!t.defined() || t.scalar_type() != at::kFloat || !t.device().is_cpu() ||
-      t.dim() != dim) {
-    return nullptr;
-  }
-  return n;
-}
-
-std::optional<double> number(const std::optional<Argument>& a) {
-  if (!a || !(a->is_int() || a->is_double())) return std::nullopt;
-  return a->to_double();
-}
-
-// An int list argument expanded to `n` values (int[2] stride=1 may be
-// given as [1]); nullopt when it is not a constant list of ints.
-std::optional<std::vector<int64_t>> int_list(const Argument& a, size_t n) {
-  if (a.contains_node()) return std::nullopt;
-  std::vector<int64_t> v;
-  if (a.is_int()) {
-    v.assign(n, a.to_int());
-  } else if (a.is_sequence()) {
-    for (const Argument& e : a.elements()) {
-      if (!e.is_int()) return std::nullopt;
-      v.push_back(e.to_int());
-    }
-    if (v.size() == 1) v.assign(n, v[0]);
-  } else {
-    return std::nullopt;
-  }
-  if (v.size() != n) return std::nullopt;
-  return v;
-}
-
-Argument arg(const Node& n, const std::vector<Argument>& full,
-             const char* name) {
-  return full.at(*n.target().op().schema().argumentIndexWithName(name));
-}
-
-// --- Matching ---------------------------------------------------------------
-// What a convolution and a transposed one share: a float32 CPU input with
-// 1 to 3 spatial dimensions, a constant weight, a float32 bias or none,
-// per-dimension stride, padding and dilation lists and a group count.
-struct ConvOperands {
-  Node* input;
-  Node* weight;
-  Argument bias;
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups;
-};
-
-std::optional<ConvOperands> match_conv_operands(
-    const GraphModuleImpl& module, const Node& n,
-    const std::vector<Argument>& full) {
-  const Argument input = arg(n, full, "input");
-  const TensorMeta* in = meta_of(input);
-  if (!float_cpu(in) || in->sizes.size() < 3 || in->sizes.size() > 5) {
-    return std::nullopt;
-  }
-  const int64_t dim = static_cast<int64_t>(in->sizes.size());
-  ConvOperands c;
-  c.input = input.to_node();
-  c.weight = constant_weight(module, arg(n, full, "weight"), dim);
-  c.bias = arg(n, full, "bias");
-  if (c.weight == nullptr || !(c.bias.is_none() || float_cpu(meta_of(c.bias)))) {
-    return std::nullopt;
-  }
-  const size_t spatial = static_cast<size_t>(dim - 2);
-  auto stride = int_list(arg(n, full, "stride"), spatial);
-  auto padding = int_list(arg(n, full, "padding"), spatial);
-  auto dilation = int_list(arg(n, full, "dilation"), spatial);
-  const Argument groups = arg(n, full, "groups");
-  if (!stride || !padding || !dilation || !groups.is_int()) return std::nullopt;
-  c.stride = *stride;
-  c.padding = *padding;
-  c.dilation = *dilation;
-  c.groups = groups.to_int();
-  return c;
-}
-
-using ConvCall = ConvOperands;
-
-std::optional<ConvCall> match_conv(const GraphModuleImpl& module,
-                                   const Node& n) {
-  if (!is_call(n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                   "aten::convolution", "aten::_convolution"})) {
-    return std::nullopt;
-  }
-  const std::vector<Argument> full =
-      full_arguments(n, n.target().op().schema());
-  if (n.target().op().schema().argumentIndexWithName("transposed") &&
-      (!arg(n, full, "transposed").is_bool() ||
-       arg(n, full, "transposed").to_bool())) {
-    return std::nullopt;
-  }
-  return match_conv_operands(module, n, full);
-}
-
-// The weight is [in, out / groups, kernel...].
-struct ConvTransposeCall : ConvOperands {
-  std::vector<int64_t> output_padding;
-};
-
-std::optional<ConvTransposeCall> match_conv_transpose(
-    const GraphModuleImpl& module, const Node& n) {
-  const bool generic = is_call(n, {"aten::convolution", "aten::_convolution"});
-  if (!generic &&
-      !is_call(n, {"aten::conv_transpose1d", "aten::conv_transpose2d.input",
-                   "aten::conv_transpose3d.input"})) {
-    return std::nullopt;
-  }
-  const std::vector<Argument> full =
-      full_arguments(n, n.target().op().schema());
-  if (generic && (!arg(n, full, "transposed").is_bool() ||
-                  !arg(n, full, "transposed").to_bool())) {
-    return std::nullopt;
-  }
-  const auto operands = match_conv_operands(module, n, full);
-  if (!operands) return std::nullopt;
-  const auto output_padding = int_list(arg(n, full, "output_padding"),
-                                       operands->stride.size());
-  if (!output_padding) return std::nullopt;
-  ConvTransposeCall c;
-  static_cast<ConvOperands&>(c) = *operands;
-  c.output_padding = *output_padding;
-  return c;
-}
-
-struct LinearCall {
-  Node* input;
-  Node* weight;     // [out, in], or
-  Node* transposed; // [in, out] (the weight is its t())
-  Argument bias;
-};
-
-std::optional<LinearCall> match_linear(const GraphModuleImpl& module,
-                                       const Node& n) {
-  LinearCall c{nullptr, nullptr, nullptr, Argument()};
-  const bool linear = is_call(n, {"aten::linear"});
-  const bool addmm = is_call(n, {"aten::addmm"});
-  const bool matmul = is_call(n, {"aten::matmul"});
-  if (!linear && !addmm && !matmul) return std::nullopt;
-  const std::vector<Argument> full =
-      full_arguments(n, n.target().op().schema());
-  Argument input = arg(n, full, linear ? "input" : addmm ? "mat1" : "self");
-  const TensorMeta* in = meta_of(input);
-  if (!float_cpu(in) || in->sizes.empty() ||
-      (addmm && in->sizes.size() != 2)) {
-    return std::nullopt;
-  }
-  c.input = input.to_node();
-  if (linear) {
-    c.weight = constant_weight(module, arg(n, full, "weight"), 2);
-    c.bias = arg(n, full, "bias");
-  } else {
-    const Argument w = arg(n, full, addmm ? "mat2" : "other");
-    if (w.is_node() && is_call(*w.to_node(), {"aten::t"})) {
-      c.weight = constant_weight(module, w.to_node()->args().at(0), 2);
-    } else {
-      c.transposed = constant_weight(module, w, 2);
-    }
-    if (addmm) {
-      c.bias = arg(n, full, "self");
-      if (number(arg(n, full, "beta")) != 1.0 ||
-          number(arg(n, full, "alpha")) != 1.0) {
-        return std::nullopt;
-      }
-    }
-  }
-  if (c.weight == nullptr && c.transposed == nullptr) return std::nullopt;
-  if (!c.bias.is_none()) {
-    const TensorMeta* b = meta_of(c.bias);
-    const TensorMeta* out = n.meta().get(kTensorMeta);
-    if (!float_cpu(b) || out == nullptr || b->sizes.size() != 1 ||
-        b->sizes[0] != out->sizes.back()) {
-      return std::nullopt;
-    }
-  }
-  return c;
-}
-
-struct Activation {
+// An activation as a oneDNN post-op: the `activation` argument of the
+// lowered operators (onednn::activation_names()) and its parameters.
+struct PostOp {
   std::string name = "none";
   double alpha = 0, beta = 0;
 };
 
-// The activation's arguments of a lowered call (none for "none").
-void append_activation(const Activation& act, std::vector<Argument>* args) {
+PostOp post_op(const std::optional<Activation>& activation) {
+  if (!activation) return {};
+  using Kind = Activation::Kind;
+  switch (activation->kind) {
+    case Kind::kRelu: return {"relu"};
+    case Kind::kLeakyRelu: return {"relu", activation->alpha, 0};
+    case Kind::kClamp: return {"clip", activation->alpha, activation->beta};
+    case Kind::kHardswish: return {"hardswish"};
+    case Kind::kSilu: return {"silu"};
+    case Kind::kSigmoid: return {"sigmoid"};
+    case Kind::kTanh: return {"tanh"};
+    case Kind::kGelu: return {"gelu"};
+    case Kind::kGeluTanh: return {"gelu_tanh"};
+  }
+  return {};
+}
+
+// The post-op's arguments of a lowered call (none for "none").
+void append_activation(const PostOp& act, std::vector<Argument>* args) {
   if (act.name == "none") return;
   args->push_back(act.name);
   args->push_back(act.alpha);
   args->push_back(act.beta);
 }
 
-// `n` as a post-op activation of `input` (its only tensor argument).
-std::optional<Activation> match_activation(const Node& n, const Node* input) {
-  if (n.op() != Opcode::kCallFunction || !n.target().is_operator() ||
-      n.args().empty() || !n.args()[0].is_node() ||
-      n.args()[0].to_node() != input) {
-    return std::nullopt;
-  }
-  auto value = [&](const char* name) { return operator_argument(n, name); };
-  if (is_call(n, {"aten::relu", "aten::relu_"})) return Activation{"relu"};
-  if (is_call(n, {"aten::leaky_relu", "aten::leaky_relu_"})) {
-    auto slope = number(value("negative_slope"));
-    if (slope) return Activation{"relu", *slope, 0};
-  }
-  if (is_call(n, {"aten::hardtanh", "aten::hardtanh_"})) {
-    auto lo = number(value("min_val")), hi = number(value("max_val"));
-    if (lo && hi) return Activation{"clip", *lo, *hi};
-  }
-  if (is_call(n, {"aten::relu6", "aten::relu6_"})) {
-    return Activation{"clip", 0, 6};
-  }
-  if (is_call(n, {"aten::clamp", "aten::clamp_"})) {
-    auto lo = number(value("min")), hi = number(value("max"));
-    if (lo && hi) return Activation{"clip", *lo, *hi};
-  }
-  if (is_call(n, {"aten::hardswish", "aten::hardswish_"})) {
-    return Activation{"hardswish"};
-  }
-  if (is_call(n, {"aten::silu", "aten::silu_"})) return Activation{"silu"};
-  if (is_call(n, {"aten::sigmoid", "aten::sigmoid_"})) {
-    return Activation{"sigmoid"};
-  }
-  if (is_call(n, {"aten::tanh", "aten::tanh_"})) return Activation{"tanh"};
-  if (is_call(n, {"aten::gelu", "aten::gelu_"})) {
-    auto approximate = value("approximate");
-    if (approximate && approximate->is_string()) {
-      if (approximate->to_string() == "none") return Activation{"gelu"};
-      if (approximate->to_string() == "tanh") return Activation{"gelu_tanh"};
-    }
-  }
-  return std::nullopt;
-}
-
-// `n` as `value + residual` (a residual connection of the same sizes),
-// returning the residual. An in-place add must write into `value`.
-Node* match_sum(const Node& n, const Node* value) {
-  const bool inplace = is_call(n, {"aten::add_.Tensor"});
-  if (!inplace && !is_call(n, {"aten::add.Tensor"})) return nullptr;
-  if (number(operator_argument(n, "alpha")) != 1.0) return nullptr;
-  const Argument self = *operator_argument(n, "self");
-  const Argument other = *operator_argument(n, "other");
-  if (!self.is_node() || !other.is_node()) return nullptr;
-  Node* residual = nullptr;
-  if (self.to_node() == value) {
-    residual = other.to_node();
-  } else if (other.to_node() == value && !inplace) {
-    residual = self.to_node();
-  }
-  if (residual == nullptr || residual == value) return nullptr;
-  const TensorMeta* r = residual->meta().get(kTensorMeta);
-  const TensorMeta* v = value->meta().get(kTensorMeta);
-  const TensorMeta* out = n.meta().get(kTensorMeta);
-  if (!float_cpu(r) || v == nullptr || out == nullptr ||
-      r->sizes != v->sizes || out->sizes != v->sizes) {
-    return nullptr;
-  }
-  return residual;
-}
-
-Node* only_user(const Node* n) {
-  return n->users().size() == 1 ? *n->users().begin() : nullptr;
-}
-
-// --- Rewriting ----------------------------------------------------------------
-std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t stride = std::max<int64_t>(sizes[1], 1);
-  strides[1] = 1;
-  for (size_t i = sizes.size() - 1; i >= 2; --i) {
-    strides[i] = stride;
-    stride *= std::max<int64_t>(sizes[i], 1);
-  }
-  strides[0] = stride;
-  return strides;
-}
-
 TensorMeta channels_last_meta(TensorMeta m) {
-  m.strides = channels_last_strides(m.sizes);
+  m.strides = onednn::channels_last_strides(m.sizes);
   m.memory_format = memory_format_of(m.sizes, m.strides);
   m.requires_grad = false;
   return m;
@@ -345,24 +92,25 @@ class Lowering {
 
   void run() {
     onednn::register_operators();
-    const absl::flat_hash_set<const Node*> chosen = choose_convolutions();
-    for (Node* n : graph_.nodes().to_vector()) {
-      // An activation or add absorbed by an earlier node is gone (its
-      // memory freed: never dereferenced).
-      if (erased_.count(n) > 0) continue;
-      if (chosen.count(n) > 0) {
+    absl::flat_hash_set<const Node*> chosen = choose_convolutions();
+    // Erasing while iterating is safe: the activations and adds a lowered
+    // node absorbs are erased after it, and skipped.
+    for (Node* n : graph_.nodes()) {
+      if (chosen.erase(n) > 0) {
         // Matched again: an input may be a node lowered since.
-        lower_conv(n, *match_conv(module_, *n));
+        lower_conv(*match_fusion(module_, *n, conv_fusions()));
         continue;
       }
       if (options_.lower_convolutions && !options_.bf16) {
-        if (auto deconv = match_conv_transpose(module_, *n)) {
-          lower_conv_transpose(n, *deconv);
+        if (auto m = match_fusion(module_, *n, conv_transpose_fusions())) {
+          lower_conv_transpose(*m);
           continue;
         }
       }
       if (options_.lower_linear) {
-        if (auto linear = match_linear(module_, *n)) lower_linear(n, *linear);
+        if (auto m = match_fusion(module_, *n, linear_fusions())) {
+          lower_linear(*m);
+        }
       }
     }
     if (!lowered_convs_.empty()) keep_channels_last();
@@ -380,9 +128,9 @@ class Lowering {
     return options_.bf16 ? Kwargs{{"bf16", true}} : Kwargs{};
   }
 
-  void count_fusions(const Node* residual, const Activation& act) {
-    if (residual != nullptr) ++report_.fused_sums;
-    if (act.name != "none") ++report_.fused_activations;
+  void count_fusions(const FusionMatch& m) {
+    if (m.residual != nullptr) ++report_.fused_sums;
+    if (m.activation) ++report_.fused_activations;
   }
 
   // --- Whether lowering pays, per convolution -------------------------------
@@ -391,26 +139,24 @@ class Lowering {
   absl::flat_hash_set<const Node*> choose_convolutions() {
     absl::flat_hash_set<const Node*> candidates, chosen;
     if (!options_.lower_convolutions) return chosen;
-    std::vector<std::pair<Node*, ConvCall>> convs;
+    std::vector<FusionMatch> convs;
     for (Node* n : graph_.nodes()) {
-      if (auto c = match_conv(module_, *n)) {
+      if (auto m = match_fusion(module_, *n, conv_fusions())) {
         candidates.insert(n);
-        convs.emplace_back(n, *c);
-      } else if (!options_.bf16 && match_conv_transpose(module_, *n)) {
+        convs.push_back(std::move(*m));
+      } else if (!options_.bf16 &&
+                 match_fusion(module_, *n, conv_transpose_fusions())) {
         // Always lowered: a lowered neighbour.
         candidates.insert(n);
       }
     }
-    for (const auto& [n, c] : convs) {
-      Node* residual = nullptr;
-      Activation act;
-      std::vector<Node*> absorbed;
-      absorb(n, /*sum=*/true, &residual, &act, &absorbed);
-      const Node* tail = absorbed.empty() ? n : absorbed.back();
+    for (const FusionMatch& m : convs) {
+      const Convolution& c = *m.convolution;
+      const Node* tail = m.output();
       // The layout conversions lowering this one alone would add.
       const bool convert_in =
           !chained_before(c.input, candidates) &&
-          c.input->meta().get(kTensorMeta)->memory_format !=
+          c.input->tensor_meta()->memory_format !=
               c10::MemoryFormat::ChannelsLast;
       const bool convert_out = !chained_after(tail, candidates);
       bool lower = true;
@@ -418,16 +164,16 @@ class Lowering {
         case InferenceOptions::Decision::kAll:
           break;
         case InferenceOptions::Decision::kCostModel:
-          lower = pays_by_cost_model(c, tail, absorbed.size(), convert_in,
+          lower = pays_by_cost_model(c, tail, m.nodes.size() - 1, convert_in,
                                      convert_out);
           break;
         case InferenceOptions::Decision::kMeasure:
-          lower = pays_by_measure(c, tail, residual, act, convert_in,
-                                  convert_out);
+          lower = pays_by_measure(c, tail, m.residual, post_op(m.activation),
+                                  convert_in, convert_out);
           break;
       }
       if (lower) {
-        chosen.insert(n);
+        chosen.insert(m.root());
       } else {
         ++report_.declined;
       }
@@ -477,17 +223,17 @@ class Lowering {
   // operator and aten's per-call reorder of the weight (read and written),
   // and costs a pass over the input and one over the output to convert
   // their layouts; all at the same bandwidth, so bytes decide.
-  bool pays_by_cost_model(const ConvCall& c, const Node* tail, size_t fused,
+  bool pays_by_cost_model(const Convolution& c, const Node* tail, size_t fused,
                           bool convert_in, bool convert_out) {
     auto bytes = [](const Node* n) {
-      const TensorMeta* m = n->meta().get(kTensorMeta);
+      const TensorMeta* m = n->tensor_meta();
       return m == nullptr ? 0.0 : 4.0 * static_cast<double>(m->numel());
     };
     // With a lowered neighbour, the layout is converted between the two
     // whether this one is lowered or not.
     if (!convert_in || !convert_out) return true;
     const double output = bytes(tail);
-    const double saved = 2 * bytes(c.weight) + 2 * output * fused;
+    const double saved = 2 * bytes(c.weight.attr) + 2 * output * fused;
     return saved >= 2 * bytes(c.input) + 2 * output;
   }
 
@@ -495,21 +241,24 @@ class Lowering {
   // (torch.fx's gen_mkl_autotuner, per layer): aten's convolution with the
   // adds and activations after it, against the lowered operator with the
   // layout conversions it needs; lowers when that is not slower.
-  bool pays_by_measure(const ConvCall& c, const Node* tail,
-                       const Node* residual, const Activation& act,
+  bool pays_by_measure(const Convolution& c, const Node* tail,
+                       const Node* residual, const PostOp& act,
                        bool convert_in, bool convert_out) {
     at::NoGradGuard no_grad;
-    const TensorMeta* in = c.input->meta().get(kTensorMeta);
-    const TensorMeta* out = tail->meta().get(kTensorMeta);
+    const TensorMeta* in = c.input->tensor_meta();
+    const TensorMeta* out = tail->tensor_meta();
     if (in == nullptr || out == nullptr) return true;
     const at::Tensor x = at::randn(in->sizes);
     const at::Tensor x_channels_last =
-        convert_in ? x : at::empty_strided(in->sizes,
-                                           channels_last_strides(in->sizes))
-                             .copy_(x);
-    const at::Tensor w = module_.fetch_attr(c.weight->target().str());
+        convert_in ? x
+                   : at::empty_strided(in->sizes,
+                                       onednn::channels_last_strides(in->sizes))
+                         .copy_(x);
+    const at::Tensor w = module_.fetch_attr(c.weight.attr->target().str());
     at::Tensor b;
-    if (const TensorMeta* bm = meta_of(c.bias)) b = at::randn(bm->sizes);
+    if (const TensorMeta* bm = c.bias ? c.bias->tensor_meta() : nullptr) {
+      b = at::randn(bm->sizes);
+    }
     at::Tensor r;
     if (residual != nullptr) r = at::randn(out->sizes);
     const std::vector<int64_t> zeros(c.stride.size(), 0);
@@ -549,7 +298,7 @@ class Lowering {
     return median(ours_ms) <= median(aten_ms);
   }
 
-  static void apply_activation(at::Tensor& y, const Activation& act) {
+  static void apply_activation(at::Tensor& y, const PostOp& act) {
     if (act.name == "relu") {
       if (act.alpha == 0) {
         y.relu_();
@@ -573,43 +322,6 @@ class Lowering {
     }
   }
 
-  static double time_ms(const std::function<void()>& run) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now() - start)
-        .count();
-  }
-
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-  }
-
-  // Absorbs the residual add and the activation after `n` that only it
-  // feeds; returns the last node absorbed (n itself if none).
-  Node* absorb(Node* n, bool sum, Node** residual, Activation* act,
-               std::vector<Node*>* absorbed) {
-    Node* tail = n;
-    if (sum) {
-      if (Node* user = only_user(tail)) {
-        if (Node* r = match_sum(*user, tail)) {
-          *residual = r;
-          absorbed->push_back(user);
-          tail = user;
-        }
-      }
-    }
-    if (Node* user = only_user(tail)) {
-      if (auto a = match_activation(*user, tail)) {
-        *act = *a;
-        absorbed->push_back(user);
-        tail = user;
-      }
-    }
-    return tail;
-  }
-
   // Replaces `original` and the nodes absorbed after it by `call_args` on
   // `op`, placed where the last absorbed node was.
   Node* replace(Node* original, const std::vector<Node*>& absorbed,
@@ -627,7 +339,7 @@ class Lowering {
     if (const std::string* trace = original->meta().get(kStackTrace)) {
       lowered->meta().set(kStackTrace, *trace);
     }
-    if (const TensorMeta* m = tail->meta().get(kTensorMeta)) {
+    if (const TensorMeta* m = tail->tensor_meta()) {
       TensorMeta meta = *m;
       meta.requires_grad = false;
       lowered->meta().set(kTensorMeta,
@@ -636,16 +348,16 @@ class Lowering {
     if (!positions_.empty()) positions_[lowered] = position(tail);
     tail->replace_all_uses_with(lowered);
     for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
-      erased_.insert(*it);
+      positions_.erase(*it);
       graph_.erase_node(*it);
     }
-    erased_.insert(original);
+    positions_.erase(original);
     graph_.erase_node(original);
     return lowered;
   }
 
   std::vector<Argument> post_op_arguments(Node* residual,
-                                          const Activation& act) {
+                                          const PostOp& act) {
     std::vector<Argument> out;
     if (residual != nullptr || act.name != "none") {
       out.push_back(residual != nullptr ? Argument(residual) : Argument());
@@ -664,23 +376,22 @@ class Lowering {
       pack = graph_.call_function(fx::op(pack_op), std::move(args),
                                   std::move(kwargs));
     }
-    if (const TensorMeta* w = weight->meta().get(kTensorMeta)) {
-      set_packed_meta(pack, *w);
-    }
+    if (const TensorMeta* w = weight->tensor_meta()) set_packed_meta(pack, *w);
     return pack;
   }
 
-  void lower_conv(Node* n, const ConvCall& c) {
-    const TensorMeta* in = c.input->meta().get(kTensorMeta);
-    Node* pack = pack_weight(
-        n, "fx_onednn::pack_conv_weight",
-        {c.weight, in->sizes, c.stride, c.padding, c.dilation, c.groups},
-        c.weight, bf16_kwargs());
-    Node* residual = nullptr;
-    Activation act;
-    std::vector<Node*> absorbed;
-    absorb(n, /*sum=*/true, &residual, &act, &absorbed);
-    count_fusions(residual, act);
+  void lower_conv(const FusionMatch& m) {
+    const Convolution& c = *m.convolution;
+    Node* n = m.root();
+    const std::vector<Node*> absorbed(m.nodes.begin() + 1, m.nodes.end());
+    const PostOp act = post_op(m.activation);
+    Node* residual = m.residual;
+    const TensorMeta* in = c.input->tensor_meta();
+    Node* pack = pack_weight(n, "fx_onednn::pack_conv_weight",
+                             {c.weight.attr, in->sizes, c.stride, c.padding,
+                              c.dilation, c.groups},
+                             c.weight.attr, bf16_kwargs());
+    count_fusions(m);
     // The add is the first node absorbed.
     // With bf16 the residual must be a lowered convolution's (bfloat16, as
     // the input is).
@@ -688,16 +399,17 @@ class Lowering {
         (!options_.bf16 || lowered_convs_.count(residual) > 0) &&
         can_overwrite(residual, absorbed.front())) {
       // The residual dies here: add into its memory.
-      std::vector<Argument> args = {residual, c.input, pack, c.bias,
-                                    c.stride, c.padding, c.dilation,
-                                    c.groups};
+      std::vector<Argument> args = {residual, c.input, pack,
+                                    argument_or_none(c.bias), c.stride,
+                                    c.padding, c.dilation, c.groups};
       append_activation(act, &args);
       lowered_convs_.insert(replace(n, absorbed, "fx_onednn::conv_add_",
                                     std::move(args), true));
       ++report_.in_place_sums;
     } else {
-      std::vector<Argument> args = {c.input, pack, c.bias, c.stride,
-                                    c.padding, c.dilation, c.groups};
+      std::vector<Argument> args = {c.input,   pack,       argument_or_none(c.bias),
+                                    c.stride,  c.padding,  c.dilation,
+                                    c.groups};
       for (Argument& a : post_op_arguments(residual, act)) args.push_back(a);
       lowered_convs_.insert(
           replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
@@ -707,23 +419,24 @@ class Lowering {
 
   // aten's transposed convolution on CPU (col2im over the system BLAS) takes
   // 10-40x oneDNN's time here: lowered wherever it can be, no decision.
-  void lower_conv_transpose(Node* n, const ConvTransposeCall& c) {
-    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+  void lower_conv_transpose(const FusionMatch& m) {
+    const Convolution& c = *m.convolution;
+    Node* n = m.root();
+    const TensorMeta* in = c.input->tensor_meta();
     Node* pack = pack_weight(n, "fx_onednn::pack_conv_transpose_weight",
-                             {c.weight, in->sizes, c.stride, c.padding,
+                             {c.weight.attr, in->sizes, c.stride, c.padding,
                               c.output_padding, c.dilation, c.groups},
-                             c.weight);
-    Node* residual = nullptr;
-    Activation act;
-    std::vector<Node*> absorbed;
-    absorb(n, /*sum=*/false, &residual, &act, &absorbed);
-    count_fusions(residual, act);
-    std::vector<Argument> args = {c.input,          pack,       c.bias,
-                                  c.stride,         c.padding,  c.output_padding,
-                                  c.dilation,       c.groups};
-    append_activation(act, &args);
-    lowered_convs_.insert(replace(n, absorbed, "fx_onednn::conv_transpose",
-                                  std::move(args), true));
+                             c.weight.attr);
+    count_fusions(m);
+    std::vector<Argument> args = {c.input,          pack,
+                                  argument_or_none(c.bias),
+                                  c.stride,         c.padding,
+                                  c.output_padding, c.dilation,
+                                  c.groups};
+    append_activation(post_op(m.activation), &args);
+    lowered_convs_.insert(replace(
+        n, std::vector<Node*>(m.nodes.begin() + 1, m.nodes.end()),
+        "fx_onednn::conv_transpose", std::move(args), true));
     ++report_.convolutions;
   }
 
@@ -764,43 +477,41 @@ class Lowering {
     return it == positions_.end() ? -1 : it->second;
   }
 
-  void lower_linear(Node* n, const LinearCall& c) {
-    const TensorMeta* in = c.input->meta().get(kTensorMeta);
+  void lower_linear(const FusionMatch& m) {
+    const Linear& c = *m.linear;
+    Node* n = m.root();
+    const TensorMeta* in = c.input->tensor_meta();
     Node* pack;
     {
       auto guard = graph_.inserting_before(n);
-      Node* weight = c.weight != nullptr
-                         ? c.weight
+      Node* weight = !c.weight.transposed
+                         ? c.weight.attr
                          : graph_.call_function(fx::op("aten::t"),
-                                                {c.transposed});
+                                                {c.weight.attr});
       pack = graph_.call_function(fx::op("fx_onednn::pack_linear_weight"),
                                   {weight, in->sizes}, bf16_kwargs());
     }
-    if (c.weight != nullptr) {
-      if (const TensorMeta* w = c.weight->meta().get(kTensorMeta)) {
-        set_packed_meta(pack, *w);
+    if (const TensorMeta* w = c.weight.attr->tensor_meta()) {
+      TensorMeta meta = *w;
+      if (c.weight.transposed) {
+        // [in, out]: the weight is its t()
+        std::reverse(meta.sizes.begin(), meta.sizes.end());
+        std::reverse(meta.strides.begin(), meta.strides.end());
       }
-    } else if (const TensorMeta* t = c.transposed->meta().get(kTensorMeta)) {
-      TensorMeta w = *t;  // [in, out]: the weight is its t()
-      std::reverse(w.sizes.begin(), w.sizes.end());
-      std::reverse(w.strides.begin(), w.strides.end());
-      set_packed_meta(pack, std::move(w));
+      set_packed_meta(pack, std::move(meta));
     }
-    Node* residual = nullptr;
-    Activation act;
-    std::vector<Node*> absorbed;
-    absorb(n, /*sum=*/false, &residual, &act, &absorbed);
-    count_fusions(residual, act);
-    std::vector<Argument> args = {c.input, pack, c.bias};
-    append_activation(act, &args);
-    replace(n, absorbed, "fx_onednn::linear", std::move(args), false);
+    count_fusions(m);
+    std::vector<Argument> args = {c.input, pack, argument_or_none(c.bias)};
+    append_activation(post_op(m.activation), &args);
+    replace(n, std::vector<Node*>(m.nodes.begin() + 1, m.nodes.end()),
+            "fx_onednn::linear", std::move(args), false);
     ++report_.linear;
   }
 
   // Operators whose output keeps a channels-last input's layout.
   static bool keeps_layout(const Node& n) {
-    return is_call(
-        n, {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+    return n.is_call_to(
+        {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
             "aten::relu6", "aten::relu6_", "aten::leaky_relu",
             "aten::leaky_relu_", "aten::elu", "aten::elu_", "aten::gelu_",
             "aten::clamp", "aten::clamp_", "aten::hardswish",
@@ -817,9 +528,9 @@ class Lowering {
   }
   // Operators that read any layout right and keep nothing of it.
   static bool reads_any_layout(const Node& n) {
-    return is_call(n, {"aten::flatten.using_ints", "aten::reshape",
-                       "aten::mean.dim", "aten::size.int", "aten::dim",
-                       "aten::sum.dim_IntList", "aten::contiguous"});
+    return n.is_call_to({"aten::flatten.using_ints", "aten::reshape",
+                         "aten::mean.dim", "aten::size.int", "aten::dim",
+                         "aten::sum.dim_IntList", "aten::contiguous"});
   }
 
   // Operators a chain runs through: those that keep the layout and, with
@@ -828,7 +539,7 @@ class Lowering {
   bool in_chain(const Node& n) const {
     return keeps_layout(n) &&
            !(options_.bf16 &&
-             is_call(n, {"aten::batch_norm", "aten::upsample_bilinear2d"}));
+             n.is_call_to({"aten::batch_norm", "aten::upsample_bilinear2d"}));
   }
 
   // Whether `user` reads a chain's value right as it is: another lowered
@@ -836,7 +547,7 @@ class Lowering {
   // (with bf16, only its sizes: the value's dtype must not escape).
   bool reads_chain_value(const Node& user) const {
     if (lowered_convs_.count(&user) > 0 || in_chain(user)) return true;
-    if (options_.bf16) return is_call(user, {"aten::size.int", "aten::dim"});
+    if (options_.bf16) return user.is_call_to({"aten::size.int", "aten::dim"});
     return reads_any_layout(user);
   }
 
@@ -845,7 +556,7 @@ class Lowering {
   // else reads them.
   void keep_channels_last() {
     absl::flat_hash_set<const Node*> channels_last;
-    for (Node* n : graph_.nodes().to_vector()) {
+    for (Node* n : graph_.nodes()) {
       if (lowered_convs_.count(n) > 0) {
         channels_last.insert(n);
         continue;
@@ -869,12 +580,12 @@ class Lowering {
     }
     if (options_.lower_pooling) lower_pooling(&channels_last);
     absl::flat_hash_map<Node*, Node*> converted;
-    for (Node* n : graph_.nodes().to_vector()) {
+    for (Node* n : graph_.nodes()) {
       // A chain's start: a lowered convolution reading another layout.
       if (lowered_convs_.count(n) > 0) {
-        const bool in_place = is_call(*n, {"fx_onednn::conv_add_"});
+        const bool in_place = n->is_call_to({"fx_onednn::conv_add_"});
         Node* input = n->args()[in_place ? 1 : 0].to_node();
-        const TensorMeta* m = input->meta().get(kTensorMeta);
+        const TensorMeta* m = input->tensor_meta();
         if (channels_last.count(input) == 0 && m != nullptr &&
             m->sizes.size() == 4 &&
             (options_.bf16 ||
@@ -902,9 +613,10 @@ class Lowering {
     }
     // A chain's ends: whatever reads a channels-last value but is not known
     // to read it right gets it contiguous.
-    for (Node* value : graph_.nodes().to_vector()) {
+    for (Node* value : graph_.nodes()) {
       if (channels_last.count(value) == 0) continue;
       Node* contiguous = nullptr;
+      // A snapshot: replacing the input of a user edits value's users.
       for (Node* user : value->users().to_vector()) {
         if (reads_chain_value(*user)) continue;
         if (contiguous == nullptr) {
@@ -916,7 +628,7 @@ class Lowering {
                         {value, c10::ScalarType::Float},
                         {{"memory_format", c10::MemoryFormat::Contiguous}})
                   : graph_.call_function(fx::op("aten::contiguous"), {value});
-          if (const TensorMeta* m = value->meta().get(kTensorMeta)) {
+          if (const TensorMeta* m = value->tensor_meta()) {
             TensorMeta meta = *m;
             meta.strides = strides_for(meta.sizes, c10::MemoryFormat::Contiguous);
             meta.memory_format = c10::MemoryFormat::Contiguous;
@@ -934,14 +646,14 @@ class Lowering {
   // (fx_onednn::max_pool2d / avg_pool2d: aten's results, 2-3x faster on
   // channels-last tensors); a divisor_override stays with aten.
   void lower_pooling(absl::flat_hash_set<const Node*>* channels_last) {
-    for (Node* n : graph_.nodes().to_vector()) {
+    for (Node* n : graph_.nodes()) {
       if (channels_last->count(n) == 0) continue;
-      const bool max = is_call(*n, {"aten::max_pool2d"});
-      if (!max && !is_call(*n, {"aten::avg_pool2d"})) continue;
-      const std::vector<Argument> full =
-          full_arguments(*n, n->target().op().schema());
-      const Argument input = arg(*n, full, "self");
-      const TensorMeta* in = meta_of(input);
+      const bool max = n->is_call_to({"aten::max_pool2d"});
+      if (!max && !n->is_call_to({"aten::avg_pool2d"})) continue;
+      const CallArguments arg(*n);
+      const Argument input = arg["self"];
+      const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
+                                             : nullptr;
       // A chain's value in float32 (bfloat16 with bf16), as a lowered
       // convolution leaves it; an elementwise operator may have promoted it.
       if (in == nullptr || in->sizes.size() != 4 || !in->device.is_cpu() ||
@@ -950,26 +662,25 @@ class Lowering {
           channels_last->count(input.to_node()) == 0) {
         continue;
       }
-      const auto kernel = int_list(arg(*n, full, "kernel_size"), 2);
-      const Argument stride_arg = arg(*n, full, "stride");
+      const auto kernel = constant_ints(arg["kernel_size"], 2);
+      const Argument stride_arg = arg["stride"];
       // An empty stride is the kernel's size.
       const auto stride =
           stride_arg.is_sequence() && stride_arg.elements().empty()
               ? kernel
-              : int_list(stride_arg, 2);
-      const auto padding = int_list(arg(*n, full, "padding"), 2);
-      const Argument ceil_mode = arg(*n, full, "ceil_mode");
+              : constant_ints(stride_arg, 2);
+      const auto padding = constant_ints(arg["padding"], 2);
+      const Argument ceil_mode = arg["ceil_mode"];
       if (!kernel || !stride || !padding || !ceil_mode.is_bool()) continue;
       std::vector<Argument> args = {input, *kernel, *stride, *padding};
       if (max) {
-        const auto dilation = int_list(arg(*n, full, "dilation"), 2);
+        const auto dilation = constant_ints(arg["dilation"], 2);
         if (!dilation) continue;
         args.push_back(*dilation);
         args.push_back(ceil_mode);
       } else {
-        const Argument include_pad = arg(*n, full, "count_include_pad");
-        if (!include_pad.is_bool() ||
-            !arg(*n, full, "divisor_override").is_none()) {
+        const Argument include_pad = arg["count_include_pad"];
+        if (!include_pad.is_bool() || !arg["divisor_override"].is_none()) {
           continue;
         }
         args.push_back(ceil_mode);
@@ -988,8 +699,7 @@ class Lowering {
   const InferenceOptions& options_;
   InferenceReport& report_;
   absl::flat_hash_set<const Node*> lowered_convs_;
-  // Nodes replace() erased: the addresses the lowering loop must skip.
-  absl::flat_hash_set<const Node*> erased_;
+  // Program order when the lowering started, of the nodes not erased since.
   absl::flat_hash_map<const Node*, int64_t> positions_;
 };
 

@@ -6,7 +6,8 @@
 //      them, dropouts go, what depends only on weights is folded;
 //   2. each convolution (1-, 2-, 3-d, grouped and depthwise included) and
 //      each linear layer (aten::linear, addmm of a constant weight, matmul
-//      by a constant 2-d weight) becomes fx_onednn::conv / fx_onednn::linear
+//      by a constant 2-d weight, each also of t() of one: the fusions of
+//      passes/patterns.h) becomes fx_onednn::conv / fx_onednn::linear
 //      (lowering/onednn_ops.h) on a weight packed once by an init step into
 //      oneDNN's blocked layout, absorbing the residual add and the
 //      activation after it (relu, leaky_relu, relu6 / hardtanh / clamp,

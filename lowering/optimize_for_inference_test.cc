@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fx/fx.h"
+#include "fx/parser.h"
 #include "fx/serialization.h"
 #include "fx/torchscript.h"
 #include "models/zoo.h"
@@ -449,4 +450,63 @@ TEST_CASE("transposed convolutions lower, fuse, save, load and export") {
   const fx::GraphModule traced = fx::symbolic_trace(model, x);
   CHECK(fx::estimate_cost(gm->graph()).total.macs ==
         fx::estimate_cost(traced->graph()).total.macs);
+}
+
+TEST_CASE("linear of a weight read through t() lowers, folded or not") {
+  torch::NoGradGuard no_grad;
+  // x @ w + b with w [in, out], written as linear(x, t(w), b).
+  torch::manual_seed(0);
+  const at::Tensor w = torch::randn({3, 4});
+  const at::Tensor b = torch::randn({4});
+  const at::Tensor x = torch::randn({2, 3});
+  for (bool fold : {true, false}) {
+    CAPTURE(fold);
+    fx::Attributes attributes;
+    attributes.parameters["w"] = w;
+    attributes.parameters["b"] = b;
+    fx::GraphModule gm(fx::parse_graph(R"(graph():
+      %x : f32[2, 3] = placeholder[target=x]
+      %w : f32[3, 4] = get_attr[target=w]
+      %b : f32[4] = get_attr[target=b]
+      %t : f32[4, 3] = call_function[target=aten::t](args = (%w,), kwargs = {})
+      %linear : f32[2, 4] = call_function[target=aten::linear](args = (%x, %t, %b), kwargs = {})
+      %relu : f32[2, 4] = call_function[target=aten::relu](args = (%linear,), kwargs = {})
+      return relu)"),
+                       attributes);
+    fx::InferenceOptions options;
+    options.fold = fold;
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm, options);
+    CAPTURE(gm->graph().to_string());
+    CHECK(report.linear == 1);
+    CHECK(report.fused_activations == 1);
+    CHECK(count(gm->graph(), "fx_onednn::linear") == 1);
+    CHECK(relative_error(gm(x).toTensor(), at::relu(at::linear(x, w.t(), b))) <
+          1e-5);
+  }
+}
+
+TEST_CASE("gelu after a linear layer fuses, exact or tanh") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const at::Tensor w = torch::randn({4, 4});
+  const at::Tensor x = torch::randn({2, 4});
+  fx::Attributes attributes;
+  attributes.parameters["w"] = w;
+  fx::GraphModule gm(fx::parse_graph(R"(graph():
+    %x : f32[2, 4] = placeholder[target=x]
+    %w : f32[4, 4] = get_attr[target=w]
+    %linear : f32[2, 4] = call_function[target=aten::linear](args = (%x, %w), kwargs = {})
+    %gelu : f32[2, 4] = call_function[target=aten::gelu](args = (%linear,), kwargs = {})
+    %linear_1 : f32[2, 4] = call_function[target=aten::linear](args = (%gelu, %w), kwargs = {})
+    %gelu_1 : f32[2, 4] = call_function[target=aten::gelu](args = (%linear_1,), kwargs = {approximate: 'tanh'})
+    return gelu_1)"),
+                     attributes);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CAPTURE(gm->graph().to_string());
+  CHECK(report.linear == 2);
+  CHECK(report.fused_activations == 2);
+  CHECK(count(gm->graph(), "aten::gelu") == 0);
+  const at::Tensor want =
+      at::gelu(at::linear(at::gelu(at::linear(x, w)), w), "tanh");
+  CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
 }

@@ -250,9 +250,10 @@ struct Call {
   }
 };
 
+// The tensor metadata of an argument that may be absent.
 const TensorMeta* meta_of(const Argument* arg) {
-  if (arg == nullptr || !arg->is_node()) return nullptr;
-  return arg->to_node()->meta().get(kTensorMeta);
+  return arg != nullptr && arg->is_node() ? arg->to_node()->tensor_meta()
+                                          : nullptr;
 }
 
 bool flag(const Argument* arg, bool default_value) {

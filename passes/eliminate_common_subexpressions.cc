@@ -245,6 +245,7 @@ struct Computation {
 
 bool eliminate_common_subexpressions(GraphModuleImpl& module) {
   Graph& graph = module.graph();
+  // A snapshot: written_values is indexed by position in it.
   std::vector<Node*> nodes = graph.nodes().to_vector();
   std::vector<bool> written = written_values(nodes);
   // See Note [CSE and mutation] in the header.

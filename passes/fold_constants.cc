@@ -65,21 +65,17 @@ std::string attribute_path(const GraphModuleImpl& module, const Node& boundary,
 struct FoldPlan {
   GraphModuleImpl::InitStep step;
   std::vector<Node*> boundary;
-  std::vector<Node*> order;
   absl::flat_hash_set<const Node*> foldable;
 };
 
 FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   FoldPlan plan;
-  Graph& graph = module.graph();
-  std::vector<Node*>& order = plan.order;
-  order = graph.nodes().to_vector();
+  const Graph& graph = module.graph();
 
   // Values changed between runs: written by something impure, directly or
   // through a view.
   absl::flat_hash_set<const Node*> mutated;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node* n = *it;
+  for (Node* n : graph.nodes().reversed()) {
     for (Node* user : n->users()) {
       if (may_write(*user, n) || (mutated.contains(user) && may_alias(*user, n))) {
         mutated.insert(n);
@@ -101,7 +97,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   }
 
   absl::flat_hash_set<const Node*>& foldable = plan.foldable;
-  for (Node* n : order) {
+  for (Node* n : graph.nodes()) {
     if (mutated.contains(n)) continue;
     if (!options.only.empty() && !needed.contains(n)) continue;
     bool ok = false;
@@ -125,7 +121,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
 
   // Boundary: folded values something outside the fold still uses.
   std::vector<Node*>& boundary = plan.boundary;
-  for (Node* n : order) {
+  for (Node* n : graph.nodes()) {
     if (!foldable.contains(n) || n->op() == Opcode::kGetAttr) continue;
     for (Node* user : n->users()) {
       if (!foldable.contains(user)) {
@@ -148,7 +144,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   }
   auto init = std::make_shared<Graph>();
   NodeMap map;
-  for (Node* n : order) {
+  for (Node* n : graph.nodes()) {
     if (!copied.contains(n)) continue;
     map[n] = init->node_copy(*n, [&](Node* input) -> Argument {
       return map.at(input);
@@ -181,10 +177,9 @@ void apply_folding(Graph& graph, const FoldPlan& plan) {
     }
     b->replace_all_uses_with(attribute);
   }
-  for (auto it = plan.order.rbegin(); it != plan.order.rend(); ++it) {
-    if (plan.foldable.contains(*it) && (*it)->users().empty()) {
-      graph.erase_node(*it);
-    }
+  // Users before what they use: erasing one frees its inputs.
+  for (Node* n : graph.nodes().reversed()) {
+    if (plan.foldable.contains(n) && n->users().empty()) graph.erase_node(n);
   }
 }
 

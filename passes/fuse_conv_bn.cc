@@ -7,43 +7,18 @@
 #include "absl/strings/str_cat.h"
 #include "fx/graph_module.h"
 #include "fx/operator_schemas.h"
+#include "passes/patterns.h"
 
 namespace fx {
 namespace {
 
-std::string full_name(const Node& n) {
-  return n.target().to_string();
-}
-
-bool is_call_to(const Node& n, std::initializer_list<const char*> names) {
-  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
-    return false;
-  }
-  std::string name = full_name(n);
-  for (const char* candidate : names) {
-    if (name == candidate) return true;
-  }
-  return false;
-}
-
-bool is_convolution(const Node& n) {
-  return is_call_to(n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                        "aten::conv1d.padding", "aten::conv2d.padding",
-                        "aten::conv3d.padding", "aten::convolution",
-                        "aten::_convolution", "aten::conv_transpose1d",
-                        "aten::conv_transpose2d.input",
-                        "aten::conv_transpose3d.input"});
-}
-
-// The argument named `name` of a call, from its full argument list.
-const Argument& argument(const Node& n, const std::vector<Argument>& full,
-                         const std::string& name) {
-  auto index = n.target().op().schema().argumentIndexWithName(name);
-  return full.at(*index);
-}
-
-bool has_argument(const Node& n, const std::string& name) {
-  return n.target().op().schema().argumentIndexWithName(name).has_value();
+// The fusions folded: a convolution (transposed or not) or a linear layer,
+// and the batch norm that is its only user.
+const std::vector<Fusion>& folded_fusions() {
+  static const std::vector<Fusion> fusions = {
+      Fusion::kConvBatchNorm, Fusion::kConvTransposeBatchNorm,
+      Fusion::kLinearBatchNorm};
+  return fusions;
 }
 
 void store(Node* n, std::vector<Argument> full) {
@@ -54,9 +29,8 @@ void store(Node* n, std::vector<Argument> full) {
 }
 
 // A get_attr node (or None) the fold can read.
-bool is_attribute_or_none(const Argument& a) {
-  return a.is_none() ||
-         (a.is_node() && a.to_node()->op() == Opcode::kGetAttr);
+bool is_attribute_or_none(const Node* n) {
+  return n == nullptr || n->op() == Opcode::kGetAttr;
 }
 
 // "conv1.weight" -> "conv1_weight_fused": the name of the node computing a
@@ -92,55 +66,33 @@ class Fuser {
         init_(std::make_shared<Graph>()) {}
 
   bool run() {
-    for (Node* bn : graph_.nodes().to_vector()) {
-      if (!is_call_to(*bn, {"aten::batch_norm"})) continue;
-      if (bn->args().empty() || !bn->args()[0].is_node()) continue;
-      Node* producer = bn->args()[0].to_node();
-      if (producer->users().size() != 1) continue;
-      std::vector<Argument> bn_args =
-          full_arguments(*bn, bn->target().op().schema());
-      const Argument& training = argument(*bn, bn_args, "training");
-      if (!training.is_bool() || training.to_bool()) continue;
-      if (!argument(*bn, bn_args, "running_mean").is_node() ||
-          !argument(*bn, bn_args, "running_var").is_node()) {
-        continue;
-      }
-      bool attributes = true;
-      for (const char* name : {"weight", "bias", "running_mean",
-                               "running_var"}) {
-        attributes = attributes &&
-                     is_attribute_or_none(argument(*bn, bn_args, name));
-      }
-      if (!attributes) continue;
-      bool fused = false;
-      if (is_convolution(*producer)) {
-        fused = fuse_convolution(producer, *bn, bn_args);
-      } else if (is_call_to(*producer, {"aten::linear"})) {
-        fused = fuse_linear(producer, *bn, bn_args);
-      } else if (is_call_to(*producer, {"aten::addmm"})) {
-        fused = fuse_addmm(producer, *bn, bn_args);
-      }
+    // The graph's own metadata is not needed: the fold only reads which
+    // attributes a call uses.
+    PatternOptions untyped;
+    untyped.typed = false;
+    for (Node* root : graph_.nodes()) {
+      const auto match = match_fusion(module_, *root, folded_fusions(), untyped);
+      if (!match) continue;
+      const BatchNorm& bn = *match->batch_norm;
+      const bool fused = match->convolution
+                             ? fuse_convolution(*match->convolution, bn)
+                             : fuse_linear(*match->linear, bn);
       if (fused) {
-        bn->replace_all_uses_with(producer);
-        for (Node* input : bn->all_input_nodes()) stale_.push_back(input);
-        graph_.erase_node(bn);
+        bn.node->replace_all_uses_with(root);
+        for (Node* input : bn.node->all_input_nodes()) stale_.insert(input);
+        graph_.erase_node(bn.node);
       }
     }
     if (outputs_.empty()) return false;
     init_->output(Argument::tuple(std::move(init_results_)));
     module_.add_init_step({std::move(init_), std::move(outputs_)});
-    // The original parameters the graph no longer reads. A node may be
-    // listed twice (one BatchNorm module after two convolutions): each is
-    // looked at once, before any is erased (and freed).
-    absl::flat_hash_set<Node*> seen;
-    std::vector<Node*> unused;
-    for (Node* n : stale_) {
-      if (seen.insert(n).second && n->op() == Opcode::kGetAttr &&
+    // The original parameters the graph no longer reads.
+    for (Node* n : graph_.nodes()) {
+      if (stale_.contains(n) && n->op() == Opcode::kGetAttr &&
           n->users().empty()) {
-        unused.push_back(n);
+        graph_.erase_node(n);
       }
     }
-    for (Node* n : unused) graph_.erase_node(n);
     return true;
   }
 
@@ -181,9 +133,9 @@ class Fuser {
     return attribute;
   }
 
-  TensorMeta meta_of(const Argument& attribute) const {
-    const Node* node = attribute.to_node();
-    if (const TensorMeta* meta = node->meta().get(kTensorMeta)) return *meta;
+  // An attribute's metadata: its node's, or else its tensor's.
+  TensorMeta attribute_meta(const Node* node) const {
+    if (const TensorMeta* meta = node->tensor_meta()) return *meta;
     return tensor_meta_of(module_.fetch_attr(node->target().str()));
   }
 
@@ -198,22 +150,21 @@ class Fuser {
   // convolution of `groups` > 1 has W of [in, out / groups, k...], its
   // output channel g * (out / groups) + j at [g * (in / groups) + i, j]: W
   // is scaled as [groups, in / groups, out / groups, k...].
-  Fused fused_parameters(const std::vector<Argument>& bn_args, const Node& bn,
-                         const Argument& weight, const Argument& bias,
+  Fused fused_parameters(const BatchNorm& bn, Node* weight, Node* bias,
                          int64_t channel_dim, Node* user, int64_t groups = 1) {
-    Argument mean = read(argument(bn, bn_args, "running_mean"));
-    Argument var = read(argument(bn, bn_args, "running_var"));
-    Argument gamma = read(argument(bn, bn_args, "weight"));
-    Argument beta = read(argument(bn, bn_args, "bias"));
-    double eps = argument(bn, bn_args, "eps").to_double();
+    Argument mean = read(bn.running_mean);
+    Argument var = read(bn.running_var);
+    Argument gamma = read(argument_or_none(bn.weight));
+    Argument beta = read(argument_or_none(bn.bias));
+    double eps = bn.eps;
     Node* inv_std = call("aten::rsqrt", {call("aten::add.Scalar", {var, eps})});
     Node* scale = gamma.is_none()
                       ? inv_std
                       : call("aten::mul.Tensor", {gamma, inv_std});
-    TensorMeta weight_meta = meta_of(weight);
+    TensorMeta weight_meta = attribute_meta(weight);
     std::vector<int64_t> shape(weight_meta.sizes.size(), 1);
     shape.at(channel_dim) = -1;
-    const std::string& weight_path = weight.to_node()->target().str();
+    const std::string& weight_path = weight->target().str();
     std::string weight_name = fused_name(weight_path);
     Node* w;
     if (groups > 1) {
@@ -234,109 +185,65 @@ class Fuser {
                {read(weight), call("aten::reshape", {scale, shape})},
                weight_name);
     }
-    Node* shifted = bias.is_none()
+    Node* shifted = bias == nullptr
                         ? call("aten::neg", {mean})
                         : call("aten::sub.Tensor", {read(bias), mean});
     std::string bias_name = fused_name(
-        bias.is_none() ? bias_path(weight_path)
-                       : bias.to_node()->target().str());
+        bias == nullptr ? bias_path(weight_path) : bias->target().str());
     Node* b = beta.is_none()
                   ? call("aten::mul.Tensor", {shifted, scale}, bias_name)
                   : call("aten::addcmul", {beta, shifted, scale}, bias_name);
-    TensorMeta bias_meta = meta_of(argument(bn, bn_args, "running_var"));
+    TensorMeta bias_meta = attribute_meta(bn.running_var);
     return {fused_attribute(w, weight_name, weight_meta, user),
             fused_attribute(b, bias_name, bias_meta, user)};
   }
 
   // Replaces arguments of `n` by name; the old ones may be left unused.
-  void rewrite(Node* n, std::vector<Argument> full,
+  void rewrite(Node* n,
                std::initializer_list<std::pair<const char*, Argument>> changes) {
+    std::vector<Argument> full = CallArguments(*n).full();
     for (const auto& [name, value] : changes) {
       Argument& slot = full[*n->target().op().schema().argumentIndexWithName(
           name)];
-      for_each_node(slot, [&](Node* old) { stale_.push_back(old); });
+      for_each_node(slot, [&](Node* old) { stale_.insert(old); });
       slot = value;
     }
     store(n, std::move(full));
   }
 
-  bool fuse_convolution(Node* conv, const Node& bn,
-                        const std::vector<Argument>& bn_args) {
-    std::vector<Argument> full =
-        full_arguments(*conv, conv->target().op().schema());
-    const Argument& weight = argument(*conv, full, "weight");
-    const Argument& bias = argument(*conv, full, "bias");
-    if (!weight.is_node() || weight.to_node()->op() != Opcode::kGetAttr ||
-        !is_attribute_or_none(bias)) {
+  bool fuse_convolution(const Convolution& conv, const BatchNorm& bn) {
+    if (!is_attribute_or_none(conv.bias)) return false;
+    Node* weight = conv.weight.attr;
+    if (conv.transposed &&
+        attribute_meta(weight).sizes.at(0) % conv.groups != 0) {
       return false;
     }
-    bool transposed = full_name(*conv).find("conv_transpose") !=
-                      std::string::npos;
-    if (has_argument(*conv, "transposed")) {
-      const Argument& t = argument(*conv, full, "transposed");
-      if (!t.is_bool()) return false;
-      transposed = t.to_bool();
-    }
-    int64_t groups = 1;
-    if (transposed) {
-      const Argument& g = argument(*conv, full, "groups");
-      if (!g.is_int() || g.to_int() < 1 ||
-          meta_of(weight).sizes.at(0) % g.to_int() != 0) {
-        return false;
-      }
-      groups = g.to_int();
-    }
-    Fused fused = fused_parameters(bn_args, bn, weight, bias,
-                                   transposed ? 1 : 0, conv, groups);
-    rewrite(conv, std::move(full),
-            {{"weight", fused.weight}, {"bias", fused.bias}});
+    Fused fused = fused_parameters(bn, weight, conv.bias,
+                                   conv.transposed ? 1 : 0, conv.node,
+                                   conv.transposed ? conv.groups : 1);
+    rewrite(conv.node, {{"weight", fused.weight}, {"bias", fused.bias}});
     return true;
   }
 
-  // aten::linear(input, weight, bias)
-  bool fuse_linear(Node* linear, const Node& bn,
-                   const std::vector<Argument>& bn_args) {
-    std::vector<Argument> full =
-        full_arguments(*linear, linear->target().op().schema());
-    const Argument& weight = argument(*linear, full, "weight");
-    const Argument& bias = argument(*linear, full, "bias");
-    if (!weight.is_node() || weight.to_node()->op() != Opcode::kGetAttr ||
-        !is_attribute_or_none(bias)) {
-      return false;
+  // aten::linear(input, weight, bias), and aten::addmm(bias, input,
+  // t(weight)) as C++ F::linear traces for 2-D inputs.
+  bool fuse_linear(const Linear& linear, const BatchNorm& bn) {
+    const Weight& w = linear.weight;
+    if (!is_attribute_or_none(linear.bias)) return false;
+    if (linear.kind == Linear::Kind::kLinear && w.t == nullptr) {
+      Fused fused = fused_parameters(bn, w.attr, linear.bias, 0, linear.node);
+      rewrite(linear.node, {{"weight", fused.weight}, {"bias", fused.bias}});
+      return true;
     }
-    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0, linear);
-    rewrite(linear, std::move(full),
-            {{"weight", fused.weight}, {"bias", fused.bias}});
-    return true;
-  }
-
-  // aten::addmm(bias, input, t(weight)) with alpha = beta = 1, as C++
-  // F::linear traces for 2-D inputs.
-  bool fuse_addmm(Node* addmm, const Node& bn,
-                  const std::vector<Argument>& bn_args) {
-    std::vector<Argument> full =
-        full_arguments(*addmm, addmm->target().op().schema());
-    const Argument& bias = argument(*addmm, full, "self");
-    const Argument& transposed = argument(*addmm, full, "mat2");
-    const Argument& alpha = argument(*addmm, full, "alpha");
-    const Argument& beta = argument(*addmm, full, "beta");
-    if (!(alpha.is_int() && alpha.to_int() == 1) ||
-        !(beta.is_int() && beta.to_int() == 1) || !transposed.is_node() ||
-        !is_call_to(*transposed.to_node(), {"aten::t"}) ||
-        transposed.to_node()->users().size() != 1 ||
-        !is_attribute_or_none(bias)) {
-      return false;
+    if (linear.kind == Linear::Kind::kAddmm && w.t != nullptr &&
+        w.t->users().size() == 1) {
+      Fused fused = fused_parameters(bn, w.attr, linear.bias, 0, w.t);
+      stale_.insert(w.attr);
+      w.t->update_arg(0, fused.weight);
+      rewrite(linear.node, {{"self", fused.bias}});
+      return true;
     }
-    Node* t = transposed.to_node();
-    const Argument& weight = t->args().at(0);
-    if (!weight.is_node() || weight.to_node()->op() != Opcode::kGetAttr) {
-      return false;
-    }
-    Fused fused = fused_parameters(bn_args, bn, weight, bias, 0, t);
-    for_each_node(weight, [&](Node* old) { stale_.push_back(old); });
-    t->update_arg(0, fused.weight);
-    rewrite(addmm, std::move(full), {{"self", fused.bias}});
-    return true;
+    return false;
   }
 
   GraphModuleImpl& module_;
@@ -347,7 +254,7 @@ class Fuser {
   absl::flat_hash_map<std::string, Node*> reads_;
   absl::flat_hash_set<std::string> taken_;
   // Nodes whose uses the pass removed; get_attrs left unused are erased.
-  std::vector<Node*> stale_;
+  absl::flat_hash_set<const Node*> stale_;
 };
 
 }  // namespace

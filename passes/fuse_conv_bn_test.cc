@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "fx/parser.h"
 #include "passes/pass_manager.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -175,4 +176,35 @@ TEST_CASE("a grouped transposed convolution followed by BatchNorm folds") {
   gm->recompile();
   CHECK(count(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
+}
+
+TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  fx::Attributes attributes;
+  attributes.parameters["fc.weight"] = torch::randn({4, 3});
+  attributes.parameters["fc.bias"] = torch::randn({4});
+  attributes.parameters["bn.weight"] = torch::rand({4}) + 0.5;
+  attributes.parameters["bn.bias"] = torch::randn({4});
+  attributes.buffers["bn.running_mean"] = torch::randn({4});
+  attributes.buffers["bn.running_var"] = torch::rand({4}) + 0.5;
+  fx::GraphModule gm(fx::parse_graph(R"(graph():
+    %x = placeholder[target=x]
+    %fc_weight = get_attr[target=fc.weight]
+    %fc_bias = get_attr[target=fc.bias]
+    %t = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
+    %addmm = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {beta: 1.0, alpha: 1.0})
+    %bn_weight = get_attr[target=bn.weight]
+    %bn_bias = get_attr[target=bn.bias]
+    %bn_running_mean = get_attr[target=bn.running_mean]
+    %bn_running_var = get_attr[target=bn.running_var]
+    %batch_norm = call_function[target=aten::batch_norm](args = (%addmm, %bn_weight, %bn_bias, %bn_running_mean, %bn_running_var, False, 0.1, 1e-05, False), kwargs = {})
+    return batch_norm)"),
+                     attributes);
+  const at::Tensor x = torch::randn({5, 3});
+  const at::Tensor want = gm(x).toTensor();
+  CHECK(fx::fuse_conv_bn(*gm));
+  gm->recompile();
+  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(torch::allclose(gm(x).toTensor(), want, 1e-4, 1e-5));
 }

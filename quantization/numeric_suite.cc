@@ -39,9 +39,8 @@ class Recorder : public Interpreter {
 GraphModule without_observers(const GraphModule& prepared) {
   GraphModule copy(prepared->copy());
   Graph& g = copy->graph();
-  for (Node* n : g.nodes().to_vector()) {
-    if (n->op() == Opcode::kCallFunction && n->target().is_operator() &&
-        n->target().to_string() == "fx_quant::observe") {
+  for (Node* n : g.nodes()) {
+    if (n->is_call_to({"fx_quant::observe"})) {
       n->replace_all_uses_with(n->args()[0].to_node());
       g.erase_node(n);
     }

@@ -14,6 +14,7 @@
 #include "fx/operator_schemas.h"
 #include "interpreter/shape_prop.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/patterns.h"
 #include "passes/remove_dropout.h"
 #include "quantization/observer.h"
 #include "quantization/ops.h"
@@ -22,18 +23,7 @@ namespace fx {
 namespace {
 
 // --- Matching ----------------------------------------------------------------
-bool is_call(const Node& n, std::initializer_list<const char*> names) {
-  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
-    return false;
-  }
-  const std::string name = n.target().to_string();
-  for (const char* candidate : names) {
-    if (name == candidate) return true;
-  }
-  return false;
-}
-
-bool is_observer(const Node& n) { return is_call(n, {"fx_quant::observe"}); }
+bool is_observer(const Node& n) { return n.is_call_to({"fx_quant::observe"}); }
 
 // `n` with observers looked through.
 Node* through_observers(Node* n) {
@@ -43,37 +33,30 @@ Node* through_observers(Node* n) {
   return n;
 }
 
-const TensorMeta* meta_of(const Node* n) {
-  return n == nullptr ? nullptr : n->meta().get(kTensorMeta);
+bool is_float(const Node* n) { return float32_cpu(n->tensor_meta()); }
+
+// The fusions quantized (passes/patterns.h), each with the relu after it
+// where the quantized operator fuses one; longer ones first.
+const std::vector<Fusion>& quantized_fusions() {
+  static const std::vector<Fusion> fusions = {
+      Fusion::kConvRelu,  Fusion::kConv,      Fusion::kLinearRelu,
+      Fusion::kLinear,    Fusion::kAddRelu,   Fusion::kAdd,
+      Fusion::kMulRelu,   Fusion::kMul,       Fusion::kCat,
+      Fusion::kHardswish, Fusion::kBatchNormRelu, Fusion::kBatchNorm};
+  return fusions;
+}
+// quantize_dynamic_fx's.
+const std::vector<Fusion>& dynamic_fusions() {
+  static const std::vector<Fusion> fusions = {Fusion::kLinearRelu,
+                                              Fusion::kLinear};
+  return fusions;
 }
 
-bool is_float(const Node* n) {
-  const TensorMeta* m = meta_of(n);
-  return m != nullptr && m->dtype == c10::ScalarType::Float &&
-         m->device.is_cpu();
-}
-
-Argument arg(const Node& n, const std::vector<Argument>& full,
-             const char* name) {
-  return full.at(*n.target().op().schema().argumentIndexWithName(name));
-}
-
-std::optional<std::vector<int64_t>> int_list(const Argument& a, size_t n) {
-  if (a.contains_node()) return std::nullopt;
-  std::vector<int64_t> v;
-  if (a.is_int()) {
-    v.assign(n, a.to_int());
-  } else if (a.is_sequence()) {
-    for (const Argument& e : a.elements()) {
-      if (!e.is_int()) return std::nullopt;
-      v.push_back(e.to_int());
-    }
-    if (v.size() == 1) v.assign(n, v[0]);
-  } else {
-    return std::nullopt;
-  }
-  if (v.size() != n) return std::nullopt;
-  return v;
+// Matching sees weights through their observers (convert_fx matches the
+// prepared graph).
+const PatternOptions& through_observer_options() {
+  static const PatternOptions options = {true, {"fx_quant::observe"}};
+  return options;
 }
 
 enum class Family {
@@ -99,215 +82,67 @@ const char* family_name(Family f) {
   return "";
 }
 
-// The weight a conv or linear reads: a get_attr, seen through observers and
-// (for linear) an aten::t.
-struct Weight {
-  Node* use = nullptr;     // the argument as the operator takes it
-  Node* attr = nullptr;    // the get_attr
-  bool transposed = false; // attr is [in, out] (the operator takes attr)
-};
-
-// One quantizable operation: its root operator, the relu fused after it,
-// and what it reads.
+// One quantizable operation: a match of one of the fusions above (its root
+// operator and the relu fused after it), and the tensors it reads.
 struct Unit {
   Family family;
-  Node* root = nullptr;
-  Node* relu = nullptr;
+  FusionMatch match;
   std::vector<Node*> activations;  // tensor inputs, as the root takes them
-  Weight weight;                   // conv, linear
-  Argument bias;                   // conv, linear: None or a get_attr
-  int64_t spatial = 0;             // conv: 1, 2 or 3
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups = 1;
-  int64_t dim = 0;                 // cat
-  Node* output() const { return relu != nullptr ? relu : root; }
+
+  Node* root() const { return match.root(); }
+  Node* relu() const {
+    return match.activation ? match.activation->node : nullptr;
+  }
+  Node* output() const { return match.output(); }
+  // Conv and linear: the weight (a get_attr, seen through observers and
+  // an aten::t) and the bias (None or a get_attr).
+  const Weight* weight() const {
+    if (match.convolution) return &match.convolution->weight;
+    if (match.linear) return &match.linear->weight;
+    return nullptr;
+  }
+  Node* bias() const {
+    if (match.convolution) return match.convolution->bias;
+    if (match.linear) return match.linear->bias;
+    return nullptr;
+  }
 };
 
-bool constant_tensor(const GraphModuleImpl& module, const Node* n) {
-  return n != nullptr && n->op() == Opcode::kGetAttr &&
-         module.has_tensor_attribute(n->target().str());
-}
-
-std::optional<Weight> match_weight(const GraphModuleImpl& module,
-                                   const Argument& a, bool linear) {
-  if (!a.is_node()) return std::nullopt;
-  Weight w;
-  w.use = a.to_node();
-  Node* n = through_observers(w.use);
-  if (linear && is_call(*n, {"aten::t"}) && n->args()[0].is_node()) {
-    n = through_observers(n->args()[0].to_node());
-  } else if (linear) {
-    w.transposed = true;
+std::optional<Unit> match_unit(const GraphModuleImpl& module, Node* n,
+                               const std::vector<Fusion>& fusions) {
+  auto match = match_fusion(module, *n, fusions, through_observer_options());
+  if (!match || !is_float(n)) return std::nullopt;
+  Unit u{Family::kConv, std::move(*match), {}};
+  switch (fusion_pattern(u.match.fusion).ops.front()) {
+    case PatternOp::kConvolution:
+      u.family = Family::kConv;
+      u.activations = {u.match.convolution->input};
+      break;
+    case PatternOp::kLinear:
+      u.family = Family::kLinear;
+      u.activations = {u.match.linear->input};
+      break;
+    case PatternOp::kBatchNorm: {
+      const BatchNorm& bn = *u.match.batch_norm;
+      // quantized::batch_norm1d/2d/3d take a weight and a bias.
+      const size_t rank = bn.input->tensor_meta()->sizes.size();
+      if (rank < 3 || rank > 5 || bn.weight == nullptr || bn.bias == nullptr) {
+        return std::nullopt;
+      }
+      u.family = Family::kBatchNorm;
+      u.activations = {bn.input};
+      break;
+    }
+    case PatternOp::kAdd: u.family = Family::kAdd; break;
+    case PatternOp::kMul: u.family = Family::kMul; break;
+    case PatternOp::kCat: u.family = Family::kCat; break;
+    case PatternOp::kHardswish: u.family = Family::kHardswish; break;
+    default: return std::nullopt;
   }
-  if (!constant_tensor(module, n)) return std::nullopt;
-  const at::Tensor t = module.fetch_attr(n->target().str());
-  if (!t.defined() || t.scalar_type() != at::kFloat) return std::nullopt;
-  w.attr = n;
-  return w;
-}
-
-bool constant_bias(const GraphModuleImpl& module, const Argument& bias) {
-  if (bias.is_none()) return true;
-  return bias.is_node() && constant_tensor(module, bias.to_node()) &&
-         module.fetch_attr(bias.to_node()->target().str()).scalar_type() ==
-             at::kFloat;
-}
-
-Node* only_user(const Node* n) {
-  return n->users().size() == 1 ? *n->users().begin() : nullptr;
-}
-
-std::optional<Unit> match_root(const GraphModuleImpl& module, Node* n) {
-  if (n->op() != Opcode::kCallFunction || !n->target().is_operator()) {
+  if (u.activations.empty()) u.activations = u.match.inputs;
+  // The bias is packed with the weight, by an init step: an attribute.
+  if (u.bias() != nullptr && u.bias()->op() != Opcode::kGetAttr) {
     return std::nullopt;
-  }
-  Unit u;
-  u.root = n;
-  const c10::FunctionSchema& schema = n->target().op().schema();
-  if (is_call(*n, {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                   "aten::convolution", "aten::_convolution"})) {
-    const std::vector<Argument> full = full_arguments(*n, schema);
-    const Argument input = arg(*n, full, "input");
-    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
-    const TensorMeta* in = meta_of(input.to_node());
-    if (in->sizes.size() < 3 || in->sizes.size() > 5) return std::nullopt;
-    if (schema.argumentIndexWithName("transposed")) {
-      const Argument t = arg(*n, full, "transposed");
-      if (!t.is_bool() || t.to_bool()) return std::nullopt;
-      const auto out_pad = int_list(arg(*n, full, "output_padding"),
-                                    in->sizes.size() - 2);
-      if (!out_pad) return std::nullopt;
-      for (int64_t p : *out_pad) {
-        if (p != 0) return std::nullopt;
-      }
-    }
-    u.family = Family::kConv;
-    u.spatial = static_cast<int64_t>(in->sizes.size()) - 2;
-    auto w = match_weight(module, arg(*n, full, "weight"), false);
-    u.bias = arg(*n, full, "bias");
-    const size_t s = static_cast<size_t>(u.spatial);
-    auto stride = int_list(arg(*n, full, "stride"), s);
-    auto padding = int_list(arg(*n, full, "padding"), s);
-    auto dilation = int_list(arg(*n, full, "dilation"), s);
-    const Argument groups = arg(*n, full, "groups");
-    if (!w || !constant_bias(module, u.bias) || !stride || !padding ||
-        !dilation || !groups.is_int()) {
-      return std::nullopt;
-    }
-    u.weight = *w;
-    u.stride = *stride;
-    u.padding = *padding;
-    u.dilation = *dilation;
-    u.groups = groups.to_int();
-    u.activations = {input.to_node()};
-  } else if (is_call(*n, {"aten::linear", "aten::addmm", "aten::matmul"})) {
-    const std::vector<Argument> full = full_arguments(*n, schema);
-    const bool linear = is_call(*n, {"aten::linear"});
-    const bool addmm = is_call(*n, {"aten::addmm"});
-    const Argument input = arg(*n, full, linear ? "input" : addmm ? "mat1" : "self");
-    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
-    const TensorMeta* in = meta_of(input.to_node());
-    if (in->sizes.empty() || (addmm && in->sizes.size() != 2)) {
-      return std::nullopt;
-    }
-    u.family = Family::kLinear;
-    std::optional<Weight> w;
-    if (linear) {
-      w = match_weight(module, arg(*n, full, "weight"), true);
-      if (w) w->transposed = false;  // linear takes [out, in]
-      if (w && is_call(*through_observers(w->use), {"aten::t"})) {
-        return std::nullopt;
-      }
-      u.bias = arg(*n, full, "bias");
-    } else {
-      w = match_weight(module, arg(*n, full, addmm ? "mat2" : "other"), true);
-      u.bias = addmm ? arg(*n, full, "self") : Argument();
-      if (addmm) {
-        const Argument beta = arg(*n, full, "beta");
-        const Argument alpha = arg(*n, full, "alpha");
-        if (!(beta.is_int() || beta.is_double()) ||
-            !(alpha.is_int() || alpha.is_double()) || beta.to_double() != 1 ||
-            alpha.to_double() != 1) {
-          return std::nullopt;
-        }
-      }
-    }
-    if (!w || !constant_bias(module, u.bias)) return std::nullopt;
-    const at::Tensor wt = module.fetch_attr(w->attr->target().str());
-    if (wt.dim() != 2) return std::nullopt;
-    const int64_t out_features = w->transposed ? wt.size(1) : wt.size(0);
-    if (!u.bias.is_none()) {
-      const at::Tensor b = module.fetch_attr(u.bias.to_node()->target().str());
-      if (b.dim() != 1 || b.size(0) != out_features) return std::nullopt;
-    }
-    u.weight = *w;
-    u.activations = {input.to_node()};
-  } else if (is_call(*n, {"aten::add.Tensor", "aten::add_.Tensor",
-                          "aten::mul.Tensor", "aten::mul_.Tensor"})) {
-    const Argument self = *operator_argument(*n, "self");
-    const Argument other = *operator_argument(*n, "other");
-    // quantized::add and mul broadcast (a squeeze-excitation's x * scale).
-    if (!self.is_node() || !other.is_node() || !is_float(self.to_node()) ||
-        !is_float(other.to_node())) {
-      return std::nullopt;
-    }
-    const bool add = is_call(*n, {"aten::add.Tensor", "aten::add_.Tensor"});
-    if (add) {
-      const auto alpha = operator_argument(*n, "alpha");
-      if (!alpha || !(alpha->is_int() || alpha->is_double()) ||
-          alpha->to_double() != 1) {
-        return std::nullopt;
-      }
-    }
-    u.family = add ? Family::kAdd : Family::kMul;
-    u.activations = {self.to_node(), other.to_node()};
-  } else if (is_call(*n, {"aten::cat"})) {
-    const Argument tensors = *operator_argument(*n, "tensors");
-    const Argument dim = *operator_argument(*n, "dim");
-    if (!tensors.is_sequence() || tensors.elements().empty() || !dim.is_int()) {
-      return std::nullopt;
-    }
-    for (const Argument& t : tensors.elements()) {
-      if (!t.is_node() || !is_float(t.to_node())) return std::nullopt;
-      u.activations.push_back(t.to_node());
-    }
-    u.family = Family::kCat;
-    u.dim = dim.to_int();
-  } else if (is_call(*n, {"aten::hardswish", "aten::hardswish_"})) {
-    const Argument self = n->args()[0];
-    if (!self.is_node() || !is_float(self.to_node())) return std::nullopt;
-    u.family = Family::kHardswish;
-    u.activations = {self.to_node()};
-  } else if (is_call(*n, {"aten::batch_norm"})) {
-    const std::vector<Argument> full = full_arguments(*n, schema);
-    const Argument input = arg(*n, full, "input");
-    if (!input.is_node() || !is_float(input.to_node())) return std::nullopt;
-    const size_t rank = meta_of(input.to_node())->sizes.size();
-    const Argument training = arg(*n, full, "training");
-    if (rank < 3 || rank > 5 || !training.is_bool() || training.to_bool()) {
-      return std::nullopt;
-    }
-    for (const char* name : {"weight", "bias", "running_mean", "running_var"}) {
-      const Argument a = arg(*n, full, name);
-      if (!a.is_node() || !constant_tensor(module, a.to_node())) {
-        return std::nullopt;
-      }
-    }
-    u.family = Family::kBatchNorm;
-    u.activations = {input.to_node()};
-  } else {
-    return std::nullopt;
-  }
-  if (!is_float(n)) return std::nullopt;
-  // A relu that is the root's only user fuses into it.
-  if (u.family == Family::kConv || u.family == Family::kLinear ||
-      u.family == Family::kAdd || u.family == Family::kMul ||
-      u.family == Family::kBatchNorm) {
-    Node* user = only_user(n);
-    if (user != nullptr && is_call(*user, {"aten::relu", "aten::relu_"}) &&
-        user->args()[0].is_node() && user->args()[0].to_node() == n) {
-      u.relu = user;
-    }
   }
   return u;
 }
@@ -316,7 +151,7 @@ std::optional<Unit> match_root(const GraphModuleImpl& module, Node* n) {
 // input's scale (or choosing a fixed one): the first argument is the only
 // tensor they read.
 bool is_pass_through(const Node& n) {
-  if (!is_call(n, {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d",
+  if (!n.is_call_to({"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d",
                    "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
                    "aten::_adaptive_avg_pool2d", "aten::adaptive_max_pool2d",
                    "aten::relu", "aten::relu_", "aten::relu6", "aten::relu6_",
@@ -336,14 +171,14 @@ bool is_pass_through(const Node& n) {
     if (in != input) return false;
   }
   // adaptive_max_pool2d returns indices too; a list of outputs is left alone.
-  if (is_call(n, {"aten::adaptive_max_pool2d"})) return false;
+  if (n.is_call_to({"aten::adaptive_max_pool2d"})) return false;
   return is_float(through_observers(const_cast<Node*>(input))) && is_float(&n);
 }
 
 const char* pass_through_family(const Node& n) {
-  if (is_call(n, {"aten::sigmoid"})) return "sigmoid";
-  if (is_call(n, {"aten::hardsigmoid"})) return "hardsigmoid";
-  if (is_call(n, {"aten::tanh"})) return "tanh";
+  if (n.is_call_to({"aten::sigmoid"})) return "sigmoid";
+  if (n.is_call_to({"aten::hardsigmoid"})) return "hardsigmoid";
+  if (n.is_call_to({"aten::tanh"})) return "tanh";
   return "general";
 }
 
@@ -364,15 +199,15 @@ class Preparer {
       : module_(module), graph_(module.graph()), mapping_(mapping) {}
 
   void run() {
-    for (Node* n : graph_.nodes().to_vector()) {
-      if (auto u = match_root(module_, n)) {
+    for (Node* n : graph_.nodes()) {
+      if (auto u = match_unit(module_, n, quantized_fusions())) {
         auto qconfig = mapping_.qconfig_for(*n, family_name(u->family));
         if (!qconfig) continue;
         units_.push_back({*u, *qconfig});
         quantized_outputs_.insert(u->output());
       }
     }
-    for (Node* n : graph_.nodes().to_vector()) {
+    for (Node* n : graph_.nodes()) {
       if (is_pass_through(*n) && mapping_.qconfig_for(*n, pass_through_family(*n))) {
         pass_through_.insert(n);
       }
@@ -382,7 +217,7 @@ class Preparer {
         if (!quantized_source(a)) observe(a, qconfig.activation, "input");
       }
       observe(u.output(), qconfig.activation, "output");
-      if (u.weight.attr != nullptr) observe_weight(u, qconfig.weight);
+      if (u.weight() != nullptr) observe_weight(u, qconfig.weight);
     }
   }
 
@@ -401,7 +236,7 @@ class Preparer {
 
   Node* add_observer(Node* value, const ObserverSpec& spec,
                      const std::string& prefix, const char* role) {
-    const TensorMeta* m = meta_of(value);
+    const TensorMeta* m = value->tensor_meta();
     const std::string path = absl::StrCat(prefix, count_++);
     module_.register_tensor_attribute(path, make_observer_state(spec, m->sizes),
                                       /*is_parameter=*/false);
@@ -439,11 +274,12 @@ class Preparer {
     if (s.per_channel()) {
       // The output channel: axis 0 of [out, in, ...], 1 of a transposed
       // linear weight [in, out].
-      s.ch_axis = u.weight.transposed ? 1 : 0;
+      s.ch_axis = u.weight()->transposed ? 1 : 0;
     }
-    Node* obs = add_observer(u.weight.attr, s, "weight_post_process_", "weight");
-    Node* user = u.weight.use == u.weight.attr ? u.root : u.weight.use;
-    user->replace_input_with(u.weight.attr, obs);
+    const Weight& w = *u.weight();
+    Node* obs = add_observer(w.attr, s, "weight_post_process_", "weight");
+    Node* user = w.use == w.attr ? u.root() : w.use;
+    user->replace_input_with(w.attr, obs);
   }
 
   GraphModuleImpl& module_;
@@ -525,11 +361,11 @@ void check_calibrated(const GraphModuleImpl& prepared, const char* what) {
 
 // The quantized operators' names.
 std::string quantized_op(const Unit& u) {
-  const bool relu = u.relu != nullptr;
+  const bool relu = u.relu() != nullptr;
   switch (u.family) {
     case Family::kConv:
-      if (u.spatial == 1) return relu ? "quantized::conv1d_relu" : "quantized::conv1d";
-      if (u.spatial == 2) {
+      if (u.match.convolution->spatial == 1) return relu ? "quantized::conv1d_relu" : "quantized::conv1d";
+      if (u.match.convolution->spatial == 2) {
         return relu ? "quantized::conv2d_relu.new" : "quantized::conv2d.new";
       }
       return relu ? "quantized::conv3d_relu.new" : "quantized::conv3d.new";
@@ -556,7 +392,7 @@ class Converter {
   GraphModule run() {
     const Graph& old = prepared_.graph();
     for (Node* n : old.nodes()) {
-      if (auto u = match_root(const_cast<GraphModuleImpl&>(prepared_), n)) {
+      if (auto u = match_unit(prepared_, n, quantized_fusions())) {
         if (is_observer_of_output(*u)) units_[n] = *u;
       }
     }
@@ -603,7 +439,7 @@ class Converter {
   // Whether prepare_fx chose to quantize `u`: its output has an observer
   // of role "output".
   bool is_observer_of_output(const Unit& u) {
-    Node* user = only_user(u.output());
+    Node* user = u.output()->only_user();
     return user != nullptr && is_observer(*user) && role(*user) == "output";
   }
 
@@ -627,7 +463,7 @@ class Converter {
     }
     Node* d = graph_->call_function(fx::op("aten::dequantize.self"),
                                     {q->second});
-    if (const TensorMeta* m = meta_of(v)) {
+    if (const TensorMeta* m = v->tensor_meta()) {
       TensorMeta meta = *m;
       meta.dtype = c10::ScalarType::Float;
       d->meta().set(kTensorMeta, meta);
@@ -653,7 +489,7 @@ class Converter {
 
   static void set_quantized_meta(Node* node, const Node* like,
                                  c10::ScalarType dtype) {
-    if (const TensorMeta* m = meta_of(like)) {
+    if (const TensorMeta* m = like->tensor_meta()) {
       TensorMeta meta = *m;
       meta.dtype = dtype;
       meta.requires_grad = false;
@@ -708,7 +544,7 @@ class Converter {
           return in == input ? it->second : fp(in);
         });
         expand_pool_arguments(c);
-        set_quantized_meta(c, n, meta_of(it->second)->dtype);
+        set_quantized_meta(c, n, it->second->tensor_meta()->dtype);
         q_[n] = c;
         return;
       }
@@ -721,9 +557,9 @@ class Converter {
   // read them).
   static void expand_pool_arguments(Node* n) {
     int64_t dims = 0;
-    if (is_call(*n, {"aten::max_pool1d"})) dims = 1;
-    if (is_call(*n, {"aten::max_pool2d", "aten::avg_pool2d"})) dims = 2;
-    if (is_call(*n, {"aten::max_pool3d"})) dims = 3;
+    if (n->is_call_to({"aten::max_pool1d"})) dims = 1;
+    if (n->is_call_to({"aten::max_pool2d", "aten::avg_pool2d"})) dims = 2;
+    if (n->is_call_to({"aten::max_pool3d"})) dims = 3;
     if (dims == 0) return;
     const c10::FunctionSchema& schema = n->target().op().schema();
     std::vector<Argument> full = full_arguments(*n, schema);
@@ -762,7 +598,7 @@ class Converter {
           {fp(value), q.scale_value(), q.zero_point_value(), info.spec.dtype});
       set_quantized_meta(quant, value, info.spec.dtype);
       Node* deq = graph_->call_function(fx::op("aten::dequantize.self"), {quant});
-      if (const TensorMeta* m = meta_of(value)) deq->meta().set(kTensorMeta, *m);
+      if (const TensorMeta* m = value->tensor_meta()) deq->meta().set(kTensorMeta, *m);
       fp_[obs] = deq;
       return;
     }
@@ -776,7 +612,7 @@ class Converter {
 
   // The output observer's qparams.
   const std::pair<ObserverSpec, QParams>& output_qparams(const Unit& u) {
-    Node* obs = only_user(u.output());
+    Node* obs = u.output()->only_user();
     auto it = output_qparams_.find(obs);
     if (it == output_qparams_.end()) {
       const ObserverInfo info = observer_info(prepared_, *obs);
@@ -790,17 +626,17 @@ class Converter {
 
   // The weight observer's spec (the weight is quantized by the init step).
   ObserverSpec weight_spec(const Unit& u) {
-    Node* n = u.weight.use;
+    Node* n = u.weight()->use;
     while (n != nullptr) {
       if (is_observer(*n)) return observer_info(prepared_, *n).spec;
-      if (is_call(*n, {"aten::t"}) && n->args()[0].is_node()) {
+      if (n->is_call_to({"aten::t"}) && n->args()[0].is_node()) {
         n = n->args()[0].to_node();
         continue;
       }
       break;
     }
     throw QuantizationError(absl::StrCat(
-        "convert_fx: the weight of ", u.root->format_node(),
+        "convert_fx: the weight of ", u.root()->format_node(),
         " has no observer: give convert_fx what prepare_fx made"));
   }
 
@@ -819,26 +655,27 @@ class Converter {
   Node* packed_weight(const Unit& u) {
     Graph& g = init_graph();
     const ObserverSpec spec = weight_spec(u);
-    Node* w = g.get_attr(u.weight.attr->target().str());
-    if (u.weight.transposed) w = g.call_function(fx::op("aten::t"), {w});
+    Node* w = g.get_attr(u.weight()->attr->target().str());
+    if (u.weight()->transposed) w = g.call_function(fx::op("aten::t"), {w});
     // After the t() above, output channels are on axis 0.
     Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
                                weight_kwargs(spec, /*ch_axis=*/0));
     Argument bias;
-    if (!u.bias.is_none()) bias = g.get_attr(u.bias.to_node()->target().str());
+    if (u.bias() != nullptr) bias = g.get_attr(u.bias()->target().str());
     Node* pack;
     if (u.family == Family::kConv) {
-      const char* op = u.spatial == 1   ? "fx_quant::conv1d_prepack"
-                       : u.spatial == 2 ? "fx_quant::conv2d_prepack"
+      const Convolution& c = *u.match.convolution;
+      const char* op = c.spatial == 1   ? "fx_quant::conv1d_prepack"
+                       : c.spatial == 2 ? "fx_quant::conv2d_prepack"
                                         : "fx_quant::conv3d_prepack";
       pack = g.call_function(fx::op(op),
-                             {wq, bias, u.stride, u.padding, u.dilation,
-                              u.groups, engine_});
+                             {wq, bias, c.stride, c.padding, c.dilation,
+                              c.groups, engine_});
     } else {
       pack = g.call_function(fx::op("fx_quant::linear_prepack"),
                              {wq, bias, engine_});
     }
-    const std::string path = absl::StrCat("_packed.", u.root->name());
+    const std::string path = absl::StrCat("_packed.", u.root()->name());
     pack_outputs_.push_back(pack);
     pack_paths_.push_back(path);
     return graph_->get_attr(path);
@@ -865,38 +702,35 @@ class Converter {
         args = {inputs[0], inputs[1], scale, zero_point};
         break;
       case Family::kCat:
-        args = {Argument(inputs), u.dim, scale, zero_point};
+        args = {Argument(inputs), u.match.cat_dim, scale, zero_point};
         break;
       case Family::kHardswish:
         args = {inputs[0], scale, zero_point};
         break;
       case Family::kBatchNorm: {
-        std::vector<Argument> full =
-            full_arguments(*u.root, u.root->target().op().schema());
-        auto attr = [&](const char* name) -> Argument {
-          return fp(arg(*u.root, full, name).to_node());
-        };
-        args = {inputs[0], attr("weight"), attr("bias"), attr("running_mean"),
-                attr("running_var"), arg(*u.root, full, "eps"), scale,
-                zero_point};
+        const BatchNorm& bn = *u.match.batch_norm;
+        args = {inputs[0],          fp(bn.weight),
+                fp(bn.bias),        fp(bn.running_mean),
+                fp(bn.running_var), CallArguments(*bn.node)["eps"],
+                scale,              zero_point};
         break;
       }
     }
     std::string op = quantized_op(u);
     if (u.family == Family::kBatchNorm) {
-      const size_t rank = meta_of(u.activations[0])->sizes.size();
+      const size_t rank = u.activations[0]->tensor_meta()->sizes.size();
       op = absl::StrCat("quantized::batch_norm", rank - 2, "d",
-                        u.relu != nullptr ? "_relu" : "");
+                        u.relu() != nullptr ? "_relu" : "");
     }
     Node* node = graph_->create_node(Opcode::kCallFunction, fx::op(op),
-                                     std::move(args), {}, u.root->name());
+                                     std::move(args), {}, u.root()->name());
     set_quantized_meta(node, u.output(), spec.dtype);
-    if (const std::string* path = u.root->meta().get(kModulePath)) {
+    if (const std::string* path = u.root()->meta().get(kModulePath)) {
       node->meta().set(kModulePath, *path);
     }
-    q_[u.root] = node;
-    if (u.relu != nullptr) q_[u.relu] = node;
-    Node* obs = only_user(u.output());
+    q_[u.root()] = node;
+    if (u.relu() != nullptr) q_[u.relu()] = node;
+    Node* obs = u.output()->only_user();
     q_[obs] = node;
     qparams_[obs] = {spec, q};
     return true;
@@ -904,31 +738,32 @@ class Converter {
 
   // Reference: the float operator on fake-quantized weights.
   bool lower_reference(const Unit& u) {
-    if (u.weight.attr == nullptr) return false;
+    if (u.weight() == nullptr) return false;
+    const Weight& weight = *u.weight();
     Graph& g = init_graph();
     const ObserverSpec spec = weight_spec(u);
-    Node* w = g.get_attr(u.weight.attr->target().str());
+    Node* w = g.get_attr(weight.attr->target().str());
     Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
                                weight_kwargs(spec, spec.ch_axis));
     Node* dq = g.call_function(fx::op("aten::dequantize.self"), {wq});
     const std::string path =
-        absl::StrCat("_reference.", u.root->name(), "_weight");
+        absl::StrCat("_reference.", u.root()->name(), "_weight");
     pack_outputs_.push_back(dq);
     pack_paths_.push_back(path);
     Node* fake = graph_->get_attr(path);
-    if (const TensorMeta* m = meta_of(u.weight.attr)) {
+    if (const TensorMeta* m = weight.attr->tensor_meta()) {
       fake->meta().set(kTensorMeta, *m);
     }
     // The root, reading the fake-quantized weight where it read the
     // observed one (through aten::t for addmm's t(W)).
     Node* replacement = fake;
-    if (is_call(*through_observers(u.weight.use), {"aten::t"})) {
+    if (weight.t != nullptr) {
       replacement = graph_->call_function(fx::op("aten::t"), {fake});
     }
-    Node* c = graph_->node_copy(*u.root, [&](Node* in) -> Argument {
-      return in == u.weight.use ? replacement : fp(in);
+    Node* c = graph_->node_copy(*u.root(), [&](Node* in) -> Argument {
+      return in == weight.use ? replacement : fp(in);
     });
-    fp_[u.root] = c;
+    fp_[u.root()] = c;
     return true;
   }
 
@@ -1015,7 +850,7 @@ QuantizedSummary summarize_quantized(const GraphModule& module) {
       ++s.quantize;
     } else if (name == "aten::dequantize.self") {
       ++s.dequantize;
-    } else if (const TensorMeta* m = meta_of(n);
+    } else if (const TensorMeta* m = n->tensor_meta();
                m != nullptr && !c10::isQIntType(m->dtype)) {
       ++s.float_ops;
     }
@@ -1035,15 +870,14 @@ class DynamicQuantizer {
       : module_(module), graph_(module.graph()), options_(options) {}
 
   void run() {
-    for (Node* n : graph_.nodes().to_vector()) {
-      if (n->is_erased()) continue;
+    for (Node* n : graph_.nodes()) {
       if (options_.linear) {
-        if (auto u = match_root(module_, n); u && u->family == Family::kLinear) {
+        if (auto u = match_unit(module_, n, dynamic_fusions())) {
           lower_linear(*u);
           continue;
         }
       }
-      if (options_.lstm && is_call(*n, {"aten::lstm.input"})) lower_lstm(n);
+      if (options_.lstm && n->is_call_to({"aten::lstm.input"})) lower_lstm(n);
     }
     if (!outputs_.empty()) {
       std::vector<Argument> outs(outputs_.begin(), outputs_.end());
@@ -1072,33 +906,32 @@ class DynamicQuantizer {
   }
 
   void lower_linear(const Unit& u) {
-    Node* w = init_.get_attr(u.weight.attr->target().str());
-    if (u.weight.transposed) w = init_.call_function(fx::op("aten::t"), {w});
+    Node* w = init_.get_attr(u.weight()->attr->target().str());
+    if (u.weight()->transposed) w = init_.call_function(fx::op("aten::t"), {w});
     Argument bias;
-    if (!u.bias.is_none()) bias = init_.get_attr(u.bias.to_node()->target().str());
+    if (u.bias() != nullptr) bias = init_.get_attr(u.bias()->target().str());
     Node* pack = init_.call_function(fx::op("fx_quant::linear_prepack"),
                                      {quantized_weight(w), bias, options_.engine});
     Node* out = u.output();
     auto guard = graph_.inserting_before(out);
-    Node* packed = add_output(pack, u.root->name());
+    Node* packed = add_output(pack, u.root()->name());
     Node* q = graph_.create_node(
         Opcode::kCallFunction,
-        fx::op(u.relu != nullptr ? "quantized::linear_relu_dynamic"
+        fx::op(u.relu() != nullptr ? "quantized::linear_relu_dynamic"
                                  : "quantized::linear_dynamic"),
-        {u.activations[0], packed}, {}, u.root->name() + "_dynamic");
-    if (const TensorMeta* m = meta_of(out)) q->meta().set(kTensorMeta, *m);
+        {u.activations[0], packed}, {}, u.root()->name() + "_dynamic");
+    if (const TensorMeta* m = out->tensor_meta()) q->meta().set(kTensorMeta, *m);
     q->meta().set(kQuantizedFrom, out->name());
     out->replace_all_uses_with(q);
   }
 
   void lower_lstm(Node* n) {
-    const std::vector<Argument> full =
-        full_arguments(*n, n->target().op().schema());
-    const Argument params = arg(*n, full, "params");
-    const Argument has_biases = arg(*n, full, "has_biases");
-    const Argument num_layers = arg(*n, full, "num_layers");
-    const Argument bidirectional = arg(*n, full, "bidirectional");
-    const Argument train = arg(*n, full, "train");
+    const CallArguments arg(*n);
+    const Argument params = arg["params"];
+    const Argument has_biases = arg["has_biases"];
+    const Argument num_layers = arg["num_layers"];
+    const Argument bidirectional = arg["bidirectional"];
+    const Argument train = arg["train"];
     if (!params.is_sequence() || !has_biases.is_bool() || !has_biases.to_bool() ||
         !num_layers.is_int() || !bidirectional.is_bool() || !train.is_bool() ||
         train.to_bool()) {
@@ -1110,7 +943,8 @@ class DynamicQuantizer {
       return;
     }
     for (const Argument& a : p) {
-      if (!a.is_node() || !constant_tensor(module_, a.to_node()) ||
+      if (!a.is_node() || a.to_node()->op() != Opcode::kGetAttr ||
+          !module_.has_tensor_attribute(a.to_node()->target().str()) ||
           module_.fetch_attr(a.to_node()->target().str()).scalar_type() !=
               at::kFloat) {
         return;
@@ -1135,11 +969,10 @@ class DynamicQuantizer {
           {pack_ih, pack_hh, b_ih, b_hh});
       cells.push_back(add_output(cell, absl::StrCat(n->name(), "_cell", i / 4)));
     }
-    std::vector<Argument> args = {arg(*n, full, "input"), arg(*n, full, "hx"),
-                                  Argument(cells),         has_biases,
-                                  num_layers,              arg(*n, full, "dropout"),
-                                  train,                   bidirectional,
-                                  arg(*n, full, "batch_first")};
+    std::vector<Argument> args = {arg["input"],  arg["hx"],  Argument(cells),
+                                  has_biases,    num_layers, arg["dropout"],
+                                  train,         bidirectional,
+                                  arg["batch_first"]};
     Node* q = graph_.create_node(
         Opcode::kCallFunction, fx::op("aten::quantized_lstm.input"),
         std::move(args),

@@ -29,9 +29,11 @@
 //   ...
 //   %dequantize = aten::dequantize.self(%linear)
 //
-// What is quantized (a QConfig of the mapping that is not nullopt):
+// What is quantized (a QConfig of the mapping that is not nullopt), as
+// passes/patterns.h matches it:
 //   conv      conv1d/2d/3d (not transposed) with a constant weight (+ relu)
-//   linear    linear, addmm, matmul by a constant 2-d weight (+ relu)
+//   linear    linear, addmm, matmul by a constant 2-d weight, or by t() of
+//             one (+ relu)
 //   add, mul  of two tensors, broadcasting (+ relu)
 //   cat       of tensors
 //   hardswish, batch_norm (one that could not be folded)

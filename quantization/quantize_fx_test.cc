@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "fx/fx.h"
+#include "fx/parser.h"
 #include "fx/serialization.h"
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
@@ -256,4 +257,48 @@ TEST_CASE("the report gives each quantized node's SQNR") {
   fx::GraphModule again = fx::convert_fx(q.prepared);
   const at::Tensor x = model.example_inputs[0].toTensor();
   CHECK(torch::equal(first_tensor(again(x)), first_tensor(q.converted(x))));
+}
+
+TEST_CASE("a linear layer of t(weight) quantizes, as addmm of t(weight) does") {
+  torch::NoGradGuard no_grad;
+  // x @ w + b with w [in, out], written as linear(x, t(w), b).
+  torch::manual_seed(0);
+  fx::Attributes attributes;
+  attributes.parameters["w"] = torch::randn({3, 4});
+  attributes.parameters["b"] = torch::randn({4});
+  fx::GraphModule gm(fx::parse_graph(R"(graph():
+    %x : f32[8, 3] = placeholder[target=x]
+    %w : f32[3, 4] = get_attr[target=w]
+    %b : f32[4] = get_attr[target=b]
+    %t : f32[4, 3] = call_function[target=aten::t](args = (%w,), kwargs = {})
+    %linear : f32[8, 4] = call_function[target=aten::linear](args = (%x, %t, %b), kwargs = {})
+    %relu : f32[8, 4] = call_function[target=aten::relu](args = (%linear,), kwargs = {})
+    return relu)"),
+                     attributes);
+  gm->eval();
+  const at::Tensor x = torch::randn({8, 3});
+  const at::Tensor want = gm(x).toTensor();
+
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  for (int i = 0; i < 4; ++i) prepared(torch::randn({8, 3}));
+  prepared(x);
+  fx::GraphModule converted = fx::convert_fx(prepared);
+  CAPTURE(converted->graph().to_string());
+  CHECK(count(converted->graph(), "quantized::linear_relu") == 1);
+  CHECK(fx::sqnr_db(want, first_tensor(converted(x))) > 25);
+
+  fx::GraphModule reference = fx::convert_to_reference_fx(prepared);
+  // The linear reads its weight fake-quantized by the init step.
+  bool reads_reference_weight = false;
+  for (const fx::Node* n : reference->graph().find_nodes(fx::Opcode::kGetAttr)) {
+    reads_reference_weight |= n->target().str() == "_reference.linear_weight";
+  }
+  CHECK(reads_reference_weight);
+  CHECK(fx::sqnr_db(want, first_tensor(reference(x))) > 25);
+
+  fx::GraphModule dynamic = fx::quantize_dynamic_fx(gm);
+  CHECK(count(dynamic->graph(), "quantized::linear_relu_dynamic") == 1);
+  CHECK(fx::sqnr_db(want, first_tensor(dynamic(x))) > 20);
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -26,14 +25,10 @@
 #include "fx/meta.h"
 #include "passes/aliasing.h"
 #include "passes/split_module.h"
+#include "passes/timing.h"
 
 namespace fx {
 namespace {
-
-bool is_call(const Node* n) {
-  return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
-         n->op() == Opcode::kCallModule;
-}
 
 // The calling thread's intra-op threads for a scope: OpenMP's count of this
 // thread, which ATen reads. at::set_num_threads would remake libtorch's
@@ -118,10 +113,10 @@ class ParallelModuleImpl::Impl {
   void assign_segments() {
     int64_t next = 0;
     for (Node* n : sequential_->graph().nodes()) {
-      if (!is_call(n)) continue;
+      if (!n->is_call()) continue;
       std::set<Node*> inputs;
       for (Node* input : n->all_input_nodes()) {
-        if (is_call(input)) inputs.insert(input);
+        if (input->is_call()) inputs.insert(input);
       }
       Node* only = inputs.size() == 1 ? *inputs.begin() : nullptr;
       if (only != nullptr && (is_getitem(n) || only->users().size() == 1)) {
@@ -449,25 +444,17 @@ class ParallelModuleImpl::Impl {
         static_cast<int>(options_.workers * options_.threads_per_worker);
     std::vector<double> parallel;
     std::vector<double> sequential;
-    auto time = [](const std::function<void()>& run) {
-      auto start = std::chrono::steady_clock::now();
-      run();
-      return std::chrono::duration<double, std::milli>(
-                 std::chrono::steady_clock::now() - start)
-          .count();
-    };
     ThreadsOfThisThread threads(total_threads);
     sequential_->forward(options_.example_inputs);
     checked_forward(options_.example_inputs);
     for (int r = 0; r < rounds; ++r) {
-      parallel.push_back(time([&] { checked_forward(options_.example_inputs); }));
+      parallel.push_back(
+          time_ms([&] { checked_forward(options_.example_inputs); }));
       sequential.push_back(
-          time([&] { sequential_->forward(options_.example_inputs); }));
+          time_ms([&] { sequential_->forward(options_.example_inputs); }));
     }
-    std::sort(parallel.begin(), parallel.end());
-    std::sort(sequential.begin(), sequential.end());
-    parallel_ms_ = parallel[parallel.size() / 2];
-    sequential_ms_ = sequential[sequential.size() / 2];
+    parallel_ms_ = median(parallel);
+    sequential_ms_ = median(sequential);
     use_parallel_ = parallel_ms_ < sequential_ms_;
   }
 

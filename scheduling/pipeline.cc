@@ -1,7 +1,6 @@
 #include "scheduling/pipeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -22,6 +21,7 @@
 #include "fx/meta.h"
 #include "interpreter/interpreter.h"
 #include "passes/aliasing.h"
+#include "passes/timing.h"
 
 namespace fx {
 namespace {
@@ -29,11 +29,6 @@ namespace {
 // Up to this many usable cuts, the balance is found exactly (including the
 // links' time); the dynamic program is quadratic in them.
 constexpr size_t kExactCuts = 2000;
-
-bool is_call(const Node* n) {
-  return n->op() == Opcode::kCallFunction || n->op() == Opcode::kCallMethod ||
-         n->op() == Opcode::kCallModule;
-}
 
 double meta_bytes(const TensorMeta& meta) {
   return static_cast<double>(meta.numel()) *
@@ -117,7 +112,7 @@ class Splitter {
     int64_t position = 0;
     for (Node* n : graph_.nodes()) {
       position_[n] = position++;
-      if (!is_call(n)) continue;
+      if (!n->is_call()) continue;
       call_index_[n] = static_cast<int64_t>(calls_.size());
       calls_.push_back(n);
     }
@@ -148,12 +143,12 @@ class Splitter {
     absl::flat_hash_map<Node*, int64_t> last_use;
     std::vector<Node*> values;
     for (Node* n : graph_.nodes()) {
-      if (n->op() != Opcode::kPlaceholder && !is_call(n)) continue;
+      if (n->op() != Opcode::kPlaceholder && !n->is_call()) continue;
       int64_t last = -2;
       for (Node* user : n->users()) {
         if (user->op() == Opcode::kOutput) {
           last = std::max(last, output_index);
-        } else if (is_call(user)) {
+        } else if (user->is_call()) {
           last = std::max(last, call_index_.at(user));
         }
       }
@@ -580,12 +575,10 @@ class ProfilingInterpreter : public Interpreter {
   using Interpreter::Interpreter;
 
   c10::IValue run_node(const Node& node) override {
-    if (!is_call(&node)) return Interpreter::run_node(node);
-    auto start = std::chrono::steady_clock::now();
+    if (!node.is_call()) return Interpreter::run_node(node);
+    const Clock::time_point start = Clock::now();
     c10::IValue value = Interpreter::run_node(node);
-    samples[node.name()].push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count());
+    samples[node.name()].push_back(ms_since(start) / 1000);
     return value;
   }
 
@@ -678,8 +671,7 @@ std::map<std::string, double> profile_node_seconds(
   for (int r = 0; r < std::max(rounds, 1); ++r) interpreter.run(inputs);
   std::map<std::string, double> medians;
   for (auto& [name, samples] : interpreter.samples) {
-    std::sort(samples.begin(), samples.end());
-    medians[name] = samples[samples.size() / 2];
+    medians[name] = median(std::move(samples));
   }
   return medians;
 }

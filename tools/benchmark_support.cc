@@ -88,18 +88,6 @@ void print_rule(std::ostream& out, const std::vector<size_t>& widths) {
 
 }  // namespace
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start)
-      .count();
-}
-
-double median(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  size_t n = samples.size();
-  return n % 2 == 1 ? samples[n / 2]
-                    : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-}
-
 // Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
 // timed_run returns the milliseconds of the part it measures.
 double median_ms(const std::function<double()>& timed_run, int repeats) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "passes/timing.h"
+
 namespace fx {
 namespace benchmark {
 
@@ -32,10 +34,10 @@ RunFlags run_flags();
 
 // --- Timing ------------------------------------------------------------------
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start);
-double median(std::vector<double> samples);
+// Clock, ms_since and median: passes/timing.h's.
+using fx::Clock;
+using fx::median;
+using fx::ms_since;
 
 // Median milliseconds of `timed_run` over `repeats` runs after one warm-up;
 // timed_run returns the milliseconds of the part it measures.
