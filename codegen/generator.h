@@ -9,7 +9,7 @@
 //   generator flags:
 //     --input=1x3x224x224[:float32]   one per forward input (zeros: only
 //                                     shapes and dtypes are read;
-//                                     fx/input_spec.h)
+//                                     fx/io/input_spec.h)
 //     --passes=fuse_conv_bn,...       passes/registry.h names, in order
 //     --class_name=MyNetFolded --namespace=models
 //     --header_include=models/my_net_folded.h
@@ -30,7 +30,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 
-#include "fx/leaf_module.h"
+#include "fx/runtime/leaf_module.h"
 
 namespace fx {
 namespace codegen {

@@ -10,9 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fx/cpp_code.h"
-#include "fx/errors.h"
-#include "fx/function.h"
+#include "fx/emit/cpp_code.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
 
 namespace fx {
 namespace codegen {

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace codegen {

@@ -8,7 +8,7 @@
 #include "codegen/generator.h"
 #include "codegen/runtime.h"
 #include "fx/fx.h"
-#include "fx/input_spec.h"
+#include "fx/io/input_spec.h"
 #include "passes/pass_manager.h"
 #include "testdata/lenet_generated.h"
 #include "lowering/optimize_for_inference.h"

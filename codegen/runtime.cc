@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/errors.h"
-#include "fx/internal/files.h"
+#include "fx/io/internal/files.h"
+#include "fx/ir/errors.h"
 
 namespace fx {
 

@@ -1,6 +1,6 @@
 // What generated C++ (codegen/module_codegen.h) calls: binding tensors and
-// leaf modules by qualified name, input guards (fx/guards.h) and the
-// registry of opaque functions (fx/function.h).
+// leaf modules by qualified name, input guards (fx/runtime/guards.h) and the
+// registry of opaque functions (fx/ir/function.h).
 //
 //   ResNet18Folded net(fx::named_tensors(*model));   // from the model
 //   ResNet18Folded net(fx::load_tensors("resnet18.weights"));  // from a file
@@ -14,9 +14,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "fx/function.h"
-#include "fx/guards.h"
-#include "fx/leaf_module.h"
+#include "fx/ir/function.h"
+#include "fx/runtime/guards.h"
+#include "fx/runtime/leaf_module.h"
 
 namespace fx {
 

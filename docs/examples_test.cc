@@ -24,7 +24,7 @@
 
 #include "docs/examples.inc"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "passes/pass_manager.h"

@@ -20,7 +20,7 @@
 //     #2 mz_zip_reader_init
 //     #3 caffe2::serialize::PyTorchStreamReader::init()
 //     #4 caffe2::serialize::PyTorchStreamReader::PyTorchStreamReader(...)
-//     #5 fx::(anonymous namespace)::load_from_bytes fx/serialization.cc
+//     #5 fx::(anonymous namespace)::load_from_bytes fx/io/serialization.cc
 //     #6 fx::load(std::istream&, fx::Attributes)
 extern "C" const char* __lsan_default_suppressions() {
   return "leak:caffe2::serialize::PyTorchStreamReader::init\n";

@@ -18,8 +18,8 @@
 
 #include <torch/torch.h>
 
-#include "fx/graph_module.h"
-#include "fx/serialization.h"
+#include "fx/runtime/graph_module.h"
+#include "fx/io/serialization.h"
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "fuzz/targets.h"
-#include "fx/graph_module.h"
-#include "fx/serialization.h"
+#include "fx/io/serialization.h"
+#include "fx/runtime/graph_module.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
 

@@ -11,10 +11,10 @@
 
 #include <c10/util/Logging.h>
 
-#include "fx/errors.h"
-#include "fx/input_spec.h"
-#include "fx/parser.h"
-#include "fx/serialization.h"
+#include "fx/io/input_spec.h"
+#include "fx/io/parser.h"
+#include "fx/io/serialization.h"
+#include "fx/ir/errors.h"
 
 namespace fx {
 namespace fuzz {
@@ -83,7 +83,7 @@ void parse_graph(const uint8_t* data, size_t size) {
 
 void load(const uint8_t* data, size_t size) {
   // In memory: fx::load of a path reads the whole file and goes the same
-  // way (fx/serialization_test.cc checks that the two agree).
+  // way (fx/io/serialization_test.cc checks that the two agree).
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
   GraphModule gm{nullptr};
   if (!accepts([&] { gm = fx::load(in); })) return;

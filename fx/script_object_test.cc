@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "fx/fx.h"
-#include "fx/serialization.h"
-#include "fx/torchscript.h"
+#include "fx/io/serialization.h"
+#include "fx/torchscript/torchscript.h"
 #include "interpreter/interpreter.h"
 #include "third_party/catch.h"
 

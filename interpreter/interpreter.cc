@@ -4,9 +4,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/function.h"
-#include "fx/internal/executor.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/runtime/internal/executor.h"
 
 namespace fx {
 

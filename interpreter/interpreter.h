@@ -34,8 +34,8 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/container/flat_hash_map.h"
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

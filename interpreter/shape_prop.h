@@ -31,7 +31,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/container/flat_hash_map.h"
-#include "fx/meta.h"
+#include "fx/ir/meta.h"
 #include "interpreter/interpreter.h"
 
 namespace fx {

@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/function.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
 
 namespace fx {
 namespace {

@@ -30,7 +30,7 @@
 
 #include <vector>
 
-#include "fx/tracer.h"
+#include "fx/trace/tracer.h"
 #include "interpreter/interpreter.h"
 
 namespace fx {

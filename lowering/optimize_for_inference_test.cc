@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "fx/fx.h"
-#include "fx/parser.h"
-#include "fx/serialization.h"
-#include "fx/torchscript.h"
+#include "fx/io/parser.h"
+#include "fx/io/serialization.h"
+#include "fx/torchscript/torchscript.h"
 #include "models/zoo.h"
 #include "passes/cost_model.h"
 #include "passes/pass_manager.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "third_party/catch.h"
 

@@ -1,6 +1,6 @@
 #include "models/data_dependent.h"
 
-#include "fx/tracer.h"
+#include "fx/trace/tracer.h"
 
 namespace models {
 

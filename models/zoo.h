@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "fx/tracer.h"
+#include "fx/trace/tracer.h"
 
 namespace models {
 

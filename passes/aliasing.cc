@@ -5,9 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
-#include "fx/argument.h"
-#include "fx/function.h"
-#include "fx/target.h"
+#include "fx/ir/argument.h"
+#include "fx/ir/function.h"
+#include "fx/ir/target.h"
 
 namespace fx {
 namespace {

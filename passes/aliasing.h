@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "fx/node.h"
+#include "fx/ir/node.h"
 
 namespace fx {
 

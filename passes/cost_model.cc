@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "fx/errors.h"
-#include "fx/function.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/ir/operator_schemas.h"
 
 namespace fx {
 namespace {

@@ -56,7 +56,7 @@
 #include <utility>
 #include <vector>
 
-#include "fx/graph.h"
+#include "fx/ir/graph.h"
 
 namespace fx {
 

@@ -7,9 +7,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 #include "interpreter/transformer.h"
 
 namespace fx {

@@ -24,7 +24,7 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/target.h"
+#include "fx/ir/target.h"
 #include "passes/pass.h"
 
 namespace fx {

@@ -13,7 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

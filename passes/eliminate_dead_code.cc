@@ -1,5 +1,5 @@
 #include "passes/eliminate_dead_code.h"
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

@@ -6,10 +6,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 
-#include "fx/function.h"
-#include "fx/graph_module.h"
-#include "fx/meta.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/function.h"
+#include "fx/ir/meta.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

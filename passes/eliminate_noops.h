@@ -32,10 +32,10 @@
 // inputs:
 //  - dtype, device and rank are guarded by the GraphModule, so the `to`
 //    rules hold for every input it accepts;
-//  - sizes are guarded only when the traced code read them (fx/guards.h):
-//    the rules that depend on sizes (view, reshape, expand) apply only when
-//    every input's sizes are guarded, i.e. when the trace is specialized to
-//    its input shapes;
+//  - sizes are guarded only when the traced code read them
+//    (fx/runtime/guards.h): the rules that depend on sizes (view, reshape,
+//    expand) apply only when every input's sizes are guarded, i.e. when the
+//    trace is specialized to its input shapes;
 //  - strides are not guarded: the contiguous rule assumes inputs laid out
 //    like the example inputs (a transposed or channels_last input where the
 //    example was contiguous would then reach code that expected a

@@ -5,9 +5,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "fx/function.h"
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/function.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

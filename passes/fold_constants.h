@@ -27,7 +27,7 @@
 
 #include <vector>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/pass.h"
 
 namespace fx {

@@ -5,8 +5,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/patterns.h"
 
 namespace fx {

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
-#include "fx/parser.h"
+#include "fx/io/parser.h"
 #include "passes/pass_manager.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fx/errors.h"
+#include "fx/ir/errors.h"
 
 extern char** environ;
 

@@ -28,7 +28,7 @@
 
 #include <string>
 
-#include "fx/graph.h"
+#include "fx/ir/graph.h"
 #include "passes/cost_model.h"
 
 namespace fx {

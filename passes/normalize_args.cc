@@ -7,9 +7,9 @@
 #include <ATen/core/function_schema.h>
 
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

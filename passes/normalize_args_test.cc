@@ -2,10 +2,10 @@
 
 #include <torch/torch.h>
 
-#include "fx/errors.h"
+#include "fx/ir/errors.h"
 #include "fx/fx.h"
 #include "interpreter/interpreter.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/operator_schemas.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"

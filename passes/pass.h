@@ -18,8 +18,8 @@
 
 namespace fx {
 
-// fx/graph_module.h, which pulls in the C++ frontend (torch/nn), is for the
-// passes' sources: their headers only name the module.
+// fx/runtime/graph_module.h, which pulls in the C++ frontend (torch/nn), is
+// for the passes' sources: their headers only name the module.
 class GraphModuleImpl;
 
 class Pass {

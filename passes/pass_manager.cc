@@ -1,8 +1,8 @@
 #include "passes/pass_manager.h"
 
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/graph_module.h"
+#include "fx/ir/errors.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/registry.h"
 
 namespace fx {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/pass.h"
 
 namespace fx {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/operator_schemas.h"
 
 namespace fx {
 namespace {

@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

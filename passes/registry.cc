@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/errors.h"
+#include "fx/ir/errors.h"
 #include "passes/decompose.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"

@@ -5,8 +5,8 @@
 
 #include <ATen/core/function_schema.h>
 
-#include "fx/graph_module.h"
-#include "fx/operator_schemas.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

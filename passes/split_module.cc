@@ -12,10 +12,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/errors.h"
-#include "fx/function.h"
-#include "fx/graph_module.h"
-#include "fx/meta.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/ir/meta.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/aliasing.h"
 
 namespace fx {

@@ -58,8 +58,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "fx/graph_module.h"
-#include "fx/node.h"
+#include "fx/ir/node.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

@@ -7,8 +7,8 @@
 
 #include <torch/torch.h>
 
-#include "fx/errors.h"
 #include "fx/fx.h"
+#include "fx/ir/errors.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
 

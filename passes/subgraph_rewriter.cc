@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fx/errors.h"
-#include "fx/graph_module.h"
-#include "fx/meta.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/meta.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 namespace {

@@ -61,11 +61,11 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/argument.h"
-#include "fx/graph.h"
-#include "fx/graph_module.h"
-#include "fx/node.h"
-#include "fx/tracer.h"
+#include "fx/ir/argument.h"
+#include "fx/ir/graph.h"
+#include "fx/ir/node.h"
+#include "fx/runtime/graph_module.h"
+#include "fx/trace/tracer.h"
 
 namespace fx {
 

@@ -11,8 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
-#include "fx/parser.h"
+#include "fx/io/parser.h"
+#include "fx/ir/errors.h"
 
 namespace fx {
 namespace {

@@ -14,8 +14,8 @@
 
 #include <string_view>
 
-#include "fx/graph.h"
-#include "fx/graph_module.h"
+#include "fx/ir/graph.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 
@@ -30,7 +30,7 @@ namespace fx {
 // a type, and how to write one.
 Attributes typed_attributes(const Graph& graph);
 
-// parse_graph (fx/parser.h) and a GraphModule over the graph with its
+// parse_graph (fx/io/parser.h) and a GraphModule over the graph with its
 // typed_attributes. Throws fx::ParseError or fx::GraphError.
 GraphModule parse_graph_module(std::string_view text);
 

@@ -17,7 +17,7 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

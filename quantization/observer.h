@@ -18,7 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "fx/argument.h"
+#include "fx/ir/argument.h"
 #include "quantization/qconfig.h"
 
 namespace fx {

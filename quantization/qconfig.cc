@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/meta.h"
-#include "fx/node.h"
+#include "fx/ir/meta.h"
+#include "fx/ir/node.h"
 
 namespace fx {
 

@@ -20,7 +20,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "fx/errors.h"
+#include "fx/ir/errors.h"
 
 namespace fx {
 

@@ -54,8 +54,8 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/graph_module.h"
-#include "fx/meta.h"
+#include "fx/ir/meta.h"
+#include "fx/runtime/graph_module.h"
 #include "quantization/qconfig.h"
 
 namespace fx {

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "fx/fx.h"
-#include "fx/parser.h"
-#include "fx/serialization.h"
+#include "fx/io/parser.h"
+#include "fx/io/serialization.h"
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
 #include "third_party/catch.h"

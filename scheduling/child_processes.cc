@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "fx/errors.h"
+#include "fx/ir/errors.h"
 
 extern char** environ;
 

@@ -55,7 +55,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/cost_model.h"
 
 namespace fx {

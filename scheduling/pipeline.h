@@ -60,7 +60,7 @@
 #include <string>
 #include <vector>
 
-#include "fx/graph_module.h"
+#include "fx/runtime/graph_module.h"
 #include "passes/cost_model.h"
 
 namespace fx {

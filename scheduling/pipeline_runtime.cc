@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fx/meta.h"
+#include "fx/ir/meta.h"
 
 namespace fx {
 namespace {

@@ -50,8 +50,8 @@
 
 #include <ATen/core/ivalue.h>
 
-#include "fx/errors.h"
-#include "fx/graph_module.h"
+#include "fx/ir/errors.h"
+#include "fx/runtime/graph_module.h"
 
 namespace fx {
 

@@ -1,6 +1,6 @@
 // Pass tests as IR text, run through the fx tool (tools/ir_test.cc runs
 // every case under testdata/ir/). A case is a .ir file: a graph as
-// `print(graph)` writes it (fx/parser.h), a `# RUN:` line saying how to run
+// `print(graph)` writes it (fx/io/parser.h), a `# RUN:` line saying how to run
 // fx on the file, and CHECK lines (testdata/filecheck.h) that what fx
 // prints must match, as LLVM's lit and FileCheck run MLIR's tests:
 //

@@ -1,6 +1,7 @@
 """The public corpus: torchvision 0.14's models as TorchScript files, for
-fx/torchvision_corpus_test.cc (run with Debian's /usr/bin/python3, torch 1.13,
-torchvision 0.14). Random weights from a fixed seed, nothing downloaded.
+fx/torchscript/torchvision_corpus_test.cc (run with Debian's /usr/bin/python3,
+torch 1.13, torchvision 0.14). Random weights from a fixed seed, nothing
+downloaded.
 
     python3 testdata/torchvision_corpus.py list [all]
         one line per entry: NAME INPUT_SPEC (the fx CLI's --input format);

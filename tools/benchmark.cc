@@ -38,7 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
 #include "interpreter/interpreter.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "models/zoo.h"
 #include "tools/benchmark_support.h"
 

@@ -43,7 +43,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "interpreter/interpreter.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/optimize_for_inference.h"

@@ -26,7 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"

@@ -48,7 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "passes/cost_model.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"

@@ -1,4 +1,4 @@
-// fx opt FILE.ir: a graph written as text (the textual IR, fx/parser.h)
+// fx opt FILE.ir: a graph written as text (the textual IR, fx/io/parser.h)
 // read, passes run on it through fx::PassManager, and the result printed,
 // as mlir-opt does for MLIR. Pass tests are .ir files run through it
 // (tools/ir_test.cc); their get_attr nodes get tensors made from their

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "fx/fx.h"
-#include "fx/input_spec.h"
+#include "fx/io/input_spec.h"
 #include "scheduling/child_processes.h"
 #include "scheduling/pipeline.h"
 #include "scheduling/pipeline_runtime.h"

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fx/input_spec.h"
-#include "fx/torchscript.h"
+#include "fx/io/input_spec.h"
+#include "fx/torchscript/torchscript.h"
 
 namespace cli {
 

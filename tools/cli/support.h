@@ -35,7 +35,7 @@ struct Traced {
 Traced trace_zoo_model(const std::string& name);
 void print_stats(const Traced& t);
 
-// --input: example inputs as specs (fx/input_spec.h).
+// --input: example inputs as specs (fx/io/input_spec.h).
 void add_input_flag(Flags& flags, std::vector<std::string>* input);
 std::vector<c10::IValue> example_inputs(const std::vector<std::string>& specs);
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "fx/fx.h"
-#include "fx/torchscript.h"
+#include "fx/torchscript/torchscript.h"
 #include "passes/cost_model.h"
 #include "passes/graph_drawer.h"
 #include "tools/cli/commands.h"

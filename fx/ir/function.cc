@@ -1,0 +1,115 @@
+#include "fx/ir/function.h"
+
+#include <memory>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
+
+namespace fx {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  absl::flat_hash_map<std::string, std::unique_ptr<Function>> functions;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+c10::IValue getitem_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 || !args[1].isInt()) {
+    throw ExecutionError("getitem takes (a tuple or list, an int index)");
+  }
+  int64_t index = args[1].toInt();
+  const c10::IValue& container = args[0];
+  auto pick = [&](auto size, auto get) -> c10::IValue {
+    int64_t n = static_cast<int64_t>(size);
+    int64_t i = index < 0 ? index + n : index;
+    if (i < 0 || i >= n) {
+      throw ExecutionError(absl::StrCat("getitem: index ", index,
+                                        " is out of range for a sequence of ",
+                                        n, " elements"));
+    }
+    return get(i);
+  };
+  if (container.isTuple()) {
+    const auto& elems = container.toTupleRef().elements();
+    return pick(elems.size(), [&](int64_t i) { return elems[i]; });
+  }
+  if (container.isList()) {
+    auto list = container.toListRef();
+    return pick(list.size(), [&](int64_t i) { return list[i]; });
+  }
+  throw ExecutionError(absl::StrCat("getitem: expected a tuple or list, got ",
+                                    container.tagKind()));
+}
+
+// Builtin dict(keys, values): a dict with string keys, as forward returns
+// (torchvision's segmentation models: {'out': ..., 'aux': ...}).
+//   %dict = dict(['out', 'aux'], [%relu, %add])
+c10::IValue dict_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 || !args[0].isList() || !args[1].isList() ||
+      args[0].toListRef().size() != args[1].toListRef().size()) {
+    throw ExecutionError(
+        "dict takes (a list of string keys, a list of as many values)");
+  }
+  const auto keys = args[0].toListRef();
+  const auto values = args[1].toListRef();
+  c10::TypePtr value_type = c10::TensorType::get();
+  for (const c10::IValue& v : values) {
+    if (!v.isTensor()) value_type = c10::AnyType::get();
+  }
+  c10::impl::GenericDict out(c10::StringType::get(), value_type);
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keys[i].isString()) {
+      throw ExecutionError(absl::StrCat("dict: key ", i, " is a ",
+                                        keys[i].tagKind(), ", not a string"));
+    }
+    out.insert_or_assign(keys[i], values[i]);
+  }
+  return out;
+}
+
+const Function* dict() {
+  static const Function* f =
+      register_function("dict", &dict_impl, /*is_pure=*/true);
+  return f;
+}
+
+}  // namespace
+
+const Function* register_function(std::string name, BoxedFunction call,
+                                  bool is_pure) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& slot = r.functions[name];
+  if (slot) {
+    throw GraphError(absl::StrCat(
+        "a function named '", name,
+        "' is already registered: give each wrapped function its own name"));
+  }
+  slot = std::make_unique<Function>(std::move(name), std::move(call), is_pure);
+  return slot.get();
+}
+
+const Function* find_function(std::string_view name) {
+  if (name == "getitem") return getitem();
+  if (name == "dict") return dict();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.functions.find(absl::string_view(name.data(), name.size()));
+  return it == r.functions.end() ? nullptr : it->second.get();
+}
+
+const Function* getitem() {
+  static const Function* f =
+      register_function("getitem", &getitem_impl, /*is_pure=*/true);
+  return f;
+}
+
+}  // namespace fx

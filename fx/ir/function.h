@@ -1,0 +1,58 @@
+// Registered C++ functions: calls the tracer cannot or should not see into,
+// kept as one opaque call_function node (torch.fx's `wrap`).
+//
+// Most users register through fx::wrap (fx/trace/tracer.h), which builds
+// the boxed form from a typed function. This header is the registry
+// underneath, also used by the executor and by passes that create such
+// nodes.
+//
+//   before tracing:  y = my_nms(boxes, scores)          // a C++ function
+//   after wrapping:  %my_nms : [#users=1] = call_function[target=my_nms](args = (%boxes, %scores), kwargs = {})
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+namespace fx {
+
+using BoxedFunction =
+    std::function<c10::IValue(const std::vector<c10::IValue>& args)>;
+
+class Function {
+ public:
+  Function(std::string name, BoxedFunction call, bool is_pure)
+      : name_(std::move(name)), call_(std::move(call)), is_pure_(is_pure) {}
+
+  const std::string& name() const { return name_; }
+  // Calls the function on positional arguments.
+  c10::IValue operator()(const std::vector<c10::IValue>& args) const {
+    return call_(args);
+  }
+  // Pure functions have no side effects and may be removed by dead code
+  // elimination when unused, or merged by CSE.
+  bool is_pure() const { return is_pure_; }
+
+ private:
+  std::string name_;
+  BoxedFunction call_;
+  bool is_pure_;
+};
+
+// Registers `call` under `name` and returns the registry's entry, which lives
+// for the rest of the process. Names are unique: registering a name twice
+// throws fx::GraphError.
+const Function* register_function(std::string name, BoxedFunction call,
+                                  bool is_pure);
+
+// The function registered as `name`, or nullptr.
+const Function* find_function(std::string_view name);
+
+// Builtin: getitem(container, index) -> element of a tuple or list, as
+// Python's operator.getitem. The tracer uses it for ops with several outputs.
+const Function* getitem();
+
+}  // namespace fx

@@ -1,0 +1,210 @@
+#include "fx/runtime/guards.h"
+
+#include <ATen/ops/equal.h>
+#include <torch/library.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/ir/argument.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/operator_schemas.h"
+
+namespace fx {
+namespace {
+
+std::string format_sizes(c10::IntArrayRef sizes) {
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
+}
+
+[[noreturn]] void guard_failure(const std::string& what) {
+  throw GuardError(guard_failure_message("GraphModule", what));
+}
+
+void check_tensor(const at::Tensor& t, const std::string& who,
+                  c10::ScalarType dtype, c10::Device device, int64_t dim,
+                  c10::optional<c10::IntArrayRef> sizes,
+                  c10::optional<c10::IntArrayRef> strides) {
+  if (!t.defined()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " is an undefined tensor"));
+  }
+  if (t.scalar_type() != dtype) {
+    guard_failure(absl::StrCat(who, " has dtype ",
+                               format_dtype(t.scalar_type()),
+                               " but the trace saw ", format_dtype(dtype)));
+  }
+  if (t.device() != device) {
+    guard_failure(device_mismatch(who, t.device().str(), device));
+  }
+  if (t.dim() != dim) {
+    guard_failure(rank_mismatch(who, absl::StrCat(t.dim()), dim));
+  }
+  if (sizes && t.sizes() != *sizes) {
+    guard_failure(shape_mismatch(who, format_sizes(t.sizes()), *sizes));
+  }
+  if (strides && t.strides() != *strides) {
+    guard_failure(stride_mismatch(who, format_sizes(t.strides()), *strides));
+  }
+}
+
+void check_tensor_value(const InputGuard& g, const c10::IValue& value,
+                        const std::string& who) {
+  if (!value.isTensor()) {
+    throw GuardError(absl::StrCat("GraphModule ", who,
+                                  " must be a Tensor, got ", value.tagKind()));
+  }
+  check_tensor(value.toTensor(), who, g.dtype, g.device, g.dim,
+               g.check_sizes ? c10::optional<c10::IntArrayRef>(g.sizes)
+                             : c10::nullopt,
+               g.check_strides ? c10::optional<c10::IntArrayRef>(g.strides)
+                               : c10::nullopt);
+}
+
+void check_length(size_t length, const std::string& who, size_t expected) {
+  if (length != expected) {
+    guard_failure(length_mismatch(who, absl::StrCat(length), expected));
+  }
+}
+
+void check_value(const c10::IValue& value, const std::string& who,
+                 const std::string& expected) {
+  std::string got;
+  try {
+    got = ivalue_to_argument(value, nullptr, [](const at::Tensor&) {
+            return Argument("<tensor>");
+          }).to_string();
+  } catch (const GraphError&) {
+    got = value.tagKind();
+  }
+  if (got != expected) {
+    guard_failure(absl::StrCat(who, " is ", got, " but the trace saw ",
+                               expected, ", which is baked into the graph"));
+  }
+}
+
+}  // namespace
+
+std::string describe_input(const std::string& name, size_t index) {
+  return absl::StrCat("input ", index, " ('", name, "')");
+}
+
+std::string device_mismatch(const std::string& who, const std::string& actual,
+                            c10::Device expected) {
+  return absl::StrCat(who, " is on ", actual, " but the trace saw ",
+                      expected.str());
+}
+
+std::string rank_mismatch(const std::string& who, const std::string& actual,
+                          int64_t expected) {
+  return absl::StrCat(who, " has ", actual, " dimensions but the trace saw ",
+                      expected);
+}
+
+std::string shape_mismatch(const std::string& who, const std::string& actual,
+                           c10::IntArrayRef expected) {
+  return absl::StrCat(
+      who, " has shape ", actual,
+      " but the traced code read the sizes of its example input ",
+      format_sizes(expected),
+      " (C++ reads sizes as plain integers, so the graph is specialized to "
+      "them)");
+}
+
+std::string stride_mismatch(const std::string& who, const std::string& actual,
+                            c10::IntArrayRef expected) {
+  return absl::StrCat(
+      who, " has strides ", actual,
+      " but the traced code read the strides or contiguity of its example "
+      "input, whose strides were ",
+      format_sizes(expected),
+      " (pass an input laid out alike, e.g. x.contiguous())");
+}
+
+std::string length_mismatch(const std::string& who, const std::string& actual,
+                            size_t expected) {
+  return absl::StrCat(who, " has ", actual, " tensors but the trace saw ",
+                      expected);
+}
+
+std::string guard_failure_message(const std::string& module,
+                                  const std::string& what,
+                                  const std::string& then) {
+  return absl::StrCat(
+      module, " ", what,
+      "; the graph was traced for other inputs: trace the model again with "
+      "an example input like this one (fx::symbolic_trace)",
+      then);
+}
+
+void check_tensor_input(const at::Tensor& tensor, const std::string& name,
+                        size_t index, c10::ScalarType dtype,
+                        c10::Device device, int64_t dim,
+                        c10::optional<c10::IntArrayRef> sizes,
+                        c10::optional<c10::IntArrayRef> strides) {
+  check_tensor(tensor, describe_input(name, index), dtype, device, dim, sizes,
+               strides);
+}
+
+void check_input(const InputGuard& guard, const c10::IValue& value,
+                 const std::string& name, size_t index) {
+  const std::string who = describe_input(name, index);
+  switch (guard.kind) {
+    case InputGuard::Kind::kTensor:
+      check_tensor_value(guard, value, who);
+      return;
+    case InputGuard::Kind::kTensorList: {
+      if (!value.isList()) {
+        throw GuardError(absl::StrCat("GraphModule ", who,
+                                      " must be a list of tensors, got ",
+                                      value.tagKind()));
+      }
+      auto list = value.toListRef();
+      check_length(list.size(), who, guard.elements.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        check_tensor_value(guard.elements[i], list[i],
+                           absl::StrCat(who, "[", i, "]"));
+      }
+      return;
+    }
+    case InputGuard::Kind::kValue:
+      check_value(value, who, guard.value);
+      return;
+  }
+}
+
+void check_list_input(const std::vector<at::Tensor>& list,
+                      const std::string& name, size_t index, size_t length) {
+  check_length(list.size(), describe_input(name, index), length);
+}
+
+void check_value_input(const c10::IValue& value, const std::string& name,
+                       size_t index, const std::string& expected) {
+  check_value(value, describe_input(name, index), expected);
+}
+
+namespace {
+
+void check_not_equal(const at::Tensor& a, const at::Tensor& b,
+                     c10::string_view what) {
+  if (a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+      at::equal(a, b)) {
+    throw GuardError(guard_failure_message(
+        "GraphModule", absl::StrCat(std::string(what), ", but they are equal")));
+  }
+}
+
+}  // namespace
+}  // namespace fx
+
+// Guards the tracer records inside a graph, for what an input's values (not
+// its shape) decided while tracing:
+//
+//   fx_guard::check_not_equal(%query, %key, "torch::equal(query, key) was
+//   false while tracing")
+TORCH_LIBRARY(fx_guard, m) {
+  m.def("check_not_equal(Tensor a, Tensor b, str what) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(fx_guard, CompositeExplicitAutograd, m) {
+  m.impl("check_not_equal", &fx::check_not_equal);
+}

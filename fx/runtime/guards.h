@@ -1,0 +1,69 @@
+// Input guards: checks that an input satisfies what a trace assumed.
+//
+// The tracer records an InputGuard (fx/ir/meta.h) on each placeholder; a
+// GraphModule checks them before running, and generated C++ calls the same
+// functions at the top of its forward, so both reject a bad input with the
+// same fx::GuardError:
+//
+//   GraphModule input 0 ('x') has shape [1, 3, 32, 32] but the traced code
+//   read the sizes of its example input [1, 3, 224, 224] (...); the graph was
+//   traced for other inputs: trace the model again with an example input
+//   like this one (fx::symbolic_trace)
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Optional.h>
+
+#include "fx/ir/meta.h"
+
+namespace fx {
+
+// Checks a tensor input: dtype, device, rank and (if given) sizes and
+// strides.
+void check_tensor_input(const at::Tensor& tensor, const std::string& name,
+                        size_t index, c10::ScalarType dtype,
+                        c10::Device device, int64_t dim,
+                        c10::optional<c10::IntArrayRef> sizes,
+                        c10::optional<c10::IntArrayRef> strides = c10::nullopt);
+
+// Checks the length of a list-of-tensors input (its elements are checked
+// with check_tensor_input, named "x[0]", ...).
+void check_list_input(const std::vector<at::Tensor>& list,
+                      const std::string& name, size_t index, size_t length);
+
+// Checks a non-tensor input against the value the trace baked in, given as
+// the graph prints it ("3", "True", "'mean'").
+void check_value_input(const c10::IValue& value, const std::string& name,
+                       size_t index, const std::string& expected);
+
+// Checks any input against its guard.
+void check_input(const InputGuard& guard, const c10::IValue& value,
+                 const std::string& name, size_t index);
+
+// The wording of the checks above, shared by the checks fx::to_torchscript
+// writes into an exported forward. `who` names the input ("input 0 ('x')",
+// "input 0 ('xs')[1]"); `actual` is its value as text, or "{}" where
+// TorchScript formats it in at run time.
+std::string describe_input(const std::string& name, size_t index);
+std::string device_mismatch(const std::string& who, const std::string& actual,
+                            c10::Device expected);
+std::string rank_mismatch(const std::string& who, const std::string& actual,
+                          int64_t expected);
+std::string shape_mismatch(const std::string& who, const std::string& actual,
+                           c10::IntArrayRef expected);
+std::string stride_mismatch(const std::string& who, const std::string& actual,
+                            c10::IntArrayRef expected);
+std::string length_mismatch(const std::string& who, const std::string& actual,
+                            size_t expected);
+// "<module> <what>; the graph was traced for other inputs: trace the model
+// again with an example input like this one (fx::symbolic_trace)<then>".
+std::string guard_failure_message(const std::string& module,
+                                  const std::string& what,
+                                  const std::string& then = "");
+
+}  // namespace fx

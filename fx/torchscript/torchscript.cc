@@ -1,0 +1,392 @@
+#include "fx/torchscript/torchscript.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "fx/ir/argument.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/runtime/guards.h"
+#include "fx/ir/meta.h"
+#include "fx/torchscript/internal/torchscript_interpreter.h"
+
+namespace fx {
+namespace {
+
+// The parameters and buffers of the module object `object` and its
+// submodules by qualified name, as named_parameters() and named_buffers()
+// give them, in one walk over the attribute slots (4x faster than those
+// iterators, which rebuild each name). `path` holds the object's prefix
+// ("layer1.0.") and is restored before returning.
+void collect_tensors(const c10::ivalue::Object& object, std::string* path,
+                     Attributes* out) {
+  const c10::ClassType& type = *object.type();
+  const size_t prefix = path->size();
+  for (size_t i = 0; i < type.numAttributes(); ++i) {
+    const c10::IValue& value = object.getSlot(i);
+    const bool tensor = value.isTensor();
+    const bool parameter = tensor && type.is_parameter(i);
+    const bool buffer = tensor && !parameter && type.is_buffer(i) &&
+                        value.toTensor().defined();
+    const bool module = !tensor && value.isObject() &&
+                        value.toObjectRef().type()->is_module();
+    if (!parameter && !buffer && !module) continue;
+    path->append(type.getAttributeName(i));
+    if (module) {
+      path->push_back('.');
+      collect_tensors(value.toObjectRef(), path, out);
+    } else {
+      (parameter ? out->parameters : out->buffers)
+          .emplace(*path, value.toTensor());
+    }
+    path->resize(prefix);
+  }
+}
+
+// --- Export -------------------------------------------------------------
+
+using JitValue = torch::jit::Value;
+
+class Exporter {
+ public:
+  explicit Exporter(const GraphModuleImpl& gm)
+      : gm_(gm),
+        cu_(std::make_shared<torch::jit::CompilationUnit>()),
+        root_(c10::QualifiedName("__torch__.fx.GraphModule"), cu_,
+              /*shouldMangle=*/true),
+        graph_(std::make_shared<torch::jit::Graph>()) {}
+
+  torch::jit::Module run() {
+    for (const auto& [path, tensor] : gm_.tensor_attributes()) {
+      add_tensor(path, tensor, gm_.is_parameter(path));
+    }
+    // Script objects (packed weights) as attributes of their class's type:
+    // torch::jit::save pickles them with their own __getstate__.
+    for (const auto& [path, object] : gm_.object_attributes()) {
+      std::string name;
+      torch::jit::Module parent = parent_of(path, &name);
+      parent.register_attribute(name, object.type(), object);
+    }
+    self_ = graph_->addInput("self");
+    self_->setType(root_.type());
+    for (const Node* n : gm_.graph().nodes()) node(*n);
+    auto* fn = cu_->create_function(
+        c10::QualifiedName(*root_.type()->name(), "forward"), graph_);
+    root_.type()->addMethod(fn);
+    return root_;
+  }
+
+ private:
+  [[noreturn]] void fail(const Node& n, const std::string& why) const {
+    throw GraphError(absl::StrCat("to_torchscript: %", n.name(), " (",
+                                  n.format_node(), "): ", why));
+  }
+
+  // The submodule holding `path`'s last part (made as needed), which is
+  // stored in `name`.
+  torch::jit::Module parent_of(const std::string& path, std::string* name) {
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    torch::jit::Module parent = root_;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (parent.hasattr(parts[i])) {
+        parent = parent.attr(parts[i]).toModule();
+      } else {
+        torch::jit::Module child(c10::QualifiedName("__torch__.fx.Module"),
+                                 cu_, /*shouldMangle=*/true);
+        parent.register_module(parts[i], child);
+        parent = child;
+      }
+    }
+    *name = parts.back();
+    return parent;
+  }
+
+  void add_tensor(const std::string& path, const at::Tensor& tensor,
+                  bool parameter) {
+    std::string name;
+    torch::jit::Module parent = parent_of(path, &name);
+    if (parameter) {
+      parent.register_parameter(name, tensor, /*is_buffer=*/false);
+    } else {
+      parent.register_buffer(name, tensor);
+    }
+  }
+
+  // Emits `if failed: raise Exception(message)`; `message` may hold one
+  // "{}", filled with `detail`.
+  void raise_if(JitValue* failed, const std::string& message,
+                JitValue* detail = nullptr) {
+    torch::jit::Node* branch =
+        graph_->insertNode(graph_->create(c10::prim::If, {failed}, 0));
+    torch::jit::WithInsertPoint in_then(branch->addBlock());
+    branch->addBlock();
+    JitValue* text = graph_->insertConstant(guard_failure_message(
+        "fx::to_torchscript module", message, " and export it again"));
+    if (detail) {
+      text = graph_->insert(c10::Symbol::fromQualString("aten::format"),
+                            {text, detail});
+    }
+    graph_->insert(c10::prim::RaiseException, {text});
+  }
+
+  JitValue* differs(JitValue* actual, JitValue* expected) {
+    return graph_->insert(c10::aten::ne, {actual, expected});
+  }
+
+  // The checks fx::check_input makes on a GraphModule's input
+  // (fx/runtime/guards.h), as TorchScript at the top of forward.
+  void check(JitValue* v, const InputGuard& guard, const std::string& who) {
+    if (guard.kind == InputGuard::Kind::kTensorList) {
+      JitValue* length = graph_->insert(c10::aten::len, {v});
+      raise_if(differs(length, graph_->insertConstant(static_cast<int64_t>(
+                                   guard.elements.size()))),
+               length_mismatch(who, "{}", guard.elements.size()), length);
+      for (size_t i = 0; i < guard.elements.size(); ++i) {
+        JitValue* element = graph_->insert(
+            c10::aten::__getitem__,
+            {v, graph_->insertConstant(static_cast<int64_t>(i))});
+        check(element, guard.elements[i], absl::StrCat(who, "[", i, "]"));
+      }
+      return;
+    }
+    if (guard.kind != InputGuard::Kind::kTensor) return;
+    // TorchScript has a dtype as a number, so this one message names only
+    // the dtype expected.
+    raise_if(differs(graph_->insert(c10::prim::dtype, {v}),
+                     graph_->insertConstant(
+                         static_cast<int64_t>(guard.dtype))),
+             absl::StrCat(who, " does not have dtype ",
+                          format_dtype(guard.dtype), ", which the trace saw"));
+    JitValue* device = graph_->insert(c10::prim::device, {v});
+    raise_if(differs(device, graph_->insertConstant(guard.device)),
+             device_mismatch(who, "{}", guard.device), device);
+    JitValue* dim = graph_->insert(c10::aten::dim, {v});
+    raise_if(differs(dim, graph_->insertConstant(guard.dim)),
+             rank_mismatch(who, "{}", guard.dim), dim);
+    if (!guard.check_sizes) return;
+    JitValue* sizes = graph_->insert(c10::aten::size, {v});
+    raise_if(differs(sizes, graph_->insertConstant(guard.sizes)),
+             shape_mismatch(who, "{}", guard.sizes), sizes);
+    if (!guard.check_strides) return;
+    JitValue* strides = graph_->insert(c10::aten::stride, {v});
+    raise_if(differs(strides, graph_->insertConstant(guard.strides)),
+             stride_mismatch(who, "{}", guard.strides), strides);
+  }
+
+  JitValue* value(const Node& user, const Argument& arg) {
+    switch (arg.kind()) {
+      case ArgumentKind::kNode: return values_.at(arg.to_node());
+      case ArgumentKind::kNone: return graph_->insertConstant(c10::IValue());
+      case ArgumentKind::kBool: return graph_->insertConstant(arg.to_bool());
+      case ArgumentKind::kInt: return graph_->insertConstant(arg.to_int());
+      case ArgumentKind::kDouble: return graph_->insertConstant(arg.to_double());
+      case ArgumentKind::kComplex:
+        return graph_->insertConstant(c10::IValue(arg.to_complex()));
+      case ArgumentKind::kString:
+        return graph_->insertConstant(arg.to_string_ref());
+      case ArgumentKind::kDtype:
+        return graph_->insertConstant(static_cast<int64_t>(arg.to_dtype()));
+      case ArgumentKind::kLayout:
+        return graph_->insertConstant(static_cast<int64_t>(arg.to_layout()));
+      case ArgumentKind::kMemoryFormat:
+        return graph_->insertConstant(
+            static_cast<int64_t>(arg.to_memory_format()));
+      case ArgumentKind::kDevice: return graph_->insertConstant(arg.to_device());
+      case ArgumentKind::kList:
+      case ArgumentKind::kTuple: {
+        std::vector<JitValue*> items;
+        for (const Argument& e : arg.elements()) items.push_back(value(user, e));
+        if (arg.is_tuple()) {
+          return graph_->insertNode(graph_->createTuple(items))->output();
+        }
+        c10::TypePtr element = items.empty() ? c10::IntType::get()
+                                              : items.front()->type();
+        // The last non-None element's type; Optional of it if any is None.
+        bool has_none = false;
+        for (JitValue* v : items) {
+          if (v->type()->kind() == c10::TypeKind::NoneType) {
+            has_none = true;
+          } else {
+            element = v->type();
+          }
+        }
+        if (element->kind() == c10::TypeKind::TensorType) {
+          element = c10::TensorType::get();
+        }
+        if (has_none) element = c10::OptionalType::create(element);
+        return graph_->insertNode(graph_->createList(element, items))->output();
+      }
+    }
+    fail(user, "an argument TorchScript cannot hold");
+  }
+
+  void node(const Node& n) {
+    switch (n.op()) {
+      case Opcode::kPlaceholder: {
+        JitValue* v = graph_->addInput(n.name());
+        const InputGuard* guard = n.meta().get(kGuard);
+        if (guard && guard->kind == InputGuard::Kind::kTensorList) {
+          v->setType(c10::ListType::ofTensors());
+        } else if (guard && guard->kind == InputGuard::Kind::kValue) {
+          fail(n, "non-tensor inputs are baked into the graph; TorchScript "
+                  "export takes tensor inputs only");
+        } else {
+          v->setType(c10::TensorType::get());
+        }
+        if (guard) {
+          check(v, *guard, describe_input(n.name(), inputs_));
+        }
+        ++inputs_;
+        values_[&n] = v;
+        return;
+      }
+      case Opcode::kGetAttr: {
+        JitValue* v = self_;
+        for (absl::string_view part :
+             absl::StrSplit(n.target().str(), '.')) {
+          v = graph_->insertGetAttr(v, std::string(part));
+        }
+        values_[&n] = v;
+        return;
+      }
+      case Opcode::kOutput:
+        graph_->registerOutput(value(n, n.args().at(0)));
+        return;
+      case Opcode::kCallModule:
+        fail(n, "leaf modules are C++ code, which TorchScript cannot hold; "
+                "trace through the module instead");
+      case Opcode::kCallFunction:
+      case Opcode::kCallMethod:
+        break;
+    }
+    if (n.op() == Opcode::kCallFunction && n.target().is_function() &&
+        n.target().function().name() == "dict") {
+      // dict(keys, values) -> prim::DictConstruct.
+      std::vector<JitValue*> keys, values;
+      for (const Argument& k : n.args().at(0).elements()) {
+        keys.push_back(value(n, k));
+      }
+      c10::TypePtr value_type = c10::TensorType::get();
+      for (const Argument& v : n.args().at(1).elements()) {
+        values.push_back(value(n, v));
+        if (!values.back()->type()->isSubtypeOf(*c10::TensorType::get())) {
+          value_type = c10::AnyType::get();
+        }
+      }
+      values_[&n] = graph_->insertNode(graph_->createDict(
+                                           c10::StringType::get(), value_type,
+                                           keys, values))
+                        ->output();
+      return;
+    }
+    if (n.op() == Opcode::kCallFunction && n.target().is_function()) {
+      if (n.target().function().name() != "getitem") {
+        fail(n, "functions registered with fx::wrap are C++ code, which "
+                "TorchScript cannot hold");
+      }
+      JitValue* container = value(n, n.args().at(0));
+      JitValue* index = value(n, n.args().at(1));
+      if (auto tuple = container->type()->cast<c10::TupleType>()) {
+        int64_t i = n.args().at(1).to_int();
+        values_[&n] = graph_->insertNode(graph_->createTupleIndex(
+                                             container, index,
+                                             tuple->elements().at(i)))
+                          ->output();
+      } else {
+        values_[&n] = graph_->insert(c10::Symbol::fromQualString(
+                                         "aten::__getitem__"),
+                                     {container, index});
+      }
+      return;
+    }
+    std::string name = n.op() == Opcode::kCallMethod
+                           ? "aten::" + n.target().str()
+                           : n.target().op().operator_name().name;
+    std::vector<torch::jit::NamedValue> args;
+    for (const Argument& a : n.args()) args.emplace_back(value(n, a));
+    std::vector<torch::jit::NamedValue> kwargs;
+    for (const auto& [key, a] : n.kwargs()) kwargs.emplace_back(key, value(n, a));
+    try {
+      values_[&n] =
+          graph_->insert(c10::Symbol::fromQualString(name), args, kwargs);
+    } catch (const std::exception& e) {
+      fail(n, absl::StrCat("TorchScript has no matching call: ", e.what()));
+    }
+  }
+
+  const GraphModuleImpl& gm_;
+  std::shared_ptr<torch::jit::CompilationUnit> cu_;
+  torch::jit::Module root_;
+  std::shared_ptr<torch::jit::Graph> graph_;
+  JitValue* self_ = nullptr;
+  size_t inputs_ = 0;
+  absl::flat_hash_map<const Node*, JitValue*> values_;
+};
+
+}  // namespace
+
+torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
+  return Exporter(gm).run();
+}
+
+GraphModule symbolic_trace(const torch::jit::Module& module,
+                           const std::vector<c10::IValue>& example_inputs,
+                           TraceOptions options) {
+  Attributes named;
+  std::string path;
+  collect_tensors(*module._ivalue(), &path, &named);
+  torch::jit::Method forward = module.get_method("forward");
+  if (options.input_names.empty()) {
+    const auto& arguments = forward.function().getSchema().arguments();
+    // The given inputs; forward's defaults fill in the rest (detection
+    // models' `targets=None`), as a TorchScript call does.
+    for (size_t i = 1; i < arguments.size() && i <= example_inputs.size();
+         ++i) {
+      options.input_names.push_back(arguments[i].name());
+    }
+  }
+  // Node by node, unless the module has a node kind only TorchScript's
+  // interpreter runs (see internal/torchscript_interpreter.h).
+  BoxedForward walk = [&forward](const std::vector<c10::IValue>& inputs) {
+    return internal::run_torchscript_method(forward, inputs);
+  };
+  BoxedForward interpret = [&forward](const std::vector<c10::IValue>& inputs) {
+    // The plain interpreter: no profiling runs, no fusion, each operator
+    // called as the graph says.
+    torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
+    try {
+      return forward(inputs);
+    } catch (const TraceError&) {
+      throw;
+    } catch (const c10::Error& e) {
+      throw TraceError(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      // The interpreter rethrows errors (ours included) as its own
+      // exception, with TorchScript's traceback: keep it, as a TraceError.
+      throw TraceError(e.what());
+    }
+  };
+  Tracer tracer(options);
+  std::unique_ptr<Graph> graph;
+  try {
+    graph = tracer.trace(named, walk, example_inputs);
+  } catch (const internal::UnsupportedNode&) {
+    graph = tracer.trace(named, interpret, example_inputs);
+  }
+  Attributes attributes = tracer.take_attributes();
+  attributes.parameters.merge(named.parameters);
+  attributes.buffers.merge(named.buffers);
+  // As for a torch::nn::Module: the mode the trace recorded is guarded.
+  attributes.traced_training = module.is_training();
+  return GraphModule(std::move(graph), std::move(attributes));
+}
+
+}  // namespace fx

@@ -1,0 +1,334 @@
+#include "fx/torchscript/torchscript.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "fx/fx.h"
+#include "fx/torchscript/internal/torchscript_interpreter.h"
+#include "passes/fuse_conv_bn.h"
+#include "models/zoo.h"
+#include "testdata/zoo_testing.h"
+#include "third_party/catch.h"
+
+namespace {
+
+// The TorchScript files testdata/torchscript_models.py writes (once per test
+// run), in the test's temporary directory.
+std::string model_path(const std::string& name) {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string out = std::string(tmp ? tmp : "/tmp") + "/torchscript_models";
+    std::string command = "/usr/bin/python3 testdata/torchscript_models.py " +
+                          out + " > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    return out;
+  }();
+  return dir + "/" + name + ".pt";
+}
+
+}  // namespace
+
+TEST_CASE("torchvision models from TorchScript trace into equal GraphModules") {
+  for (const char* name : {"resnet18_scripted", "resnet18_traced",
+                           "mobilenet_v2_scripted", "squeezenet_traced",
+                           "resnet50_scripted"}) {
+    INFO(name);
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    torch::manual_seed(1);
+    at::Tensor x = torch::randn({1, 3, 224, 224});
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    // Parameters by their qualified names.
+    CHECK(gm->graph().find_nodes(fx::Opcode::kGetAttr).size() > 10);
+    CHECK(gm->has_tensor_attribute(
+        std::string(name).rfind("resnet", 0) == 0 ? "layer1.0.conv1.weight"
+                                                  : "features.0.0.weight") ==
+          (std::string(name).rfind("resnet", 0) == 0 ||
+           std::string(name).rfind("mobilenet", 0) == 0));
+    CHECK(gm->graph().placeholders()[0]->name() == "x");
+    torch::NoGradGuard no_grad;
+    at::Tensor expected = script.forward({x}).toTensor();
+    at::Tensor ours = gm(x).toTensor();
+    CHECK(torch::equal(ours, expected));
+
+    // conv/bn folding applies to the imported graph (aten::conv2d from
+    // scripted files, aten::_convolution from traced ones); SqueezeNet has
+    // no batch norm.
+    fx::GraphModule folded = gm->copy();
+    const bool has_batch_norm = std::string(name).rfind("squeezenet", 0) != 0;
+    REQUIRE(fx::fuse_conv_bn(*folded) == has_batch_norm);
+    folded->recompile();
+    CHECK(folded->graph()
+              .find_nodes(fx::Opcode::kCallFunction, fx::op("aten::batch_norm"))
+              .empty());
+    CHECK(torch::allclose(folded(x).toTensor(), expected, 1e-4, 1e-4));
+  }
+}
+
+TEST_CASE("a scripted model with control flow on tensor values is refused") {
+  torch::jit::Module script = torch::jit::load(model_path("data_dependent_scripted"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({2, 3})});
+    FAIL("traced data-dependent control flow");
+  } catch (const fx::TraceError& e) {
+    INFO(e.what());
+    // The operator that needed data, the TorchScript node that called it,
+    // and the Python source line.
+    CHECK_THAT(e.what(), Catch::Contains("aten::item"));
+    CHECK_THAT(e.what(), Catch::Contains("aten::Bool"));
+    CHECK_THAT(e.what(), Catch::Contains("x.sum()"));
+    CHECK_THAT(e.what(), Catch::Contains("torchscript_models.py"));
+  }
+  CHECK_FALSE(fx::is_tracing());
+
+  // One call down: the call stack, outermost call first.
+  script = torch::jit::load(model_path("calls_data_dependent_scripted"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({2, 3})});
+    FAIL("traced data-dependent control flow");
+  } catch (const fx::TraceError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    const size_t outer = what.find("self.inner(x)");
+    const size_t inner = what.find("x.sum()");
+    CHECK(outer != std::string::npos);
+    CHECK(inner != std::string::npos);
+    CHECK(outer < inner);
+  }
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("a failure in a traced file names the TorchScript node and module") {
+  // torch.jit.trace gives its aten::Int nodes no source line.
+  torch::jit::Module script =
+      torch::jit::load(model_path("data_dependent_traced"));
+  try {
+    fx::symbolic_trace(script, {torch::randn({1, 3, 224, 224})});
+    FAIL("traced data-dependent code");
+  } catch (const fx::TraceError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("aten::item needs the data"));
+    CHECK_THAT(what, Catch::Contains("of module inner.1, at the TorchScript "
+                                     "node"));
+    CHECK_THAT(what, Catch::Contains("= aten::Int(%"));
+    CHECK_THAT(what, !Catch::Contains("line 0"));
+  }
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("TorchScript control flow on known values traces into the branch taken") {
+  torch::jit::Module script = torch::jit::load(model_path("control_flow_scripted"));
+  script.eval();
+  torch::manual_seed(3);
+  at::Tensor x = torch::randn({3, 4});
+  // fx's own TorchScript interpreter runs this model: prim::Loop,
+  // prim::If, lists, a dict, prim::CallMethod and prim::CallFunction.
+  torch::NoGradGuard no_grad;
+  c10::IValue expected = script.forward({x});
+  testdata::check_outputs_equal(
+      fx::internal::run_torchscript_method(script.get_method("forward"), {x}),
+      expected);
+
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  testdata::check_outputs_equal(gm(x), expected);
+  // The loop ran x.size(0) = 3 times; the branch kept is the linear one.
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::add.Scalar")).size() == 3);
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::linear")).size() == 1);
+  CHECK(gm->has_tensor_attribute("linear.weight"));
+  // The trace read x.size(0): other sizes are refused, not run wrongly.
+  CHECK_THROWS_AS(gm(torch::randn({5, 4})), fx::GuardError);
+}
+
+TEST_CASE("vararg operators get their input count: f-string asserts, a scripted ViT") {
+  // aten::format(str self, ...) takes the number of inputs on the stack;
+  // without it the operator read a stale value as its format string.
+  torch::jit::Module script =
+      torch::jit::load(model_path("formats_message_scripted"));
+  at::Tensor x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+
+  // torchvision's VisionTransformer (vit_b_16's code, small): class token,
+  // torch._assert on sizes with f-string messages, encoder blocks.
+  script = torch::jit::load(model_path("small_vit_scripted"));
+  script.eval();
+  torch::manual_seed(4);
+  at::Tensor image = torch::randn({1, 3, 32, 32});
+  gm = fx::symbolic_trace(script, {image});
+  torch::NoGradGuard no_grad;
+  at::Tensor expected = script.forward({image}).toTensor();
+  at::Tensor ours = gm(image).toTensor();
+  CHECK(torch::allclose(ours, expected, 1e-5, 1e-6));
+}
+
+TEST_CASE("TorchScript nodes only TorchScript runs are traced through its interpreter") {
+  torch::jit::Module script = torch::jit::load(model_path("no_grad_scripted"));
+  at::Tensor x = torch::randn({2, 3});
+  // A `with` block (prim::Enter) is not one fx's interpreter runs...
+  CHECK_THROWS_AS(
+      fx::internal::run_torchscript_method(script.get_method("forward"), {x}),
+      fx::internal::UnsupportedNode);
+  // ...so symbolic_trace hands the module to TorchScript's.
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op("aten::mul.Scalar")).size() == 1);
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("GraphModules export to TorchScript and load back in C++") {
+  for (std::string name : {"resnet18", "lenet", "mlp", "mobilenet_v2",
+                                  "inplace_ops"}) {
+    INFO(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    torch::jit::Module exported = fx::to_torchscript(gm);
+    // The same parameters under the same names.
+    std::set<std::string> names;
+    for (const auto& p : exported.named_parameters()) names.insert(p.name);
+    std::set<std::string> expected_names;
+    for (const auto& p : gm->named_parameters()) expected_names.insert(p.key());
+    CHECK(names == expected_names);
+
+    torch::NoGradGuard no_grad;
+    c10::IValue expected = gm->forward(model.example_inputs);
+    testdata::check_outputs_equal(exported.forward(model.example_inputs),
+                                  expected);
+    const std::string path = model_path("exported_" + name);
+    exported.save(path);
+    torch::jit::Module loaded = torch::jit::load(path);
+    testdata::check_outputs_equal(loaded.forward(model.example_inputs),
+                                  expected);
+  }
+}
+
+TEST_CASE("exported TorchScript checks the inputs as the GraphModule does") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  const std::string path = model_path("exported_guards");
+  fx::to_torchscript(gm).save(path);
+  torch::jit::Module loaded = torch::jit::load(path);
+  torch::NoGradGuard no_grad;
+  // Shapes: the trace read the input's sizes.
+  std::vector<c10::IValue> wrong_shape = {torch::randn({2, 3, 64, 64})};
+  CHECK_THROWS_WITH(gm->forward(wrong_shape), Catch::Contains("has shape"));
+  CHECK_THROWS_WITH(
+      loaded.forward(wrong_shape),
+      Catch::Contains("input 0 ('x') has shape [2, 3, 64, 64] but the traced "
+                      "code read the sizes of its example input [1, 3, 224, "
+                      "224]") &&
+          Catch::Contains("trace the model again"));
+  CHECK_THROWS_WITH(loaded.forward({torch::randn({1, 3, 224, 224},
+                                                 torch::kDouble)}),
+                    Catch::Contains("does not have dtype torch.float32"));
+  CHECK_THROWS_WITH(loaded.forward({torch::randn({3, 224, 224})}),
+                    Catch::Contains("has 3 dimensions but the trace saw 4"));
+  // Python sees the same message.
+  const std::string command =
+      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1])\n"
+      "try: m(torch.randn(2, 3, 64, 64))\n"
+      "except Exception as e: sys.exit(0 if 'has shape [2, 3, 64, 64]' in str(e) else 1)\n"
+      "sys.exit(2)\" " + path;
+  CHECK(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("a model with a list input exports its length guard") {
+  fx::GraphModule gm = fx::symbolic_trace(
+      [](std::vector<at::Tensor> xs) { return torch::cat(xs, 1) * 2; },
+      std::vector<at::Tensor>{torch::ones({2, 3}), torch::ones({2, 1})});
+  torch::jit::Module exported = fx::to_torchscript(gm);
+  std::vector<at::Tensor> xs = {torch::randn({2, 3}), torch::randn({2, 1})};
+  CHECK(torch::equal(exported.forward({xs}).toTensor(),
+                     gm(xs).toTensor()));
+  CHECK_THROWS_WITH(
+      exported.forward({std::vector<at::Tensor>{torch::randn({2, 3})}}),
+      Catch::Contains("input 0 ('x') has 1 tensors but the trace saw 2"));
+  CHECK_THROWS_WITH(
+      exported.forward({std::vector<at::Tensor>{
+          torch::randn({2, 3}), torch::randn({2, 1}, torch::kDouble)}}),
+      Catch::Contains("input 0 ('x')[1] does not have dtype torch.float32"));
+}
+
+TEST_CASE("an imported TorchScript model, folded, exports and loads in Python") {
+  torch::jit::Module script = torch::jit::load(model_path("resnet18_traced"));
+  torch::manual_seed(2);
+  at::Tensor x = torch::randn({1, 3, 224, 224});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  REQUIRE(fx::fuse_conv_bn(*gm));
+  gm->recompile();
+  torch::NoGradGuard no_grad;
+  at::Tensor expected = gm(x).toTensor();
+  const std::string path = model_path("folded_resnet18");
+  fx::to_torchscript(gm).save(path);
+  // Python runs the file on the same input and compares.
+  const std::string data = model_path("folded_resnet18_io");
+  std::vector<char> bytes =
+      torch::pickle_save(c10::ivalue::Tuple::create({x, expected}));
+  std::ofstream(data, std::ios::binary).write(bytes.data(), bytes.size());
+  const std::string command =
+      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1]); "
+      "x, y = torch.load(sys.argv[2]); "
+      "sys.exit(0 if torch.equal(m(x), y) else 1)\" " + path + " " + data;
+  CHECK(std::system(command.c_str()) == 0);
+}
+
+TEST_CASE("export names what TorchScript cannot hold") {
+  models::ZooModel model = models::make_zoo_model("data_dependent_leaf");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  CHECK_THROWS_WITH(fx::to_torchscript(gm),
+                    Catch::Contains("leaf modules are C++ code") &&
+                        Catch::Contains("call_module"));
+}
+
+TEST_CASE("dict outputs import, print, save, load and export") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(4);
+  const at::Tensor x = torch::randn({1, 3, 224, 224});
+  for (const char* name : {"dict_output_scripted", "dict_output_traced"}) {
+    INFO(name);
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    const c10::IValue expected = script.forward({x});
+    REQUIRE(expected.isGenericDict());
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    testdata::check_outputs_equal(gm(x), expected);
+    // One node of the builtin dict, keys in insertion order.
+    const std::string printed = gm->graph().to_string();
+    CHECK_THAT(printed,
+               Catch::Contains("target=dict](args = (['out', 'aux'], ["));
+    // The generated C++ builds it through the same builtin.
+    CHECK_THAT(gm->code(), Catch::Contains("fx::find_function(\"dict\")"));
+    std::stringstream file;
+    fx::save(gm, file);
+    fx::GraphModule loaded = fx::load(file);
+    CHECK(loaded->graph().to_string() == printed);
+    testdata::check_outputs_equal(loaded(x), expected);
+    torch::jit::Module exported = fx::to_torchscript(gm);
+    const c10::IValue again = exported.forward({x});
+    REQUIRE(again.isGenericDict());
+    testdata::check_outputs_equal(again, expected);
+  }
+}
+
+TEST_CASE("size arithmetic in traced files (prim::NumToTensor) is known") {
+  // shufflenet_v2's channel shuffle, as torch.jit.trace records it.
+  torch::jit::Module script =
+      torch::jit::load(model_path("channel_shuffle_traced"));
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({1, 6, 5, 6});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
+  // The sizes it computed with are guarded.
+  CHECK_THROWS_AS(gm(torch::randn({1, 9, 5, 6})), fx::GuardError);
+  // No node computes with the sizes: they are constants of the trace.
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(printed.find("floor_divide") == std::string::npos);
+  CHECK(printed.find("scalar_tensor") == std::string::npos);
+}

@@ -1,0 +1,329 @@
+// The symbolic tracer: runs a module's C++ forward on proxy tensors and
+// records every operator it calls into a Graph (torch.fx's symbolic_trace).
+//
+//   ResNet18 model;
+//   model->eval();
+//   fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({1, 3, 224, 224}));
+//   std::cout << gm->graph();
+//
+//   graph():
+//       %x : [#users=1] = placeholder[target=x]
+//       %conv1_weight : [#users=1] = get_attr[target=conv1.weight]
+//       %conv2d : [#users=1] = call_function[target=aten::conv2d](args = (%x, %conv1_weight, None, [2, 2], [3, 3]), kwargs = {})
+//       ...
+//
+// How it works: each example input is replaced by a proxy, a tensor with
+// sizes, strides, dtype and device but no data, carrying the dispatch key
+// DeferredInit. A boxed fallback on that key sees every operator called on a
+// proxy and, because the key is also included for the whole thread while
+// tracing, every operator called on parameters (F::linear's weight.t()) and
+// every factory call (torch::ones). It records a call_function node and
+// returns proxies whose metadata come from meta kernels, shape rules, or as
+// a counted last resort the real kernel on zero-filled inputs.
+//
+// What C++ changes compared with torch.fx:
+// - Sizes read in C++ are plain integers, so a traced program that reads
+//   the sizes of a proxy (x.size(0), x.sizes(), numel(), most C++ frontend
+//   modules that reshape) is specialized to the example shapes. The tracer
+//   notices such reads and records the input shapes as guards on the
+//   placeholders; the GraphModule rejects other shapes with fx::GuardError.
+//   A program that reads no sizes is guarded on dtype, device and rank only.
+// - Values that are not tensors (ints, bools, strings) given as inputs are
+//   baked into the graph as constants and guarded for equality.
+// - Module calls are plain C++ calls the tracer cannot see. Calls made
+//   through fx::call(submodule, args...) are visible: they become call_module
+//   nodes when Tracer::is_leaf_module says so, and otherwise are traced
+//   through with the module path recorded in each node's meta. By default
+//   every module is traced through down to aten operators.
+// - Control flow that depends on data (item(), tensor-to-bool, equal() of two
+//   different tensors, nonzero()) raises fx::TraceError naming the operator
+//   and how to get around it.
+// - Random factories (torch::randn, torch::rand_like, dropout in training)
+//   are recorded as nodes, so the GraphModule draws new numbers on each run
+//   (torch.fx bakes them as constants).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "fx/ir/function.h"
+#include "fx/ir/graph.h"
+#include "fx/runtime/boxing.h"
+#include "fx/runtime/graph_module.h"
+#include "fx/runtime/leaf_module.h"
+
+namespace fx {
+
+struct TraceOptions {
+  // Placeholder names, one per input. Default: "x" for a single input,
+  // otherwise "x0", "x1", ... (C++ does not expose forward's parameter
+  // names).
+  std::vector<std::string> input_names;
+  // Qualified paths of submodules to keep as call_module nodes when called
+  // through fx::call (used by the default Tracer::is_leaf_module).
+  std::set<std::string> leaf_modules;
+  // Record a C++ backtrace of each recorded call in its node's meta
+  // (kStackTrace). Slow: for debugging. The program's own frames are named
+  // only when it is linked with -rdynamic.
+  bool record_stack_traces = false;
+};
+
+// How the tracer obtained output metadata, for benchmarks and tests.
+struct TraceStats {
+  int64_t nodes = 0;
+  // Operators whose outputs were described without running anything...
+  int64_t in_place = 0;    // in-place ops: the output is the input
+  int64_t shape_rule = 0;  // fx's own shape rules (conv, batch_norm, ...)
+  int64_t meta_kernel = 0;
+  int64_t shape_function = 0;  // TorchScript's shape function registry
+  // ...and the last resort: the real kernel on zero-filled inputs.
+  int64_t real_kernel = 0;
+  // Leaf modules and wrapped functions run on zero-filled inputs.
+  int64_t opaque_calls = 0;
+  // Whether the traced program read the sizes of a proxy (so the graph is
+  // specialized to the example shapes and guards them).
+  bool read_sizes = false;
+};
+
+class Tracer {
+ public:
+  explicit Tracer(TraceOptions options = {});
+  virtual ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Traces `forward`, a call into `root` (may be null, for plain
+  // functions), on proxies standing for `example_inputs`. Parameters and
+  // buffers of root become get_attr nodes; other tensors the program uses
+  // become constants (_tensor_constant0, ...). Throws fx::TraceError; a
+  // failed trace leaves the module, its parameters and the thread's
+  // dispatch state as they were.
+  std::unique_ptr<Graph> trace(const std::shared_ptr<torch::nn::Module>& root,
+                               const BoxedForward& forward,
+                               const std::vector<c10::IValue>& example_inputs);
+  // The same for a program that is not a torch::nn::Module (a TorchScript
+  // module, say) whose parameters and buffers are given by qualified name
+  // in `named.parameters` and `named.buffers`: those it reads become
+  // get_attr nodes with these names. take_attributes() afterwards holds
+  // only the constants; GraphModule(graph, attributes) takes the rest from
+  // `named`.
+  std::unique_ptr<Graph> trace(const Attributes& named,
+                               const BoxedForward& forward,
+                               const std::vector<c10::IValue>& example_inputs);
+
+  // What a GraphModule of the last trace needs besides root and graph:
+  // constants, leaf modules, the traced training mode.
+  //   auto graph = tracer.trace(model, forward, inputs);
+  //   fx::GraphModule gm(model, std::move(graph), tracer.take_attributes());
+  Attributes take_attributes();
+  const TraceStats& stats() const { return stats_; }
+  const TraceOptions& options() const { return options_; }
+
+  // --- Overridable, as in torch.fx ------------------------------------
+
+  // Whether a submodule called through fx::call becomes one call_module
+  // node. Default: whether its path is in TraceOptions::leaf_modules.
+  virtual bool is_leaf_module(const torch::nn::Module& module,
+                              const std::string& qualified_path);
+  // Creates every node the tracer records.
+  virtual Node* create_node(Opcode op, const Target& target,
+                            std::vector<Argument> args, Kwargs kwargs,
+                            const std::string& name);
+  // The argument a tensor seen during tracing becomes: its node for a
+  // proxy, a get_attr node for a parameter or buffer of root (by identity),
+  // and a new constant attribute for any other tensor.
+  virtual Argument create_arg(const at::Tensor& tensor);
+  // The proxy standing for the value of `node`.
+  virtual at::Tensor create_proxy(Node* node, const TensorMeta& meta);
+
+  // --- Used by fx::call and fx::wrap; not for direct use -----------------
+  std::string module_path(const torch::nn::Module& module) const;
+  c10::IValue call_leaf_module(const std::string& path, LeafModule leaf,
+                               std::vector<c10::IValue> inputs);
+  c10::IValue call_function(const Function* function,
+                            const BoxedFunction& impl,
+                            std::vector<c10::IValue> inputs);
+  void push_module_path(const std::string& path);
+  void pop_module_path();
+
+  struct Session;
+
+ private:
+  friend struct Session;
+  // The session of the running trace; throws fx::TraceError naming `what`
+  // outside a trace.
+  Session& active_session(const char* what) const;
+  Argument output_argument(const c10::IValue& value);
+  std::unique_ptr<Graph> trace(const std::shared_ptr<torch::nn::Module>& root,
+                               const Attributes* named,
+                               const BoxedForward& forward,
+                               const std::vector<c10::IValue>& example_inputs);
+
+  TraceOptions options_;
+  TraceStats stats_;
+  Attributes attributes_;
+  std::unique_ptr<Session> session_;
+};
+
+namespace detail {
+// The tracer recording on this thread, or nullptr.
+Tracer* active_tracer();
+
+template <typename T>
+struct IsModuleHolder : std::false_type {};
+template <typename T>
+struct IsModuleHolder<std::shared_ptr<T>>
+    : std::is_base_of<torch::nn::Module, T> {};
+template <typename T>
+constexpr bool is_module_v =
+    IsModuleHolder<std::decay_t<T>>::value ||
+    std::is_base_of_v<torch::detail::ModuleHolderIndicator, std::decay_t<T>>;
+
+// Each T is one input (not a std::vector of inputs, which IValue claims to
+// take but cannot).
+template <typename... T>
+constexpr bool all_ivalues_v =
+    ((std::is_constructible_v<c10::IValue, T> &&
+      !std::is_same_v<std::decay_t<T>, std::vector<c10::IValue>>) &&
+     ...);
+
+// A function pointer or an object with one operator() (a lambda).
+template <typename F, typename = void>
+struct HasCallOperator : std::false_type {};
+template <typename F>
+struct HasCallOperator<F, std::void_t<decltype(&F::operator())>>
+    : std::true_type {};
+template <typename F>
+constexpr bool is_function_v =
+    std::is_function_v<std::remove_pointer_t<std::decay_t<F>>> ||
+    HasCallOperator<std::decay_t<F>>::value;
+
+// Records a path while tracing through a non-leaf module.
+class ModulePathScope {
+ public:
+  ModulePathScope(Tracer* tracer, const std::string& path) : tracer_(tracer) {
+    tracer_->push_module_path(path);
+  }
+  ~ModulePathScope() { tracer_->pop_module_path(); }
+
+ private:
+  Tracer* tracer_;
+};
+}  // namespace detail
+
+// Whether a trace is recording on this thread.
+inline bool is_tracing() { return detail::active_tracer() != nullptr; }
+
+// Traces a module (a std::shared_ptr<Impl> or TORCH_MODULE holder whose
+// forward is not overloaded) on example inputs: tensors, ints, doubles,
+// bools, strings, lists of tensors.
+GraphModule symbolic_trace(const std::shared_ptr<torch::nn::Module>& root,
+                           const BoxedForward& forward,
+                           const std::vector<c10::IValue>& example_inputs,
+                           const TraceOptions& options = {});
+
+template <typename ModuleType, typename... Inputs,
+          std::enable_if_t<detail::is_module_v<ModuleType> &&
+                               detail::all_ivalues_v<Inputs...>,
+                           int> = 0>
+GraphModule symbolic_trace(const ModuleType& module,
+                           Inputs&&... example_inputs) {
+  auto ptr = detail::module_ptr(module);
+  return symbolic_trace(ptr, box_forward(ptr, ptr->name() + ".forward"),
+                        {c10::IValue(std::forward<Inputs>(example_inputs))...});
+}
+
+// Traces a plain function over tensors (a function pointer or a lambda with
+// one operator()); tensors it uses that are not inputs become constants.
+template <typename Function, typename... Inputs,
+          std::enable_if_t<!detail::is_module_v<Function> &&
+                               detail::is_function_v<Function> &&
+                               detail::all_ivalues_v<Inputs...>,
+                           int> = 0>
+GraphModule symbolic_trace(Function fn, Inputs&&... example_inputs) {
+  return symbolic_trace(nullptr, box_function(std::move(fn)),
+                        {c10::IValue(std::forward<Inputs>(example_inputs))...});
+}
+
+// Calls `module->forward(args...)`, visibly to the tracer: use it in a
+// forward for the submodules that should be able to appear as call_module
+// nodes (leaf modules) or carry their path into node meta. When not tracing
+// it is a plain call.
+//   x = fx::call(gate, x);   // instead of gate->forward(x) / gate(x)
+template <typename ModuleType, typename... Args>
+auto call(const ModuleType& module, Args&&... args)
+    -> decltype(detail::module_ptr(module)->forward(
+        std::forward<Args>(args)...)) {
+  auto ptr = detail::module_ptr(module);
+  using Result = decltype(ptr->forward(std::forward<Args>(args)...));
+  Tracer* tracer = detail::active_tracer();
+  if (tracer == nullptr) return ptr->forward(std::forward<Args>(args)...);
+  std::string path = tracer->module_path(*ptr);
+  if (!tracer->is_leaf_module(*ptr, path)) {
+    detail::ModulePathScope scope(tracer, path);
+    return ptr->forward(std::forward<Args>(args)...);
+  }
+  std::vector<c10::IValue> inputs{detail::to_ivalue(args)...};
+  c10::IValue out = tracer->call_leaf_module(
+      path, LeafModule{ptr, box_forward(ptr, path + ".forward")},
+      std::move(inputs));
+  if constexpr (std::is_void_v<Result>) {
+    return;
+  } else {
+    return detail::from_ivalue<std::decay_t<Result>>(out);
+  }
+}
+
+// A C++ function that traces as one opaque call_function node (torch.fx's
+// wrap): the tracer does not look inside, and the GraphModule calls it.
+//   static const auto my_nms = fx::wrap("myproject::nms", &nms);
+//   ... y = my_nms(boxes, scores);   // in a forward
+// Its outputs' metadata come from running it on zero-filled inputs while
+// tracing. Declare it pure if it has no side effects, so that dead code
+// elimination may remove unused calls.
+template <typename F>
+class WrappedFunction {
+ public:
+  WrappedFunction(std::string name, F fn, bool is_pure)
+      : fn_(fn),
+        boxed_(box_function(fn, name)),
+        function_(register_function(std::move(name), boxed_, is_pure)) {}
+
+  template <typename... Args>
+  auto operator()(Args&&... args) const
+      -> decltype(std::declval<const F&>()(std::forward<Args>(args)...)) {
+    using Result = decltype(fn_(std::forward<Args>(args)...));
+    Tracer* tracer = detail::active_tracer();
+    if (tracer == nullptr) return fn_(std::forward<Args>(args)...);
+    c10::IValue out = tracer->call_function(
+        function_, boxed_, {detail::to_ivalue(args)...});
+    if constexpr (std::is_void_v<Result>) {
+      return;
+    } else {
+      return detail::from_ivalue<std::decay_t<Result>>(out);
+    }
+  }
+
+  const Function* function() const { return function_; }
+
+ private:
+  F fn_;
+  BoxedFunction boxed_;
+  const Function* function_;
+};
+
+template <typename F>
+WrappedFunction<F> wrap(std::string name, F fn, bool is_pure = false) {
+  return WrappedFunction<F>(std::move(name), fn, is_pure);
+}
+
+}  // namespace fx
