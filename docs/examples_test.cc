@@ -221,6 +221,31 @@ void docs_writing_transformations::check_rewrite_pattern() {
   CHECK(torch::equal(gm(x, b).toTensor(), fn(x, b)));
 }
 
+namespace {
+
+// conv, relu, conv, conv, silu.
+struct ThreeConvsImpl : torch::nn::Module {
+  torch::nn::Conv2d a{register_module("a", torch::nn::Conv2d(3, 4, 3))};
+  torch::nn::Conv2d b{register_module("b", torch::nn::Conv2d(4, 4, 3))};
+  torch::nn::Conv2d c{register_module("c", torch::nn::Conv2d(4, 2, 3))};
+  at::Tensor forward(at::Tensor x) {
+    return torch::silu(c(b(torch::relu(a(x)))));
+  }
+};
+TORCH_MODULE(ThreeConvs);
+
+}  // namespace
+
+void docs_writing_transformations::check_conv_activations() {
+  ThreeConvs net;
+  net->eval();
+  fx::GraphModule gm = fx::symbolic_trace(net, torch::randn({1, 3, 12, 12}));
+  std::vector<std::string> found = conv_activations(*gm);
+  REQUIRE(found.size() == 2);
+  CHECK(found[0].find("+relu") != std::string::npos);
+  CHECK(found[1].find("+silu") != std::string::npos);
+}
+
 void docs_writing_transformations::check_decompose_relu() {
   auto fn = [](at::Tensor x) { return torch::relu(x) + 1; };
   at::Tensor x = torch::randn({2, 3});
