@@ -889,8 +889,6 @@ class DynamicQuantizer {
     module_.recompile();
   }
 
-  int lowered() const { return static_cast<int>(outputs_.size()); }
-
  private:
   Node* quantized_weight(Node* w) {
     ObserverSpec spec = default_weight_observer();
