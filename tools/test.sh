@@ -8,14 +8,16 @@
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
 #      -Werror, .bazelrc), the documentation's C++ examples included
 #      (//docs:examples_test);
-#   2. the same in the consumer example (examples/consumer: its own
-#      workspace, which depends on this one through local_repository, traces
-#      its own model through the public headers and generates code with
-#      fx_cc_library), and the CMake build with its consumer
+#   2. the same, unoptimized, in the consumer example (examples/consumer:
+#      its own workspace, which depends on this one through
+#      local_repository, traces its own model through the public headers and
+#      generates code with fx_cc_library), and the CMake build with its
+#      consumer
 #      (tools/cmake_test.sh: builds, installs, builds
 #      examples/cmake_consumer against the package and runs its demo);
 #   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
-#      lowering, TorchScript and fuzz regression tests again under
+#      lowering, TorchScript (not the torchvision corpus) and fuzz
+#      regression tests again, unoptimized, under
 #      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
 #      (--config=fuzz: clang-14, whose objects also make the fuzzers);
 #   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
@@ -45,6 +47,7 @@ test_workspace() {
   [ "${#args[@]}" -eq 0 ] && args=(//...)
   local options=()
   for arg in "${args[@]}"; do
+    [ "$arg" = "--" ] && break  # then targets, some of them excluded (-//...)
     [[ "$arg" == --* ]] && options+=("$arg")
   done
   local log
@@ -103,11 +106,19 @@ one_case "test counting" bash tools/test_results_test.sh
 one_case "cmake sources" bash tools/check_cmake_sources.sh
 one_case "api reference" api_reference
 timed "bazel test //..." test_workspace .
-timed "bazel test //... (examples/consumer)" test_workspace examples/consumer
+# Unoptimized: the consumer checks the build as a dependency, not speed, and
+# compiles all of fx for LibTorch again (an external repository's paths are
+# its own), a fifth faster at -O0.
+timed "bazel test //... (examples/consumer)" test_workspace examples/consumer \
+  --compilation_mode=fastbuild //...
 one_case "cmake consumer" bash tools/cmake_test.sh
+# The torchvision corpus is left out: it runs the importer that
+# //fx/torchscript:torchscript_test covers, on sixty models whose time is
+# Python's and libtorch's, neither instrumented.
 timed "bazel test --config=fuzz (ASan, UBSan)" test_workspace . --config=fuzz \
-  //fx/... //interpreter/... //passes/... //fuzz/... \
-  //lowering:onednn_ops_test //lowering:optimize_for_inference_test
+  -- //fx/... //interpreter/... //passes/... //fuzz/... \
+  //lowering:onednn_ops_test //lowering:optimize_for_inference_test \
+  -//fx/torchscript:torchvision_corpus_test
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
