@@ -37,8 +37,9 @@ passed=0
 failed=0
 status=0
 
-# Runs `bazel test ARGS...` (default //...) in workspace $1 and adds its
-# cases to the counts. Options among ARGS (--config=...) also pick the test
+# Runs `bazel test --keep_going ARGS...` (default //...) in workspace $1 and
+# adds its cases to the counts (a target that fails to build does not keep
+# the others from running and being counted). Options among ARGS (--config=...) also pick the test
 # logs' directory.
 test_workspace() {
   local dir="$1"
@@ -52,7 +53,7 @@ test_workspace() {
   done
   local log
   log="$(mktemp)"
-  (cd "$dir" && bazel test "${args[@]}" 2>&1) | tee "$log"
+  (cd "$dir" && bazel test --keep_going "${args[@]}" 2>&1) | tee "$log"
   local ws_status=${PIPESTATUS[0]}
   local testlogs ws_passed ws_failed
   testlogs="$(cd "$dir" && bazel info "${options[@]}" bazel-testlogs 2>/dev/null)"
