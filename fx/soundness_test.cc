@@ -249,6 +249,7 @@ TEST_CASE("a replaced attribute is not run stale") {
 
 TEST_CASE("folded values are copies: loading weights leaves them alone") {
   auto model = torch::nn::Linear(3, 2);
+  model->eval();
   fx::GraphModule gm = fx::symbolic_trace(model, torch::zeros({2, 3}));
   REQUIRE(fx::fold_constants(*gm));
   gm->recompile();
@@ -320,6 +321,7 @@ TEST_CASE("set_graph with a graph that cannot compile changes nothing") {
 
 TEST_CASE("run_init keeps every step when one fails") {
   auto model = torch::nn::Linear(3, 2);
+  model->eval();
   fx::GraphModule gm = fx::symbolic_trace(model, torch::zeros({2, 3}));
   REQUIRE(fx::fold_constants(*gm));
   gm->recompile();

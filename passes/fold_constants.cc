@@ -96,6 +96,15 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
     }
   }
 
+  // A graph traced in training mode is trained: a value folded from a
+  // parameter that requires grad would carry no gradient back to it.
+  const bool trains = module.traced_training().value_or(false);
+  auto trained = [&](const Node& get_attr) {
+    const std::string& path = get_attr.target().str();
+    return trains && module.has_tensor_attribute(path) &&
+           module.is_parameter(path) && module.fetch_attr(path).requires_grad();
+  };
+
   absl::flat_hash_set<const Node*>& foldable = plan.foldable;
   for (Node* n : graph.nodes()) {
     if (mutated.contains(n)) continue;
@@ -103,7 +112,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
     bool ok = false;
     switch (n->op()) {
       case Opcode::kGetAttr:
-        ok = true;
+        ok = !trained(*n);
         break;
       case Opcode::kCallFunction:
       case Opcode::kCallMethod: {

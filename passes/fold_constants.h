@@ -21,8 +21,17 @@
 // A node folds when it is pure (Node::is_impure), produces one tensor, and
 // all its inputs fold; an attribute folds unless something impure may write
 // it or a view of it (an in-place operator through the parameter it writes,
-// batch_norm in training mode, a leaf module: it may change between runs). After loading new weights, run the
-// init steps again with GraphModuleImpl::run_init().
+// batch_norm in training mode, a leaf module: it may change between runs).
+// After loading new weights, run the init steps again with
+// GraphModuleImpl::run_init().
+//
+// Folded values carry no gradient. In a graph traced in training mode (a
+// module is in training mode until eval()) no parameter that requires grad
+// folds, so training through the folded graph trains what eager trains;
+// trace in eval mode to fold for inference, or freeze a parameter
+// (requires_grad_(false)) to fold it. A graph traced in eval mode is folded
+// for inference: gradients through it reach only the parameters it still
+// reads.
 #pragma once
 
 #include <vector>

@@ -19,6 +19,7 @@ TORCH_MODULE(Linear);
 
 TEST_CASE("weight.t() folds into an attribute computed by an init step") {
   Linear model;
+  model->eval();  // traced for inference (see the training-mode case below)
   auto x = torch::randn({2, 4});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
   // The graph and the init step it leaves:
@@ -84,6 +85,7 @@ TORCH_MODULE(WritesOther);
 
 TEST_CASE("an in-place operator blocks folding only of what it writes") {
   WritesOther model;
+  model->eval();
   auto x = torch::randn({3});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
   CHECK(fx::fold_constants(*gm));
@@ -91,6 +93,20 @@ TEST_CASE("an in-place operator blocks folding only of what it writes") {
   auto& g = gm->graph();
   CHECK(g.find_nodes(Opcode::kCallFunction, fx::op("aten::mul.Scalar")).size() == 1);
   CHECK(g.find_nodes(Opcode::kGetAttr).size() == 1);  // _folded.mul
+  CHECK(torch::equal(gm(x).toTensor(), model(x)));
+}
+
+TEST_CASE("a graph traced in training mode keeps its trained parameters unfolded") {
+  Linear model;  // modules are in training mode until eval()
+  auto x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  // weight.t() would carry no gradient back to the weight.
+  CHECK_FALSE(fx::fold_constants(*gm));
+  CHECK(gm->init_steps().empty());
+  // A frozen parameter (no gradient wanted) folds.
+  model->fc->weight.requires_grad_(false);
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
   CHECK(torch::equal(gm(x).toTensor(), model(x)));
 }
 
@@ -110,6 +126,7 @@ TORCH_MODULE(Scaled);
 
 TEST_CASE("a copy keeps the init steps; run_init recomputes after new weights") {
   Scaled model;
+  model->eval();
   auto x = torch::randn({2, 4});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
   CHECK(fx::fold_constants(*gm));
