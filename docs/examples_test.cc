@@ -221,6 +221,42 @@ void docs_writing_transformations::check_rewrite_pattern() {
   CHECK(torch::equal(gm(x, b).toTensor(), fn(x, b)));
 }
 
+void docs_readme::check_fine_tune() {
+  torch::AutoGradMode grad(true);  // the checks run under NoGradGuard
+  auto make = [] {
+    torch::manual_seed(0);
+    return Classifier();
+  };
+  Classifier traced = make();
+  Classifier eager = make();
+  std::vector<std::pair<at::Tensor, at::Tensor>> batches;
+  for (int i = 0; i < 4; ++i) {
+    batches.emplace_back(torch::randn({5, 8}), torch::randint(3, {5}));
+  }
+  fine_tune(traced, batches);
+  eager->train();
+  torch::optim::SGD optimizer(eager->parameters(),
+                              torch::optim::SGDOptions(0.01).momentum(0.9));
+  for (const auto& [x, target] : batches) {
+    optimizer.zero_grad();
+    torch::nn::functional::cross_entropy(eager->forward(x), target).backward();
+    optimizer.step();
+  }
+  auto a = traced->named_parameters();
+  auto b = eager->named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (const auto& item : a) {
+    INFO(item.key());
+    CHECK(torch::equal(item.value(), b[item.key()]));
+  }
+  auto buffers = eager->named_buffers();
+  for (const auto& item : traced->named_buffers()) {
+    INFO(item.key());
+    CHECK(torch::equal(item.value(), buffers[item.key()]));
+  }
+  CHECK_FALSE(torch::equal(a["fc1.weight"], make()->fc1->weight));  // it trained
+}
+
 namespace {
 
 // conv, relu, conv, conv, silu.
