@@ -22,7 +22,7 @@ def _maybe(rule, name, **kwargs):
         rule(name = name, **kwargs)
 
 def fx_libtorch_dependencies(fx_libtorch_path = "."):
-    """Declares @libtorch, @abseil, @catch2, @onednn, @gloo and the Bazel rule sets.
+    """Declares @libtorch, @abseil, @catch2, @onednn, @gloo, @onnx and the Bazel rule sets.
 
     Args:
       fx_libtorch_path: where fx for LibTorch is checked out, as given to
@@ -48,7 +48,7 @@ def fx_libtorch_dependencies(fx_libtorch_path = "."):
         name = "remote_coverage_tools",
         path = fx_libtorch_path + "/third_party/remote_coverage_tools",
     )
-    for name in ["libtorch", "abseil", "catch2", "onednn", "gloo"]:
+    for name in ["libtorch", "abseil", "catch2", "onednn", "gloo", "onnx"]:
         _maybe(
             native.new_local_repository,
             name = name,

@@ -4,7 +4,7 @@
 # folder and its subfolders but the tests), as CMake itself lists it when it
 # configures, against the srcs of the non-testonly cc_library targets of
 # //fx/... (fx/ and its layers' packages), //interpreter, //passes,
-# //lowering, //quantization, //scheduling and //codegen. Prints the
+# //lowering, //quantization, //scheduling, //codegen and //onnx. Prints the
 # difference and exits 1 if they differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ rm -f "$build.log"
 sort "$build/fx_libtorch_sources.txt" | grep . >"$build/cmake.txt"
 
 bazel query --noshow_progress \
-  'kind("source file", labels(srcs, attr(testonly, 0, kind(cc_library, //fx/...:* + //interpreter:* + //passes:* + //lowering:* + //quantization:* + //scheduling:* + //codegen:*))))' \
+  'kind("source file", labels(srcs, attr(testonly, 0, kind(cc_library, //fx/...:* + //interpreter:* + //passes:* + //lowering:* + //quantization:* + //scheduling:* + //codegen:* + //onnx:*))))' \
   2>/dev/null | sed -E 's#^//##; s#:#/#' | grep -E '\.cc$' | sort >"$build/bazel.txt"
 
 if ! diff -u "$build/bazel.txt" "$build/cmake.txt"; then

@@ -10,12 +10,13 @@ include any of them:
     tools/              testdata/
       -> codegen/         -> codegen/
       -> models/          -> models/
+      -> onnx/
       -> scheduling/
     codegen/
       -> lowering/
       -> quantization/
-    lowering/           quantization/       scheduling/         fuzz/
-      -> passes/          -> passes/          -> passes/          -> models/
+    lowering/           quantization/       scheduling/         fuzz/               onnx/
+      -> passes/          -> passes/          -> passes/          -> models/          -> passes/
                                                                   -> passes/
     passes/
       -> interpreter/
@@ -60,7 +61,7 @@ import sys
 # fx/'s folders (or the umbrella header fx/fx.h); a folder that lists "fx"
 # may include all of fx/'s layers.
 ALLOWED = {
-    "tools": {"codegen", "models", "scheduling"},
+    "tools": {"codegen", "models", "onnx", "scheduling"},
     "testdata": {"codegen", "models"},
     "codegen": {"lowering", "quantization"},
     "lowering": {"passes"},
@@ -70,6 +71,7 @@ ALLOWED = {
     "passes": {"interpreter"},
     "interpreter": {"fx"},
     "models": {"fx"},
+    "onnx": {"passes"},
     "fx": set(),
     "third_party": set(),
     # Inside fx/.
@@ -84,7 +86,7 @@ ALLOWED = {
 # Top folders that tests may include (all but tools).
 TEST_ALLOWED = {"fx", "models", "interpreter", "passes", "lowering",
                 "quantization", "scheduling", "codegen", "testdata",
-                "third_party", "fuzz"}
+                "third_party", "fuzz", "onnx"}
 # Headers of third_party that any file may include (Catch2's wrapper).
 ANYWHERE = {"third_party/catch.h"}
 # Tools that serve the tests may use their fixtures (testdata/): the

@@ -8,8 +8,10 @@
 # (the CMake build and its consumer example), oneDNN's headers (the
 # lowering), scikit-learn (its digits data set: the quantization
 # accuracy test), Gloo's headers (c10d's ProcessGroupGloo: the pipeline
-# across processes) and Doxygen (the API reference, docs/Doxyfile). Does
-# nothing when all are there.
+# across processes), Doxygen (the API reference, docs/Doxyfile) and ONNX
+# (libonnx-dev: the ONNX export's protobuf classes, checker and shape
+# inference; python3-onnx: Python's checker beside it); then ONNX Runtime
+# from npm (below). Does nothing when all are there.
 set -euo pipefail
 
 packages=(
@@ -31,20 +33,32 @@ packages=(
   python3-sklearn
   libgloo-dev
   doxygen
+  libonnx-dev
+  python3-onnx
 )
 
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
-if [ "${#missing[@]}" -eq 0 ]; then
-  exit 0
-fi
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
-echo "installing: ${missing[*]}" >&2
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+if [ "${#missing[@]}" -ne 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+# ONNX Runtime's CPU library, for the ONNX export's tests: not in Debian; it
+# ships inside the npm package onnxruntime-node, run with the machine's
+# Node.js (its install script, which fetches GPU extras, is skipped).
+ort_dir="${FX_ORT_DIR:-/usr/local/lib/fx-libtorch/onnxruntime}"
+if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ]; then
+  echo "installing: onnxruntime-node 1.30.0 (npm) into $ort_dir" >&2
+  $sudo mkdir -p "$ort_dir"
+  $sudo npm install --prefix "$ort_dir" --ignore-scripts --no-audit --no-fund \
+    onnxruntime-node@1.30.0 >&2
+fi

@@ -1,0 +1,670 @@
+// The aten operators to_onnx maps, each as torch.onnx's symbolic function
+// for opset 17 maps it (torch/onnx/symbolic_opset*.py in Python torch 1.13).
+// Shapes the graph holds as literals (reshapes, expands, resizes) are the
+// node's own output shape, from its tensor metadata.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/node.h"
+#include "fx/ir/operator_schemas.h"
+#include "onnx/internal/operators.h"
+
+namespace fx::internal {
+namespace {
+
+using Mappings = std::map<std::string, OnnxMapping, std::less<>>;
+
+// --- Attributes -----------------------------------------------------------------
+
+void set_int(onnx::NodeProto& n, const char* name, int64_t value) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+void set_ints(onnx::NodeProto& n, const char* name,
+              const std::vector<int64_t>& values) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
+void set_float(onnx::NodeProto& n, const char* name, double value) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(static_cast<float>(value));
+}
+
+void set_string(onnx::NodeProto& n, const char* name, const std::string& value) {
+  onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+}
+
+// --- Reading the call -------------------------------------------------------------
+
+[[noreturn]] void refuse(OnnxBuilder& b, const std::string& why) {
+  throw GraphError(absl::StrCat("to_onnx: node %", b.node().name(), " (",
+                                b.node().format_node(), "): ", why));
+}
+
+const TensorMeta& meta_of(OnnxBuilder& b, const Node* n) {
+  const TensorMeta* meta = n == nullptr ? nullptr : n->tensor_meta();
+  if (meta == nullptr) {
+    refuse(b, absl::StrCat("%", n ? n->name() : "?",
+                           " has no tensor metadata (run ShapeProp first)"));
+  }
+  return *meta;
+}
+
+const TensorMeta& own_meta(OnnxBuilder& b) { return meta_of(b, &b.node()); }
+
+int64_t rank_of(OnnxBuilder& b, const Argument& a) {
+  if (!a.is_node()) refuse(b, "expected a tensor argument");
+  return static_cast<int64_t>(meta_of(b, a.to_node()).sizes.size());
+}
+
+// An axis in [0, rank).
+int64_t axis(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+// The ONNX element type of a tensor argument (for constants beside it).
+int32_t element_type_of(OnnxBuilder& b, const Argument& a) {
+  switch (meta_of(b, a.to_node()).dtype) {
+    case c10::ScalarType::Float: return onnx::TensorProto::FLOAT;
+    case c10::ScalarType::Double: return onnx::TensorProto::DOUBLE;
+    case c10::ScalarType::Long: return onnx::TensorProto::INT64;
+    case c10::ScalarType::Int: return onnx::TensorProto::INT32;
+    case c10::ScalarType::Bool: return onnx::TensorProto::BOOL;
+    default: refuse(b, "constants beside tensors of this dtype do not map yet");
+  }
+}
+
+std::vector<int64_t> ints(OnnxBuilder& b, const Argument& a, size_t n) {
+  if (a.is_int()) return std::vector<int64_t>(n, a.to_int());
+  if (!a.is_list()) refuse(b, absl::StrCat("expected an int list, got ", a.to_string()));
+  std::vector<int64_t> v = a.to_int_list();
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  return v;
+}
+
+// ONNX pads: all begins, then all ends.
+std::vector<int64_t> symmetric_pads(const std::vector<int64_t>& padding) {
+  std::vector<int64_t> pads = padding;
+  pads.insert(pads.end(), padding.begin(), padding.end());
+  return pads;
+}
+
+double number(OnnxBuilder& b, const Argument& a) {
+  if (a.is_int()) return static_cast<double>(a.to_int());
+  if (a.is_double()) return a.to_double();
+  if (a.is_bool()) return a.to_bool() ? 1.0 : 0.0;
+  refuse(b, absl::StrCat("expected a number, got ", a.to_string()));
+}
+
+bool is_one(const Argument& a) {
+  return (a.is_int() && a.to_int() == 1) || (a.is_double() && a.to_double() == 1.0);
+}
+
+// --- Mappings -----------------------------------------------------------------------
+
+// op(x) for the first argument.
+OnnxMapping unary(std::string op_type) {
+  return [op_type](OnnxBuilder& b) {
+    b.add(op_type, {b.value(b.node().args()[0])}, b.output());
+  };
+}
+
+// op(a, b), a scalar b made a constant of a's element type.
+OnnxMapping binary(std::string op_type) {
+  return [op_type](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    const Argument& self = args["self"];
+    const Argument& other = args["other"];
+    if (args.has("alpha") && !is_one(args["alpha"])) {
+      refuse(b, "alpha other than 1 does not map yet");
+    }
+    if (args.has("rounding_mode") && !args["rounding_mode"].is_none()) {
+      refuse(b, "division with a rounding mode does not map yet");
+    }
+    const int32_t type = self.is_node() ? element_type_of(b, self) : 0;
+    b.add(op_type, {b.value(self, type), b.value(other, type)}, b.output());
+  };
+}
+
+void identity(OnnxBuilder& b) {
+  b.add("Identity", {b.value(b.node().args()[0])}, b.output());
+}
+
+void dropout(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  if (args["train"].to_bool()) {
+    refuse(b, "dropout in training mode: trace the model in eval mode to export it");
+  }
+  identity(b);
+}
+
+// Reshapes to the node's own (example) output shape.
+void reshape_to_output(OnnxBuilder& b) {
+  b.add("Reshape",
+        {b.value(b.node().args()[0]), b.int64s(own_meta(b).sizes)},
+        b.output());
+}
+
+void clip(OnnxBuilder& b, const std::optional<double>& low,
+          const std::optional<double>& high) {
+  const Argument& x = b.node().args()[0];
+  const int32_t type = element_type_of(b, x);
+  b.add("Clip",
+        {b.value(x), low ? b.value(Argument(*low), type) : std::string(),
+         high ? b.value(Argument(*high), type) : std::string()},
+        b.output());
+}
+
+void convolution(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& input = args["input"];
+  const Argument& weight = args["weight"];
+  const int64_t spatial = rank_of(b, weight) - 2;
+  const bool transposed = args.has("transposed") && args["transposed"].to_bool();
+  std::vector<int64_t> stride = ints(b, args["stride"], spatial);
+  std::vector<int64_t> dilation = ints(b, args["dilation"], spatial);
+  std::vector<int64_t> padding;
+  if (args["padding"].is_string()) {
+    // padding="valid": none; "same" (stride 1): the total split as torch
+    // splits it, the extra one at the end.
+    const std::vector<int64_t>& w = meta_of(b, weight.to_node()).sizes;
+    std::vector<int64_t> begin, end;
+    for (int64_t i = 0; i < spatial; ++i) {
+      const int64_t total = args["padding"].to_string_ref() == "same"
+                                ? dilation[i] * (w[2 + i] - 1)
+                                : 0;
+      begin.push_back(total / 2);
+      end.push_back(total - total / 2);
+    }
+    padding = begin;
+    padding.insert(padding.end(), end.begin(), end.end());
+  } else {
+    padding = symmetric_pads(ints(b, args["padding"], spatial));
+  }
+  const Argument& bias = args["bias"];
+  std::vector<std::string> inputs = {b.value(input), b.value(weight)};
+  if (!bias.is_none()) inputs.push_back(b.value(bias));
+  onnx::NodeProto& n = b.add(transposed ? "ConvTranspose" : "Conv", inputs, b.output());
+  set_ints(n, "strides", stride);
+  set_ints(n, "pads", padding);
+  set_ints(n, "dilations", dilation);
+  set_int(n, "group", args["groups"].to_int());
+  if (transposed) {
+    set_ints(n, "output_padding", ints(b, args["output_padding"], spatial));
+  }
+}
+
+void conv_transpose(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& weight = args["weight"];
+  const int64_t spatial = rank_of(b, weight) - 2;
+  std::vector<std::string> inputs = {b.value(args["input"]), b.value(weight)};
+  if (!args["bias"].is_none()) inputs.push_back(b.value(args["bias"]));
+  onnx::NodeProto& n = b.add("ConvTranspose", inputs, b.output());
+  set_ints(n, "strides", ints(b, args["stride"], spatial));
+  set_ints(n, "pads", symmetric_pads(ints(b, args["padding"], spatial)));
+  set_ints(n, "dilations", ints(b, args["dilation"], spatial));
+  set_ints(n, "output_padding", ints(b, args["output_padding"], spatial));
+  set_int(n, "group", args["groups"].to_int());
+}
+
+void batch_norm(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  if (args["training"].to_bool()) {
+    refuse(b, "batch_norm in training mode: trace the model in eval mode to export it");
+  }
+  const Argument& input = args["input"];
+  const int64_t channels = meta_of(b, input.to_node()).sizes.at(1);
+  auto or_constant = [&](const Argument& a, float fill) {
+    return a.is_none() ? b.floats(std::vector<float>(channels, fill)) : b.value(a);
+  };
+  if (args["running_mean"].is_none() || args["running_var"].is_none()) {
+    refuse(b, "batch_norm without running statistics does not map");
+  }
+  onnx::NodeProto& n = b.add(
+      "BatchNormalization",
+      {b.value(input), or_constant(args["weight"], 1.0f),
+       or_constant(args["bias"], 0.0f), b.value(args["running_mean"]),
+       b.value(args["running_var"])},
+      b.output());
+  set_float(n, "epsilon", number(b, args["eps"]));
+}
+
+void layer_norm(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& input = args["input"];
+  const std::vector<int64_t> shape = args["normalized_shape"].to_int_list();
+  int64_t elements = 1;
+  for (int64_t s : shape) elements *= s;
+  auto or_constant = [&](const Argument& a, float fill) {
+    return a.is_none() ? b.floats(std::vector<float>(elements, fill)) : b.value(a);
+  };
+  onnx::NodeProto& n = b.add(
+      "LayerNormalization",
+      {b.value(input), or_constant(args["weight"], 1.0f),
+       or_constant(args["bias"], 0.0f)},
+      b.output());
+  set_int(n, "axis", -static_cast<int64_t>(shape.size()));
+  set_float(n, "epsilon", number(b, args["eps"]));
+}
+
+void max_pool(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t spatial = rank_of(b, args["self"]) - 2;
+  std::vector<int64_t> kernel = ints(b, args["kernel_size"], spatial);
+  std::vector<int64_t> stride = args["stride"].is_list() && args["stride"].elements().empty()
+                                    ? kernel
+                                    : ints(b, args["stride"], spatial);
+  onnx::NodeProto& n = b.add("MaxPool", {b.value(args["self"])}, b.output());
+  set_ints(n, "kernel_shape", kernel);
+  set_ints(n, "strides", stride);
+  set_ints(n, "pads", symmetric_pads(ints(b, args["padding"], spatial)));
+  set_ints(n, "dilations", ints(b, args["dilation"], spatial));
+  set_int(n, "ceil_mode", args["ceil_mode"].to_bool() ? 1 : 0);
+}
+
+void avg_pool(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t spatial = rank_of(b, args["self"]) - 2;
+  if (args.has("divisor_override") && !args["divisor_override"].is_none()) {
+    refuse(b, "avg_pool with divisor_override does not map");
+  }
+  std::vector<int64_t> kernel = ints(b, args["kernel_size"], spatial);
+  std::vector<int64_t> stride = args["stride"].is_list() && args["stride"].elements().empty()
+                                    ? kernel
+                                    : ints(b, args["stride"], spatial);
+  onnx::NodeProto& n = b.add("AveragePool", {b.value(args["self"])}, b.output());
+  set_ints(n, "kernel_shape", kernel);
+  set_ints(n, "strides", stride);
+  set_ints(n, "pads", symmetric_pads(ints(b, args["padding"], spatial)));
+  set_int(n, "ceil_mode", args["ceil_mode"].to_bool() ? 1 : 0);
+  set_int(n, "count_include_pad", args["count_include_pad"].to_bool() ? 1 : 0);
+}
+
+// To a global pool when the output is 1 everywhere, else an average pool
+// whose windows tile the input exactly.
+void adaptive_avg_pool(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& x = args["self"];
+  const std::vector<int64_t>& in = meta_of(b, x.to_node()).sizes;
+  const std::vector<int64_t>& out = own_meta(b).sizes;
+  const size_t rank = in.size();
+  const size_t spatial = args["output_size"].to_int_list().size();
+  if (rank != spatial + 2) {
+    refuse(b, "adaptive pooling of an unbatched input does not map yet");
+  }
+  bool global = true;
+  std::vector<int64_t> kernel;
+  for (size_t i = rank - spatial; i < rank; ++i) {
+    global = global && out[i] == 1;
+    if (out[i] == 0 || in[i] % out[i] != 0) {
+      refuse(b, "adaptive pooling to a size that does not divide the input's does not map");
+    }
+    kernel.push_back(in[i] / out[i]);
+  }
+  if (global) {
+    b.add("GlobalAveragePool", {b.value(x)}, b.output());
+    return;
+  }
+  onnx::NodeProto& n = b.add("AveragePool", {b.value(x)}, b.output());
+  set_ints(n, "kernel_shape", kernel);
+  set_ints(n, "strides", kernel);
+}
+
+void linear(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& input = args["input"];
+  const Argument& weight = args["weight"];
+  const Argument& bias = args["bias"];
+  if (rank_of(b, input) == 2) {
+    std::vector<std::string> inputs = {b.value(input), b.value(weight)};
+    if (!bias.is_none()) inputs.push_back(b.value(bias));
+    onnx::NodeProto& n = b.add("Gemm", inputs, b.output());
+    set_int(n, "transB", 1);
+    return;
+  }
+  const std::string t = b.fresh(b.node().name() + "_weight_t");
+  set_ints(b.add("Transpose", {b.value(weight)}, t), "perm", {1, 0});
+  if (bias.is_none()) {
+    b.add("MatMul", {b.value(input), t}, b.output());
+    return;
+  }
+  const std::string product = b.fresh(b.node().name() + "_matmul");
+  b.add("MatMul", {b.value(input), t}, product);
+  b.add("Add", {product, b.value(bias)}, b.output());
+}
+
+void addmm(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  onnx::NodeProto& n = b.add(
+      "Gemm", {b.value(args["mat1"]), b.value(args["mat2"]), b.value(args["self"])},
+      b.output());
+  set_float(n, "alpha", number(b, args["alpha"]));
+  set_float(n, "beta", number(b, args["beta"]));
+}
+
+void transpose_2d(OnnxBuilder& b) {
+  const Argument& x = b.node().args()[0];
+  if (rank_of(b, x) < 2) {
+    identity(b);
+    return;
+  }
+  set_ints(b.add("Transpose", {b.value(x)}, b.output()), "perm", {1, 0});
+}
+
+void transpose(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  std::vector<int64_t> perm(rank);
+  for (int64_t i = 0; i < rank; ++i) perm[i] = i;
+  std::swap(perm[axis(args["dim0"].to_int(), rank)],
+            perm[axis(args["dim1"].to_int(), rank)]);
+  set_ints(b.add("Transpose", {b.value(args["self"])}, b.output()), "perm", perm);
+}
+
+void permute(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  std::vector<int64_t> perm = args["dims"].to_int_list();
+  for (int64_t& p : perm) p = axis(p, rank);
+  set_ints(b.add("Transpose", {b.value(args["self"])}, b.output()), "perm", perm);
+}
+
+void reduce_mean(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  if (args.has("dtype") && !args["dtype"].is_none()) {
+    refuse(b, "mean with a dtype does not map yet");
+  }
+  std::vector<int64_t> axes;
+  bool keepdim = false;
+  if (args.has("dim") && !args["dim"].is_none()) {
+    for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
+    keepdim = args["keepdim"].to_bool();
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  onnx::NodeProto& n = b.add("ReduceMean", {b.value(args["self"])}, b.output());
+  set_ints(n, "axes", axes);
+  set_int(n, "keepdims", keepdim ? 1 : 0);
+}
+
+void cat(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = static_cast<int64_t>(own_meta(b).sizes.size());
+  std::vector<std::string> inputs;
+  for (const Argument& t : args["tensors"].elements()) inputs.push_back(b.value(t));
+  set_int(b.add("Concat", inputs, b.output()), "axis", axis(args["dim"].to_int(), rank));
+}
+
+void softmax(const char* op_type, OnnxBuilder& b) {
+  CallArguments args(b.node());
+  if (args.has("dtype") && !args["dtype"].is_none()) {
+    refuse(b, "softmax with a dtype does not map yet");
+  }
+  const int64_t rank = rank_of(b, args["self"]);
+  set_int(b.add(op_type, {b.value(args["self"])}, b.output()), "axis",
+          axis(args["dim"].to_int(), rank));
+}
+
+void gelu(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& x = args["self"];
+  const std::string& name = b.node().name();
+  const std::string in = b.value(x);
+  if (args["approximate"].to_string_ref() == "tanh") {
+    // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    const std::string cube = b.fresh(name + "_cube");
+    b.add("Pow", {in, b.floats({3.0f}, true)}, cube);
+    const std::string scaled = b.fresh(name + "_scaled");
+    b.add("Mul", {cube, b.floats({0.044715f}, true)}, scaled);
+    const std::string inner = b.fresh(name + "_inner");
+    b.add("Add", {in, scaled}, inner);
+    const std::string arg = b.fresh(name + "_arg");
+    b.add("Mul", {inner, b.floats({static_cast<float>(std::sqrt(2.0 / M_PI))}, true)}, arg);
+    const std::string t = b.fresh(name + "_tanh");
+    b.add("Tanh", {arg}, t);
+    const std::string one_plus = b.fresh(name + "_one_plus");
+    b.add("Add", {t, b.floats({1.0f}, true)}, one_plus);
+    const std::string half_x = b.fresh(name + "_half_x");
+    b.add("Mul", {in, b.floats({0.5f}, true)}, half_x);
+    b.add("Mul", {half_x, one_plus}, b.output());
+    return;
+  }
+  // 0.5 x (1 + erf(x / sqrt(2)))
+  const std::string scaled = b.fresh(name + "_scaled");
+  b.add("Mul", {in, b.floats({static_cast<float>(M_SQRT1_2)}, true)}, scaled);
+  const std::string e = b.fresh(name + "_erf");
+  b.add("Erf", {scaled}, e);
+  const std::string one_plus = b.fresh(name + "_one_plus");
+  b.add("Add", {e, b.floats({1.0f}, true)}, one_plus);
+  const std::string half_x = b.fresh(name + "_half_x");
+  b.add("Mul", {in, b.floats({0.5f}, true)}, half_x);
+  b.add("Mul", {half_x, one_plus}, b.output());
+}
+
+void silu(OnnxBuilder& b) {
+  const std::string in = b.value(b.node().args()[0]);
+  const std::string s = b.fresh(b.node().name() + "_sigmoid");
+  b.add("Sigmoid", {in}, s);
+  b.add("Mul", {in, s}, b.output());
+}
+
+void embedding(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  set_int(b.add("Gather", {b.value(args["weight"]), b.value(args["indices"])},
+                b.output()),
+          "axis", 0);
+}
+
+void select(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  set_int(b.add("Gather",
+                {b.value(args["self"]), b.int64s({args["index"].to_int()}, true)},
+                b.output()),
+          "axis", axis(args["dim"].to_int(), rank));
+}
+
+void slice(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  const int64_t start = args["start"].is_none() ? 0 : args["start"].to_int();
+  const int64_t end = args["end"].is_none() ? std::numeric_limits<int64_t>::max()
+                                            : args["end"].to_int();
+  b.add("Slice",
+        {b.value(args["self"]), b.int64s({start}), b.int64s({end}),
+         b.int64s({axis(args["dim"].to_int(), rank)}),
+         b.int64s({args["step"].to_int()})},
+        b.output());
+}
+
+void expand(OnnxBuilder& b) {
+  b.add("Expand", {b.value(b.node().args()[0]), b.int64s(own_meta(b).sizes)},
+        b.output());
+}
+
+void upsample_nearest(OnnxBuilder& b) {
+  onnx::NodeProto& n = b.add(
+      "Resize",
+      {b.value(b.node().args()[0]), "", "", b.int64s(own_meta(b).sizes)},
+      b.output());
+  set_string(n, "mode", "nearest");
+  set_string(n, "coordinate_transformation_mode", "asymmetric");
+  set_string(n, "nearest_mode", "floor");
+}
+
+void constant_pad(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  const std::vector<int64_t> pad = args["pad"].to_int_list();
+  // torch: (last begin, last end, second-to-last begin, ...).
+  std::vector<int64_t> begins(rank, 0), ends(rank, 0);
+  for (size_t i = 0; i + 1 < pad.size(); i += 2) {
+    const int64_t d = rank - 1 - static_cast<int64_t>(i / 2);
+    begins[d] = pad[i];
+    ends[d] = pad[i + 1];
+  }
+  std::vector<int64_t> pads = begins;
+  pads.insert(pads.end(), ends.begin(), ends.end());
+  const int32_t type = element_type_of(b, args["self"]);
+  b.add("Pad",
+        {b.value(args["self"]), b.int64s(pads), b.value(args["value"], type)},
+        b.output());
+}
+
+}  // namespace
+
+void add_operator_mappings(Mappings* m) {
+  for (const char* name : {"aten::relu", "aten::relu_"}) (*m)[name] = unary("Relu");
+  for (const char* name : {"aten::sigmoid", "aten::sigmoid_"}) (*m)[name] = unary("Sigmoid");
+  for (const char* name : {"aten::tanh", "aten::tanh_"}) (*m)[name] = unary("Tanh");
+  for (const char* name : {"aten::hardswish", "aten::hardswish_"}) {
+    (*m)[name] = unary("HardSwish");
+  }
+  (*m)["aten::exp"] = unary("Exp");
+  (*m)["aten::log"] = unary("Log");
+  (*m)["aten::sqrt"] = unary("Sqrt");
+  (*m)["aten::rsqrt"] = [](OnnxBuilder& b) {
+    const std::string s = b.fresh(b.node().name() + "_sqrt");
+    b.add("Sqrt", {b.value(b.node().args()[0])}, s);
+    b.add("Reciprocal", {s}, b.output());
+  };
+  (*m)["aten::neg"] = unary("Neg");
+  (*m)["aten::abs"] = unary("Abs");
+  (*m)["aten::erf"] = unary("Erf");
+  (*m)["aten::reciprocal"] = unary("Reciprocal");
+  for (const char* name : {"aten::hardsigmoid", "aten::hardsigmoid_"}) {
+    (*m)[name] = [](OnnxBuilder& b) {
+      onnx::NodeProto& n =
+          b.add("HardSigmoid", {b.value(b.node().args()[0])}, b.output());
+      set_float(n, "alpha", 1.0 / 6.0);
+      set_float(n, "beta", 0.5);
+    };
+  }
+  for (const char* name : {"aten::silu", "aten::silu_"}) (*m)[name] = silu;
+  (*m)["aten::gelu"] = gelu;
+  for (const char* name : {"aten::leaky_relu", "aten::leaky_relu_"}) {
+    (*m)[name] = [](OnnxBuilder& b) {
+      CallArguments args(b.node());
+      set_float(b.add("LeakyRelu", {b.value(args["self"])}, b.output()), "alpha",
+                number(b, args["negative_slope"]));
+    };
+  }
+  for (const char* name : {"aten::hardtanh", "aten::hardtanh_"}) {
+    (*m)[name] = [](OnnxBuilder& b) {
+      CallArguments args(b.node());
+      clip(b, number(b, args["min_val"]), number(b, args["max_val"]));
+    };
+  }
+  for (const char* name : {"aten::relu6", "aten::relu6_"}) {
+    (*m)[name] = [](OnnxBuilder& b) { clip(b, 0.0, 6.0); };
+  }
+  for (const char* name : {"aten::clamp", "aten::clamp_"}) {
+    (*m)[name] = [](OnnxBuilder& b) {
+      CallArguments args(b.node());
+      auto bound = [&](const char* which) -> std::optional<double> {
+        const Argument& a = args[which];
+        if (a.is_none()) return std::nullopt;
+        if (a.is_node()) refuse(b, "clamp by tensors does not map yet");
+        return number(b, a);
+      };
+      clip(b, bound("min"), bound("max"));
+    };
+  }
+  (*m)["aten::softmax"] = [](OnnxBuilder& b) { softmax("Softmax", b); };
+  (*m)["aten::log_softmax"] = [](OnnxBuilder& b) { softmax("LogSoftmax", b); };
+
+  for (const char* name : {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.Scalar"}) {
+    (*m)[name] = binary("Add");
+  }
+  for (const char* name : {"aten::sub.Tensor", "aten::sub.Scalar"}) (*m)[name] = binary("Sub");
+  for (const char* name : {"aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.Scalar"}) {
+    (*m)[name] = binary("Mul");
+  }
+  for (const char* name : {"aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode"}) {
+    (*m)[name] = binary("Div");
+  }
+  (*m)["aten::pow.Tensor_Scalar"] = [](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    const int32_t type = element_type_of(b, args["self"]);
+    b.add("Pow", {b.value(args["self"]), b.value(args["exponent"], type)}, b.output());
+  };
+
+  for (const char* name : {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
+                           "aten::alpha_dropout"}) {
+    (*m)[name] = dropout;
+  }
+  for (const char* name : {"aten::contiguous", "aten::clone", "aten::detach",
+                           "aten::alias", "aten::lift_fresh"}) {
+    (*m)[name] = identity;
+  }
+  for (const char* name : {"aten::view", "aten::reshape", "aten::_reshape_alias",
+                           "aten::flatten.using_ints", "aten::squeeze",
+                           "aten::squeeze.dim", "aten::unsqueeze"}) {
+    (*m)[name] = reshape_to_output;
+  }
+  (*m)["aten::expand"] = expand;
+
+  for (const char* name : {"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                           "aten::conv1d.padding", "aten::conv2d.padding",
+                           "aten::conv3d.padding", "aten::convolution",
+                           "aten::_convolution"}) {
+    (*m)[name] = convolution;
+  }
+  for (const char* name : {"aten::conv_transpose1d", "aten::conv_transpose2d.input",
+                           "aten::conv_transpose3d.input"}) {
+    (*m)[name] = conv_transpose;
+  }
+  (*m)["aten::batch_norm"] = batch_norm;
+  (*m)["aten::layer_norm"] = layer_norm;
+  for (const char* name : {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d"}) {
+    (*m)[name] = max_pool;
+  }
+  for (const char* name : {"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"}) {
+    (*m)[name] = avg_pool;
+  }
+  for (const char* name : {"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
+                           "aten::adaptive_avg_pool3d"}) {
+    (*m)[name] = adaptive_avg_pool;
+  }
+  (*m)["aten::linear"] = linear;
+  (*m)["aten::addmm"] = addmm;
+  for (const char* name : {"aten::matmul", "aten::mm", "aten::bmm"}) {
+    (*m)[name] = [](OnnxBuilder& b) {
+      b.add("MatMul", {b.value(b.node().args()[0]), b.value(b.node().args()[1])},
+            b.output());
+    };
+  }
+  (*m)["aten::t"] = transpose_2d;
+  (*m)["aten::transpose.int"] = transpose;
+  (*m)["aten::permute"] = permute;
+  for (const char* name : {"aten::mean", "aten::mean.dim"}) (*m)[name] = reduce_mean;
+  (*m)["aten::cat"] = cat;
+  (*m)["aten::embedding"] = embedding;
+  (*m)["aten::select.int"] = select;
+  (*m)["aten::slice.Tensor"] = slice;
+  for (const char* name : {"aten::upsample_nearest1d", "aten::upsample_nearest2d",
+                           "aten::upsample_nearest3d", "aten::upsample_nearest2d.vec"}) {
+    (*m)[name] = upsample_nearest;
+  }
+  (*m)["aten::constant_pad_nd"] = constant_pad;
+}
+
+}  // namespace fx::internal

@@ -1,0 +1,480 @@
+#include "onnx/to_onnx.h"
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <utility>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/io/internal/files.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "onnx/internal/operators.h"
+#include "passes/eliminate_dead_code.h"
+#include "passes/fold_constants.h"
+#include "passes/fuse_conv_bn.h"
+
+namespace fx {
+namespace {
+
+constexpr int64_t kIrVersion = 8;  // ONNX 1.12's newest, as opset 17
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, OnnxMapping, std::less<>> mappings;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* r = new Registry;
+    internal::add_operator_mappings(&r->mappings);
+    return r;
+  }();
+  return *r;
+}
+
+// The registered mapping of `target` ("aten::add.Tensor", else "aten::add"),
+// or nullptr.
+OnnxMapping find_mapping(const std::string& target) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.mappings.find(target);
+  if (it == r.mappings.end()) {
+    const size_t dot = target.find('.');
+    if (dot != std::string::npos) it = r.mappings.find(target.substr(0, dot));
+  }
+  return it == r.mappings.end() ? nullptr : it->second;
+}
+
+int32_t element_type(c10::ScalarType dtype) {
+  using onnx::TensorProto;
+  switch (dtype) {
+    case c10::ScalarType::Float: return TensorProto::FLOAT;
+    case c10::ScalarType::Double: return TensorProto::DOUBLE;
+    case c10::ScalarType::Half: return TensorProto::FLOAT16;
+    case c10::ScalarType::BFloat16: return TensorProto::BFLOAT16;
+    case c10::ScalarType::Long: return TensorProto::INT64;
+    case c10::ScalarType::Int: return TensorProto::INT32;
+    case c10::ScalarType::Short: return TensorProto::INT16;
+    case c10::ScalarType::Char: return TensorProto::INT8;
+    case c10::ScalarType::Byte: return TensorProto::UINT8;
+    case c10::ScalarType::Bool: return TensorProto::BOOL;
+    default:
+      throw GraphError(absl::StrCat("to_onnx: tensors of dtype ",
+                                    c10::toString(dtype),
+                                    " have no ONNX element type"));
+  }
+}
+
+// Where a node came from, for errors: its module path, if known.
+std::string origin(const Node& node) {
+  const std::string* path = node.meta().get(kModulePath);
+  return path ? absl::StrCat(" (from module '", *path, "')") : std::string();
+}
+
+std::string describe(const Node& node) {
+  return absl::StrCat("node %", node.name(), " (", node.format_node(), ")",
+                      origin(node));
+}
+
+void set_value_info(onnx::ValueInfoProto* info, const std::string& name,
+                    const TensorMeta& meta, bool with_shape = true) {
+  info->set_name(name);
+  auto* tensor = info->mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(element_type(meta.dtype));
+  auto* shape = tensor->mutable_shape();
+  if (!with_shape) return;
+  for (int64_t size : meta.sizes) shape->add_dim()->set_dim_value(size);
+}
+
+void set_tensor_data(onnx::TensorProto* proto, const std::string& name,
+                     const at::Tensor& tensor) {
+  at::Tensor t = tensor.detach().contiguous().cpu();
+  proto->set_name(name);
+  proto->set_data_type(element_type(t.scalar_type()));
+  for (int64_t size : t.sizes()) proto->add_dims(size);
+  proto->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()),
+                                  t.numel() * t.element_size()));
+}
+
+class Exporter : public OnnxBuilder {
+ public:
+  Exporter(const GraphModuleImpl& module, const OnnxOptions& options)
+      : module_(module), options_(options) {}
+
+  onnx::ModelProto run() {
+    if (options_.opset != 17) {
+      throw GraphError(absl::StrCat("to_onnx: opset ", options_.opset,
+                                    " is not supported: use 17"));
+    }
+    if (module_.traced_training().value_or(false)) {
+      throw GraphError(
+          "to_onnx: the GraphModule was traced in training mode (dropout and "
+          "batch-norm statistics as in training): call eval() on the model "
+          "before tracing it to export it (an ONNX model is for inference, "
+          "as torch.onnx exports in eval mode)");
+    }
+    onnx::ModelProto model;
+    model.set_ir_version(kIrVersion);
+    model.set_producer_name("fx for LibTorch");
+    model.set_producer_version("0.1.0");
+    auto* opset = model.add_opset_import();
+    opset->set_domain("");
+    opset->set_version(options_.opset);
+    graph_ = model.mutable_graph();
+    graph_->set_name("fx_graph");
+    for (const Node* n : module_.graph().nodes()) {
+      taken_.insert(n->name());
+    }
+    for (const Node* n : module_.graph().nodes()) export_node(*n);
+    check(model);
+    return model;
+  }
+
+  // --- OnnxBuilder ----------------------------------------------------------
+
+  std::string value(const Argument& argument, int32_t type) override {
+    if (argument.is_node()) {
+      auto it = names_.find(argument.to_node());
+      if (it == names_.end()) {
+        throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
+                                      " reads %", argument.to_node()->name(),
+                                      ", which has no ONNX value"));
+      }
+      return it->second;
+    }
+    using onnx::TensorProto;
+    if (argument.is_int() || argument.is_bool() || argument.is_double()) {
+      if (type == 0) {
+        type = argument.is_double() ? TensorProto::FLOAT
+               : argument.is_bool() ? TensorProto::BOOL
+                                    : TensorProto::INT64;
+      }
+      const double v = argument.is_double() ? argument.to_double()
+                       : argument.is_bool() ? double(argument.to_bool())
+                                            : double(argument.to_int());
+      at::Tensor t = at::scalar_tensor(v, at::kDouble);
+      switch (type) {
+        case TensorProto::FLOAT: t = t.to(at::kFloat); break;
+        case TensorProto::DOUBLE: break;
+        case TensorProto::INT64: t = t.to(at::kLong); break;
+        case TensorProto::INT32: t = t.to(at::kInt); break;
+        case TensorProto::BOOL: t = t.to(at::kBool); break;
+        default:
+          throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
+                                        ": no constant of ONNX element type ",
+                                        type));
+      }
+      return initializer(absl::StrCat(node_->name(), "_constant"), t);
+    }
+    if (argument.is_list()) {
+      std::vector<int64_t> ints;
+      for (const Argument& e : argument.elements()) {
+        if (!e.is_int()) {
+          throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
+                                        ": a list argument that is not of "
+                                        "ints has no ONNX constant"));
+        }
+        ints.push_back(e.to_int());
+      }
+      return int64s(ints, /*scalar=*/false);
+    }
+    throw GraphError(absl::StrCat("to_onnx: ", describe(*node_), ": argument ",
+                                  argument.to_string(),
+                                  " has no ONNX value"));
+  }
+
+  std::string int64s(const std::vector<int64_t>& values, bool scalar) override {
+    at::Tensor t = at::tensor(values, at::kLong);
+    if (scalar) t = t.reshape({});
+    return initializer(absl::StrCat(node_->name(), "_ints"), t);
+  }
+
+  std::string floats(const std::vector<float>& values, bool scalar) override {
+    at::Tensor t = at::tensor(values, at::kFloat);
+    if (scalar) t = t.reshape({});
+    return initializer(absl::StrCat(node_->name(), "_floats"), t);
+  }
+
+  onnx::NodeProto& add(const std::string& op_type,
+                       const std::vector<std::string>& inputs,
+                       const std::string& output) override {
+    onnx::NodeProto* n = graph_->add_node();
+    n->set_op_type(op_type);
+    n->set_name(fresh(node_->name() + "_" + op_type));
+    for (const std::string& input : inputs) n->add_input(input);
+    n->add_output(output);
+    return *n;
+  }
+
+  std::string fresh(std::string_view base) override {
+    std::string name(base);
+    for (int i = 1; taken_.contains(name); ++i) {
+      name = absl::StrCat(std::string(base), "_", i);
+    }
+    taken_.insert(name);
+    return name;
+  }
+
+  const Node& node() const override { return *node_; }
+  const std::string& output() const override { return output_; }
+
+ private:
+  void export_node(const Node& n) {
+    node_ = &n;
+    switch (n.op()) {
+      case Opcode::kPlaceholder: {
+        const TensorMeta* meta = n.tensor_meta();
+        if (meta == nullptr) {
+          throw GraphError(absl::StrCat(
+              "to_onnx: input ", describe(n),
+              " is not a tensor (or has no tensor metadata): ONNX inputs are "
+              "tensors; trace with tensor inputs"));
+        }
+        set_value_info(graph_->add_input(), n.name(), *meta);
+        names_[&n] = n.name();
+        return;
+      }
+      case Opcode::kGetAttr: {
+        const std::string& path = n.target().str();
+        if (!module_.has_tensor_attribute(path)) {
+          throw GraphError(absl::StrCat(
+              "to_onnx: ", describe(n),
+              " reads a script object: only tensors become initializers"));
+        }
+        const std::string name = exported_attribute(path);
+        names_[&n] = name;
+        return;
+      }
+      case Opcode::kCallFunction:
+        export_call(n);
+        return;
+      case Opcode::kCallModule:
+        throw GraphError(absl::StrCat(
+            "to_onnx: ", describe(n), " calls leaf module '",
+            n.target().str(),
+            "', which is C++ code ONNX cannot hold: trace through it, or "
+            "register a mapping for it with fx::register_onnx_mapping"));
+      case Opcode::kCallMethod:
+        throw GraphError(absl::StrCat(
+            "to_onnx: ", describe(n),
+            " is a call_method: run fx::normalize_args first, which turns "
+            "method calls into operator calls"));
+      case Opcode::kOutput:
+        export_output(n.args()[0]);
+        return;
+    }
+  }
+
+  // The initializer of a tensor attribute, added once.
+  std::string exported_attribute(const std::string& path) {
+    auto it = attributes_.find(path);
+    if (it != attributes_.end()) return it->second;
+    std::string name = initializer(path, module_.fetch_attr(path));
+    attributes_.emplace(path, name);
+    return name;
+  }
+
+  // An initializer holding `tensor`, named `base` (made unique), or the
+  // one already holding the same values (type, shape and bytes): as
+  // torch.onnx does, a model stores each distinct tensor once.
+  std::string initializer(const std::string& base, const at::Tensor& tensor) {
+    onnx::TensorProto proto;
+    set_tensor_data(&proto, "", tensor);
+    const size_t key = absl::HashOf(proto.data_type(), proto.raw_data(),
+                                    std::vector<int64_t>(proto.dims().begin(),
+                                                         proto.dims().end()));
+    for (int index : by_contents_[key]) {
+      const onnx::TensorProto& other = graph_->initializer(index);
+      if (other.data_type() == proto.data_type() &&
+          std::equal(other.dims().begin(), other.dims().end(),
+                     proto.dims().begin(), proto.dims().end()) &&
+          other.raw_data() == proto.raw_data()) {
+        return other.name();
+      }
+    }
+    proto.set_name(taken_.contains(base) ? fresh(base) : base);
+    taken_.insert(proto.name());
+    by_contents_[key].push_back(graph_->initializer_size());
+    *graph_->add_initializer() = std::move(proto);
+    return graph_->initializer(graph_->initializer_size() - 1).name();
+  }
+
+  void export_call(const Node& n) {
+    const std::string target = n.target().to_string();
+    if (n.target().is_function() && n.target().function().name() == "getitem") {
+      throw GraphError(absl::StrCat(
+          "to_onnx: ", describe(n),
+          ": operators with several outputs do not map yet"));
+    }
+    OnnxMapping mapping = find_mapping(target);
+    if (!mapping) {
+      throw GraphError(absl::StrCat(
+          "to_onnx: ", describe(n), " calls ", target,
+          ", which has no ONNX mapping",
+          n.target().is_function()
+              ? " (a wrapped function is C++ code ONNX cannot hold)"
+              : "",
+          ": register one with fx::register_onnx_mapping"));
+    }
+    output_ = n.name();
+    const int before = graph_->node_size();
+    try {
+      mapping(*this);
+    } catch (const GraphError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw GraphError(absl::StrCat("to_onnx: ", describe(n), ": ", e.what()));
+    }
+    const bool produced =
+        graph_->node_size() > before &&
+        graph_->node(graph_->node_size() - 1).output_size() > 0 &&
+        graph_->node(graph_->node_size() - 1).output(0) == output_;
+    if (!produced) {
+      throw GraphError(absl::StrCat("to_onnx: the mapping of ", target,
+                                    " did not produce the value of ",
+                                    describe(n)));
+    }
+    names_[&n] = output_;
+  }
+
+  // Graph outputs: one name per tensor of the output structure.
+  void export_output(const Argument& result) {
+    std::vector<std::pair<std::string, const Node*>> leaves;
+    collect_outputs(result, "output", &leaves);
+    for (const auto& [name, value] : leaves) {
+      const TensorMeta* meta = value->tensor_meta();
+      if (meta == nullptr) {
+        throw GraphError(absl::StrCat(
+            "to_onnx: output '", name, "' (%", value->name(),
+            ") has no tensor metadata: ONNX outputs are tensors"));
+      }
+      add("Identity", {names_.at(value)}, name);
+      set_value_info(graph_->add_output(), name, *meta);
+      outputs_.emplace_back(name, meta->sizes);
+    }
+  }
+
+  void collect_outputs(const Argument& a, const std::string& name,
+                       std::vector<std::pair<std::string, const Node*>>* out) {
+    if (a.is_node()) {
+      out->emplace_back(name, a.to_node());
+    } else if (a.is_sequence()) {
+      const auto& items = a.elements();
+      for (size_t i = 0; i < items.size(); ++i) {
+        collect_outputs(items[i], absl::StrCat(name, "_", i), out);
+      }
+    } else {
+      throw GraphError(absl::StrCat(
+          "to_onnx: output '", name, "' is ", a.to_string(),
+          ", not a tensor: ONNX outputs are tensors (return tensors, tuples "
+          "or lists of them)"));
+    }
+    // A single tensor is "output"; a tuple's are "output_0", ...
+  }
+
+  // ONNX's checker with full shape inference, and our shapes against its.
+  void check(onnx::ModelProto& model) {
+    try {
+      onnx::checker::check_model(model);
+      onnx::ModelProto inferred = model;
+      for (auto& output : *inferred.mutable_graph()->mutable_output()) {
+        output.mutable_type()->mutable_tensor_type()->clear_shape();
+      }
+      onnx::shape_inference::InferShapes(
+          inferred, onnx::OpSchemaRegistry::Instance(),
+          onnx::ShapeInferenceOptions(/*check_type=*/true, /*error_mode=*/1));
+      for (int i = 0; i < inferred.graph().output_size(); ++i) {
+        const auto& type = inferred.graph().output(i).type().tensor_type();
+        std::vector<int64_t> dims;
+        bool known = type.has_shape();
+        for (const auto& d : type.shape().dim()) {
+          known = known && d.has_dim_value();
+          dims.push_back(d.dim_value());
+        }
+        const auto& [name, expected] = outputs_[i];
+        if (!known || dims != expected) {
+          throw GraphError(absl::StrCat(
+              "to_onnx: ONNX's shape inference gives output '", name,
+              "' the shape [", known ? absl::StrJoin(dims, ", ") : "unknown",
+              "], the GraphModule [", absl::StrJoin(expected, ", "),
+              "]: a mapping is wrong (please report it)"));
+        }
+      }
+    } catch (const GraphError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw GraphError(absl::StrCat("to_onnx: ONNX's checker refused the model: ",
+                                    e.what()));
+    }
+  }
+
+  const GraphModuleImpl& module_;
+  const OnnxOptions& options_;
+  onnx::GraphProto* graph_ = nullptr;
+  const Node* node_ = nullptr;
+  std::string output_;
+  absl::flat_hash_map<const Node*, std::string> names_;
+  absl::flat_hash_map<std::string, std::string> attributes_;
+  absl::flat_hash_set<std::string> taken_;
+  absl::flat_hash_map<size_t, std::vector<int>> by_contents_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> outputs_;
+};
+
+}  // namespace
+
+std::string to_onnx_string(const GraphModuleImpl& module,
+                           const OnnxOptions& options) {
+  std::shared_ptr<GraphModuleImpl> folded;
+  if (options.fold && !module.traced_training().value_or(false)) {
+    folded = module.copy();
+    fuse_conv_bn(*folded);
+    fold_constants(*folded);
+    eliminate_dead_code(*folded);
+  }
+  onnx::ModelProto model = Exporter(folded ? *folded : module, options).run();
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) {
+    throw GraphError("to_onnx: the model could not be serialized (over 2 GB?)");
+  }
+  return bytes;
+}
+
+void to_onnx(const GraphModuleImpl& module, std::ostream& out,
+             const OnnxOptions& options) {
+  const std::string bytes = to_onnx_string(module, options);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw GraphError("to_onnx: the stream refused the model");
+}
+
+void to_onnx(const GraphModuleImpl& module, const std::string& path,
+             const OnnxOptions& options) {
+  // Built and checked before the file is touched.
+  write_file_atomically(path, to_onnx_string(module, options));
+}
+
+void register_onnx_mapping(const std::string& target, OnnxMapping mapping) {
+  if (!mapping) {
+    throw GraphError(absl::StrCat("register_onnx_mapping: no mapping given for ",
+                                  target));
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.mappings[target] = std::move(mapping);
+}
+
+bool has_onnx_mapping(const std::string& target) {
+  return find_mapping(target) != nullptr;
+}
+
+}  // namespace fx

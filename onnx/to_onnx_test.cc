@@ -1,0 +1,258 @@
+// fx::to_onnx on the zoo: every exported model passes ONNX's checker with
+// full shape inference (to_onnx runs it; Python's checker is asked too),
+// and ONNX Runtime computes what the GraphModule computes, within 1e-5 of
+// the output's largest magnitude. What does not map is refused by name,
+// and nothing is written.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "models/zoo.h"
+#include "onnx/to_onnx.h"
+#include "third_party/catch.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  fs::path dir = fs::path(tmp ? tmp : "/tmp") / "to_onnx_test";
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string ort_modules() {
+  const char* dir = std::getenv("FX_ORT_DIR");
+  return std::string(dir ? dir : "/usr/local/lib/fx-libtorch/onnxruntime") +
+         "/node_modules";
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::string s;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    s += (i ? "x" : "") + std::to_string(t.size(i));
+  }
+  return s;
+}
+
+void write_raw(const fs::path& path, const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  REQUIRE(out.good());
+}
+
+int run(const std::string& command) {
+  INFO(command);
+  return std::system(command.c_str());
+}
+
+// The model's outputs under ONNX Runtime, by output name.
+std::map<std::string, at::Tensor> run_ort(const fs::path& model,
+                                          const std::vector<at::Tensor>& inputs) {
+  const fs::path dir = model.parent_path() / (model.stem().string() + "_ort");
+  fs::create_directories(dir);
+  std::string command = "NODE_PATH=" + ort_modules() +
+                        " node onnx/testing/ort_run.js " + model.string() +
+                        " " + dir.string();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const fs::path file = dir / ("input_" + std::to_string(i) + ".bin");
+    write_raw(file, inputs[i]);
+    command += " " + file.string() + ":" +
+               (inputs[i].scalar_type() == at::kLong ? "int64" : "float32") +
+               ":" + shape_text(inputs[i]);
+  }
+  const fs::path listing = dir / "outputs.txt";
+  REQUIRE(run(command + " > " + listing.string()) == 0);
+  std::map<std::string, at::Tensor> outputs;
+  std::ifstream lines(listing);
+  std::string name, dtype, shape;
+  while (lines >> name >> dtype >> shape) {
+    REQUIRE(dtype == "float32");
+    std::vector<int64_t> dims;
+    std::stringstream parts(shape);
+    for (std::string d; std::getline(parts, d, 'x');) dims.push_back(std::stoll(d));
+    std::ifstream data(dir / (name + ".bin"), std::ios::binary);
+    at::Tensor t = at::empty(dims, at::kFloat);
+    data.read(static_cast<char*>(t.data_ptr()), t.numel() * sizeof(float));
+    REQUIRE(data.gcount() == static_cast<std::streamsize>(t.numel() * sizeof(float)));
+    outputs.emplace(name, t);
+  }
+  return outputs;
+}
+
+// The GraphModule's outputs under the names to_onnx gives them.
+void flatten_outputs(const c10::IValue& value, const std::string& name,
+                     std::map<std::string, at::Tensor>* out) {
+  if (value.isTensor()) {
+    out->emplace(name, value.toTensor());
+  } else {
+    const auto& elements = value.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      flatten_outputs(elements[i], name + "_" + std::to_string(i), out);
+    }
+  }
+}
+
+void check_against_ort(fx::GraphModule gm, const fs::path& file,
+                       const std::vector<c10::IValue>& inputs) {
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& v : inputs) tensors.push_back(v.toTensor());
+  std::map<std::string, at::Tensor> expected;
+  {
+    torch::NoGradGuard no_grad;
+    flatten_outputs(gm->forward(inputs), "output", &expected);
+  }
+  std::map<std::string, at::Tensor> actual = run_ort(file, tensors);
+  REQUIRE(actual.size() == expected.size());
+  for (const auto& [name, want] : expected) {
+    INFO("output " << name);
+    REQUIRE(actual.count(name));
+    const at::Tensor& got = actual.at(name);
+    REQUIRE(got.sizes() == want.sizes());
+    const double scale = std::max(1.0, want.abs().max().item<double>());
+    const double error = (got - want).abs().max().item<double>();
+    INFO("max |diff| " << error << " (largest magnitude " << scale << ")");
+    CHECK(error <= 1e-5 * scale);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModule") {
+  for (const char* name :
+       {"mlp", "lenet", "resnet18", "mobilenet_v2", "unet", "resnet50"}) {
+    INFO(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    const fs::path file = scratch() / (std::string(name) + ".onnx");
+    fx::to_onnx(*gm, file.string());
+    REQUIRE(fs::file_size(file) > 0);
+
+    onnx::ModelProto proto;
+    std::ifstream in(file, std::ios::binary);
+    REQUIRE(proto.ParseFromIstream(&in));
+    CHECK(proto.opset_import(0).version() == 17);
+    CHECK(proto.graph().input(0).name() == gm->graph().find_nodes(fx::Opcode::kPlaceholder)[0]->name());
+    CHECK(proto.graph().output(0).name() == "output");
+    check_against_ort(gm, file, model.example_inputs);
+  }
+}
+
+TEST_CASE("unfolded, every parameter is an initializer named by its path") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::OnnxOptions options;
+  options.fold = false;
+  onnx::ModelProto proto;
+  REQUIRE(proto.ParseFromString(fx::to_onnx_string(*gm, options)));
+  size_t parameters = 0, batch_norms = 0;
+  for (const auto& init : proto.graph().initializer()) {
+    parameters += gm->named_parameters().contains(init.name());
+  }
+  for (const auto& node : proto.graph().node()) {
+    batch_norms += node.op_type() == "BatchNormalization";
+  }
+  CHECK(parameters == gm->named_parameters().size());
+  CHECK(batch_norms == 20);
+  // Folded (the default), the batch norms are in the convolutions.
+  REQUIRE(proto.ParseFromString(fx::to_onnx_string(*gm)));
+  for (const auto& node : proto.graph().node()) {
+    CHECK(node.op_type() != "BatchNormalization");
+  }
+  const fs::path file = scratch() / "resnet18_unfolded.onnx";
+  fx::to_onnx(*gm, file.string(), options);
+  check_against_ort(gm, file, model.example_inputs);
+}
+
+TEST_CASE("Python's ONNX checker with full shape inference accepts an export") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  const fs::path file = scratch() / "resnet18_python_check.onnx";
+  fx::to_onnx(*gm, file.string());
+  CHECK(run("/usr/bin/python3 -c \"import onnx, sys; "
+            "onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" " +
+            file.string()) == 0);
+}
+
+TEST_CASE("exports are byte-identical across runs") {
+  models::ZooModel model = models::make_zoo_model("lenet");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  CHECK(fx::to_onnx_string(*gm) == fx::to_onnx_string(*gm));
+  fx::GraphModule again = models::trace_zoo_model(models::make_zoo_model("lenet"));
+  CHECK(fx::to_onnx_string(*gm) == fx::to_onnx_string(*again));
+}
+
+namespace {
+
+struct CumsumNetImpl : torch::nn::Module {
+  torch::nn::Linear fc{register_module("fc", torch::nn::Linear(4, 3))};
+  at::Tensor forward(at::Tensor x) { return torch::cumsum(fc(x), 1); }
+};
+TORCH_MODULE(CumsumNet);
+
+}  // namespace
+
+TEST_CASE("an operator without a mapping is refused by name; a registered mapping exports it") {
+  CumsumNet net;
+  net->eval();
+  at::Tensor x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(net, x);
+  const fs::path file = scratch() / "cumsum.onnx";
+  fs::remove(file);
+  CHECK_THROWS_WITH(fx::to_onnx(*gm, file.string()),
+                    Catch::Contains("aten::cumsum") && Catch::Contains("%cumsum") &&
+                        Catch::Contains("register_onnx_mapping"));
+  CHECK_FALSE(fs::exists(file));  // nothing written
+
+  CHECK_FALSE(fx::has_onnx_mapping("aten::cumsum"));
+  fx::register_onnx_mapping("aten::cumsum", [](fx::OnnxBuilder& b) {
+    const fx::Node& n = b.node();
+    b.add("CumSum", {b.value(n.args()[0]), b.int64s({n.args()[1].to_int()}, true)},
+          b.output());
+  });
+  CHECK(fx::has_onnx_mapping("aten::cumsum"));
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, {x});
+}
+
+TEST_CASE("leaf modules, training-mode graphs and wrong mappings are refused with what to do") {
+  {
+    models::ZooModel model = models::make_zoo_model("data_dependent_leaf");
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    CHECK_THROWS_WITH(fx::to_onnx_string(*gm),
+                      Catch::Contains("leaf module 'gate'") &&
+                          Catch::Contains("register_onnx_mapping"));
+  }
+  {
+    models::ZooModel model = models::make_zoo_model("resnet18");
+    model.module->train();
+    fx::GraphModule trained = models::trace_zoo_model(model);
+    CHECK_THROWS_WITH(fx::to_onnx_string(*trained),
+                      Catch::Contains("training mode") && Catch::Contains("eval()"));
+  }
+  {
+    CumsumNet net;
+    net->eval();
+    fx::GraphModule gm = fx::symbolic_trace(net, torch::randn({2, 4}));
+    fx::register_onnx_mapping("aten::cumsum", [](fx::OnnxBuilder& b) {
+      b.add("Identity", {b.value(b.node().args()[0])}, b.fresh("elsewhere"));
+    });
+    CHECK_THROWS_WITH(fx::to_onnx_string(*gm), Catch::Contains("did not produce"));
+    fx::OnnxOptions options;
+    options.opset = 13;
+    CHECK_THROWS_WITH(fx::to_onnx_string(*gm, options), Catch::Contains("opset 13"));
+  }
+}
