@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -27,6 +28,7 @@
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
+#include "onnx/to_onnx.h"
 #include "passes/pass_manager.h"
 #include "quantization/quantize_fx.h"
 #include "scheduling/child_processes.h"
@@ -271,6 +273,15 @@ struct ThreeConvsImpl : torch::nn::Module {
 TORCH_MODULE(ThreeConvs);
 
 }  // namespace
+
+void docs_readme::check_export_onnx() {
+  export_onnx();  // in the test's own temporary directory
+  std::ifstream in("conv.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  CHECK(bytes.str().size() > 8 * 3 * 3 * 3 * sizeof(float));  // the weights
+  CHECK(bytes.str().find("Conv") != std::string::npos);
+}
 
 void docs_writing_transformations::check_conv_activations() {
   ThreeConvs net;

@@ -74,6 +74,18 @@ x = torch.randn(1, 3, 224, 224)
 with torch.no_grad():
     print('same' if torch.allclose(a(x), b(x), atol=1e-4) else 'different')
 "
+check "TorchScript in, folded, ONNX out" 0 "wrote $out/folded.onnx" -- \
+  "$fx" trace "$out/resnet18_traced.pt" --input=1x3x224x224 \
+  --passes=fuse_conv_bn,eliminate_dead_code --print=none --onnx="$out/folded.onnx"
+check "Python's ONNX checker accepts the export (full shape inference)" 0 "^ok$" -- \
+  /usr/bin/python3 -c "
+import onnx
+onnx.checker.check_model(onnx.load('$out/folded.onnx'), full_check=True)
+print('ok')
+"
+check "a leaf module is refused by name, nothing written" 1 "leaf module 'gate'" -- \
+  "$fx" trace data_dependent_leaf --print=none --onnx="$out/leaf.onnx"
+check "the refused export left no file" 1 "" -- test -e "$out/leaf.onnx"
 check "TorchScript in, lowered to oneDNN, saved" 0 "wrote $out/lowered.fx" -- \
   "$fx" trace "$out/resnet18_traced.pt" --input=1x3x224x224 \
   --passes=optimize_for_inference --save="$out/lowered.fx"

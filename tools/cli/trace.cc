@@ -1,6 +1,8 @@
 // fx trace MODEL: a bundled model traced, or a GraphModule or TorchScript
 // file read; passes run; the result printed, drawn, costed, saved or
 // exported to TorchScript.
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "fx/fx.h"
 #include "fx/torchscript/torchscript.h"
+#include "onnx/to_onnx.h"
 #include "passes/cost_model.h"
 #include "passes/graph_drawer.h"
 #include "tools/cli/commands.h"
@@ -76,6 +79,10 @@ class Trace : public Command {
     flags().add("torchscript", &torchscript_,
                 "export the GraphModule (after the passes) as TorchScript to "
                 "this file (torch.jit.load reads it)");
+    flags().add("onnx", &onnx_,
+                "export the GraphModule (after the passes) as an ONNX model "
+                "(opset 17) to this file (fx::to_onnx), checked by ONNX's "
+                "checker with full shape inference");
     add_input_flag(flags(), &input_);
   }
 
@@ -105,6 +112,15 @@ class Trace : public Command {
       fx::to_torchscript(module).save(torchscript_);
       std::cerr << "wrote " << torchscript_ << "\n";
     }
+    if (!onnx_.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      fx::to_onnx(*module, onnx_);
+      const std::chrono::duration<double, std::milli> took =
+          std::chrono::steady_clock::now() - start;
+      std::cerr << "wrote " << onnx_ << " ("
+                << std::filesystem::file_size(onnx_) << " bytes, checked, "
+                << static_cast<int64_t>(took.count()) << " ms)\n";
+    }
     if (!save_.empty()) {
       fx::save(module, save_);
       std::cerr << "wrote " << save_ << "\n";
@@ -120,6 +136,7 @@ class Trace : public Command {
   MachineFlags machine_;
   std::string save_;
   std::string torchscript_;
+  std::string onnx_;
   std::vector<std::string> input_;
 };
 
