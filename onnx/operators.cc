@@ -2,6 +2,7 @@
 // for opset 17 maps it (torch/onnx/symbolic_opset*.py in Python torch 1.13).
 // Shapes the graph holds as literals (reshapes, expands, resizes) are the
 // node's own output shape, from its tensor metadata.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -529,9 +530,47 @@ void constant_pad(OnnxBuilder& b) {
         b.output());
 }
 
+// chunk / split: one Split, the pieces as torch cuts them.
+void split(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::vector<int64_t>& in = meta_of(b, args["self"].to_node()).sizes;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t dim = axis(args["dim"].to_int(), rank);
+  const int64_t n = in.at(dim);
+  // chunk(chunks): pieces of ceil(n / chunks); split(split_size): of split_size.
+  const int64_t piece = args.has("chunks")
+                            ? (n + args["chunks"].to_int() - 1) / args["chunks"].to_int()
+                            : args["split_size"].to_int();
+  if (piece <= 0) refuse(b, "pieces of size 0 do not map");
+  std::vector<int64_t> sizes;
+  std::vector<std::string> outputs;
+  for (int64_t start = 0; start < n || (n == 0 && sizes.empty()); start += piece) {
+    sizes.push_back(std::min(piece, n - start));
+    outputs.push_back(b.fresh(absl::StrCat(b.node().name(), "_", sizes.size() - 1)));
+    if (n == 0) break;
+  }
+  set_int(b.add("Split", {b.value(args["self"]), b.int64s(sizes)}, outputs),
+          "axis", dim);
+  b.set_outputs(outputs);
+}
+
+void reduce_sum(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  if (!args["dtype"].is_none()) refuse(b, "sum with a dtype does not map yet");
+  const int64_t rank = rank_of(b, args["self"]);
+  std::vector<int64_t> axes;
+  for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
+  set_int(b.add("ReduceSum", {b.value(args["self"]), b.int64s(axes)}, b.output()),
+          "keepdims", args["keepdim"].to_bool() ? 1 : 0);
+}
+
 }  // namespace
 
 void add_operator_mappings(Mappings* m) {
+  for (const char* name : {"aten::chunk", "aten::split.Tensor", "aten::unsafe_chunk"}) {
+    (*m)[name] = split;
+  }
+  (*m)["aten::sum.dim_IntList"] = reduce_sum;
   for (const char* name : {"aten::relu", "aten::relu_"}) (*m)[name] = unary("Relu");
   for (const char* name : {"aten::sigmoid", "aten::sigmoid_"}) (*m)[name] = unary("Sigmoid");
   for (const char* name : {"aten::tanh", "aten::tanh_"}) (*m)[name] = unary("Tanh");

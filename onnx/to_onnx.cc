@@ -217,6 +217,18 @@ class Exporter : public OnnxBuilder {
     return *n;
   }
 
+  onnx::NodeProto& add(const std::string& op_type,
+                       const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs) override {
+    onnx::NodeProto& n = add(op_type, inputs, outputs.at(0));
+    for (size_t i = 1; i < outputs.size(); ++i) n.add_output(outputs[i]);
+    return n;
+  }
+
+  void set_outputs(std::vector<std::string> elements) override {
+    elements_ = std::move(elements);
+  }
+
   std::string fresh(std::string_view base) override {
     std::string name(base);
     for (int i = 1; taken_.contains(name); ++i) {
@@ -313,9 +325,18 @@ class Exporter : public OnnxBuilder {
   void export_call(const Node& n) {
     const std::string target = n.target().to_string();
     if (n.target().is_function() && n.target().function().name() == "getitem") {
-      throw GraphError(absl::StrCat(
-          "to_onnx: ", describe(n),
-          ": operators with several outputs do not map yet"));
+      // An element of a mapped node's tuple: its ONNX value, no node.
+      const Argument& of = n.args().at(0);
+      auto it = of.is_node() ? sequences_.find(of.to_node()) : sequences_.end();
+      const Argument& index = n.args().at(1);
+      if (it == sequences_.end() || !index.is_int() || index.to_int() < 0 ||
+          index.to_int() >= static_cast<int64_t>(it->second.size())) {
+        throw GraphError(absl::StrCat("to_onnx: ", describe(n),
+                                      " reads an element of a value that is "
+                                      "not a mapped tuple of tensors"));
+      }
+      names_[&n] = it->second[index.to_int()];
+      return;
     }
     OnnxMapping mapping = find_mapping(target);
     if (!mapping) {
@@ -328,6 +349,7 @@ class Exporter : public OnnxBuilder {
           ": register one with fx::register_onnx_mapping"));
     }
     output_ = n.name();
+    elements_.clear();
     const int before = graph_->node_size();
     try {
       mapping(*this);
@@ -335,6 +357,10 @@ class Exporter : public OnnxBuilder {
       throw;
     } catch (const std::exception& e) {
       throw GraphError(absl::StrCat("to_onnx: ", describe(n), ": ", e.what()));
+    }
+    if (!elements_.empty()) {
+      sequences_[&n] = elements_;
+      return;
     }
     const bool produced =
         graph_->node_size() > before &&
@@ -425,6 +451,9 @@ class Exporter : public OnnxBuilder {
   const Node* node_ = nullptr;
   std::string output_;
   absl::flat_hash_map<const Node*, std::string> names_;
+  // Nodes whose value is a tuple of tensors: their elements' values.
+  absl::flat_hash_map<const Node*, std::vector<std::string>> sequences_;
+  std::vector<std::string> elements_;
   absl::flat_hash_map<std::string, std::string> attributes_;
   absl::flat_hash_set<std::string> taken_;
   absl::flat_hash_map<size_t, std::vector<int>> by_contents_;

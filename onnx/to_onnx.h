@@ -29,10 +29,11 @@
 // (check_model, then InferShapes with type checks and node errors on), and
 // the inferred output shapes must be the GraphModule's.
 //
-// What maps: the aten operators of convolution nets, MLPs and embeddings
-// (convolutions, batch norm, pooling, linear layers, matmuls, activations,
-// elementwise arithmetic, reductions, reshapes, concatenation, dropout in
-// eval mode, ...): onnx/operators.cc lists them. Anything else (an operator
+// What maps: the aten operators of convolution nets, MLPs, embeddings and
+// attention (convolutions, batch norm, layer norm, pooling, linear layers,
+// matmuls, softmax, activations, elementwise arithmetic, reductions,
+// reshapes, transposes, concatenation, chunk and split, dropout in eval
+// mode, ...): onnx/operators.cc lists them. Anything else (an operator
 // without a mapping, a leaf module, a wrapped function, a call_method) is
 // refused with fx::GraphError naming the node, its target and the module
 // it came from, and nothing is written; register_onnx_mapping adds a
@@ -97,6 +98,14 @@ class OnnxBuilder {
   virtual onnx::NodeProto& add(const std::string& op_type,
                                const std::vector<std::string>& inputs,
                                const std::string& output) = 0;
+  // The same with several outputs (the op's outputs, in order).
+  virtual onnx::NodeProto& add(const std::string& op_type,
+                               const std::vector<std::string>& inputs,
+                               const std::vector<std::string>& outputs) = 0;
+  // For a node whose value is a tuple or list of tensors (aten::chunk,
+  // say): the ONNX values of its elements, which getitem nodes then read,
+  // instead of one value named output().
+  virtual void set_outputs(std::vector<std::string> elements) = 0;
   // A fresh value name derived from `base`.
   virtual std::string fresh(std::string_view base) = 0;
   // The fx node being exported.

@@ -133,7 +133,8 @@ void check_against_ort(fx::GraphModule gm, const fs::path& file,
 
 TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModule") {
   for (const char* name :
-       {"mlp", "lenet", "resnet18", "mobilenet_v2", "unet", "resnet50"}) {
+       {"mlp", "lenet", "resnet18", "mobilenet_v2", "unet", "resnet50",
+        "transformer_encoder"}) {
     INFO(name);
     models::ZooModel model = models::make_zoo_model(name);
     fx::GraphModule gm = models::trace_zoo_model(model);
