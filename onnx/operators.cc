@@ -564,9 +564,108 @@ void reduce_sum(OnnxBuilder& b) {
           "keepdims", args["keepdim"].to_bool() ? 1 : 0);
 }
 
+// aten::lstm.input and aten::gru.input as ONNX LSTM / GRU, one per layer
+// (torch.onnx's _lstm / _gru): the gates reordered (torch's i, f, g, o to
+// ONNX's i, o, f, c; r, z, n to z, r, h), each layer's output [seq, dirs,
+// batch, hidden] made [seq, batch, dirs * hidden] for the next.
+void recurrent(OnnxBuilder& b, bool lstm) {
+  CallArguments args(b.node());
+  const bool has_biases = args["has_biases"].to_bool();
+  const int64_t layers = args["num_layers"].to_int();
+  const bool bidirectional = args["bidirectional"].to_bool();
+  const bool batch_first = args["batch_first"].to_bool();
+  if (args["train"].to_bool() && number(b, args["dropout"]) != 0.0) {
+    refuse(b, "a recurrent layer with dropout in training mode: trace in eval mode");
+  }
+  const int64_t dirs = bidirectional ? 2 : 1;
+  const std::vector<Argument>& params = args["params"].elements();
+  const size_t per = has_biases ? 4 : 2;
+  if (params.size() != per * layers * dirs) {
+    refuse(b, "the parameter list does not match the layers");
+  }
+  auto weight = [&](size_t i) {
+    std::optional<at::Tensor> t = b.constant(params[i]);
+    if (!t) refuse(b, "recurrent weights must be attributes (get_attr) to map");
+    return t->detach();
+  };
+  auto reorder = [&](const at::Tensor& w) {
+    if (lstm) {
+      std::vector<at::Tensor> g = w.chunk(4, 0);
+      return at::cat({g[0], g[3], g[1], g[2]}, 0);
+    }
+    std::vector<at::Tensor> g = w.chunk(3, 0);
+    return at::cat({g[1], g[0], g[2]}, 0);
+  };
+  const std::string& name = b.node().name();
+  std::vector<std::string> states;  // h0 (and c0)
+  if (lstm) {
+    const std::vector<Argument>& hx = args["hx"].elements();
+    if (hx.size() != 2) refuse(b, "expected (h0, c0)");
+    states = {b.value(hx[0]), b.value(hx[1])};
+  } else {
+    states = {b.value(args["hx"])};
+  }
+  std::string x = b.value(args["input"]);
+  if (batch_first) {
+    const std::string t = b.fresh(name + "_seq_first");
+    set_ints(b.add("Transpose", {x}, t), "perm", {1, 0, 2});
+    x = t;
+  }
+  const int64_t hidden = weight(1).size(1);
+  std::vector<std::string> last_h, last_c;
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<at::Tensor> w, r, bias;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const size_t base = (l * dirs + d) * per;
+      w.push_back(reorder(weight(base)));
+      r.push_back(reorder(weight(base + 1)));
+      bias.push_back(has_biases
+                         ? at::cat({reorder(weight(base + 2)), reorder(weight(base + 3))})
+                         : at::zeros({2 * w.back().size(0)}, w.back().options()));
+    }
+    const std::string layer = absl::StrCat(name, "_l", l);
+    std::vector<std::string> inputs = {
+        x, b.tensor(layer + "_W", at::stack(w)), b.tensor(layer + "_R", at::stack(r)),
+        b.tensor(layer + "_B", at::stack(bias)), ""};
+    for (const std::string& state : states) {
+      const std::string s = b.fresh(layer + "_initial");
+      b.add("Slice", {state, b.int64s({l * dirs}), b.int64s({(l + 1) * dirs}), b.int64s({0})}, s);
+      inputs.push_back(s);
+    }
+    std::vector<std::string> outputs = {b.fresh(layer + "_Y"), b.fresh(layer + "_Y_h")};
+    if (lstm) outputs.push_back(b.fresh(layer + "_Y_c"));
+    onnx::NodeProto& n = b.add(lstm ? "LSTM" : "GRU", inputs, outputs);
+    set_int(n, "hidden_size", hidden);
+    set_string(n, "direction", bidirectional ? "bidirectional" : "forward");
+    if (!lstm) set_int(n, "linear_before_reset", 1);
+    last_h.push_back(outputs[1]);
+    if (lstm) last_c.push_back(outputs[2]);
+    const std::string swapped = b.fresh(layer + "_Y_batch");
+    set_ints(b.add("Transpose", {outputs[0]}, swapped), "perm", {0, 2, 1, 3});
+    x = b.fresh(layer + "_out");
+    b.add("Reshape", {swapped, b.int64s({0, 0, -1})}, x);
+  }
+  if (batch_first) {
+    const std::string t = b.fresh(name + "_batch_first");
+    set_ints(b.add("Transpose", {x}, t), "perm", {1, 0, 2});
+    x = t;
+  }
+  auto joined = [&](const std::vector<std::string>& parts, const char* what) {
+    if (parts.size() == 1) return parts[0];
+    const std::string out = b.fresh(absl::StrCat(name, "_", what));
+    set_int(b.add("Concat", parts, out), "axis", 0);
+    return out;
+  };
+  std::vector<std::string> elements = {x, joined(last_h, "h_n")};
+  if (lstm) elements.push_back(joined(last_c, "c_n"));
+  b.set_outputs(elements);
+}
+
 }  // namespace
 
 void add_operator_mappings(Mappings* m) {
+  (*m)["aten::lstm.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/true); };
+  (*m)["aten::gru.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/false); };
   for (const char* name : {"aten::chunk", "aten::split.Tensor", "aten::unsafe_chunk"}) {
     (*m)[name] = split;
   }

@@ -146,6 +146,13 @@ class Exporter : public OnnxBuilder {
   std::string value(const Argument& argument, int32_t type) override {
     if (argument.is_node()) {
       auto it = names_.find(argument.to_node());
+      if (it == names_.end() && argument.to_node()->op() == Opcode::kGetAttr) {
+        // An attribute becomes an initializer when something reads it as
+        // it is (a mapping may read a rearranged copy instead).
+        const Node* attribute = argument.to_node();
+        it = names_.emplace(attribute, exported_attribute(attribute->target().str()))
+                 .first;
+      }
       if (it == names_.end()) {
         throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
                                       " reads %", argument.to_node()->name(),
@@ -198,6 +205,19 @@ class Exporter : public OnnxBuilder {
     at::Tensor t = at::tensor(values, at::kLong);
     if (scalar) t = t.reshape({});
     return initializer(absl::StrCat(node_->name(), "_ints"), t);
+  }
+
+  std::string tensor(const std::string& base, const at::Tensor& t) override {
+    return initializer(base, t);
+  }
+
+  std::optional<at::Tensor> constant(const Argument& argument) override {
+    if (!argument.is_node()) return std::nullopt;
+    const Node* n = argument.to_node();
+    if (n->op() != Opcode::kGetAttr || !module_.has_tensor_attribute(n->target().str())) {
+      return std::nullopt;
+    }
+    return module_.fetch_attr(n->target().str());
   }
 
   std::string floats(const std::vector<float>& values, bool scalar) override {
@@ -264,9 +284,7 @@ class Exporter : public OnnxBuilder {
               "to_onnx: ", describe(n),
               " reads a script object: only tensors become initializers"));
         }
-        const std::string name = exported_attribute(path);
-        names_[&n] = name;
-        return;
+        return;  // exported where it is read (value())
       }
       case Opcode::kCallFunction:
         export_call(n);
@@ -385,7 +403,8 @@ class Exporter : public OnnxBuilder {
             "to_onnx: output '", name, "' (%", value->name(),
             ") has no tensor metadata: ONNX outputs are tensors"));
       }
-      add("Identity", {names_.at(value)}, name);
+      const std::string source = this->value(Argument(const_cast<Node*>(value)), 0);
+      add("Identity", std::vector<std::string>{source}, std::string(name));
       set_value_info(graph_->add_output(), name, *meta);
       outputs_.emplace_back(name, meta->sizes);
     }

@@ -32,8 +32,8 @@
 // What maps: the aten operators of convolution nets, MLPs, embeddings and
 // attention (convolutions, batch norm, layer norm, pooling, linear layers,
 // matmuls, softmax, activations, elementwise arithmetic, reductions,
-// reshapes, transposes, concatenation, chunk and split, dropout in eval
-// mode, ...): onnx/operators.cc lists them. Anything else (an operator
+// reshapes, transposes, concatenation, chunk and split, LSTM and GRU
+// layers, dropout in eval mode, ...): onnx/operators.cc lists them. Anything else (an operator
 // without a mapping, a leaf module, a wrapped function, a call_method) is
 // refused with fx::GraphError naming the node, its target and the module
 // it came from, and nothing is written; register_onnx_mapping adds a
@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,12 @@ class OnnxBuilder {
   // rank 0 for `scalar`.
   virtual std::string int64s(const std::vector<int64_t>& values,
                              bool scalar = false) = 0;
+  // An initializer holding `tensor` (a copy of its values), named after
+  // `base`.
+  virtual std::string tensor(const std::string& base, const at::Tensor& tensor) = 0;
+  // The tensor an argument reads when it is a get_attr of a tensor
+  // attribute (a weight a mapping must rearrange); nullopt otherwise.
+  virtual std::optional<at::Tensor> constant(const Argument& argument) = 0;
   // A float32 initializer (rank 0 for one value and `scalar`).
   virtual std::string floats(const std::vector<float>& values,
                              bool scalar = false) = 0;

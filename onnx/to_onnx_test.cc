@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <onnx/onnx_pb.h>
@@ -134,7 +135,7 @@ void check_against_ort(fx::GraphModule gm, const fs::path& file,
 TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModule") {
   for (const char* name :
        {"mlp", "lenet", "resnet18", "mobilenet_v2", "unet", "resnet50",
-        "transformer_encoder"}) {
+        "transformer_encoder", "lstm_tagger"}) {
     INFO(name);
     models::ZooModel model = models::make_zoo_model(name);
     fx::GraphModule gm = models::trace_zoo_model(model);
@@ -147,7 +148,8 @@ TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModu
     REQUIRE(proto.ParseFromIstream(&in));
     CHECK(proto.opset_import(0).version() == 17);
     CHECK(proto.graph().input(0).name() == gm->graph().find_nodes(fx::Opcode::kPlaceholder)[0]->name());
-    CHECK(proto.graph().output(0).name() == "output");
+    CHECK(proto.graph().output(0).name() ==
+          (model.forward(model.example_inputs).isTuple() ? "output_0" : "output"));
     check_against_ort(gm, file, model.example_inputs);
   }
 }
@@ -176,6 +178,36 @@ TEST_CASE("unfolded, every parameter is an initializer named by its path") {
   const fs::path file = scratch() / "resnet18_unfolded.onnx";
   fx::to_onnx(*gm, file.string(), options);
   check_against_ort(gm, file, model.example_inputs);
+}
+
+namespace {
+
+// Two bidirectional batch-first LSTM layers, then two GRU layers.
+struct RecurrentNetImpl : torch::nn::Module {
+  torch::nn::LSTM lstm{register_module(
+      "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(8, 16).num_layers(2)
+                                  .bidirectional(true).batch_first(true)))};
+  torch::nn::GRU gru{register_module(
+      "gru", torch::nn::GRU(torch::nn::GRUOptions(32, 8).num_layers(2)
+                                .batch_first(true)))};
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(at::Tensor x) {
+    auto [y, state] = lstm->forward(x);
+    auto [z, h] = gru->forward(y);
+    return {z, std::get<0>(state) + 1, h};
+  }
+};
+TORCH_MODULE(RecurrentNet);
+
+}  // namespace
+
+TEST_CASE("C++ LSTM and GRU layers (stacked, bidirectional, batch first) export") {
+  RecurrentNet net;
+  net->eval();
+  at::Tensor x = torch::randn({2, 5, 8});
+  fx::GraphModule gm = fx::symbolic_trace(net, x);
+  const fs::path file = scratch() / "recurrent.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, {x});
 }
 
 TEST_CASE("Python's ONNX checker with full shape inference accepts an export") {
