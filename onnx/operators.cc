@@ -79,16 +79,22 @@ int64_t rank_of(OnnxBuilder& b, const Argument& a) {
 // An axis in [0, rank).
 int64_t axis(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
-// The ONNX element type of a tensor argument (for constants beside it).
-int32_t element_type_of(OnnxBuilder& b, const Argument& a) {
-  switch (meta_of(b, a.to_node()).dtype) {
+int32_t onnx_type(OnnxBuilder& b, c10::ScalarType dtype) {
+  switch (dtype) {
     case c10::ScalarType::Float: return onnx::TensorProto::FLOAT;
     case c10::ScalarType::Double: return onnx::TensorProto::DOUBLE;
     case c10::ScalarType::Long: return onnx::TensorProto::INT64;
     case c10::ScalarType::Int: return onnx::TensorProto::INT32;
     case c10::ScalarType::Bool: return onnx::TensorProto::BOOL;
-    default: refuse(b, "constants beside tensors of this dtype do not map yet");
+    default:
+      refuse(b, absl::StrCat("tensors of dtype ", c10::toString(dtype),
+                             " do not map here yet"));
   }
+}
+
+// The ONNX element type of a tensor argument (for constants beside it).
+int32_t element_type_of(OnnxBuilder& b, const Argument& a) {
+  return onnx_type(b, meta_of(b, a.to_node()).dtype);
 }
 
 std::vector<int64_t> ints(OnnxBuilder& b, const Argument& a, size_t n) {
@@ -661,9 +667,150 @@ void recurrent(OnnxBuilder& b, bool lstm) {
   b.set_outputs(elements);
 }
 
+// Where(mask, value, self): masked_fill.
+void masked_fill(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& self = args["self"];
+  b.add("Where",
+        {b.value(args["mask"]), b.value(args["value"], element_type_of(b, self)),
+         b.value(self)},
+        b.output());
+}
+
+void where(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const Argument& self = args["self"];
+  const Argument& other = args["other"];
+  // A scalar side takes the tensor side's element type.
+  const int32_t type = self.is_node()    ? element_type_of(b, self)
+                       : other.is_node() ? element_type_of(b, other)
+                                         : 0;
+  b.add("Where",
+        {b.value(args["condition"]), b.value(self, type), b.value(other, type)},
+        b.output());
+}
+
+// a OP b for a comparison (ONNX's, or Not of one for ne).
+OnnxMapping comparison(std::string op_type, bool negate = false) {
+  return [op_type, negate](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    const Argument& self = args["self"];
+    const int32_t type = element_type_of(b, self);
+    const std::vector<std::string> inputs = {b.value(self), b.value(args["other"], type)};
+    if (!negate) {
+      b.add(op_type, inputs, b.output());
+      return;
+    }
+    const std::string equal = b.fresh(b.node().name() + "_equal");
+    b.add(op_type, inputs, equal);
+    b.add("Not", {equal}, b.output());
+  };
+}
+
+// aten::to / _to_copy to a dtype: Cast (a device or layout change is none
+// in ONNX; a copy is Identity).
+void cast(OnnxBuilder& b) {
+  const c10::ScalarType to = own_meta(b).dtype;
+  const c10::ScalarType from = meta_of(b, b.node().args()[0].to_node()).dtype;
+  if (to == from) {
+    identity(b);
+    return;
+  }
+  set_int(b.add("Cast", {b.value(b.node().args()[0])}, b.output()), "to",
+          onnx_type(b, to));
+}
+
+// index.Tensor with one integer index tensor (the others None): Gather.
+void index(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::vector<Argument>& indices = args["indices"].elements();
+  int64_t at = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i].is_none()) continue;
+    if (at >= 0) refuse(b, "indexing by several tensors does not map yet");
+    at = static_cast<int64_t>(i);
+  }
+  if (at < 0) refuse(b, "indexing by no tensor");
+  const c10::ScalarType dtype = meta_of(b, indices[at].to_node()).dtype;
+  if (dtype != c10::ScalarType::Long && dtype != c10::ScalarType::Int) {
+    refuse(b, "indexing by a mask (bool tensor) does not map yet");
+  }
+  set_int(b.add("Gather", {b.value(args["self"]), b.value(indices[at])}, b.output()),
+          "axis", at);
+}
+
+void index_select(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  set_int(b.add("Gather", {b.value(args["self"]), b.value(args["index"])}, b.output()),
+          "axis", axis(args["dim"].to_int(), rank));
+}
+
+// stack: each tensor unsqueezed at dim, then Concat.
+void stack(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = static_cast<int64_t>(own_meta(b).sizes.size());
+  const int64_t dim = axis(args["dim"].to_int(), rank);
+  std::vector<std::string> parts;
+  for (const Argument& t : args["tensors"].elements()) {
+    const std::string u = b.fresh(b.node().name() + "_unsqueezed");
+    b.add("Unsqueeze", {b.value(t), b.int64s({dim})}, u);
+    parts.push_back(u);
+  }
+  set_int(b.add("Concat", parts, b.output()), "axis", dim);
+}
+
+// beta * self + alpha * (batch1 @ batch2).
+void baddbmm(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string& name = b.node().name();
+  const int32_t type = element_type_of(b, args["self"]);
+  std::string product = b.fresh(name + "_bmm");
+  b.add("MatMul", {b.value(args["batch1"]), b.value(args["batch2"])}, product);
+  if (!is_one(args["alpha"])) {
+    const std::string scaled = b.fresh(name + "_alpha");
+    b.add("Mul", {product, b.value(args["alpha"], type)}, scaled);
+    product = scaled;
+  }
+  std::string self = b.value(args["self"]);
+  if (!is_one(args["beta"])) {
+    const std::string scaled = b.fresh(name + "_beta");
+    b.add("Mul", {self, b.value(args["beta"], type)}, scaled);
+    self = scaled;
+  }
+  b.add("Add", {self, product}, b.output());
+}
+
 }  // namespace
 
 void add_operator_mappings(Mappings* m) {
+  for (const char* name : {"aten::masked_fill.Scalar", "aten::masked_fill_.Scalar",
+                           "aten::masked_fill.Tensor", "aten::masked_fill_.Tensor"}) {
+    (*m)[name] = masked_fill;
+  }
+  for (const char* name : {"aten::where.self", "aten::where.ScalarSelf",
+                           "aten::where.ScalarOther", "aten::where.Scalar"}) {
+    (*m)[name] = where;
+  }
+  for (const char* overload : {".Tensor", ".Scalar"}) {
+    const std::string o = overload;
+    (*m)["aten::eq" + o] = comparison("Equal");
+    (*m)["aten::ne" + o] = comparison("Equal", /*negate=*/true);
+    (*m)["aten::lt" + o] = comparison("Less");
+    (*m)["aten::le" + o] = comparison("LessOrEqual");
+    (*m)["aten::gt" + o] = comparison("Greater");
+    (*m)["aten::ge" + o] = comparison("GreaterOrEqual");
+  }
+  (*m)["aten::logical_not"] = unary("Not");
+  for (const char* name : {"aten::to.dtype", "aten::to.dtype_layout", "aten::to.device",
+                           "aten::to.other", "aten::_to_copy", "aten::type_as"}) {
+    (*m)[name] = cast;
+  }
+  (*m)["aten::index.Tensor"] = index;
+  (*m)["aten::index_select"] = index_select;
+  (*m)["aten::stack"] = stack;
+  (*m)["aten::baddbmm"] = baddbmm;
+  (*m)["aten::unflatten.int"] = reshape_to_output;
   (*m)["aten::lstm.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/true); };
   (*m)["aten::gru.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/false); };
   for (const char* name : {"aten::chunk", "aten::split.Tensor", "aten::unsafe_chunk"}) {

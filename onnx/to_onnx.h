@@ -32,8 +32,9 @@
 // What maps: the aten operators of convolution nets, MLPs, embeddings and
 // attention (convolutions, batch norm, layer norm, pooling, linear layers,
 // matmuls, softmax, activations, elementwise arithmetic, reductions,
-// reshapes, transposes, concatenation, chunk and split, LSTM and GRU
-// layers, dropout in eval mode, ...): onnx/operators.cc lists them. Anything else (an operator
+// reshapes, transposes, concatenation, chunk and split, masks and where,
+// comparisons, casts, gathers, LSTM and GRU layers, dropout in eval mode,
+// ...): onnx/operators.cc lists them. Anything else (an operator
 // without a mapping, a leaf module, a wrapped function, a call_method) is
 // refused with fx::GraphError naming the node, its target and the module
 // it came from, and nothing is written; register_onnx_mapping adds a

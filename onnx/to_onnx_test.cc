@@ -5,10 +5,12 @@
 // and nothing is written.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -208,6 +210,51 @@ TEST_CASE("C++ LSTM and GRU layers (stacked, bidirectional, batch first) export"
   const fs::path file = scratch() / "recurrent.onnx";
   fx::to_onnx(*gm, file.string());
   check_against_ort(gm, file, {x});
+}
+
+namespace {
+
+// A GPT-style block: causal self-attention written by hand (a mask buffer,
+// masked_fill, softmax), layer norm, a residual, GELU and a where.
+struct CausalBlockImpl : torch::nn::Module {
+  static constexpr int64_t kHeads = 4, kWidth = 32;
+  torch::nn::Embedding tokens{register_module("tokens", torch::nn::Embedding(100, kWidth))};
+  torch::nn::LayerNorm norm{register_module(
+      "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})))};
+  torch::nn::Linear qkv{register_module("qkv", torch::nn::Linear(kWidth, 3 * kWidth))};
+  torch::nn::Linear proj{register_module("proj", torch::nn::Linear(kWidth, kWidth))};
+  at::Tensor future{register_buffer("future", torch::ones({16, 16}).triu(1).to(torch::kBool))};
+
+  at::Tensor forward(at::Tensor ids) {
+    using torch::indexing::Slice;
+    const int64_t batch = ids.size(0), length = ids.size(1);
+    at::Tensor x = norm(tokens(ids));
+    std::vector<at::Tensor> parts = qkv(x).chunk(3, -1);
+    auto heads = [&](const at::Tensor& t) {
+      return t.view({batch, length, kHeads, kWidth / kHeads}).transpose(1, 2);
+    };
+    at::Tensor scores = heads(parts[0]).matmul(heads(parts[1]).transpose(-2, -1)) /
+                        std::sqrt(static_cast<double>(kWidth / kHeads));
+    scores = scores.masked_fill(future.index({Slice(0, length), Slice(0, length)}),
+                                -std::numeric_limits<float>::infinity());
+    at::Tensor y = torch::softmax(scores, -1).matmul(heads(parts[2]));
+    y = proj(y.transpose(1, 2).contiguous().view({batch, length, kWidth})) + x;
+    y = torch::gelu(y);
+    return torch::where(y > 0, y, y * 0.1);
+  }
+};
+TORCH_MODULE(CausalBlock);
+
+}  // namespace
+
+TEST_CASE("hand-written causal attention (mask, masked_fill, where) exports") {
+  CausalBlock block;
+  block->eval();
+  at::Tensor ids = torch::randint(100, {2, 12}, torch::kLong);
+  fx::GraphModule gm = fx::symbolic_trace(block, ids);
+  const fs::path file = scratch() / "causal.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, {ids});
 }
 
 TEST_CASE("Python's ONNX checker with full shape inference accepts an export") {
