@@ -155,7 +155,7 @@ void identity(OnnxBuilder& b) {
 
 void dropout(OnnxBuilder& b) {
   CallArguments args(b.node());
-  if (args["train"].to_bool()) {
+  if (args["train"].to_bool() && number(b, args["p"]) != 0.0) {
     refuse(b, "dropout in training mode: trace the model in eval mode to export it");
   }
   identity(b);
@@ -515,6 +515,75 @@ void upsample_nearest(OnnxBuilder& b) {
   set_string(n, "mode", "nearest");
   set_string(n, "coordinate_transformation_mode", "asymmetric");
   set_string(n, "nearest_mode", "floor");
+}
+
+// upsample_bilinear2d / linear / trilinear: Resize to the node's own
+// shape, pixel centres as torch places them.
+void upsample_linear(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  onnx::NodeProto& n = b.add(
+      "Resize", {b.value(args["input"]), "", "", b.int64s(own_meta(b).sizes)},
+      b.output());
+  set_string(n, "mode", "linear");
+  set_string(n, "coordinate_transformation_mode",
+             args["align_corners"].to_bool() ? "align_corners" : "pytorch_half_pixel");
+}
+
+// roll: per dimension, the last `shift` elements moved to the front (two
+// Slices and a Concat), as torch.onnx's roll.
+void roll(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::vector<int64_t>& sizes = meta_of(b, args["self"].to_node()).sizes;
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  const std::vector<int64_t> shifts = args["shifts"].to_int_list();
+  const std::vector<int64_t> dims = args["dims"].to_int_list();
+  if (dims.empty() || dims.size() != shifts.size()) {
+    refuse(b, "roll of the flattened tensor does not map yet");
+  }
+  std::string x = b.value(args["self"]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = axis(dims[i], rank);
+    const int64_t n = sizes.at(d);
+    const int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    const std::string& name = b.node().name();
+    const std::string tail = b.fresh(name + "_tail"), head = b.fresh(name + "_head");
+    b.add("Slice", {x, b.int64s({n - s}), b.int64s({n}), b.int64s({d})}, tail);
+    b.add("Slice", {x, b.int64s({0}), b.int64s({n - s}), b.int64s({d})}, head);
+    const std::string rolled = b.fresh(name + "_rolled");
+    set_int(b.add("Concat", {tail, head}, rolled), "axis", d);
+    x = rolled;
+  }
+  b.add("Identity", {x}, b.output());
+}
+
+// aten::pad (F.pad): constant, reflect or replicate.
+void pad(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string mode = args["mode"].to_string_ref();
+  const int64_t rank = rank_of(b, args["self"]);
+  const std::vector<int64_t> pad = args["pad"].to_int_list();
+  std::vector<int64_t> begins(rank, 0), ends(rank, 0);
+  for (size_t i = 0; i + 1 < pad.size(); i += 2) {
+    const int64_t d = rank - 1 - static_cast<int64_t>(i / 2);
+    begins[d] = pad[i];
+    ends[d] = pad[i + 1];
+  }
+  std::vector<int64_t> pads = begins;
+  pads.insert(pads.end(), ends.begin(), ends.end());
+  for (int64_t p : pads) {
+    if (p < 0) refuse(b, "negative padding (cropping) does not map yet");
+  }
+  std::vector<std::string> inputs = {b.value(args["self"]), b.int64s(pads)};
+  if (mode == "constant") {
+    const Argument& value = args["value"];
+    inputs.push_back(b.value(value.is_none() ? Argument(0.0) : value,
+                             element_type_of(b, args["self"])));
+  } else if (mode != "reflect" && mode != "replicate") {
+    refuse(b, absl::StrCat("padding mode '", mode, "' does not map"));
+  }
+  set_string(b.add("Pad", inputs, b.output()), "mode",
+             mode == "replicate" ? "edge" : mode);
 }
 
 void constant_pad(OnnxBuilder& b) {
@@ -950,6 +1019,14 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = upsample_nearest;
   }
   (*m)["aten::constant_pad_nd"] = constant_pad;
+  (*m)["aten::pad"] = pad;
+  (*m)["aten::roll"] = roll;
+  for (const char* name : {"aten::upsample_linear1d", "aten::upsample_bilinear2d",
+                           "aten::upsample_trilinear3d", "aten::upsample_linear1d.vec",
+                           "aten::upsample_bilinear2d.vec",
+                           "aten::upsample_trilinear3d.vec"}) {
+    (*m)[name] = upsample_linear;
+  }
 }
 
 }  // namespace fx::internal

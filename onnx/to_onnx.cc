@@ -342,6 +342,22 @@ class Exporter : public OnnxBuilder {
 
   void export_call(const Node& n) {
     const std::string target = n.target().to_string();
+    if (n.target().is_function() && n.target().function().name() == "dict" &&
+        n.args().size() == 2 && n.args()[0].is_list() && n.args()[1].is_list()) {
+      // A dict of outputs (segmentation models' {"out": ...}): its values
+      // become outputs named after their keys.
+      std::vector<std::pair<std::string, Argument>> items;
+      const auto& keys = n.args()[0].elements();
+      const auto& values = n.args()[1].elements();
+      for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
+        if (!keys[i].is_string()) break;
+        items.emplace_back(keys[i].to_string_ref(), values[i]);
+      }
+      if (items.size() == keys.size() && keys.size() == values.size()) {
+        dicts_[&n] = std::move(items);
+        return;
+      }
+    }
     if (n.target().is_function() && n.target().function().name() == "getitem") {
       // An element of a mapped node's tuple: its ONNX value, no node.
       const Argument& of = n.args().at(0);
@@ -412,7 +428,12 @@ class Exporter : public OnnxBuilder {
 
   void collect_outputs(const Argument& a, const std::string& name,
                        std::vector<std::pair<std::string, const Node*>>* out) {
-    if (a.is_node()) {
+    auto dict = a.is_node() ? dicts_.find(a.to_node()) : dicts_.end();
+    if (dict != dicts_.end()) {
+      for (const auto& [key, value] : dict->second) {
+        collect_outputs(value, absl::StrCat(name, "_", key), out);
+      }
+    } else if (a.is_node()) {
       out->emplace_back(name, a.to_node());
     } else if (a.is_sequence()) {
       const auto& items = a.elements();
@@ -473,6 +494,8 @@ class Exporter : public OnnxBuilder {
   // Nodes whose value is a tuple of tensors: their elements' values.
   absl::flat_hash_map<const Node*, std::vector<std::string>> sequences_;
   std::vector<std::string> elements_;
+  // dict nodes (of string keys): their items, for the outputs' names.
+  absl::flat_hash_map<const Node*, std::vector<std::pair<std::string, Argument>>> dicts_;
   absl::flat_hash_map<std::string, std::string> attributes_;
   absl::flat_hash_set<std::string> taken_;
   absl::flat_hash_map<size_t, std::vector<int>> by_contents_;

@@ -22,7 +22,8 @@
 // checks; ONNX Runtime, TensorRT and OpenVINO all read it); parameters,
 // buffers and constants as initializers named by their attribute paths;
 // inputs named after the placeholders; outputs "output" for one tensor,
-// "output_0", "output_1", ... for a tuple (nested: "output_1_0"). Each ONNX
+// "output_0", "output_1", ... for a tuple (nested: "output_1_0"),
+// "output_KEY" for a dict's (segmentation models' "output_out"). Each ONNX
 // node is named after the graph node it comes from. Shapes are the example
 // input's (the graph is specialized to them, as its guards say). Before
 // anything is written, ONNX's checker runs with full shape inference
