@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/io/internal/files.h"
@@ -146,6 +147,16 @@ class Exporter : public OnnxBuilder {
   std::string value(const Argument& argument, int32_t type) override {
     if (argument.is_node()) {
       auto it = names_.find(argument.to_node());
+      if (float_context_ && quantized_.contains(argument.to_node())) {
+        return dequantized(argument);
+      }
+      if (it == names_.end() && argument.to_node()->op() == Opcode::kGetAttr &&
+          !module_.has_tensor_attribute(argument.to_node()->target().str())) {
+        throw GraphError(absl::StrCat(
+            "to_onnx: ", describe(*node_), " reads script object '",
+            argument.to_node()->target().str(),
+            "' as a value: only tensors become initializers"));
+      }
       if (it == names_.end() && argument.to_node()->op() == Opcode::kGetAttr) {
         // An attribute becomes an initializer when something reads it as
         // it is (a mapping may read a rearranged copy instead).
@@ -220,6 +231,64 @@ class Exporter : public OnnxBuilder {
     return module_.fetch_attr(n->target().str());
   }
 
+  std::optional<c10::IValue> object(const Argument& argument) override {
+    if (!argument.is_node()) return std::nullopt;
+    const Node* n = argument.to_node();
+    if (n->op() != Opcode::kGetAttr || !module_.has_object_attribute(n->target().str())) {
+      return std::nullopt;
+    }
+    return module_.fetch_attribute(n->target().str());
+  }
+
+  std::optional<QParams> qparams(const Argument& argument) override {
+    if (!argument.is_node()) return std::nullopt;
+    auto it = quantized_.find(argument.to_node());
+    if (it == quantized_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  std::string dequantized(const Argument& argument) override {
+    std::optional<QParams> q = qparams(argument);
+    if (!q) {
+      throw GraphError(absl::StrCat("to_onnx: ", describe(*node_), " reads %",
+                                    argument.is_node() ? argument.to_node()->name() : "?",
+                                    " as a quantized tensor, which it is not"));
+    }
+    const Node* n = argument.to_node();
+    auto it = dequantized_.find(n);
+    if (it != dequantized_.end()) return it->second;
+    const std::string name = fresh(n->name() + "_dequantized");
+    const bool saved = float_context_;
+    float_context_ = false;
+    add("DequantizeLinear",
+        std::vector<std::string>{value(argument, 0), scales({q->scale}),
+                                 zero_points({q->zero_point}, q->is_signed)},
+        name);
+    float_context_ = saved;
+    dequantized_.emplace(n, name);
+    return name;
+  }
+
+  void quantize_output(const std::string& value, const QParams& q) override {
+    add("QuantizeLinear",
+        std::vector<std::string>{value, scales({q.scale}),
+                                 zero_points({q.zero_point}, q.is_signed)},
+        output_);
+    output_qparams_ = q;
+  }
+
+  std::string scales(const std::vector<double>& values) override {
+    at::Tensor t = at::tensor(values, at::kDouble).to(at::kFloat);
+    if (values.size() == 1) t = t.reshape({});
+    return initializer(node_->name() + "_scale", t);
+  }
+
+  std::string zero_points(const std::vector<int64_t>& values, bool is_signed) override {
+    at::Tensor t = at::tensor(values, at::kLong).to(is_signed ? at::kChar : at::kByte);
+    if (values.size() == 1) t = t.reshape({});
+    return initializer(node_->name() + "_zero_point", t);
+  }
+
   std::string floats(const std::vector<float>& values, bool scalar) override {
     at::Tensor t = at::tensor(values, at::kFloat);
     if (scalar) t = t.reshape({});
@@ -278,13 +347,7 @@ class Exporter : public OnnxBuilder {
         return;
       }
       case Opcode::kGetAttr: {
-        const std::string& path = n.target().str();
-        if (!module_.has_tensor_attribute(path)) {
-          throw GraphError(absl::StrCat(
-              "to_onnx: ", describe(n),
-              " reads a script object: only tensors become initializers"));
-        }
-        return;  // exported where it is read (value())
+        return;  // exported where it is read (value(), object())
       }
       case Opcode::kCallFunction:
         export_call(n);
@@ -384,14 +447,49 @@ class Exporter : public OnnxBuilder {
     }
     output_ = n.name();
     elements_.clear();
+    output_qparams_.reset();
+    // An operator that runs on quantized tensors as they come (pooling,
+    // reshapes, relu, ...): its float mapping between DequantizeLinear and
+    // QuantizeLinear, the output keeping its input's quantization (or the
+    // fixed one libtorch's kernels give sigmoid and tanh).
+    std::optional<QParams> passes_through;
+    if (!n.is_call_to({"aten::dequantize.self", "aten::dequantize.tensors"}) &&
+        !absl::StartsWith(target, "quantized::")) {
+      for (const Node* input : n.all_input_nodes()) {
+        auto q = quantized_.find(input);
+        if (q != quantized_.end()) {
+          passes_through = q->second;
+          break;
+        }
+      }
+    }
+    if (passes_through) {
+      if (n.is_call_to({"aten::sigmoid", "aten::sigmoid_", "aten::hardsigmoid",
+                        "aten::hardsigmoid_"})) {
+        passes_through = QParams{1.0 / 256, 0, false};
+      } else if (n.is_call_to({"aten::tanh", "aten::tanh_"})) {
+        passes_through = QParams{2.0 / 256, 128, false};
+      }
+      output_ = fresh(n.name() + "_float");
+      float_context_ = true;
+    }
     const int before = graph_->node_size();
     try {
       mapping(*this);
+      float_context_ = false;
+      if (passes_through && elements_.empty()) {
+        const std::string float_value = output_;
+        output_ = n.name();
+        quantize_output(float_value, *passes_through);
+      }
     } catch (const GraphError&) {
+      float_context_ = false;
       throw;
     } catch (const std::exception& e) {
+      float_context_ = false;
       throw GraphError(absl::StrCat("to_onnx: ", describe(n), ": ", e.what()));
     }
+    if (output_qparams_) quantized_[&n] = *output_qparams_;
     if (!elements_.empty()) {
       sequences_[&n] = elements_;
       return;
@@ -494,6 +592,11 @@ class Exporter : public OnnxBuilder {
   // Nodes whose value is a tuple of tensors: their elements' values.
   absl::flat_hash_map<const Node*, std::vector<std::string>> sequences_;
   std::vector<std::string> elements_;
+  // Quantized values (QDQ): their quantization, and their float32 values.
+  absl::flat_hash_map<const Node*, QParams> quantized_;
+  absl::flat_hash_map<const Node*, std::string> dequantized_;
+  std::optional<QParams> output_qparams_;
+  bool float_context_ = false;
   // dict nodes (of string keys): their items, for the outputs' names.
   absl::flat_hash_map<const Node*, std::vector<std::pair<std::string, Argument>>> dicts_;
   absl::flat_hash_map<std::string, std::string> attributes_;

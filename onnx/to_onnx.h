@@ -35,7 +35,10 @@
 // matmuls, softmax, activations, elementwise arithmetic, reductions,
 // reshapes, transposes, concatenation, chunk and split, masks and where,
 // comparisons, casts, gathers, LSTM and GRU layers, dropout in eval mode,
-// ...): onnx/operators.cc lists them. Anything else (an operator
+// ...): onnx/operators.cc lists them. Int8 modules (convert_fx) export in
+// QDQ form: quantized::conv2d, linear, add, mul, cat and hardswish as the
+// float operator between DequantizeLinear and QuantizeLinear, int8
+// weights, int32 biases. Anything else (an operator
 // without a mapping, a leaf module, a wrapped function, a call_method) is
 // refused with fx::GraphError naming the node, its target and the module
 // it came from, and nothing is written; register_onnx_mapping adds a
@@ -49,6 +52,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <ATen/core/ivalue.h>
 
 #include "fx/runtime/graph_module.h"
 
@@ -99,6 +104,32 @@ class OnnxBuilder {
   // The tensor an argument reads when it is a get_attr of a tensor
   // attribute (a weight a mapping must rearrange); nullopt otherwise.
   virtual std::optional<at::Tensor> constant(const Argument& argument) = 0;
+  // The script object an argument reads when it is a get_attr of one (a
+  // quantized layer's packed weights); nullopt otherwise.
+  virtual std::optional<c10::IValue> object(const Argument& argument) = 0;
+
+  // Int8 graphs are exported in ONNX's QDQ form: a quantized value is the
+  // uint8 or int8 output of a QuantizeLinear, and each operator runs in
+  // float32 between a DequantizeLinear of its inputs and a QuantizeLinear
+  // of its output, which ONNX Runtime and TensorRT fuse into int8 kernels.
+  struct QParams {
+    double scale = 1;
+    int64_t zero_point = 0;
+    bool is_signed = false;  // qint8 (else quint8)
+  };
+  // The quantization of a quantized value; nullopt for any other.
+  virtual std::optional<QParams> qparams(const Argument& argument) = 0;
+  // A quantized value as float32 (its DequantizeLinear, made once).
+  virtual std::string dequantized(const Argument& argument) = 0;
+  // Quantizes `value` (float32) into output() with `qparams`, which the
+  // node's value then carries.
+  virtual void quantize_output(const std::string& value, const QParams& qparams) = 0;
+  // Initializers of a QuantizeLinear / DequantizeLinear's scale and zero
+  // point (per tensor, or one per channel).
+  virtual std::string scales(const std::vector<double>& scales) = 0;
+  virtual std::string zero_points(const std::vector<int64_t>& zero_points,
+                                  bool is_signed) = 0;
+
   // A float32 initializer (rank 0 for one value and `scalar`).
   virtual std::string floats(const std::vector<float>& values,
                              bool scalar = false) = 0;

@@ -16,6 +16,7 @@
 #include "fx/fx.h"
 #include "fx/io/internal/files.h"
 #include "fx/torchscript/torchscript.h"
+#include "onnx/to_onnx.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "tools/cli/commands.h"
@@ -137,6 +138,10 @@ class Quantize : public Command {
                 "write the quantized GraphModule to this file (fx::save)");
     flags().add("torchscript", &torchscript_,
                 "export the quantized GraphModule as TorchScript to this file");
+    flags().add("onnx", &onnx_,
+                "export the int8 module in ONNX's QDQ form (opset 17) to this "
+                "file (fx::to_onnx): QuantizeLinear / DequantizeLinear around "
+                "float operators, which ONNX Runtime and TensorRT run as int8");
   }
 
  private:
@@ -150,6 +155,7 @@ class Quantize : public Command {
   std::string print_ = "graph";
   std::string save_;
   std::string torchscript_;
+  std::string onnx_;
 };
 
 int Quantize::run(const std::vector<std::string>& args) {
@@ -199,6 +205,10 @@ int Quantize::run(const std::vector<std::string>& args) {
           "output SQNR against float32 on the example input: %.1f dB\n",
           fx::sqnr_db(want.toTensor(), got.toTensor()));
     }
+  }
+  if (!onnx_.empty()) {
+    fx::to_onnx(*quantized, onnx_);
+    std::cerr << "wrote " << onnx_ << "\n";
   }
   if (!torchscript_.empty()) {
     fx::to_torchscript(quantized).save(torchscript_);
