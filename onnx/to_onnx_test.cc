@@ -23,7 +23,7 @@
 
 #include "fx/fx.h"
 #include "models/zoo.h"
-#include "onnx/testing/ort.h"
+#include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"

@@ -15,7 +15,7 @@
 #include "fx/fx.h"
 #include "fx/io/input_spec.h"
 #include "fx/torchscript/torchscript.h"
-#include "onnx/testing/ort.h"
+#include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
 #include "third_party/catch.h"
 

@@ -1,4 +1,4 @@
-#include "onnx/testing/ort.h"
+#include "testdata/onnx_runtime.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -55,7 +55,7 @@ std::map<std::string, at::Tensor> run_ort(const fs::path& model,
   const fs::path dir = model.parent_path() / (model.stem().string() + "_ort");
   fs::create_directories(dir);
   std::string command = "NODE_PATH=" + ort_modules() +
-                        " node onnx/testing/ort_run.js " + model.string() +
+                        " node testdata/ort_run.js " + model.string() +
                         " " + dir.string();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fs::path file = dir / ("input_" + std::to_string(i) + ".bin");

@@ -1,5 +1,5 @@
 // For the ONNX export's tests: runs an exported model under ONNX Runtime
-// (onnx/testing/ort_run.js, through Node.js; tools/setup.sh installs
+// (testdata/ort_run.js, through Node.js; tools/setup.sh installs
 // onnxruntime-node) and compares its outputs with the GraphModule's.
 #pragma once
 
