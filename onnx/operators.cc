@@ -562,10 +562,11 @@ void roll(OnnxBuilder& b) {
   b.add("Identity", {x}, b.output());
 }
 
-// aten::pad (F.pad): constant, reflect or replicate.
-void pad(OnnxBuilder& b) {
+// aten::pad (F.pad: constant, reflect or replicate) and
+// aten::constant_pad_nd as Pad; torch's pad list is (last begin, last end,
+// second-to-last begin, ...).
+void pad(OnnxBuilder& b, const std::string& mode) {
   CallArguments args(b.node());
-  const std::string mode = args["mode"].to_string_ref();
   const int64_t rank = rank_of(b, args["self"]);
   const std::vector<int64_t> pad = args["pad"].to_int_list();
   std::vector<int64_t> begins(rank, 0), ends(rank, 0);
@@ -589,25 +590,6 @@ void pad(OnnxBuilder& b) {
   }
   set_string(b.add("Pad", inputs, b.output()), "mode",
              mode == "replicate" ? "edge" : mode);
-}
-
-void constant_pad(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const int64_t rank = rank_of(b, args["self"]);
-  const std::vector<int64_t> pad = args["pad"].to_int_list();
-  // torch: (last begin, last end, second-to-last begin, ...).
-  std::vector<int64_t> begins(rank, 0), ends(rank, 0);
-  for (size_t i = 0; i + 1 < pad.size(); i += 2) {
-    const int64_t d = rank - 1 - static_cast<int64_t>(i / 2);
-    begins[d] = pad[i];
-    ends[d] = pad[i + 1];
-  }
-  std::vector<int64_t> pads = begins;
-  pads.insert(pads.end(), ends.begin(), ends.end());
-  const int32_t type = element_type_of(b, args["self"]);
-  b.add("Pad",
-        {b.value(args["self"]), b.int64s(pads), b.value(args["value"], type)},
-        b.output());
 }
 
 // chunk / split: one Split, the pieces as torch cuts them.
@@ -1205,8 +1187,10 @@ void add_operator_mappings(Mappings* m) {
                            "aten::upsample_nearest3d", "aten::upsample_nearest2d.vec"}) {
     (*m)[name] = upsample_nearest;
   }
-  (*m)["aten::constant_pad_nd"] = constant_pad;
-  (*m)["aten::pad"] = pad;
+  (*m)["aten::constant_pad_nd"] = [](OnnxBuilder& b) { pad(b, "constant"); };
+  (*m)["aten::pad"] = [](OnnxBuilder& b) {
+    pad(b, CallArguments(b.node())["mode"].to_string_ref());
+  };
   (*m)["aten::roll"] = roll;
   for (const char* name : {"aten::upsample_linear1d", "aten::upsample_bilinear2d",
                            "aten::upsample_trilinear3d", "aten::upsample_linear1d.vec",

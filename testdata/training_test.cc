@@ -172,6 +172,22 @@ fx::GraphModule split_in_two(const fx::GraphModule& gm) {
 
 }  // namespace
 
+Forward forward_of(fx::GraphModule gm) {
+  return [gm](std::vector<c10::IValue> in) mutable { return gm->forward(std::move(in)); };
+}
+
+// The GraphModules trained besides eager, from the traced one: itself, a
+// Transformer's output, split_module's (whose submodules hold the nodes).
+std::vector<std::pair<std::string, std::function<fx::GraphModule(const fx::GraphModule&)>>>
+graph_variants() {
+  return {
+      {"plain GraphModule", [](const fx::GraphModule& gm) { return gm; }},
+      {"after a Transformer",
+       [](const fx::GraphModule& gm) { return fx::Transformer(gm).transform(); }},
+      {"through split_module's submodules", split_in_two},
+  };
+}
+
 // Trains the graph side as eager trained: bitwise the same trajectory, or,
 // where autograd refused eager's program, the same refusal.
 void check_trains_as_eager(const std::optional<Trajectory>& eager,
@@ -196,36 +212,13 @@ TEST_CASE("training through a GraphModule matches eager bitwise, every zoo model
       INFO(e.what_without_backtrace());
       CHECK(name == "inplace_ops");
     }
-    {
-      INFO("plain GraphModule");
+    for (const auto& [what, make] : graph_variants()) {
+      INFO(what);
       Traced traced = trace_for_training(name);
-      fx::GraphModule gm = traced.gm;
-      Side side = module_side(*traced.model.module,
-                              [gm](std::vector<c10::IValue> in) mutable {
-                                return gm->forward(std::move(in));
-                              });
-      check_trains_as_eager(eager, side, traced.model.example_inputs);
-    }
-    {
-      INFO("after a Transformer");
-      Traced traced = trace_for_training(name);
-      fx::GraphModule gm = fx::Transformer(traced.gm).transform();
+      fx::GraphModule gm = make(traced.gm);
       CHECK(gm->traced_training() == traced.gm->traced_training());
-      Side side = module_side(*traced.model.module,
-                              [gm](std::vector<c10::IValue> in) mutable {
-                                return gm->forward(std::move(in));
-                              });
-      check_trains_as_eager(eager, side, traced.model.example_inputs);
-    }
-    {
-      INFO("through split_module's submodules");
-      Traced traced = trace_for_training(name);
-      fx::GraphModule gm = split_in_two(traced.gm);
-      Side side = module_side(*traced.model.module,
-                              [gm](std::vector<c10::IValue> in) mutable {
-                                return gm->forward(std::move(in));
-                              });
-      check_trains_as_eager(eager, side, traced.model.example_inputs);
+      check_trains_as_eager(eager, module_side(*traced.model.module, forward_of(gm)),
+                            traced.model.example_inputs);
     }
     {
       INFO("from the Interpreter");
@@ -249,10 +242,8 @@ TEST_CASE("training through a GraphModule matches eager bitwise, every zoo model
       fx::GraphModule loaded = fx::load(file, attributes);
       CHECK(loaded->traced_training() == traced.gm->traced_training());
       // The loaded module owns its tensors: train those.
-      Side side = module_side(*loaded, [loaded](std::vector<c10::IValue> in) mutable {
-        return loaded->forward(std::move(in));
-      });
-      check_trains_as_eager(eager, side, traced.model.example_inputs);
+      check_trains_as_eager(eager, module_side(*loaded, forward_of(loaded)),
+                            traced.model.example_inputs);
     }
   }
 }
@@ -283,44 +274,48 @@ Side tied_side(TiedNet net) {
   });
 }
 
+// Two TiedNets of the same weights, one traced (in training mode).
+struct TiedPair {
+  TiedPair() {
+    torch::manual_seed(0);
+    eager = TiedNet();
+    torch::manual_seed(0);
+    traced = TiedNet();
+    gm = fx::symbolic_trace(traced, inputs[0]);
+  }
+  // Trains both; checks they trained alike.
+  void check_same_training() {
+    ::check_same_training(train(tied_side(eager), inputs),
+                          train(module_side(*traced, forward_of(gm)), inputs));
+  }
+  TiedNet eager{nullptr}, traced{nullptr};
+  std::vector<c10::IValue> inputs = {torch::randint(50, {4, 6}, torch::kLong)};
+  fx::GraphModule gm{nullptr};
+};
+
 }  // namespace
 
 TEST_CASE("parameters two nodes share accumulate their gradients as in eager") {
-  torch::manual_seed(0);
-  TiedNet eager_net;
-  torch::manual_seed(0);
-  TiedNet traced_net;
-  std::vector<c10::IValue> inputs = {torch::randint(50, {4, 6}, torch::kLong)};
-  fx::GraphModule gm = fx::symbolic_trace(traced_net, inputs[0]);
+  TiedPair pair;
+  fx::GraphModule gm = pair.gm;
   size_t reads = 0;
   for (fx::Node* n : gm->graph().find_nodes(fx::Opcode::kGetAttr, "fc.weight")) {
     reads += n->users().size();
   }
   CHECK(reads == 2);
-  Side graph = module_side(*traced_net, [gm](std::vector<c10::IValue> in) mutable {
-    return gm->forward(std::move(in));
-  });
-  check_same_training(train(tied_side(eager_net), inputs), train(graph, inputs));
+  pair.check_same_training();
 }
 
 TEST_CASE("fold_constants leaves a training graph's trained parameters unfolded") {
-  torch::manual_seed(0);
-  TiedNet eager_net;
-  torch::manual_seed(0);
-  TiedNet traced_net;
-  std::vector<c10::IValue> inputs = {torch::randint(50, {4, 6}, torch::kLong)};
-  fx::GraphModule gm = fx::symbolic_trace(traced_net, inputs[0]);
+  TiedPair pair;
   // embedding.weight.t() reads only a parameter: eval mode folds it.
   {
     TiedNet eval_net;
     eval_net->eval();
-    fx::GraphModule eval_gm = fx::symbolic_trace(eval_net, inputs[0]);
+    fx::GraphModule eval_gm = fx::symbolic_trace(eval_net, pair.inputs[0]);
     CHECK(fx::fold_constants(*eval_gm));
   }
-  CHECK_FALSE(fx::fold_constants(*gm));
-  CHECK(gm->init_steps().empty());
-  Side graph = module_side(*traced_net, [gm](std::vector<c10::IValue> in) mutable {
-    return gm->forward(std::move(in));
-  });
-  check_same_training(train(tied_side(eager_net), inputs), train(graph, inputs));
+  CHECK_FALSE(fx::fold_constants(*pair.gm));
+  CHECK(pair.gm->init_steps().empty());
+  pair.check_same_training();
 }
