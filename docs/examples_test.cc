@@ -283,6 +283,24 @@ void docs_readme::check_export_onnx() {
   CHECK(bytes.str().find("Conv") != std::string::npos);
 }
 
+namespace {
+
+struct RunningSumImpl : torch::nn::Module {
+  at::Tensor forward(at::Tensor x) { return torch::cumsum(x, 1); }
+};
+TORCH_MODULE(RunningSum);
+
+}  // namespace
+
+void docs_onnx::check_cumsum_mapping() {
+  RunningSum model;
+  model->eval();
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({2, 5}));
+  CHECK_THROWS_WITH(fx::to_onnx_string(*gm), Catch::Contains("aten::cumsum"));
+  register_cumsum();
+  CHECK(fx::to_onnx_string(*gm).find("CumSum") != std::string::npos);
+}
+
 void docs_writing_transformations::check_conv_activations() {
   ThreeConvs net;
   net->eval();

@@ -138,6 +138,16 @@ OnnxMapping unary(std::string op_type) {
 }
 
 // op(a, b), a scalar b made a constant of a's element type.
+// A tensor or scalar argument as an ONNX value of element type `type`: a
+// constant made so, a tensor of another type cast (torch promotes types
+// where ONNX does not: int64 + 0.5, int / int).
+std::string value_as(OnnxBuilder& b, const Argument& a, int32_t type) {
+  if (!a.is_node() || element_type_of(b, a) == type) return b.value(a, type);
+  const std::string cast = b.fresh(a.to_node()->name() + "_cast");
+  set_int(b.add("Cast", {b.value(a)}, cast), "to", type);
+  return cast;
+}
+
 OnnxMapping binary(std::string op_type) {
   return [op_type](OnnxBuilder& b) {
     CallArguments args(b.node());
@@ -149,8 +159,9 @@ OnnxMapping binary(std::string op_type) {
     if (args.has("rounding_mode") && !args["rounding_mode"].is_none()) {
       refuse(b, "division with a rounding mode does not map yet");
     }
-    const int32_t type = self.is_node() ? element_type_of(b, self) : 0;
-    b.add(op_type, {b.value(self, type), b.value(other, type)}, b.output());
+    // Computed in the result's type, as torch computes it.
+    const int32_t type = element_type_of(b, Argument(const_cast<Node*>(&b.node())));
+    b.add(op_type, {value_as(b, self, type), value_as(b, other, type)}, b.output());
   };
 }
 
@@ -507,6 +518,18 @@ void slice(OnnxBuilder& b) {
         b.output());
 }
 
+void narrow(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  if (!args["start"].is_int()) refuse(b, "narrow at a start given as a tensor does not map");
+  const int64_t start = args["start"].to_int();
+  b.add("Slice",
+        {b.value(args["self"]), b.int64s({start}),
+         b.int64s({start + args["length"].to_int()}),
+         b.int64s({axis(args["dim"].to_int(), rank)})},
+        b.output());
+}
+
 void expand(OnnxBuilder& b) {
   b.add("Expand", {b.value(b.node().args()[0]), b.int64s(own_meta(b).sizes)},
         b.output());
@@ -751,8 +774,15 @@ OnnxMapping comparison(std::string op_type, bool negate = false) {
   return [op_type, negate](OnnxBuilder& b) {
     CallArguments args(b.node());
     const Argument& self = args["self"];
-    const int32_t type = element_type_of(b, self);
-    const std::vector<std::string> inputs = {b.value(self), b.value(args["other"], type)};
+    const Argument& other = args["other"];
+    // Compared in the promoted type: an int tensor against 0.5 in float.
+    int32_t type = element_type_of(b, self);
+    if (other.is_double() && type != onnx::TensorProto::DOUBLE) {
+      type = onnx::TensorProto::FLOAT;
+    } else if (other.is_node() && element_type_of(b, other) != type) {
+      refuse(b, "comparing tensors of two dtypes does not map yet");
+    }
+    const std::vector<std::string> inputs = {value_as(b, self, type), value_as(b, other, type)};
     if (!negate) {
       b.add(op_type, inputs, b.output());
       return;
@@ -1183,6 +1213,7 @@ void add_operator_mappings(Mappings* m) {
   (*m)["aten::embedding"] = embedding;
   (*m)["aten::select.int"] = select;
   (*m)["aten::slice.Tensor"] = slice;
+  (*m)["aten::narrow"] = narrow;
   for (const char* name : {"aten::upsample_nearest1d", "aten::upsample_nearest2d",
                            "aten::upsample_nearest3d", "aten::upsample_nearest2d.vec"}) {
     (*m)[name] = upsample_nearest;

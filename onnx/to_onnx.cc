@@ -21,6 +21,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "onnx/internal/operators.h"
+#include "passes/aliasing.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
@@ -55,6 +56,16 @@ OnnxMapping find_mapping(const std::string& target) {
     if (dot != std::string::npos) it = r.mappings.find(target.substr(0, dot));
   }
   return it == r.mappings.end() ? nullptr : it->second;
+}
+
+// "aten::mul_.Scalar" -> "aten::mul.Scalar": an in-place operator's
+// functional form; "" for an operator whose name does not end in '_'.
+std::string functional_form(const std::string& target) {
+  const size_t dot = target.find('.');
+  const std::string name = target.substr(0, dot);
+  if (name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return "";
+  return name.substr(0, name.size() - 1) +
+         (dot == std::string::npos ? "" : target.substr(dot));
 }
 
 int32_t element_type(c10::ScalarType dtype) {
@@ -178,13 +189,15 @@ class Exporter : public OnnxBuilder {
                : argument.is_bool() ? TensorProto::BOOL
                                     : TensorProto::INT64;
       }
-      const double v = argument.is_double() ? argument.to_double()
-                       : argument.is_bool() ? double(argument.to_bool())
-                                            : double(argument.to_int());
-      at::Tensor t = at::scalar_tensor(v, at::kDouble);
+      // Ints stay int64 until cast (a double would round large ones).
+      at::Tensor t = argument.is_double()
+                         ? at::scalar_tensor(argument.to_double(), at::kDouble)
+                     : argument.is_bool()
+                         ? at::scalar_tensor(int64_t{argument.to_bool()}, at::kLong)
+                         : at::scalar_tensor(argument.to_int(), at::kLong);
       switch (type) {
         case TensorProto::FLOAT: t = t.to(at::kFloat); break;
-        case TensorProto::DOUBLE: break;
+        case TensorProto::DOUBLE: t = t.to(at::kDouble); break;
         case TensorProto::INT64: t = t.to(at::kLong); break;
         case TensorProto::INT32: t = t.to(at::kInt); break;
         case TensorProto::BOOL: t = t.to(at::kBool); break;
@@ -333,6 +346,7 @@ class Exporter : public OnnxBuilder {
  private:
   void export_node(const Node& n) {
     node_ = &n;
+    visited_.insert(&n);
     switch (n.op()) {
       case Opcode::kPlaceholder: {
         const TensorMeta* meta = n.tensor_meta();
@@ -436,6 +450,10 @@ class Exporter : public OnnxBuilder {
       return;
     }
     OnnxMapping mapping = find_mapping(target);
+    if (!mapping && !functional_form(target).empty()) {
+      mapping = find_mapping(functional_form(target));
+    }
+    check_in_place(n);
     if (!mapping) {
       throw GraphError(absl::StrCat(
           "to_onnx: ", describe(n), " calls ", target,
@@ -504,6 +522,40 @@ class Exporter : public OnnxBuilder {
                                     describe(n)));
     }
     names_[&n] = output_;
+  }
+
+  // An operator that writes its input in place maps to its functional form,
+  // whose result is a new ONNX value: sound only when nothing reads that
+  // storage afterwards but through the write's result (traces read the
+  // in-place node, not its input; a write into a view of a tensor that is
+  // read again is refused).
+  void check_in_place(const Node& n) {
+    for (Node* written : written_in_place(n)) {
+      Node* root = roots_(written);
+      if (sharing_.empty()) {
+        for (Node* m : module_.graph().nodes()) sharing_[roots_(m)].push_back(m);
+      }
+      for (const Node* alias : sharing_[root]) {
+        if (descends_from(alias, &n)) continue;
+        for (const Node* user : alias->users()) {
+          if (user != &n && !visited_.contains(user)) {
+            throw GraphError(absl::StrCat(
+                "to_onnx: ", describe(n), " writes %", written->name(),
+                " in place, and %", user->name(), " reads ",
+                alias == written ? "it" : absl::StrCat("%", alias->name(), ", which shares its storage,"),
+                " afterwards: ONNX values cannot change; write the model out of place"));
+          }
+        }
+      }
+    }
+  }
+
+  // Whether `node`'s value is `write`'s, or a view of it.
+  static bool descends_from(const Node* node, const Node* write) {
+    for (const Node* n = node; n != nullptr; n = aliased_input(*n)) {
+      if (n == write) return true;
+    }
+    return false;
   }
 
   // Graph outputs: one name per tensor of the output structure.
@@ -601,6 +653,9 @@ class Exporter : public OnnxBuilder {
   absl::flat_hash_map<const Node*, std::vector<std::pair<std::string, Argument>>> dicts_;
   absl::flat_hash_map<std::string, std::string> attributes_;
   absl::flat_hash_set<std::string> taken_;
+  absl::flat_hash_set<const Node*> visited_;  // exported so far, in order
+  StorageRoots roots_;
+  absl::flat_hash_map<Node*, std::vector<const Node*>> sharing_;  // by storage root
   absl::flat_hash_map<size_t, std::vector<int>> by_contents_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> outputs_;
 };

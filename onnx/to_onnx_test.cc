@@ -13,6 +13,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -22,6 +23,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "interpreter/shape_prop.h"
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
@@ -235,6 +237,38 @@ TEST_CASE("int8 modules export in QDQ form, and ONNX Runtime's int8 agrees with 
       if (ours_vs_float >= 20) CHECK(ort_vs_ours >= 25);
     }
   }
+}
+
+TEST_CASE("arithmetic is computed in the type torch promotes to") {
+  auto fn = [](at::Tensor ids) { return (ids + 0.5) * (ids / 4) + (ids > 2.5); };
+  at::Tensor ids = torch::arange(12, torch::kLong).reshape({3, 4});
+  fx::GraphModule gm = fx::symbolic_trace(fn, ids);
+  const fs::path file = scratch() / "promotion.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, {ids});
+}
+
+TEST_CASE("an in-place write whose input is read afterwards is refused") {
+  // %c = clone(x); %m = mul_(c, 2); %r = add(c, m): in eager, c is m.
+  auto g = std::make_unique<fx::Graph>();
+  fx::Node* x = g->placeholder("x");
+  fx::Node* c = g->call_function(fx::op("aten::clone"), {x});
+  fx::Node* m = g->call_function(fx::op("aten::mul_.Scalar"), {c, 2});
+  g->output(g->call_function(fx::op("aten::add.Tensor"), {c, m}));
+  fx::GraphModule gm(std::move(g), fx::Attributes{});
+  fx::ShapeProp(gm).propagate({torch::randn({2, 3})});
+  CHECK_THROWS_WITH(fx::to_onnx_string(*gm),
+                    Catch::Contains("writes %clone in place") &&
+                        Catch::Contains("%add reads it afterwards"));
+}
+
+TEST_CASE("a write into a view of a tensor read again is refused, not exported wrong") {
+  // inplace_ops adds 1 to x.narrow(1, 0, 4) in place, then reads x.
+  models::ZooModel model = models::make_zoo_model("inplace_ops");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  CHECK_THROWS_WITH(fx::to_onnx_string(*gm),
+                    Catch::Contains("writes %narrow in place") &&
+                        Catch::Contains("which shares its storage"));
 }
 
 TEST_CASE("Python's ONNX checker with full shape inference accepts an export") {
