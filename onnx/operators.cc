@@ -19,6 +19,7 @@
 #include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
 #include "onnx/internal/operators.h"
+#include "passes/patterns.h"
 
 namespace fx::internal {
 namespace {
@@ -83,16 +84,9 @@ int64_t rank_of(OnnxBuilder& b, const Argument& a) {
 int64_t axis(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
 int32_t onnx_type(OnnxBuilder& b, c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float: return onnx::TensorProto::FLOAT;
-    case c10::ScalarType::Double: return onnx::TensorProto::DOUBLE;
-    case c10::ScalarType::Long: return onnx::TensorProto::INT64;
-    case c10::ScalarType::Int: return onnx::TensorProto::INT32;
-    case c10::ScalarType::Bool: return onnx::TensorProto::BOOL;
-    default:
-      refuse(b, absl::StrCat("tensors of dtype ", c10::toString(dtype),
-                             " do not map here yet"));
-  }
+  std::optional<int32_t> type = onnx_element_type(dtype);
+  if (!type) refuse(b, absl::StrCat("tensors of dtype ", c10::toString(dtype), " do not map"));
+  return *type;
 }
 
 // The ONNX element type of a tensor argument (for constants beside it); a
@@ -102,12 +96,11 @@ int32_t element_type_of(OnnxBuilder& b, const Argument& a) {
   return c10::isQIntType(dtype) ? onnx::TensorProto::FLOAT : onnx_type(b, dtype);
 }
 
+// `n` ints from an int or an int list (patterns.h's reading of geometry).
 std::vector<int64_t> ints(OnnxBuilder& b, const Argument& a, size_t n) {
-  if (a.is_int()) return std::vector<int64_t>(n, a.to_int());
-  if (!a.is_list()) refuse(b, absl::StrCat("expected an int list, got ", a.to_string()));
-  std::vector<int64_t> v = a.to_int_list();
-  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
-  return v;
+  std::optional<std::vector<int64_t>> v = constant_ints(a, n);
+  if (!v) refuse(b, absl::StrCat("expected ", n, " constant ints, got ", a.to_string()));
+  return *v;
 }
 
 // ONNX pads: all begins, then all ends.
@@ -118,15 +111,12 @@ std::vector<int64_t> symmetric_pads(const std::vector<int64_t>& padding) {
 }
 
 double number(OnnxBuilder& b, const Argument& a) {
-  if (a.is_int()) return static_cast<double>(a.to_int());
-  if (a.is_double()) return a.to_double();
-  if (a.is_bool()) return a.to_bool() ? 1.0 : 0.0;
-  refuse(b, absl::StrCat("expected a number, got ", a.to_string()));
+  std::optional<double> v = constant_number(a);
+  if (!v) refuse(b, absl::StrCat("expected a constant number, got ", a.to_string()));
+  return *v;
 }
 
-bool is_one(const Argument& a) {
-  return (a.is_int() && a.to_int() == 1) || (a.is_double() && a.to_double() == 1.0);
-}
+bool is_one(const Argument& a) { return constant_number(a) == 1.0; }
 
 // --- Mappings -----------------------------------------------------------------------
 
@@ -1036,6 +1026,23 @@ void quantized_hardswish(OnnxBuilder& b) {
 }
 
 }  // namespace
+
+std::optional<int32_t> onnx_element_type(c10::ScalarType dtype) {
+  using onnx::TensorProto;
+  switch (dtype) {
+    case c10::ScalarType::Float: return TensorProto::FLOAT;
+    case c10::ScalarType::Double: return TensorProto::DOUBLE;
+    case c10::ScalarType::Half: return TensorProto::FLOAT16;
+    case c10::ScalarType::BFloat16: return TensorProto::BFLOAT16;
+    case c10::ScalarType::Long: return TensorProto::INT64;
+    case c10::ScalarType::Int: return TensorProto::INT32;
+    case c10::ScalarType::Short: return TensorProto::INT16;
+    case c10::ScalarType::Char: return TensorProto::INT8;
+    case c10::ScalarType::Byte: return TensorProto::UINT8;
+    case c10::ScalarType::Bool: return TensorProto::BOOL;
+    default: return std::nullopt;
+  }
+}
 
 void add_operator_mappings(Mappings* m) {
   (*m)["aten::quantize_per_tensor"] = quantize_per_tensor;

@@ -69,23 +69,12 @@ std::string functional_form(const std::string& target) {
 }
 
 int32_t element_type(c10::ScalarType dtype) {
-  using onnx::TensorProto;
-  switch (dtype) {
-    case c10::ScalarType::Float: return TensorProto::FLOAT;
-    case c10::ScalarType::Double: return TensorProto::DOUBLE;
-    case c10::ScalarType::Half: return TensorProto::FLOAT16;
-    case c10::ScalarType::BFloat16: return TensorProto::BFLOAT16;
-    case c10::ScalarType::Long: return TensorProto::INT64;
-    case c10::ScalarType::Int: return TensorProto::INT32;
-    case c10::ScalarType::Short: return TensorProto::INT16;
-    case c10::ScalarType::Char: return TensorProto::INT8;
-    case c10::ScalarType::Byte: return TensorProto::UINT8;
-    case c10::ScalarType::Bool: return TensorProto::BOOL;
-    default:
-      throw GraphError(absl::StrCat("to_onnx: tensors of dtype ",
-                                    c10::toString(dtype),
-                                    " have no ONNX element type"));
+  std::optional<int32_t> type = internal::onnx_element_type(dtype);
+  if (!type) {
+    throw GraphError(absl::StrCat("to_onnx: tensors of dtype ", c10::toString(dtype),
+                                  " have no ONNX element type"));
   }
+  return *type;
 }
 
 // Where a node came from, for errors: its module path, if known.
@@ -115,8 +104,7 @@ void set_tensor_data(onnx::TensorProto* proto, const std::string& name,
   proto->set_name(name);
   proto->set_data_type(element_type(t.scalar_type()));
   for (int64_t size : t.sizes()) proto->add_dims(size);
-  proto->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()),
-                                  t.numel() * t.element_size()));
+  proto->set_raw_data(t.data_ptr(), t.numel() * t.element_size());
 }
 
 class Exporter : public OnnxBuilder {

@@ -27,6 +27,7 @@
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
+#include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"
 
@@ -35,11 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using onnx_testing::check_against_ort;
 using onnx_testing::scratch;
-
-int run(const std::string& command) {
-  INFO(command);
-  return std::system(command.c_str());
-}
 
 }  // namespace
 
@@ -166,16 +162,6 @@ TEST_CASE("hand-written causal attention (mask, masked_fill, where) exports") {
   check_against_ort(gm, file, {ids});
 }
 
-namespace {
-
-// SQNR of `actual` against `reference`, in dB.
-double sqnr(const at::Tensor& reference, const at::Tensor& actual) {
-  const double signal = reference.pow(2).sum().item<double>();
-  const double noise = (reference - actual).pow(2).sum().item<double>();
-  return 10 * std::log10(signal / std::max(noise, 1e-30));
-}
-
-}  // namespace
 
 TEST_CASE("int8 modules export in QDQ form, and ONNX Runtime's int8 agrees with ours") {
   for (const std::string engine : {"onednn", "qnnpack"}) {
@@ -222,9 +208,9 @@ TEST_CASE("int8 modules export in QDQ form, and ONNX Runtime's int8 agrees with 
       }
       const at::Tensor ort =
           onnx_testing::run_ort(file, {model.example_inputs[0].toTensor()}).at("output");
-      const double ort_vs_ours = sqnr(ours, ort);
-      const double ours_vs_float = sqnr(reference, ours);
-      const double ort_vs_float = sqnr(reference, ort);
+      const double ort_vs_ours = fx::sqnr_db(ours, ort);
+      const double ours_vs_float = fx::sqnr_db(reference, ours);
+      const double ort_vs_float = fx::sqnr_db(reference, ort);
       std::cout << engine << " " << name << " int8: ONNX Runtime vs ours " << ort_vs_ours
                 << " dB; ours vs float " << ours_vs_float
                 << " dB; ONNX Runtime vs float " << ort_vs_float << " dB\n";
@@ -276,7 +262,7 @@ TEST_CASE("Python's ONNX checker with full shape inference accepts an export") {
   fx::GraphModule gm = models::trace_zoo_model(model);
   const fs::path file = scratch() / "resnet18_python_check.onnx";
   fx::to_onnx(*gm, file.string());
-  CHECK(run("/usr/bin/python3 -c \"import onnx, sys; "
+  CHECK(onnx_testing::run_command("/usr/bin/python3 -c \"import onnx, sys; "
             "onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" " +
             file.string()) == 0);
 }

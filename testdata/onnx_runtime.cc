@@ -13,6 +13,11 @@ namespace onnx_testing {
 
 namespace fs = std::filesystem;
 
+int run_command(const std::string& command) {
+  INFO(command);
+  return std::system(command.c_str());
+}
+
 fs::path scratch() {
   const char* tmp = std::getenv("TEST_TMPDIR");
   fs::path dir = fs::path(tmp ? tmp : "/tmp") / "to_onnx_test";
@@ -43,10 +48,6 @@ void write_raw(const fs::path& path, const at::Tensor& t) {
   REQUIRE(out.good());
 }
 
-int run(const std::string& command) {
-  INFO(command);
-  return std::system(command.c_str());
-}
 
 }  // namespace
 
@@ -65,7 +66,7 @@ std::map<std::string, at::Tensor> run_ort(const fs::path& model,
                ":" + shape_text(inputs[i]);
   }
   const fs::path listing = dir / "outputs.txt";
-  REQUIRE(run(command + " > " + listing.string()) == 0);
+  REQUIRE(run_command(command + " > " + listing.string()) == 0);
   std::map<std::string, at::Tensor> outputs;
   std::ifstream lines(listing);
   std::string name, dtype, shape;

@@ -14,6 +14,9 @@
 
 namespace onnx_testing {
 
+// Runs a shell command (shown if the test fails), returning its status.
+int run_command(const std::string& command);
+
 // A directory for the test's files (under TEST_TMPDIR).
 std::filesystem::path scratch();
 
