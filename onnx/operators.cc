@@ -1059,8 +1059,7 @@ void add_operator_mappings(Mappings* m) {
   (*m)["quantized::mul_relu"] = quantized_binary("Mul", true);
   (*m)["quantized::cat"] = quantized_cat;
   (*m)["quantized::hardswish"] = quantized_hardswish;
-  for (const char* name : {"aten::masked_fill.Scalar", "aten::masked_fill_.Scalar",
-                           "aten::masked_fill.Tensor", "aten::masked_fill_.Tensor"}) {
+  for (const char* name : {"aten::masked_fill.Scalar", "aten::masked_fill.Tensor"}) {
     (*m)[name] = masked_fill;
   }
   for (const char* name : {"aten::where.self", "aten::where.ScalarSelf",
@@ -1092,12 +1091,10 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = split;
   }
   (*m)["aten::sum.dim_IntList"] = reduce_sum;
-  for (const char* name : {"aten::relu", "aten::relu_"}) (*m)[name] = unary("Relu");
-  for (const char* name : {"aten::sigmoid", "aten::sigmoid_"}) (*m)[name] = unary("Sigmoid");
-  for (const char* name : {"aten::tanh", "aten::tanh_"}) (*m)[name] = unary("Tanh");
-  for (const char* name : {"aten::hardswish", "aten::hardswish_"}) {
-    (*m)[name] = unary("HardSwish");
-  }
+  (*m)["aten::relu"] = unary("Relu");
+  (*m)["aten::sigmoid"] = unary("Sigmoid");
+  (*m)["aten::tanh"] = unary("Tanh");
+  (*m)["aten::hardswish"] = unary("HardSwish");
   (*m)["aten::exp"] = unary("Exp");
   (*m)["aten::log"] = unary("Log");
   (*m)["aten::sqrt"] = unary("Sqrt");
@@ -1110,52 +1107,42 @@ void add_operator_mappings(Mappings* m) {
   (*m)["aten::abs"] = unary("Abs");
   (*m)["aten::erf"] = unary("Erf");
   (*m)["aten::reciprocal"] = unary("Reciprocal");
-  for (const char* name : {"aten::hardsigmoid", "aten::hardsigmoid_"}) {
-    (*m)[name] = [](OnnxBuilder& b) {
-      onnx::NodeProto& n =
-          b.add("HardSigmoid", {b.value(b.node().args()[0])}, b.output());
-      set_float(n, "alpha", 1.0 / 6.0);
-      set_float(n, "beta", 0.5);
-    };
-  }
-  for (const char* name : {"aten::silu", "aten::silu_"}) (*m)[name] = silu;
+  (*m)["aten::hardsigmoid"] = [](OnnxBuilder& b) {
+    onnx::NodeProto& n =
+        b.add("HardSigmoid", {b.value(b.node().args()[0])}, b.output());
+    set_float(n, "alpha", 1.0 / 6.0);
+    set_float(n, "beta", 0.5);
+  };
+  (*m)["aten::silu"] = silu;
   (*m)["aten::gelu"] = gelu;
-  for (const char* name : {"aten::leaky_relu", "aten::leaky_relu_"}) {
-    (*m)[name] = [](OnnxBuilder& b) {
-      CallArguments args(b.node());
-      set_float(b.add("LeakyRelu", {b.value(args["self"])}, b.output()), "alpha",
-                number(b, args["negative_slope"]));
+  (*m)["aten::leaky_relu"] = [](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    set_float(b.add("LeakyRelu", {b.value(args["self"])}, b.output()), "alpha",
+              number(b, args["negative_slope"]));
+  };
+  (*m)["aten::hardtanh"] = [](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    clip(b, number(b, args["min_val"]), number(b, args["max_val"]));
+  };
+  (*m)["aten::relu6"] = [](OnnxBuilder& b) { clip(b, 0.0, 6.0); };
+  (*m)["aten::clamp"] = [](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    auto bound = [&](const char* which) -> std::optional<double> {
+      const Argument& a = args[which];
+      if (a.is_none()) return std::nullopt;
+      if (a.is_node()) refuse(b, "clamp by tensors does not map yet");
+      return number(b, a);
     };
-  }
-  for (const char* name : {"aten::hardtanh", "aten::hardtanh_"}) {
-    (*m)[name] = [](OnnxBuilder& b) {
-      CallArguments args(b.node());
-      clip(b, number(b, args["min_val"]), number(b, args["max_val"]));
-    };
-  }
-  for (const char* name : {"aten::relu6", "aten::relu6_"}) {
-    (*m)[name] = [](OnnxBuilder& b) { clip(b, 0.0, 6.0); };
-  }
-  for (const char* name : {"aten::clamp", "aten::clamp_"}) {
-    (*m)[name] = [](OnnxBuilder& b) {
-      CallArguments args(b.node());
-      auto bound = [&](const char* which) -> std::optional<double> {
-        const Argument& a = args[which];
-        if (a.is_none()) return std::nullopt;
-        if (a.is_node()) refuse(b, "clamp by tensors does not map yet");
-        return number(b, a);
-      };
-      clip(b, bound("min"), bound("max"));
-    };
-  }
+    clip(b, bound("min"), bound("max"));
+  };
   (*m)["aten::softmax"] = [](OnnxBuilder& b) { softmax("Softmax", b); };
   (*m)["aten::log_softmax"] = [](OnnxBuilder& b) { softmax("LogSoftmax", b); };
 
-  for (const char* name : {"aten::add.Tensor", "aten::add_.Tensor", "aten::add.Scalar"}) {
+  for (const char* name : {"aten::add.Tensor", "aten::add.Scalar"}) {
     (*m)[name] = binary("Add");
   }
   for (const char* name : {"aten::sub.Tensor", "aten::sub.Scalar"}) (*m)[name] = binary("Sub");
-  for (const char* name : {"aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.Scalar"}) {
+  for (const char* name : {"aten::mul.Tensor", "aten::mul.Scalar"}) {
     (*m)[name] = binary("Mul");
   }
   for (const char* name : {"aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode"}) {
@@ -1167,7 +1154,7 @@ void add_operator_mappings(Mappings* m) {
     b.add("Pow", {b.value(args["self"]), b.value(args["exponent"], type)}, b.output());
   };
 
-  for (const char* name : {"aten::dropout", "aten::dropout_", "aten::feature_dropout",
+  for (const char* name : {"aten::dropout", "aten::feature_dropout",
                            "aten::alpha_dropout"}) {
     (*m)[name] = dropout;
   }

@@ -45,19 +45,6 @@ Registry& registry() {
   return *r;
 }
 
-// The registered mapping of `target` ("aten::add.Tensor", else "aten::add"),
-// or nullptr.
-OnnxMapping find_mapping(const std::string& target) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.mappings.find(target);
-  if (it == r.mappings.end()) {
-    const size_t dot = target.find('.');
-    if (dot != std::string::npos) it = r.mappings.find(target.substr(0, dot));
-  }
-  return it == r.mappings.end() ? nullptr : it->second;
-}
-
 // "aten::mul_.Scalar" -> "aten::mul.Scalar": an in-place operator's
 // functional form; "" for an operator whose name does not end in '_'.
 std::string functional_form(const std::string& target) {
@@ -66,6 +53,25 @@ std::string functional_form(const std::string& target) {
   if (name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return "";
   return name.substr(0, name.size() - 1) +
          (dot == std::string::npos ? "" : target.substr(dot));
+}
+
+// The registered mapping of `target` ("aten::add.Tensor", else "aten::add"),
+// else its functional form's (an in-place operator maps as its functional
+// form; to_onnx checks that nothing reads the written input afterwards),
+// or nullptr.
+OnnxMapping find_mapping(const std::string& target) {
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.mappings.find(target);
+    if (it == r.mappings.end()) {
+      const size_t dot = target.find('.');
+      if (dot != std::string::npos) it = r.mappings.find(target.substr(0, dot));
+    }
+    if (it != r.mappings.end()) return it->second;
+  }
+  const std::string functional = functional_form(target);
+  return functional.empty() ? nullptr : find_mapping(functional);
 }
 
 int32_t element_type(c10::ScalarType dtype) {
@@ -438,9 +444,6 @@ class Exporter : public OnnxBuilder {
       return;
     }
     OnnxMapping mapping = find_mapping(target);
-    if (!mapping && !functional_form(target).empty()) {
-      mapping = find_mapping(functional_form(target));
-    }
     check_in_place(n);
     if (!mapping) {
       throw GraphError(absl::StrCat(

@@ -161,7 +161,9 @@ using OnnxMapping = std::function<void(OnnxBuilder& builder)>;
 // Adds (or replaces) the mapping of an operator ("aten::gelu",
 // "my_ops::fused_gate") or a wrapped function (its registered name).
 void register_onnx_mapping(const std::string& target, OnnxMapping mapping);
-// Whether a mapping is registered for `target`.
+// Whether `target` maps: a mapping is registered for it, or for its
+// functional form when it is an in-place operator ("aten::relu_" maps as
+// "aten::relu", where nothing reads the written input afterwards).
 bool has_onnx_mapping(const std::string& target);
 
 }  // namespace fx

@@ -298,6 +298,8 @@ TEST_CASE("an operator without a mapping is refused by name; a registered mappin
   CHECK_FALSE(fs::exists(file));  // nothing written
 
   CHECK_FALSE(fx::has_onnx_mapping("aten::cumsum"));
+  CHECK(fx::has_onnx_mapping("aten::relu_"));  // as its functional form
+  CHECK(fx::has_onnx_mapping("aten::add_.Tensor"));
   fx::register_onnx_mapping("aten::cumsum", [](fx::OnnxBuilder& b) {
     const fx::Node& n = b.node();
     b.add("CumSum", {b.value(n.args()[0]), b.int64s({n.args()[1].to_int()}, true)},
