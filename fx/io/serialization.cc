@@ -52,15 +52,26 @@ const char* guard_kind_name(InputGuard::Kind kind) {
 }
 
 // guard: (kind, dtype, device, dim, check_sizes, sizes, value, elements,
-// check_strides, strides); files written before strides were guarded have
-// the first eight.
+// check_strides, strides[, dynamic]); files written before strides were
+// guarded have the first eight; `dynamic` is there when a dimension is, as
+// a list of (input, dim, symbol, min, max, multiple_of).
 c10::IValue encode(const InputGuard& g) {
   c10::impl::GenericList elements(c10::AnyType::get());
   for (const InputGuard& e : g.elements) elements.push_back(encode(e));
-  return c10::ivalue::Tuple::create(
-      {guard_kind_name(g.kind), format_dtype(g.dtype), g.device.str(), g.dim,
-       g.check_sizes, int_list(g.sizes), g.value, elements, g.check_strides,
-       int_list(g.strides)});
+  std::vector<c10::IValue> fields = {
+      guard_kind_name(g.kind), format_dtype(g.dtype), g.device.str(), g.dim,
+      g.check_sizes, int_list(g.sizes), g.value, elements, g.check_strides,
+      int_list(g.strides)};
+  if (!g.dynamic.empty()) {
+    c10::impl::GenericList dynamic(c10::AnyType::get());
+    for (const DynamicDim& d : g.dynamic) {
+      dynamic.push_back(c10::ivalue::Tuple::create(
+          {static_cast<int64_t>(d.input), d.dim, d.symbol, d.min, d.max,
+           d.multiple_of}));
+    }
+    fields.emplace_back(std::move(dynamic));
+  }
+  return c10::ivalue::Tuple::create(std::move(fields));
 }
 
 c10::impl::GenericDict encode_meta(const Node& node) {
@@ -177,8 +188,10 @@ class Reader {
 
   InputGuard guard(const c10::IValue& v, const std::string& where,
                    int depth = 0) const {
-    const bool has_strides = v.isTuple() && v.toTupleRef().elements().size() == 10;
-    const auto& t = tuple(v, has_strides ? 10 : 8, where);
+    const size_t fields = v.isTuple() ? v.toTupleRef().elements().size() : 0;
+    const bool has_strides = fields >= 10;
+    const bool has_dynamic = fields == 11;
+    const auto& t = tuple(v, has_dynamic ? 11 : has_strides ? 10 : 8, where);
     InputGuard g;
     const std::string& kind = string(t[0], where);
     if (kind == "tensor") {
@@ -201,6 +214,25 @@ class Reader {
       g.strides = ints(t[9], where);
       if (g.check_strides && g.strides.size() != g.sizes.size()) {
         fail(where, "has sizes and strides of different lengths");
+      }
+    }
+    if (has_dynamic) {
+      for (const c10::IValue& e : list(t[10], where)) {
+        const auto& d = tuple(e, 6, where);
+        DynamicDim dim;
+        dim.input = static_cast<size_t>(integer(d[0], where));
+        dim.dim = integer(d[1], where);
+        dim.symbol = string(d[2], where);
+        dim.min = integer(d[3], where);
+        dim.max = integer(d[4], where);
+        dim.multiple_of = integer(d[5], where);
+        if (dim.dim < 0 || dim.dim >= g.dim || dim.symbol.empty() ||
+            dim.min < 0 || dim.max < dim.min || dim.multiple_of < 1) {
+          fail(where, absl::StrCat("has an invalid dynamic dimension (",
+                                   dim.dim, ", '", dim.symbol, "', ",
+                                   dim.relation(), ")"));
+        }
+        g.dynamic.push_back(std::move(dim));
       }
     }
     if (depth > 8) fail(where, "nests guards too deeply");

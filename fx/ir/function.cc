@@ -81,7 +81,73 @@ const Function* dict() {
   return f;
 }
 
+int64_t int_argument(const std::vector<c10::IValue>& args, size_t i,
+                     const char* function) {
+  if (i >= args.size() || !args[i].isInt()) {
+    throw ExecutionError(absl::StrCat(function, " takes two ints; argument ",
+                                      i, " is ",
+                                      i < args.size() ? args[i].tagKind()
+                                                      : "missing"));
+  }
+  return args[i].toInt();
+}
+
+c10::IValue sym_size_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 || !args[0].isTensor() || !args[1].isInt()) {
+    throw ExecutionError("sym_size takes (a tensor, an int dimension)");
+  }
+  const at::Tensor& t = args[0].toTensor();
+  const int64_t d = args[1].toInt();
+  if (d < 0 || d >= t.dim()) {
+    throw ExecutionError(absl::StrCat("sym_size: dimension ", d,
+                                      " of a tensor with ", t.dim(),
+                                      " dimensions"));
+  }
+  return t.size(d);
+}
+
+template <typename F>
+const Function* int_function(const char* name, F f) {
+  return register_function(
+      name,
+      [name, f](const std::vector<c10::IValue>& args) -> c10::IValue {
+        if (args.size() != 2) {
+          throw ExecutionError(absl::StrCat(name, " takes two ints, got ",
+                                            args.size(), " arguments"));
+        }
+        return f(int_argument(args, 0, name), int_argument(args, 1, name));
+      },
+      /*is_pure=*/true);
+}
+
 }  // namespace
+
+const Function* sym_size() {
+  static const Function* f =
+      register_function("sym_size", &sym_size_impl, /*is_pure=*/true);
+  return f;
+}
+
+const Function* sym_add() {
+  static const Function* f =
+      int_function("sym_add", [](int64_t a, int64_t b) { return a + b; });
+  return f;
+}
+
+const Function* sym_mul() {
+  static const Function* f =
+      int_function("sym_mul", [](int64_t a, int64_t b) { return a * b; });
+  return f;
+}
+
+const Function* sym_floordiv() {
+  static const Function* f =
+      int_function("sym_floordiv", [](int64_t a, int64_t b) -> int64_t {
+        if (b == 0) throw ExecutionError("sym_floordiv: division by zero");
+        return floor_divide(a, b);
+      });
+  return f;
+}
 
 const Function* register_function(std::string name, BoxedFunction call,
                                   bool is_pure) {
@@ -100,6 +166,10 @@ const Function* register_function(std::string name, BoxedFunction call,
 const Function* find_function(std::string_view name) {
   if (name == "getitem") return getitem();
   if (name == "dict") return dict();
+  if (name == "sym_size") return sym_size();
+  if (name == "sym_add") return sym_add();
+  if (name == "sym_mul") return sym_mul();
+  if (name == "sym_floordiv") return sym_floordiv();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.functions.find(absl::string_view(name.data(), name.size()));
@@ -110,6 +180,15 @@ const Function* getitem() {
   static const Function* f =
       register_function("getitem", &getitem_impl, /*is_pure=*/true);
   return f;
+}
+
+}  // namespace fx
+
+namespace fx {
+
+bool is_sym_function(const Function& function) {
+  return &function == sym_size() || &function == sym_add() ||
+         &function == sym_mul() || &function == sym_floordiv();
 }
 
 }  // namespace fx

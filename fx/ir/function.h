@@ -10,6 +10,7 @@
 //   after wrapping:  %my_nms : [#users=1] = call_function[target=my_nms](args = (%boxes, %scores), kwargs = {})
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -54,5 +55,27 @@ const Function* find_function(std::string_view name);
 // Builtin: getitem(container, index) -> element of a tuple or list, as
 // Python's operator.getitem. The tracer uses it for ops with several outputs.
 const Function* getitem();
+
+// Builtins for shapes that vary between runs (fx::TraceOptions::dynamic):
+// a size read from a tensor, and the integer arithmetic on sizes, as
+// torch.fx keeps `x.size(0) * 4` as call_function nodes.
+//   %sym_size = sym_size(%x, 0)
+//   %sym_mul = sym_mul(%sym_size, 4)
+//   %view = aten::view(%x, [%sym_mul, -1])
+// sym_size(tensor, dim) -> int: the size of a dimension (0 <= dim < rank).
+const Function* sym_size();
+// sym_add(a, b) -> a + b; sym_mul(a, b) -> a * b; sym_floordiv(a, b) ->
+// a // b, rounded toward negative infinity as Python's //.
+const Function* sym_add();
+const Function* sym_mul();
+const Function* sym_floordiv();
+// Python's floor division (rounds toward negative infinity), as sym_floordiv
+// and generated code compute it.
+inline int64_t floor_divide(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+// Whether `function` is one of the four above.
+bool is_sym_function(const Function& function);
 
 }  // namespace fx

@@ -123,6 +123,15 @@ std::string short_dtype_name(c10::ScalarType dtype) {
   }
 }
 
+std::string DynamicDim::relation() const {
+  std::string out =
+      max == std::numeric_limits<int64_t>::max()
+          ? absl::StrCat(symbol, " >= ", min)
+          : absl::StrCat(min, " <= ", symbol, " <= ", max);
+  if (multiple_of > 1) absl::StrAppend(&out, ", ", symbol, " % ", multiple_of, " == 0");
+  return out;
+}
+
 std::string InputGuard::to_string() const {
   switch (kind) {
     case Kind::kValue:
@@ -135,7 +144,14 @@ std::string InputGuard::to_string() const {
     case Kind::kTensor: {
       std::string dims;
       if (check_sizes) {
-        dims = absl::StrJoin(sizes, ", ");
+        std::vector<std::string> parts;
+        for (int64_t v : sizes) parts.push_back(absl::StrCat(v));
+        for (const DynamicDim& d : dynamic) {
+          if (d.dim >= 0 && d.dim < static_cast<int64_t>(parts.size())) {
+            parts[d.dim] = d.symbol;
+          }
+        }
+        dims = absl::StrJoin(parts, ", ");
       } else {
         std::vector<std::string> q(dim, "?");
         dims = absl::StrJoin(q, ", ");
@@ -144,8 +160,14 @@ std::string InputGuard::to_string() const {
       if (check_strides) {
         layout = absl::StrCat(" strides [", absl::StrJoin(strides, ", "), "]");
       }
+      std::string relations;
+      if (!dynamic.empty()) {
+        std::vector<std::string> parts;
+        for (const DynamicDim& d : dynamic) parts.push_back(d.relation());
+        relations = absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+      }
       return absl::StrCat(short_dtype_name(dtype), "[", dims, "]", layout,
-                          " on ", device.str());
+                          " on ", device.str(), relations);
     }
   }
   return "";

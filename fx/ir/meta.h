@@ -11,6 +11,7 @@
 
 #include <any>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -104,6 +105,28 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& sizes,
 // "f32", "i64", "b8", ...
 std::string short_dtype_name(c10::ScalarType dtype);
 
+// A dimension of an input that may vary from run to run (one entry of
+// fx::TraceOptions::dynamic): named by a symbol, within bounds. Dimensions
+// that share a symbol must be equal; a graph traced with them computes the
+// sizes it uses from its inputs (sym_size nodes) instead of baking them in.
+//   {.input = 0, .dim = 1, .symbol = "T", .max = 512}   // tokens [N, T]
+struct DynamicDim {
+  size_t input = 0;  // which input of forward
+  int64_t dim = 0;   // which of its dimensions
+  std::string symbol;
+  int64_t min = 1;
+  int64_t max = std::numeric_limits<int64_t>::max();
+  // The size must be a multiple of this (a patch or window size).
+  int64_t multiple_of = 1;
+
+  // "1 <= T <= 512", "B >= 1", "16 <= H <= 1024, H % 16 == 0".
+  std::string relation() const;
+  friend bool operator==(const DynamicDim& a, const DynamicDim& b) {
+    return a.input == b.input && a.dim == b.dim && a.symbol == b.symbol &&
+           a.min == b.min && a.max == b.max && a.multiple_of == b.multiple_of;
+  }
+};
+
 // What the trace assumed about one input of the traced program. The tracer
 // stores it on each placeholder (key kGuard); a GraphModule checks it on every
 // call and rejects inputs that break it with fx::GuardError.
@@ -133,9 +156,18 @@ struct InputGuard {
   std::string value;
   // For kTensorList.
   std::vector<InputGuard> elements;
+  // For kTensor: the dimensions that may vary (their entries of `sizes`
+  // are the example's); with check_strides, the strides are those of the
+  // example's memory format at the input's sizes.
+  std::vector<DynamicDim> dynamic;
+
+  // Whether every size is fixed, so the sizes in kTensorMeta hold on every
+  // run: check_sizes and no dynamic dimension.
+  bool sizes_fixed() const { return check_sizes && dynamic.empty(); }
 
   // "f32[1, 3, 224, 224] on cpu", "f32[?, ?] on cpu", "== 3",
-  // "f32[2, 3] strides [3, 1] on cpu".
+  // "f32[2, 3] strides [3, 1] on cpu", "i64[B, T] on cpu (1 <= B <= 64,
+  // 1 <= T <= 512)".
   std::string to_string() const;
 };
 

@@ -490,9 +490,10 @@ void GraphModuleImpl::check_inputs(
                                   " input(s) (", absl::StrJoin(names, ", "),
                                   ") but ", inputs.size(), " were given"));
   }
+  SymbolBindings symbols;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (guards_[i].present) {
-      check_input(guards_[i].guard, inputs[i], guards_[i].name, i);
+      check_input(guards_[i].guard, inputs[i], guards_[i].name, i, &symbols);
     }
   }
   if (traced_training_ && is_training() != *traced_training_) {

@@ -1,5 +1,7 @@
 #include "fx/runtime/guards.h"
 
+#include <algorithm>
+
 #include <ATen/ops/equal.h>
 #include <torch/library.h>
 
@@ -7,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/ir/argument.h"
 #include "fx/ir/errors.h"
+#include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
 
 namespace fx {
@@ -47,11 +50,70 @@ void check_tensor(const at::Tensor& t, const std::string& who,
   }
 }
 
+// A tensor with dynamic dimensions: fixed dimensions as the example's,
+// dynamic ones within their relations, bound to their symbols.
+void check_dynamic_tensor(const InputGuard& g, const at::Tensor& t,
+                          const std::string& who, SymbolBindings* symbols) {
+  check_tensor(t, who, g.dtype, g.device, g.dim, c10::nullopt, c10::nullopt);
+  std::vector<const DynamicDim*> dynamic(g.sizes.size(), nullptr);
+  for (const DynamicDim& d : g.dynamic) {
+    if (d.dim >= 0 && d.dim < static_cast<int64_t>(dynamic.size())) {
+      dynamic[d.dim] = &d;
+    }
+  }
+  if (g.check_sizes) {
+    for (size_t i = 0; i < g.sizes.size(); ++i) {
+      if (dynamic[i] == nullptr && t.size(i) != g.sizes[i]) {
+        std::vector<std::string> varying;
+        for (const DynamicDim& d : g.dynamic) {
+          varying.push_back(absl::StrCat(d.dim, " (", d.symbol, ")"));
+        }
+        guard_failure(absl::StrCat(
+            who, " has shape ", format_sizes(t.sizes()),
+            " but the traced code read its sizes: dimension ", i,
+            " must be ", g.sizes[i], " as in the example (dimension",
+            varying.size() == 1 ? " " : "s ", absl::StrJoin(varying, ", "),
+            " may vary; mark more in fx::TraceOptions::dynamic)"));
+      }
+    }
+  }
+  for (const DynamicDim& d : g.dynamic) {
+    const int64_t v = t.size(d.dim);
+    const std::string at = absl::StrCat(d.symbol, " = ", v, " (dimension ",
+                                        d.dim, ")");
+    if (v < d.min || v > d.max || (d.multiple_of > 1 && v % d.multiple_of)) {
+      guard_failure(absl::StrCat(who, " has ", at,
+                                 ", outside what the trace allows: ",
+                                 d.relation()));
+    }
+    if (symbols == nullptr) continue;
+    auto [it, added] = symbols->values.emplace(d.symbol, std::make_pair(v, who));
+    if (!added && it->second.first != v) {
+      guard_failure(absl::StrCat(
+          who, " has ", at, " but ", it->second.second, " has ", d.symbol,
+          " = ", it->second.first, ": dimensions named ", d.symbol,
+          " must be equal (the traced program relied on it)"));
+    }
+  }
+  if (g.check_strides) {
+    const std::vector<int64_t> expected = strides_for(
+        t.sizes().vec(), memory_format_of(g.sizes, g.strides));
+    if (t.strides() != c10::IntArrayRef(expected)) {
+      guard_failure(stride_mismatch(who, format_sizes(t.strides()), expected));
+    }
+  }
+}
+
 void check_tensor_value(const InputGuard& g, const c10::IValue& value,
-                        const std::string& who) {
+                        const std::string& who,
+                        SymbolBindings* symbols = nullptr) {
   if (!value.isTensor()) {
     throw GuardError(absl::StrCat("GraphModule ", who,
                                   " must be a Tensor, got ", value.tagKind()));
+  }
+  if (!g.dynamic.empty()) {
+    check_dynamic_tensor(g, value.toTensor(), who, symbols);
+    return;
   }
   check_tensor(value.toTensor(), who, g.dtype, g.device, g.dim,
                g.check_sizes ? c10::optional<c10::IntArrayRef>(g.sizes)
@@ -83,6 +145,20 @@ void check_value(const c10::IValue& value, const std::string& who,
 }
 
 }  // namespace
+
+std::vector<std::string> dynamic_symbols(const Graph& graph) {
+  std::vector<std::string> out;
+  for (const Node* ph : graph.placeholders()) {
+    const InputGuard* guard = ph->meta().get(kGuard);
+    if (guard == nullptr) continue;
+    for (const DynamicDim& d : guard->dynamic) {
+      if (std::find(out.begin(), out.end(), d.symbol) == out.end()) {
+        out.push_back(d.symbol);
+      }
+    }
+  }
+  return out;
+}
 
 std::string describe_input(const std::string& name, size_t index) {
   return absl::StrCat("input ", index, " ('", name, "')");
@@ -146,11 +222,12 @@ void check_tensor_input(const at::Tensor& tensor, const std::string& name,
 }
 
 void check_input(const InputGuard& guard, const c10::IValue& value,
-                 const std::string& name, size_t index) {
+                 const std::string& name, size_t index,
+                 SymbolBindings* symbols) {
   const std::string who = describe_input(name, index);
   switch (guard.kind) {
     case InputGuard::Kind::kTensor:
-      check_tensor_value(guard, value, who);
+      check_tensor_value(guard, value, who, symbols);
       return;
     case InputGuard::Kind::kTensorList: {
       if (!value.isList()) {
@@ -170,6 +247,26 @@ void check_input(const InputGuard& guard, const c10::IValue& value,
       check_value(value, who, guard.value);
       return;
   }
+}
+
+void check_dynamic_tensor_input(const at::Tensor& tensor,
+                                const std::string& name, size_t index,
+                                c10::ScalarType dtype, c10::Device device,
+                                int64_t dim, bool check_sizes,
+                                c10::IntArrayRef sizes,
+                                c10::optional<c10::IntArrayRef> strides,
+                                std::vector<DynamicDim> dynamic,
+                                SymbolBindings* symbols) {
+  InputGuard g;
+  g.dtype = dtype;
+  g.device = device;
+  g.dim = dim;
+  g.check_sizes = check_sizes;
+  g.sizes = sizes.vec();
+  g.check_strides = strides.has_value();
+  if (strides) g.strides = strides->vec();
+  g.dynamic = std::move(dynamic);
+  check_input(g, tensor, name, index, symbols);
 }
 
 void check_list_input(const std::vector<at::Tensor>& list,

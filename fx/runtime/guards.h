@@ -12,16 +12,26 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Optional.h>
 
+#include "fx/ir/graph.h"
 #include "fx/ir/meta.h"
 
 namespace fx {
+
+// The sizes the dynamic dimensions of one call's inputs took, by symbol,
+// with the input that set each: a symbol bound by one input must hold in
+// the others ("dimensions named T must be equal").
+struct SymbolBindings {
+  std::map<std::string, std::pair<int64_t, std::string>> values;
+};
 
 // Checks a tensor input: dtype, device, rank and (if given) sizes and
 // strides.
@@ -30,6 +40,17 @@ void check_tensor_input(const at::Tensor& tensor, const std::string& name,
                         c10::Device device, int64_t dim,
                         c10::optional<c10::IntArrayRef> sizes,
                         c10::optional<c10::IntArrayRef> strides = c10::nullopt);
+
+// Checks a tensor input with dynamic dimensions, as check_input does for
+// its InputGuard: generated code's form.
+void check_dynamic_tensor_input(const at::Tensor& tensor,
+                                const std::string& name, size_t index,
+                                c10::ScalarType dtype, c10::Device device,
+                                int64_t dim, bool check_sizes,
+                                c10::IntArrayRef sizes,
+                                c10::optional<c10::IntArrayRef> strides,
+                                std::vector<DynamicDim> dynamic,
+                                SymbolBindings* symbols);
 
 // Checks the length of a list-of-tensors input (its elements are checked
 // with check_tensor_input, named "x[0]", ...).
@@ -41,9 +62,16 @@ void check_list_input(const std::vector<at::Tensor>& list,
 void check_value_input(const c10::IValue& value, const std::string& name,
                        size_t index, const std::string& expected);
 
-// Checks any input against its guard.
+// Checks any input against its guard. With `symbols`, the sizes of dynamic
+// dimensions are bound to their symbols and checked against what earlier
+// inputs of the same call bound.
 void check_input(const InputGuard& guard, const c10::IValue& value,
-                 const std::string& name, size_t index);
+                 const std::string& name, size_t index,
+                 SymbolBindings* symbols = nullptr);
+
+// The symbols of the graph's dynamic dimensions (TraceOptions::dynamic), in
+// order of first appearance; empty for a graph specialized to its shapes.
+std::vector<std::string> dynamic_symbols(const Graph& graph);
 
 // The wording of the checks above, shared by the checks fx::to_torchscript
 // writes into an exported forward. `who` names the input ("input 0 ('x')",
