@@ -6,8 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
+#include "fx/trace/internal/generalize.h"
 #include "fx/trace/internal/proxy.h"
 #include "fx/trace/internal/session.h"
 #include "fx/trace/internal/shape_inference.h"
@@ -292,6 +294,57 @@ std::unique_ptr<Graph> Tracer::trace(
     const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
     const BoxedForward& forward,
     const std::vector<c10::IValue>& example_inputs) {
+  if (options_.dynamic.empty()) {
+    return trace_once(root, named, forward, example_inputs);
+  }
+  const std::vector<DynamicDim>& dims = options_.dynamic;
+  internal::Trace base;
+  base.sizes = internal::example_sizes(dims, example_inputs);
+  base.graph = trace_once(root, named, forward, example_inputs);
+  if (!stats_.read_sizes) {
+    // Nothing was specialized to the example's sizes.
+    internal::mark_dynamic(*base.graph, dims);
+    return std::move(base.graph);
+  }
+  base.attributes = std::move(attributes_);
+  const TraceStats stats = stats_;
+  std::vector<internal::Trace> others;
+  for (internal::SymbolSizes& sizes :
+       internal::sample_sizes(dims, base.sizes)) {
+    internal::Trace other;
+    try {
+      other.graph = trace_once(
+          root, named, forward,
+          internal::resized_inputs(example_inputs, dims, sizes));
+    } catch (const std::exception& e) {
+      std::vector<std::string> at;
+      for (const auto& [symbol, size] : sizes) {
+        at.push_back(absl::StrCat(symbol, "=", size));
+      }
+      const auto* trace_error = dynamic_cast<const TraceError*>(&e);
+      throw TraceError(absl::StrCat(
+          "tracing again at ", absl::StrJoin(at, ", "),
+          " (other sizes of the dynamic dimensions, to generalize the graph) "
+          "failed: ", trace_error ? trace_error->msg() : e.what(),
+          "\nIf two dimensions must be equal, give them one symbol; if a "
+          "size must divide, give DynamicDim::multiple_of"));
+    }
+    other.attributes = std::move(attributes_);
+    other.sizes = std::move(sizes);
+    others.push_back(std::move(other));
+  }
+  internal::generalize(base, others, dims);
+  attributes_ = std::move(base.attributes);
+  stats_ = stats;
+  stats_.traces = 1 + static_cast<int64_t>(others.size());
+  stats_.nodes = static_cast<int64_t>(base.graph->size());
+  return std::move(base.graph);
+}
+
+std::unique_ptr<Graph> Tracer::trace_once(
+    const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
+    const BoxedForward& forward,
+    const std::vector<c10::IValue>& example_inputs) {
   attributes_ = Attributes();
   stats_ = TraceStats();
   auto session = std::make_unique<Session>();
@@ -355,6 +408,10 @@ std::unique_ptr<Graph> Tracer::trace(
     }
     throw TraceError(absl::StrCat("tracing failed", s->location(), ": ", what,
                                   hint));
+  } catch (const std::exception& e) {
+    // Shape inference's TorchScript functions throw std::runtime_error.
+    throw TraceError(
+        absl::StrCat("tracing failed", s->location(), ": ", e.what()));
   }
   if (root) attributes_.traced_training = root->is_training();
   stats_.nodes = static_cast<int64_t>(s->graph->size());

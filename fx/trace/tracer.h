@@ -75,6 +75,21 @@ struct TraceOptions {
   // (kStackTrace). Slow: for debugging. The program's own frames are named
   // only when it is linked with -rdynamic.
   bool record_stack_traces = false;
+  // Dimensions of the example inputs that vary from run to run (a batch, a
+  // sequence length, an image side), each named by a symbol with optional
+  // bounds. The graph then reads the sizes it uses from its inputs (sym_size
+  // nodes) instead of baking in the example's, and its guards check the
+  // relations instead of the sizes. C++ reads sizes as plain integers, so
+  // the tracer traces twice more at other sizes, checks that the graphs
+  // agree node for node, fits each size that changed as a function of the
+  // dynamic ones and checks the fit on a trace it was not made from. A
+  // program whose graph changes with a size (a branch or a loop count on
+  // it) is refused with the first node that differs.
+  //   options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 64},
+  //                      {.input = 0, .dim = 1, .symbol = "T", .max = 512}};
+  // What the three traces cannot see: a program that changes only between
+  // sizes none of them used (bound the dimension to where it does not).
+  std::vector<DynamicDim> dynamic;
 };
 
 // How the tracer obtained output metadata, for benchmarks and tests.
@@ -92,6 +107,8 @@ struct TraceStats {
   // Whether the traced program read the sizes of a proxy (so the graph is
   // specialized to the example shapes and guards them).
   bool read_sizes = false;
+  // Traces run: 1, or 3 with dynamic dimensions whose sizes were read.
+  int64_t traces = 1;
 };
 
 class Tracer {
@@ -167,6 +184,10 @@ class Tracer {
                                const Attributes* named,
                                const BoxedForward& forward,
                                const std::vector<c10::IValue>& example_inputs);
+  std::unique_ptr<Graph> trace_once(
+      const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
+      const BoxedForward& forward,
+      const std::vector<c10::IValue>& example_inputs);
 
   TraceOptions options_;
   TraceStats stats_;
@@ -252,6 +273,28 @@ template <typename Function, typename... Inputs,
 GraphModule symbolic_trace(Function fn, Inputs&&... example_inputs) {
   return symbolic_trace(nullptr, box_function(std::move(fn)),
                         {c10::IValue(std::forward<Inputs>(example_inputs))...});
+}
+
+// The same with options (dynamic dimensions, leaf modules, input names):
+//   fx::symbolic_trace(model, {tokens}, options)
+template <typename ModuleType,
+          std::enable_if_t<detail::is_module_v<ModuleType>, int> = 0>
+GraphModule symbolic_trace(const ModuleType& module,
+                           const std::vector<c10::IValue>& example_inputs,
+                           const TraceOptions& options) {
+  auto ptr = detail::module_ptr(module);
+  return symbolic_trace(ptr, box_forward(ptr, ptr->name() + ".forward"),
+                        example_inputs, options);
+}
+template <typename Function,
+          std::enable_if_t<!detail::is_module_v<Function> &&
+                               detail::is_function_v<Function>,
+                           int> = 0>
+GraphModule symbolic_trace(Function fn,
+                           const std::vector<c10::IValue>& example_inputs,
+                           const TraceOptions& options) {
+  return symbolic_trace(nullptr, box_function(std::move(fn)), example_inputs,
+                        options);
 }
 
 // Calls `module->forward(args...)`, visibly to the tracer: use it in a

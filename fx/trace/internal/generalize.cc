@@ -1,0 +1,537 @@
+#include "fx/trace/internal/generalize.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/ir/node.h"
+
+namespace fx::internal {
+namespace {
+
+std::string describe(const SymbolSizes& sizes) {
+  std::vector<std::string> parts;
+  for (const auto& [symbol, size] : sizes) {
+    parts.push_back(absl::StrCat(symbol, "=", size));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Where an int literal sits in a node: an argument or a keyword, then
+// indices into nested lists.
+struct Position {
+  size_t node = 0;  // in the graph's node order
+  bool keyword = false;
+  size_t index = 0;  // of the argument or keyword
+  std::vector<size_t> path;
+
+  friend bool operator<(const Position& a, const Position& b) {
+    return std::tie(a.node, a.keyword, a.index, a.path) <
+           std::tie(b.node, b.keyword, b.index, b.path);
+  }
+};
+
+const Argument& argument_at(const Node& n, const Position& p) {
+  const Argument* a =
+      p.keyword ? &n.kwargs().at(p.index).second : &n.args().at(p.index);
+  for (size_t i : p.path) a = &a->elements().at(i);
+  return *a;
+}
+
+std::string describe(const Node& n, const Position& p) {
+  std::string where =
+      p.keyword ? absl::StrCat("keyword '", n.kwargs().at(p.index).first, "'")
+                : absl::StrCat("argument ", p.index);
+  for (size_t i : p.path) absl::StrAppend(&where, "[", i, "]");
+  return absl::StrCat(where, " of %", n.name(), " (", n.target().to_string(),
+                      ")");
+}
+
+// The value of a literal: (p * product(symbols) + q) // r. One symbol: an
+// affine function with floor division; several: a product (q = 0, r = 1).
+struct Fit {
+  std::vector<std::string> symbols;
+  int64_t p = 1, q = 0, r = 1;
+
+  int64_t at(const SymbolSizes& sizes) const {
+    int64_t m = 1;
+    for (const std::string& s : symbols) m *= sizes.at(s);
+    return floor_divide(p * m + q, r);
+  }
+  std::string key() const {
+    return absl::StrCat(absl::StrJoin(symbols, "*"), "|", p, "|", q, "|", r);
+  }
+};
+
+bool fits(const Fit& fit, const std::vector<int64_t>& values,
+          const std::vector<SymbolSizes>& sizes) {
+  for (size_t t = 0; t < values.size(); ++t) {
+    if (fit.at(sizes[t]) != values[t]) return false;
+  }
+  return true;
+}
+
+// The first fit, in order of simplicity, that explains `values` in every
+// trace. The affine fits are made from the first two traces and checked on
+// the others; the products from the first and checked on the others.
+std::optional<Fit> fit(const std::vector<int64_t>& values,
+                       const std::vector<SymbolSizes>& sizes) {
+  const SymbolSizes& s0 = sizes[0];
+  const SymbolSizes& s1 = sizes[1];
+  for (const auto& [symbol, size] : s0) {
+    const int64_t ds = s1.at(symbol) - size;
+    if (ds == 0) continue;
+    const int64_t dl = values[1] - values[0];
+    int64_t g = std::gcd(std::abs(dl), std::abs(ds));
+    if (g == 0) g = 1;
+    Fit f;
+    f.symbols = {symbol};
+    f.p = dl / g;
+    f.r = ds / g;
+    if (f.r < 0) {
+      f.p = -f.p;
+      f.r = -f.r;
+    }
+    f.q = f.r * values[0] - f.p * size;
+    if (f.p != 0 && fits(f, values, sizes)) return f;
+  }
+  std::vector<std::string> symbols;
+  for (const auto& item : s0) symbols.push_back(item.first);
+  const size_t n = symbols.size();
+  for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
+    if (__builtin_popcountll(mask) < 2) continue;
+    Fit f;
+    int64_t m = 1;
+    for (size_t i = 0; i < n; ++i) {
+      if (mask & (size_t{1} << i)) {
+        f.symbols.push_back(symbols[i]);
+        m *= s0.at(symbols[i]);
+      }
+    }
+    if (m == 0 || values[0] % m != 0) continue;
+    f.p = values[0] / m;
+    if (f.p != 0 && fits(f, values, sizes)) return f;
+  }
+  return std::nullopt;
+}
+
+// Compares the graph of one trace with the base's, node for node.
+class Comparison {
+ public:
+  Comparison(const Trace& base, const Trace& other,
+             std::vector<Node*> base_nodes)
+      : base_(base), other_(other), base_nodes_(std::move(base_nodes)) {
+    for (Node* n : other.graph->nodes()) other_nodes_.push_back(n);
+    for (size_t i = 0; i < base_nodes_.size(); ++i) {
+      base_index_[base_nodes_[i]] = i;
+    }
+    for (size_t i = 0; i < other_nodes_.size(); ++i) {
+      other_index_[other_nodes_[i]] = i;
+    }
+  }
+
+  // Adds the positions of int literals that differ to `changed`.
+  void run(std::set<Position>* changed) {
+    changed_ = changed;
+    const size_t n = std::min(base_nodes_.size(), other_nodes_.size());
+    for (size_t i = 0; i < n; ++i) node(i);
+    if (base_nodes_.size() != other_nodes_.size()) {
+      const bool base_longer = base_nodes_.size() > other_nodes_.size();
+      const Node& extra = base_longer ? *base_nodes_[n] : *other_nodes_[n];
+      differ(base_longer ? n : n - 1,
+             absl::StrCat("the graph at ",
+                          describe(base_longer ? other_.sizes : base_.sizes),
+                          " ends before ", extra.format_node()));
+    }
+  }
+
+ private:
+  void node(size_t i) {
+    const Node& a = *base_nodes_[i];
+    const Node& b = *other_nodes_[i];
+    if (a.op() != b.op() || !(a.target() == b.target()) ||
+        a.args().size() != b.args().size() ||
+        a.kwargs().size() != b.kwargs().size()) {
+      differ(i, absl::StrCat("it is ", b.format_node(), " at ",
+                             describe(other_.sizes)));
+    }
+    if (a.op() == Opcode::kGetAttr) constant(i, a.target().str());
+    Position p;
+    p.node = i;
+    for (size_t k = 0; k < a.args().size(); ++k) {
+      p.index = k;
+      argument(a.args()[k], b.args()[k], &p);
+    }
+    p.keyword = true;
+    for (size_t k = 0; k < a.kwargs().size(); ++k) {
+      p.index = k;
+      if (a.kwargs()[k].first != b.kwargs()[k].first) {
+        differ(i, absl::StrCat("it is ", b.format_node(), " at ",
+                               describe(other_.sizes)));
+      }
+      argument(a.kwargs()[k].second, b.kwargs()[k].second, &p);
+    }
+  }
+
+  // A constant the trace made from C++ data must not change with a size.
+  void constant(size_t i, const std::string& name) {
+    auto find = [&](const Attributes& a) -> const at::Tensor* {
+      auto it = a.buffers.find(name);
+      return it == a.buffers.end() ? nullptr : &it->second;
+    };
+    const at::Tensor* a = find(base_.attributes);
+    const at::Tensor* b = find(other_.attributes);
+    if (a == nullptr && b == nullptr) return;  // the module's own
+    if (a == nullptr || b == nullptr || a->sizes() != b->sizes() ||
+        a->scalar_type() != b->scalar_type() || !at::equal(*a, *b)) {
+      differ(i, absl::StrCat(
+                    "the constant ", name, " (a tensor made from C++ data "
+                    "while tracing) has shape ",
+                    a ? c10::str(a->sizes()) : "none", " at ",
+                    describe(base_.sizes), " and ",
+                    b ? c10::str(b->sizes()) : "none", " at ",
+                    describe(other_.sizes),
+                    ", so it depends on a dynamic size; make it from the "
+                    "input (e.g. torch::ones with the input's sizes inside "
+                    "forward) instead of from C++ data"));
+    }
+  }
+
+  void argument(const Argument& a, const Argument& b, Position* p) {
+    const size_t i = p->node;
+    auto mismatch = [&]() {
+      differ(i, absl::StrCat("it is ", other_nodes_[i]->format_node(), " at ",
+                             describe(other_.sizes)));
+    };
+    if (a.kind() != b.kind()) mismatch();
+    switch (a.kind()) {
+      case ArgumentKind::kInt:
+        if (a.to_int() != b.to_int()) changed_->insert(*p);
+        return;
+      case ArgumentKind::kNode:
+        if (base_index_.at(a.to_node()) != other_index_.at(b.to_node())) {
+          mismatch();
+        }
+        return;
+      case ArgumentKind::kList:
+      case ArgumentKind::kTuple:
+        if (a.elements().size() != b.elements().size()) mismatch();
+        for (size_t k = 0; k < a.elements().size(); ++k) {
+          p->path.push_back(k);
+          argument(a.elements()[k], b.elements()[k], p);
+          p->path.pop_back();
+        }
+        return;
+      default:
+        if (a != b) mismatch();
+    }
+  }
+
+  [[noreturn]] void differ(size_t i, const std::string& what) {
+    throw TraceError(absl::StrCat(
+        "the dynamic dimensions cannot be generalized: the graph traced at ",
+        describe(other_.sizes), " differs from the one at ",
+        describe(base_.sizes), " at node ", base_nodes_[i]->format_node(),
+        ": ", what,
+        ". The program's structure depends on a dynamic size (a branch or a "
+        "loop count on a size, or a float computed from one), which one "
+        "graph cannot hold: make the dimension static, or bound it "
+        "(DynamicDim::min/max) to sizes where the program does not change"));
+  }
+
+  const Trace& base_;
+  const Trace& other_;
+  std::vector<Node*> base_nodes_;
+  std::vector<Node*> other_nodes_;
+  absl::flat_hash_map<const Node*, size_t> base_index_;
+  absl::flat_hash_map<const Node*, size_t> other_index_;
+  std::set<Position>* changed_ = nullptr;
+};
+
+Argument replaced(const Argument& a, const std::vector<size_t>& path,
+                  size_t depth, Node* value) {
+  if (depth == path.size()) return Argument(value);
+  std::vector<Argument> elements = a.elements();
+  elements.at(path[depth]) =
+      replaced(elements[path[depth]], path, depth + 1, value);
+  return a.is_tuple() ? Argument::tuple(std::move(elements))
+                      : Argument::list(std::move(elements));
+}
+
+// Builds the nodes that compute fits, sharing what they have in common.
+class Builder {
+ public:
+  Builder(Graph& graph, const std::vector<DynamicDim>& dims)
+      : graph_(graph), dims_(dims), placeholders_(graph.placeholders()) {}
+
+  Node* build(const Fit& f) {
+    auto it = fits_.find(f.key());
+    if (it != fits_.end()) return it->second;
+    Node* n = symbol(f.symbols[0]);
+    for (size_t i = 1; i < f.symbols.size(); ++i) {
+      n = graph_.call_function(Target(sym_mul()), {n, symbol(f.symbols[i])});
+    }
+    if (f.p != 1) n = graph_.call_function(Target(sym_mul()), {n, f.p});
+    if (f.q != 0) n = graph_.call_function(Target(sym_add()), {n, f.q});
+    if (f.r != 1) n = graph_.call_function(Target(sym_floordiv()), {n, f.r});
+    fits_[f.key()] = n;
+    return n;
+  }
+
+ private:
+  // The size a symbol names, read from the first input that has it.
+  Node* symbol(const std::string& name) {
+    Node*& n = symbols_[name];
+    if (n != nullptr) return n;
+    for (const DynamicDim& d : dims_) {
+      if (d.symbol == name) {
+        // Named after its symbol: %B = sym_size(%x, 0).
+        n = graph_.create_node(Opcode::kCallFunction, Target(sym_size()),
+                               {placeholders_.at(d.input), d.dim}, {},
+                               d.symbol);
+        break;
+      }
+    }
+    return n;
+  }
+
+  Graph& graph_;
+  const std::vector<DynamicDim>& dims_;
+  std::vector<Node*> placeholders_;
+  std::map<std::string, Node*> symbols_;
+  std::map<std::string, Node*> fits_;
+};
+
+}  // namespace
+
+SymbolSizes example_sizes(const std::vector<DynamicDim>& dims,
+                          const std::vector<c10::IValue>& inputs) {
+  SymbolSizes sizes;
+  std::map<std::string, const DynamicDim*> first;
+  std::set<std::pair<size_t, int64_t>> seen;
+  for (const DynamicDim& d : dims) {
+    const std::string entry = absl::StrCat(
+        "TraceOptions::dynamic's entry for input ", d.input, " dimension ",
+        d.dim, " ('", d.symbol, "')");
+    const bool identifier =
+        !d.symbol.empty() && !std::isdigit(static_cast<unsigned char>(d.symbol[0])) &&
+        std::all_of(d.symbol.begin(), d.symbol.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!identifier) {
+      throw TraceError(absl::StrCat(
+          entry, ": a symbol is an identifier (\"B\", \"T\", \"seq_len\"); "
+                 "dimensions that must be equal share one"));
+    }
+    if (d.input >= inputs.size() || !inputs[d.input].isTensor() ||
+        !inputs[d.input].toTensor().defined()) {
+      throw TraceError(absl::StrCat(
+          entry, ": forward takes ", inputs.size(),
+          " example input(s) and dynamic dimensions are for tensor inputs"));
+    }
+    const at::Tensor& t = inputs[d.input].toTensor();
+    if (d.dim < 0 || d.dim >= t.dim()) {
+      throw TraceError(absl::StrCat(entry, ": the input has ", t.dim(),
+                                    " dimensions (count from 0)"));
+    }
+    if (!seen.emplace(d.input, d.dim).second) {
+      throw TraceError(absl::StrCat(entry, " is given twice"));
+    }
+    if (d.min < 0 || d.max < d.min || d.multiple_of < 1) {
+      throw TraceError(absl::StrCat(entry, " has bounds ", d.relation(),
+                                    ", which no size meets"));
+    }
+    const int64_t size = t.size(d.dim);
+    if (size < d.min || size > d.max || size % d.multiple_of != 0) {
+      throw TraceError(absl::StrCat(entry, ": the example's size ", size,
+                                    " breaks ", d.relation()));
+    }
+    auto [it, added] = first.emplace(d.symbol, &d);
+    if (!added) {
+      const DynamicDim& f = *it->second;
+      if (f.min != d.min || f.max != d.max || f.multiple_of != d.multiple_of) {
+        throw TraceError(absl::StrCat(entry, " has bounds ", d.relation(),
+                                      " but input ", f.input, " dimension ",
+                                      f.dim, " gives ", d.symbol, " ",
+                                      f.relation(),
+                                      ": give one symbol one set of bounds"));
+      }
+      if (sizes.at(d.symbol) != size) {
+        throw TraceError(absl::StrCat(
+            entry, ": the example's size is ", size, " but input ", f.input,
+            " dimension ", f.dim, " has ", d.symbol, " = ",
+            sizes.at(d.symbol), "; dimensions sharing a symbol are equal"));
+      }
+    }
+    sizes[d.symbol] = size;
+  }
+  return sizes;
+}
+
+std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
+                                      const SymbolSizes& example) {
+  std::vector<SymbolSizes> out(2);
+  int64_t k = 0;
+  for (const auto& [symbol, e] : example) {
+    const DynamicDim* d = nullptr;
+    for (const DynamicDim& candidate : dims) {
+      if (candidate.symbol == symbol) d = &candidate;
+    }
+    const int64_t m = d->multiple_of;
+    auto aligned_down = [&](int64_t v) { return v / m * m; };
+    auto aligned_up = [&](int64_t v) { return (v + m - 1) / m * m; };
+    // A near size and a far one (a size read only through a division
+    // changes between them), then whatever the bounds leave.
+    std::vector<int64_t> candidates = {
+        e + (k + 1) * m,
+        2 * e + (2 * k + 5) * m,
+        aligned_down(d->max),
+        e - (k + 1) * m,
+        aligned_up(std::max<int64_t>(d->min, 1)),
+    };
+    for (int64_t j = 1; j <= 4; ++j) {
+      candidates.push_back(e + j * m);
+      candidates.push_back(e - j * m);
+    }
+    std::vector<int64_t> picked;
+    for (int64_t v : candidates) {
+      if (v < d->min || v > d->max || v < 1 || v == e ||
+          std::find(picked.begin(), picked.end(), v) != picked.end()) {
+        continue;
+      }
+      picked.push_back(v);
+      if (picked.size() == 2) break;
+    }
+    if (picked.size() < 2) {
+      throw TraceError(absl::StrCat(
+          "the dynamic dimension ", symbol, " (", d->relation(),
+          ") leaves fewer than two sizes besides the example's ", e,
+          " to trace at, which generalizing needs: widen its bounds, or "
+          "leave it static"));
+    }
+    out[0][symbol] = picked[0];
+    out[1][symbol] = picked[1];
+    ++k;
+  }
+  return out;
+}
+
+std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
+                                        const std::vector<DynamicDim>& dims,
+                                        const SymbolSizes& sizes) {
+  std::vector<c10::IValue> out = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int64_t> shape;
+    for (const DynamicDim& d : dims) {
+      if (d.input != i) continue;
+      const at::Tensor& t = inputs[i].toTensor();
+      if (shape.empty()) shape = t.sizes().vec();
+      shape[d.dim] = sizes.at(d.symbol);
+    }
+    if (shape.empty()) continue;
+    const at::Tensor& t = inputs[i].toTensor();
+    out[i] = at::zeros(shape, t.options().memory_format(
+                                  t.suggest_memory_format()));
+  }
+  return out;
+}
+
+void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims) {
+  std::vector<Node*> placeholders = graph.placeholders();
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    InputGuard* guard = placeholders[i]->meta().get_mutable(kGuard);
+    if (guard == nullptr) continue;
+    guard->dynamic.clear();
+    for (const DynamicDim& d : dims) {
+      if (d.input == i) guard->dynamic.push_back(d);
+    }
+    if (guard->dynamic.empty() || !guard->check_strides) continue;
+    const c10::MemoryFormat format =
+        memory_format_of(guard->sizes, guard->strides);
+    if (format != c10::MemoryFormat::Contiguous &&
+        format != c10::MemoryFormat::ChannelsLast) {
+      throw TraceError(absl::StrCat(
+          "input ", i, " ('", placeholders[i]->name(),
+          "') has strides [", absl::StrJoin(guard->strides, ", "),
+          "], which the traced code read, and dynamic dimensions: fx "
+          "generalizes strides of contiguous and channels-last inputs only; "
+          "pass a contiguous example input"));
+    }
+  }
+}
+
+void generalize(Trace& base, const std::vector<Trace>& others,
+                const std::vector<DynamicDim>& dims) {
+  std::vector<Node*> nodes;
+  for (Node* n : base.graph->nodes()) nodes.push_back(n);
+  std::set<Position> changed;
+  for (const Trace& other : others) {
+    Comparison(base, other, nodes).run(&changed);
+  }
+  std::vector<SymbolSizes> sizes = {base.sizes};
+  for (const Trace& other : others) sizes.push_back(other.sizes);
+  std::vector<std::vector<Node*>> other_nodes;
+  for (const Trace& other : others) {
+    other_nodes.emplace_back();
+    for (Node* n : other.graph->nodes()) other_nodes.back().push_back(n);
+  }
+  // Every fit first; the graph changes only once all are found.
+  std::vector<std::pair<Position, Fit>> fitted;
+  for (const Position& p : changed) {
+    std::vector<int64_t> values = {argument_at(*nodes[p.node], p).to_int()};
+    for (const auto& graph_nodes : other_nodes) {
+      values.push_back(argument_at(*graph_nodes[p.node], p).to_int());
+    }
+    std::optional<Fit> f = fit(values, sizes);
+    if (!f) {
+      std::vector<std::string> seen;
+      for (size_t t = 0; t < values.size(); ++t) {
+        seen.push_back(absl::StrCat(values[t], " at ", describe(sizes[t])));
+      }
+      throw TraceError(absl::StrCat(
+          "the dynamic dimensions cannot be generalized: the size in ",
+          describe(*nodes[p.node], p), " is ", absl::StrJoin(seen, "; "),
+          ", which fx cannot express as a function of the dynamic sizes "
+          "(it tries a * S + b with floor division, and products of sizes). "
+          "Make the dimension static, or give it DynamicDim::multiple_of if "
+          "the program divides it"));
+    }
+    fitted.emplace_back(p, *f);
+  }
+  mark_dynamic(*base.graph, dims);
+  if (fitted.empty()) return;
+  Node* first = nullptr;
+  for (Node* n : nodes) {
+    if (n->op() != Opcode::kPlaceholder) {
+      first = n;
+      break;
+    }
+  }
+  auto insertion = base.graph->inserting_before(first);
+  Builder builder(*base.graph, dims);
+  for (const auto& [p, f] : fitted) {
+    Node* value = builder.build(f);
+    Node& n = *nodes[p.node];
+    if (p.keyword) {
+      const std::string key = n.kwargs().at(p.index).first;
+      n.update_kwarg(key, replaced(n.kwargs().at(p.index).second, p.path, 0,
+                                   value));
+    } else {
+      n.update_arg(p.index, replaced(n.args().at(p.index), p.path, 0, value));
+    }
+  }
+}
+
+}  // namespace fx::internal

@@ -1,0 +1,72 @@
+// Dynamic dimensions (TraceOptions::dynamic): a program traced at several
+// sizes of its dynamic dimensions, made into one graph that computes the
+// sizes it uses from its inputs.
+//
+// C++ reads sizes as plain integers, so a trace sees `x.view({x.size(0),
+// -1})` as a view to the example's batch size. Traced again at other sizes,
+// the graphs agree node for node except for such literals; each literal that
+// changed is fitted as a function of the dynamic sizes (affine with floor
+// division, or a product), the fit checked on a trace it was not fitted to,
+// and the literal replaced by nodes that compute it:
+//
+//   traced at B=2:  %view = aten::view(%x, [2, -1])
+//   at B=3:         %view = aten::view(%x, [3, -1])
+//   generalized:    %sym_size = sym_size(%x, 0)
+//                   %view = aten::view(%x, [%sym_size, -1])
+//
+// A graph whose structure, floats, strings or constants change with a size
+// is refused with the first node that differs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "fx/ir/graph.h"
+#include "fx/ir/meta.h"
+#include "fx/runtime/graph_module.h"
+
+namespace fx::internal {
+
+// The size of each symbol in one trace.
+using SymbolSizes = std::map<std::string, int64_t>;
+
+// Checks `dims` against the example inputs (an input that is a tensor, a
+// dimension it has, bounds the example meets, one size per symbol) and
+// returns the example's size of each symbol. Throws fx::TraceError.
+SymbolSizes example_sizes(const std::vector<DynamicDim>& dims,
+                          const std::vector<c10::IValue>& inputs);
+
+// Two further sizes of each symbol, within its bounds, to trace at.
+std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
+                                      const SymbolSizes& example);
+
+// Zero-filled inputs like `inputs` with the dynamic dimensions at `sizes`
+// (memory format kept).
+std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
+                                        const std::vector<DynamicDim>& dims,
+                                        const SymbolSizes& sizes);
+
+// One trace: its graph, its constants and the sizes it was traced at.
+struct Trace {
+  std::unique_ptr<Graph> graph;
+  Attributes attributes;
+  SymbolSizes sizes;
+};
+
+// Rewrites `base.graph` to compute, from its inputs, every literal that
+// `others` show changing with the dynamic sizes, and records `dims` in the
+// placeholders' guards. `others` holds at least two traces. Throws
+// fx::TraceError naming the first node that differs, or a literal no fit
+// explains; `base` is then unchanged.
+void generalize(Trace& base, const std::vector<Trace>& others,
+                const std::vector<DynamicDim>& dims);
+
+// Records `dims` in the placeholders' guards of a graph that never read a
+// size (nothing to generalize).
+void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims);
+
+}  // namespace fx::internal
