@@ -105,6 +105,11 @@ Transformer::Result Transformer::transform_graph(
   std::vector<Node*> old_placeholders = module_->graph().placeholders();
   for (Node* ph : old_placeholders) {
     options.input_names.push_back(ph->target().str());
+    // Dynamic dimensions stay dynamic: traced at other sizes too.
+    if (const InputGuard* guard = ph->meta().get(kGuard)) {
+      options.dynamic.insert(options.dynamic.end(), guard->dynamic.begin(),
+                             guard->dynamic.end());
+    }
   }
   Tracer tracer(options);
   tracer_ = &tracer;
@@ -138,8 +143,10 @@ c10::IValue Transformer::run_node(const Node& node) {
 c10::IValue Transformer::call_function(const Node& node, const Target& target,
                                        std::vector<c10::IValue> args,
                                        IValueKwargs kwargs) {
+  // Sizes and their arithmetic are computed, not recorded: the trace
+  // generalizes them again from the dynamic dimensions.
   if (tracer_ != nullptr && target.is_function() &&
-      &target.function() != getitem()) {
+      &target.function() != getitem() && !is_sym_function(target.function())) {
     if (!kwargs.empty()) {
       throw GraphError(absl::StrCat(target.to_string(),
                                     " takes no keyword arguments"));

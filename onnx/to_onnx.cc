@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fx/runtime/guards.h"
 #include "fx/io/internal/files.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
@@ -129,6 +130,14 @@ class Exporter : public OnnxBuilder {
           "batch-norm statistics as in training): call eval() on the model "
           "before tracing it to export it (an ONNX model is for inference, "
           "as torch.onnx exports in eval mode)");
+    }
+    if (std::vector<std::string> symbols = dynamic_symbols(module_.graph());
+        !symbols.empty()) {
+      throw GraphError(absl::StrCat(
+          "to_onnx: the graph has dynamic dimensions (",
+          absl::StrJoin(symbols, ", "),
+          "), which the ONNX export does not write yet: trace without "
+          "TraceOptions::dynamic to export fixed shapes"));
     }
     onnx::ModelProto model;
     model.set_ir_version(kIrVersion);

@@ -59,11 +59,11 @@ bool sizes_guarded(const Graph& graph) {
     if (guard == nullptr) return false;
     switch (guard->kind) {
       case InputGuard::Kind::kTensor:
-        if (!guard->check_sizes) return false;
+        if (!guard->sizes_fixed()) return false;
         break;
       case InputGuard::Kind::kTensorList:
         for (const InputGuard& element : guard->elements) {
-          if (!element.check_sizes) return false;
+          if (!element.sizes_fixed()) return false;
         }
         break;
       case InputGuard::Kind::kValue:

@@ -141,6 +141,9 @@ class Emitter {
     forward_.signature = absl::StrCat(return_type_, " ",
                                       options_.function_name, "(",
                                       absl::StrJoin(params, ", "), ")");
+    if (guards_.find("&symbols);") != std::string::npos) {
+      guards_ = "  fx::SymbolBindings symbols;\n" + guards_;
+    }
     if (parts_.empty()) {
       forward_.body = guards_ + body_;
     } else {
@@ -350,6 +353,26 @@ class Emitter {
 
   static std::string tensor_guard(const InputGuard& g, const std::string& var,
                                   const std::string& who) {
+    if (!g.dynamic.empty()) {
+      // Dynamic dimensions: their relations, and equal sizes across the
+      // inputs that share a symbol (`symbols`, declared first).
+      std::vector<std::string> dims;
+      for (const DynamicDim& d : g.dynamic) {
+        dims.push_back(absl::StrCat(
+            "{", d.input, ", ", d.dim, ", ", string_literal(d.symbol), ", ",
+            int_literal(d.min), ", ", int_literal(d.max), ", ",
+            int_literal(d.multiple_of), "}"));
+      }
+      return absl::StrCat(
+          "fx::check_dynamic_tensor_input(", var, ", ", who, ", ",
+          dtype_expression(g.dtype), ", ", device_expression(g.device), ", ",
+          g.dim, ", ", g.check_sizes ? "true" : "false", ", at::IntArrayRef({",
+          absl::StrJoin(g.sizes, ", "), "}), ",
+          g.check_strides ? absl::StrCat("at::IntArrayRef({",
+                                         absl::StrJoin(g.strides, ", "), "})")
+                          : std::string("c10::nullopt"),
+          ", {", absl::StrJoin(dims, ", "), "}, &symbols);");
+    }
     std::string sizes = "c10::nullopt";
     if (g.check_sizes) {
       sizes = absl::StrCat("at::IntArrayRef({", absl::StrJoin(g.sizes, ", "),
@@ -585,6 +608,9 @@ class Emitter {
     } else if (n.op() == Opcode::kCallFunction &&
                n.target().function().name() == "getitem") {
       call_getitem(n, &v);
+    } else if (n.op() == Opcode::kCallFunction &&
+               is_sym_function(n.target().function())) {
+      call_sym_function(n, &v);
     } else {
       std::string callee;
       if (n.op() == Opcode::kCallModule) {
@@ -606,6 +632,39 @@ class Emitter {
       statement(n, absl::StrCat("auto ", v.name, " = ", call, ";"));
     }
     values_[&n] = v;
+  }
+
+  // A size or integer arithmetic on sizes, as plain C++ ints:
+  //   const int64_t sym_size = x.size(0);
+  //   const int64_t sym_mul = sym_size * 4;
+  void call_sym_function(const Node& n, Value* v) {
+    const Function& f = n.target().function();
+    auto operand = [&](const Argument& a) {
+      if (a.is_int()) return int_literal(a.to_int());
+      if (!a.is_node()) {
+        throw GraphError(absl::StrCat("codegen: %", n.name(), ": ", f.name(),
+                                      " takes ints, got ", a.to_string()));
+      }
+      return value(a.to_node()).name;
+    };
+    if (n.args().size() != 2 || !n.kwargs().empty()) {
+      throw GraphError(absl::StrCat("codegen: %", n.name(), ": ", f.name(),
+                                    " takes two arguments"));
+    }
+    const std::string a = operand(n.args()[0]);
+    const std::string b = operand(n.args()[1]);
+    std::string expr;
+    if (&f == sym_size()) {
+      expr = absl::StrCat(a, ".size(", b, ")");
+    } else if (&f == sym_add()) {
+      expr = absl::StrCat(a, " + ", b);
+    } else if (&f == sym_mul()) {
+      expr = absl::StrCat(a, " * ", b);
+    } else {
+      expr = absl::StrCat("fx::floor_divide(", a, ", ", b, ")");
+    }
+    v->kind = Kind::kOther;
+    statement(n, absl::StrCat("const int64_t ", v->name, " = ", expr, ";"));
   }
 
   void call_operator(const Node& n, const c10::OperatorHandle& op, Value* v) {

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/argument.h"
 #include "fx/ir/errors.h"
@@ -301,6 +302,14 @@ class Exporter {
 }  // namespace
 
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
+  if (std::vector<std::string> symbols = dynamic_symbols(gm.graph());
+      !symbols.empty()) {
+    throw GraphError(absl::StrCat(
+        "to_torchscript: the graph has dynamic dimensions (",
+        absl::StrJoin(symbols, ", "),
+        "), which the TorchScript export does not write yet: trace without "
+        "TraceOptions::dynamic to export fixed shapes"));
+  }
   return Exporter(gm).run();
 }
 
