@@ -39,6 +39,11 @@ check "a flag of another command is refused, naming this one's" 2 \
   "$fx" quantize lenet --passes=fuse_conv_bn
 check "a flag's value must parse" 2 "fx trace: --cost=maybe" -- \
   "$fx" trace lenet --cost=maybe
+check "--dynamic generalizes a model that reads sizes" 0 \
+  "generalized over its dynamic dimensions from 3 traces" -- \
+  "$fx" trace transformer_encoder --dynamic=S:0:0:512,N:0:1 --print=none
+check "--dynamic names a spec that does not parse" 2 \
+  "'N' is not SYMBOL:INPUT:DIM" -- "$fx" trace lenet --dynamic=N
 check "an unknown pass is named before tracing" 2 \
   "--passes=fuse_everything: no pass named 'fuse_everything'" -- \
   "$fx" trace lenet --passes=fuse_everything

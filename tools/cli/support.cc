@@ -8,6 +8,7 @@
 #include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/io/input_spec.h"
@@ -43,10 +44,12 @@ std::vector<double> interleaved_ms(
   return medians;
 }
 
-Traced trace_zoo_model(const std::string& name) {
+Traced trace_zoo_model(const std::string& name,
+                       const std::vector<fx::DynamicDim>& dynamic) {
   Traced t{models::make_zoo_model(name)};
   fx::TraceOptions options;
   options.leaf_modules = t.model.leaf_modules;
+  options.dynamic = dynamic;
   fx::Tracer tracer(options);
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<fx::Graph> graph =
@@ -66,9 +69,42 @@ void print_stats(const Traced& t) {
             << " shape functions, " << t.stats.in_place
             << " in-place ops, and " << t.stats.real_kernel
             << " real kernels on zeros; "
-            << (t.stats.read_sizes ? "specialized to the example shapes"
-                                   : "not specialized to the example shapes")
+            << (t.stats.traces > 1
+                    ? "generalized over its dynamic dimensions from 3 traces"
+                : t.stats.read_sizes ? "specialized to the example shapes"
+                                     : "not specialized to the example shapes")
             << "\n";
+}
+
+void add_dynamic_flag(Flags& flags, std::vector<std::string>* dynamic) {
+  flags.add("dynamic", dynamic,
+            "dimensions of the inputs that vary from run to run, "
+            "comma-separated, each SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]] "
+            "(B:0:0:64 is input 0's dimension 0, up to 64); dimensions "
+            "sharing a symbol are equal");
+}
+
+std::vector<fx::DynamicDim> dynamic_dims(const std::vector<std::string>& specs) {
+  std::vector<fx::DynamicDim> out;
+  for (const std::string& spec : specs) {
+    std::vector<std::string> parts = absl::StrSplit(spec, ':');
+    fx::DynamicDim d;
+    int64_t input = 0;
+    bool ok = parts.size() >= 3 && parts.size() <= 5 && !parts[0].empty() &&
+              absl::SimpleAtoi(parts[1], &input) && input >= 0 &&
+              absl::SimpleAtoi(parts[2], &d.dim) &&
+              (parts.size() < 4 || absl::SimpleAtoi(parts[3], &d.max)) &&
+              (parts.size() < 5 || absl::SimpleAtoi(parts[4], &d.multiple_of));
+    if (!ok) {
+      throw UsageError("--dynamic: '" + spec +
+                       "' is not SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]], e.g. "
+                       "B:0:0:64");
+    }
+    d.symbol = parts[0];
+    d.input = static_cast<size_t>(input);
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 void add_input_flag(Flags& flags, std::vector<std::string>* input) {
@@ -94,7 +130,8 @@ bool is_zoo_model(const std::string& name) {
 
 // A TorchScript file traced on `input`, or a GraphModule file read back.
 fx::GraphModule load_file(const std::string& path,
-                          const std::vector<std::string>& input) {
+                          const std::vector<std::string>& input,
+                          const std::vector<fx::DynamicDim>& dynamic) {
   std::string torchscript_error;
   torch::jit::Module script;
   try {
@@ -111,7 +148,9 @@ fx::GraphModule load_file(const std::string& path,
     }
     script.eval();
     auto start = std::chrono::steady_clock::now();
-    fx::GraphModule module = fx::symbolic_trace(script, inputs);
+    fx::TraceOptions options;
+    options.dynamic = dynamic;
+    fx::GraphModule module = fx::symbolic_trace(script, inputs, options);
     std::cerr << "traced TorchScript " << path << " in "
               << milliseconds_since(start) << " ms: "
               << module->graph().size() << " nodes\n";
@@ -134,28 +173,30 @@ fx::GraphModule load_file(const std::string& path,
 
 fx::GraphModule open_file(const std::string& name,
                           const std::vector<std::string>& input,
-                          std::vector<c10::IValue>* inputs) {
+                          std::vector<c10::IValue>* inputs,
+                          const std::vector<fx::DynamicDim>& dynamic = {}) {
   if (!std::ifstream(name).good()) {
     throw UsageError("'" + name +
                      "' is neither a bundled model (`fx zoo` lists them) nor "
                      "a readable file");
   }
   *inputs = example_inputs(input);
-  return load_file(name, input);
+  return load_file(name, input, dynamic);
 }
 
 }  // namespace
 
 fx::GraphModule open_model(const std::string& name,
                            const std::vector<std::string>& input,
-                           std::vector<c10::IValue>* inputs) {
+                           std::vector<c10::IValue>* inputs,
+                           const std::vector<fx::DynamicDim>& dynamic) {
   if (is_zoo_model(name)) {
-    Traced t = trace_zoo_model(name);
+    Traced t = trace_zoo_model(name, dynamic);
     print_stats(t);
     *inputs = t.model.example_inputs;
     return t.module;
   }
-  return open_file(name, input, inputs);
+  return open_file(name, input, inputs, dynamic);
 }
 
 fx::GraphModule open_model_in_eval_mode(const std::string& name,

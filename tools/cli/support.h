@@ -32,12 +32,19 @@ struct Traced {
   double milliseconds = 0;
 };
 
-Traced trace_zoo_model(const std::string& name);
+Traced trace_zoo_model(const std::string& name,
+                       const std::vector<fx::DynamicDim>& dynamic = {});
 void print_stats(const Traced& t);
 
 // --input: example inputs as specs (fx/io/input_spec.h).
 void add_input_flag(Flags& flags, std::vector<std::string>* input);
 std::vector<c10::IValue> example_inputs(const std::vector<std::string>& specs);
+
+// --dynamic: dimensions that vary, comma-separated, each
+// SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]] ("B:0:0:64,T:0:1:512").
+void add_dynamic_flag(Flags& flags, std::vector<std::string>* dynamic);
+// Throws UsageError naming a spec that does not parse.
+std::vector<fx::DynamicDim> dynamic_dims(const std::vector<std::string>& specs);
 
 // A bundled model traced (its statistics printed), or a file read: a
 // TorchScript file traced on `input`, or a GraphModule file. `inputs` gets
@@ -45,7 +52,8 @@ std::vector<c10::IValue> example_inputs(const std::vector<std::string>& specs);
 // neither, or a TorchScript file comes without `input`.
 fx::GraphModule open_model(const std::string& name,
                            const std::vector<std::string>& input,
-                           std::vector<c10::IValue>* inputs);
+                           std::vector<c10::IValue>* inputs,
+                           const std::vector<fx::DynamicDim>& dynamic = {});
 
 // The same, but a bundled model is traced in eval mode through
 // models::trace_zoo_model, quietly (what pipeline stages and branches cut).

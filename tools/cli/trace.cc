@@ -84,6 +84,7 @@ class Trace : public Command {
                 "(opset 17) to this file (fx::to_onnx), checked by ONNX's "
                 "checker with full shape inference");
     add_input_flag(flags(), &input_);
+    add_dynamic_flag(flags(), &dynamic_);
   }
 
  private:
@@ -91,7 +92,8 @@ class Trace : public Command {
     check_print(print_);
     check_passes(passes_);
     std::vector<c10::IValue> inputs;
-    fx::GraphModule module = open_model(args[0], input_, &inputs);
+    fx::GraphModule module =
+        open_model(args[0], input_, &inputs, dynamic_dims(dynamic_));
     const size_t nodes_before = module->graph().size();
     if (!passes_.empty()) {
       if (before_) {
@@ -138,6 +140,7 @@ class Trace : public Command {
   std::string torchscript_;
   std::string onnx_;
   std::vector<std::string> input_;
+  std::vector<std::string> dynamic_;
 };
 
 }  // namespace
