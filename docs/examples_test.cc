@@ -138,6 +138,22 @@ void docs_tracing::check_trace_gated() {
   CHECK_THROWS_AS(gm(torch::randn({3, 16})), fx::GuardError);
 }
 
+// --- docs/dynamic_shapes.md -------------------------------------------------
+
+void docs_dynamic_shapes::check_dynamic_batch() {
+  auto model = std::make_shared<Classifier>();
+  fx::GraphModule gm = trace_any_batch(model);
+  check_output(gm->graph().to_string(), output_dynamic_batch_graph);
+  for (int64_t b : {1, 64}) {
+    at::Tensor x = torch::randn({b, 1, 8, 8});
+    CHECK(torch::equal(gm(x).toTensor(), model->forward(x)));
+  }
+  CHECK_THROWS_WITH(gm(torch::randn({65, 1, 8, 8})),
+                    Catch::Contains("has B = 65 (dimension 0), outside what "
+                                    "the trace allows: 1 <= B <= 64"));
+  CHECK_THROWS_AS(gm(torch::randn({2, 1, 9, 9})), fx::GuardError);
+}
+
 // --- docs/ir.md --------------------------------------------------------------
 
 void docs_ir::check_build_graph() {
