@@ -316,16 +316,15 @@ std::unique_ptr<Graph> Tracer::trace(
       other.graph = trace_once(
           root, named, forward,
           internal::resized_inputs(example_inputs, dims, sizes));
-    } catch (const std::exception& e) {
+    } catch (const TraceError& e) {
       std::vector<std::string> at;
       for (const auto& [symbol, size] : sizes) {
         at.push_back(absl::StrCat(symbol, "=", size));
       }
-      const auto* trace_error = dynamic_cast<const TraceError*>(&e);
       throw TraceError(absl::StrCat(
           "tracing again at ", absl::StrJoin(at, ", "),
           " (other sizes of the dynamic dimensions, to generalize the graph) "
-          "failed: ", trace_error ? trace_error->msg() : e.what(),
+          "failed: ", e.msg(),
           "\nIf two dimensions must be equal, give them one symbol; if a "
           "size must divide, give DynamicDim::multiple_of"));
     }
@@ -408,10 +407,6 @@ std::unique_ptr<Graph> Tracer::trace_once(
     }
     throw TraceError(absl::StrCat("tracing failed", s->location(), ": ", what,
                                   hint));
-  } catch (const std::exception& e) {
-    // Shape inference's TorchScript functions throw std::runtime_error.
-    throw TraceError(
-        absl::StrCat("tracing failed", s->location(), ": ", e.what()));
   }
   if (root) attributes_.traced_training = root->is_training();
   stats_.nodes = static_cast<int64_t>(s->graph->size());

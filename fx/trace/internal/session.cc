@@ -429,6 +429,11 @@ std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
                                   "inputs' shapes while tracing",
                                   location(), ": ",
                                   e.what_without_backtrace()));
+  } catch (const std::runtime_error& e) {
+    // TorchScript's shape functions raise std::runtime_error.
+    throw TraceError(absl::StrCat(op_name(op), " failed on the example "
+                                  "inputs' shapes while tracing",
+                                  location(), ": ", e.what()));
   }
   switch (tier) {
     case internal::InferenceTier::kRule: ++tracer->stats_.shape_rule; break;
