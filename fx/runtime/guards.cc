@@ -82,17 +82,20 @@ void check_dynamic_tensor(const InputGuard& g, const at::Tensor& t,
     const std::string at = absl::StrCat(d.symbol, " = ", v, " (dimension ",
                                         d.dim, ")");
     if (v < d.min || v > d.max || (d.multiple_of > 1 && v % d.multiple_of)) {
-      guard_failure(absl::StrCat(who, " has ", at,
-                                 ", outside what the trace allows: ",
-                                 d.relation()));
+      throw GuardError(absl::StrCat(
+          "GraphModule ", who, " has ", at,
+          ", outside what the trace allows: ", d.relation(),
+          "; the graph was checked for those sizes only: trace the model "
+          "again with bounds that include this one (fx::TraceOptions::"
+          "dynamic)"));
     }
     if (symbols == nullptr) continue;
     auto [it, added] = symbols->values.emplace(d.symbol, std::make_pair(v, who));
     if (!added && it->second.first != v) {
-      guard_failure(absl::StrCat(
-          who, " has ", at, " but ", it->second.second, " has ", d.symbol,
-          " = ", it->second.first, ": dimensions named ", d.symbol,
-          " must be equal (the traced program relied on it)"));
+      throw GuardError(absl::StrCat(
+          "GraphModule ", who, " has ", at, " but ", it->second.second,
+          " has ", d.symbol, " = ", it->second.first, ": dimensions named ",
+          d.symbol, " must be equal (the traced program relied on it)"));
     }
   }
   if (g.check_strides) {

@@ -1,8 +1,11 @@
 // TorchScript out: to_torchscript.
 #include "fx/torchscript/torchscript.h"
 
+#include <limits>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/jit/api/compilation_unit.h>
@@ -10,7 +13,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/argument.h"
 #include "fx/ir/errors.h"
@@ -139,6 +141,10 @@ class Exporter {
     JitValue* dim = graph_->insert(c10::aten::dim, {v});
     raise_if(differs(dim, graph_->insertConstant(guard.dim)),
              rank_mismatch(who, "{}", guard.dim), dim);
+    if (!guard.dynamic.empty()) {
+      check_dynamic(v, guard, who);
+      return;
+    }
     if (!guard.check_sizes) return;
     JitValue* sizes = graph_->insert(c10::aten::size, {v});
     raise_if(differs(sizes, graph_->insertConstant(guard.sizes)),
@@ -147,6 +153,67 @@ class Exporter {
     JitValue* strides = graph_->insert(c10::aten::stride, {v});
     raise_if(differs(strides, graph_->insertConstant(guard.strides)),
              stride_mismatch(who, "{}", guard.strides), strides);
+  }
+
+  // A tensor with dynamic dimensions, as fx::check_input checks it: fixed
+  // sizes exactly, dynamic ones against their relations, a symbol equal
+  // across the inputs, the example's memory format.
+  void check_dynamic(JitValue* v, const InputGuard& guard,
+                     const std::string& who) {
+    std::vector<const DynamicDim*> by_dim(guard.dim, nullptr);
+    for (const DynamicDim& d : guard.dynamic) by_dim.at(d.dim) = &d;
+    auto constant = [&](int64_t i) { return graph_->insertConstant(i); };
+    for (int64_t i = 0; i < guard.dim; ++i) {
+      const DynamicDim* d = by_dim[i];
+      if (d == nullptr && !guard.check_sizes) continue;
+      JitValue* size = graph_->insert(c10::aten::size, {v, constant(i)});
+      if (d == nullptr) {
+        raise_if(differs(size, constant(guard.sizes.at(i))),
+                 absl::StrCat(who, " has size {} at dimension ", i,
+                              " but the traced code read its sizes: it must "
+                              "be ", guard.sizes[i], " as in the example"),
+                 size);
+        continue;
+      }
+      const std::string outside =
+          absl::StrCat(who, " has ", d->symbol, " = {} (dimension ", i,
+                       "), outside what the trace allows: ", d->relation());
+      raise_if(graph_->insert(c10::aten::lt, {size, constant(d->min)}),
+               outside, size);
+      if (d->max != std::numeric_limits<int64_t>::max()) {
+        raise_if(graph_->insert(c10::aten::gt, {size, constant(d->max)}),
+                 outside, size);
+      }
+      if (d->multiple_of > 1) {
+        JitValue* rest = graph_->insert(c10::aten::remainder,
+                                        {size, constant(d->multiple_of)});
+        raise_if(differs(rest, constant(0)), outside, size);
+      }
+      auto [it, added] = symbols_.emplace(d->symbol, std::make_pair(size, who));
+      if (!added) {
+        raise_if(differs(size, it->second.first),
+                 absl::StrCat(who, " has ", d->symbol, " = {} (dimension ", i,
+                              ") but ", it->second.second, " has another ",
+                              d->symbol, ": dimensions named ", d->symbol,
+                              " must be equal (the traced program relied on "
+                              "it)"),
+                 size);
+      }
+    }
+    if (guard.check_strides) {
+      const c10::MemoryFormat format =
+          memory_format_of(guard.sizes, guard.strides);
+      JitValue* laid_out = graph_->insert(
+          c10::Symbol::fromQualString("aten::is_contiguous"),
+          {v, graph_->insertConstant(static_cast<int64_t>(format))});
+      raise_if(graph_->insert(c10::aten::__not__, {laid_out}),
+               absl::StrCat(who, " is not ",
+                            format == c10::MemoryFormat::ChannelsLast
+                                ? "channels-last"
+                                : "contiguous",
+                            " as the example was, whose strides the traced "
+                            "code read"));
+    }
   }
 
   JitValue* value(const Node& user, const Argument& arg) {
@@ -255,6 +322,19 @@ class Exporter {
                         ->output();
       return;
     }
+    if (n.op() == Opcode::kCallFunction && n.target().is_function() &&
+        is_sym_function(n.target().function())) {
+      // Sizes and their arithmetic, as TorchScript computes them.
+      const Function& f = n.target().function();
+      const char* op = &f == sym_size()  ? "aten::size"
+                       : &f == sym_add() ? "aten::add"
+                       : &f == sym_mul() ? "aten::mul"
+                                         : "aten::floordiv";
+      values_[&n] = graph_->insert(
+          c10::Symbol::fromQualString(op),
+          {value(n, n.args().at(0)), value(n, n.args().at(1))});
+      return;
+    }
     if (n.op() == Opcode::kCallFunction && n.target().is_function()) {
       if (n.target().function().name() != "getitem") {
         fail(n, "functions registered with fx::wrap are C++ code, which "
@@ -297,19 +377,13 @@ class Exporter {
   JitValue* self_ = nullptr;
   size_t inputs_ = 0;
   absl::flat_hash_map<const Node*, JitValue*> values_;
+  // The size of each dynamic symbol where an input first has it.
+  std::map<std::string, std::pair<JitValue*, std::string>> symbols_;
 };
 
 }  // namespace
 
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
-  if (std::vector<std::string> symbols = dynamic_symbols(gm.graph());
-      !symbols.empty()) {
-    throw GraphError(absl::StrCat(
-        "to_torchscript: the graph has dynamic dimensions (",
-        absl::StrJoin(symbols, ", "),
-        "), which the TorchScript export does not write yet: trace without "
-        "TraceOptions::dynamic to export fixed shapes"));
-  }
   return Exporter(gm).run();
 }
 
