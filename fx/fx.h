@@ -14,6 +14,8 @@
 //   fx/io/serialization.h        save / load a GraphModule to / from one file
 //   fx/runtime/graph_module.h    GraphModule: a torch::nn::Module running a
 //                                graph
+//   fx/runtime/specializations.h SpecializationCache: a GraphModule per
+//                                input shape, made on first sight
 //   fx/emit/cpp_code.h           a graph as C++ (what gm->code() prints)
 // Above this layer, included on their own:
 //   interpreter/                 Interpreter, Transformer, ShapeProp
@@ -31,4 +33,5 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/graph.h"
 #include "fx/runtime/graph_module.h"
+#include "fx/runtime/specializations.h"
 #include "fx/trace/tracer.h"

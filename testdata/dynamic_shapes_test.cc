@@ -393,3 +393,84 @@ TEST_CASE("what cannot be made generic is refused at trace time") {
                          dynamic({dim(0, 1, "T", /*max=*/4)})),
       Catch::Contains("the example's size 8 breaks 1 <= T <= 4"));
 }
+
+TEST_CASE("a cache of specializations for what cannot be generalized") {
+  // Its graph changes with the length: one graph cannot hold it.
+  auto branch = [](torch::Tensor x) {
+    return x.size(1) > 10 ? (x * 2).sum(1) : (x + 1).mean(1);
+  };
+  int passes = 0;
+  fx::SpecializationOptions options;
+  options.capacity = 2;
+  options.passes = [&](fx::GraphModuleImpl&) { ++passes; };
+  fx::SpecializationCache cache(
+      [&](const std::vector<c10::IValue>& inputs) {
+        return fx::symbolic_trace(branch, inputs, fx::TraceOptions{});
+      },
+      options);
+  torch::Tensor a = torch::randn({2, 8}), b = torch::randn({2, 12}),
+                c = torch::randn({3, 12});
+  CHECK(torch::equal(cache({a}).toTensor(), branch(a)));
+  CHECK(torch::equal(cache({b}).toTensor(), branch(b)));
+  CHECK(torch::equal(cache({a}).toTensor(), branch(a)));
+  CHECK(cache.made() == 2);
+  CHECK(passes == 2);
+  std::vector<fx::SpecializationCache::Specialization> held =
+      cache.specializations();
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].shapes == "f32[2, 8]");  // most recently used first
+  CHECK(held[0].runs == 2);
+  CHECK(held[1].shapes == "f32[2, 12]");
+  // Past the capacity the least recently used one goes; seen again, it is
+  // made again.
+  CHECK(torch::equal(cache({c}).toTensor(), branch(c)));
+  CHECK(cache.dropped() == 1);
+  CHECK(cache.specializations().size() == 2);
+  CHECK(torch::equal(cache({b}).toTensor(), branch(b)));
+  CHECK(cache.made() == 4);
+  CHECK(cache.report().find("2 specializations held (capacity 2), 4 made, "
+                            "2 dropped") != std::string::npos);
+
+  SECTION("four threads at four shapes at once: each shape made once") {
+    fx::SpecializationCache shared(
+        [&](const std::vector<c10::IValue>& inputs) {
+          return fx::symbolic_trace(branch, inputs, fx::TraceOptions{});
+        });
+    std::vector<torch::Tensor> inputs = {
+        torch::randn({1, 4}), torch::randn({2, 11}), torch::randn({3, 5}),
+        torch::randn({4, 20})};
+    std::vector<int> ok(16, 0);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < ok.size(); ++i) {
+      threads.emplace_back([&, i] {
+        const torch::Tensor& x = inputs[i % inputs.size()];
+        bool all = true;
+        for (int r = 0; r < 10; ++r) {
+          all = all && torch::equal(shared({x}).toTensor(), branch(x));
+        }
+        ok[i] = all;
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(ok == std::vector<int>(ok.size(), 1));
+    CHECK(shared.made() == 4);
+  }
+
+  SECTION("a trace that fails keeps nothing") {
+    fx::SpecializationCache failing(
+        [&](const std::vector<c10::IValue>& inputs) -> fx::GraphModule {
+          if (inputs[0].toTensor().size(0) == 5) {
+            throw fx::TraceError("no trace at batch 5");
+          }
+          return fx::symbolic_trace(branch, inputs, fx::TraceOptions{});
+        });
+    CHECK_THROWS_WITH(failing({torch::randn({5, 3})}),
+                      Catch::Contains("no trace at batch 5"));
+    CHECK(failing.specializations().empty());
+    CHECK_THROWS_WITH(failing({torch::randn({5, 3})}),
+                      Catch::Contains("no trace at batch 5"));
+    torch::Tensor x = torch::randn({4, 3});
+    CHECK(torch::equal(failing({x}).toTensor(), branch(x)));
+    CHECK(failing.made() == 1);
+  }
+}
