@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/function.h"
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
 #include "interpreter/shape_prop.h"
@@ -168,7 +169,12 @@ bool is_pass_through(const Node& n) {
   if (n.all_input_nodes().empty() || !n.args()[0].is_node()) return false;
   const Node* input = n.args()[0].to_node();
   for (const Node* in : n.all_input_nodes()) {
-    if (in != input) return false;
+    // Sizes of dynamic dimensions (`view(x, [%B, -1])`) are ints, not
+    // tensors read.
+    const bool size = in->op() == Opcode::kCallFunction &&
+                      in->target().is_function() &&
+                      is_sym_function(in->target().function());
+    if (in != input && !size) return false;
   }
   // adaptive_max_pool2d returns indices too; a list of outputs is left alone.
   if (n.is_call_to({"aten::adaptive_max_pool2d"})) return false;
@@ -294,6 +300,11 @@ class Preparer {
 bool has_tensor_meta(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
     if (n->op() == Opcode::kOutput || n->op() == Opcode::kGetAttr) continue;
+    // Sizes (dynamic dimensions) are ints.
+    if (n->op() == Opcode::kCallFunction && n->target().is_function() &&
+        is_sym_function(n->target().function())) {
+      continue;
+    }
     if (n->meta().get(kTensorMeta) == nullptr &&
         n->meta().get(kTensorMetaList) == nullptr) {
       return false;
@@ -543,6 +554,15 @@ class Converter {
         Node* c = graph_->node_copy(*n, [&](Node* in) -> Argument {
           return in == input ? it->second : fp(in);
         });
+        if (c->is_call_to({"aten::view"})) {
+          // A quantized convolution's output is channels-last, which a view
+          // cannot always flatten (x.view({x.size(0), -1}) at batch 1):
+          // reshape copies only then.
+          Node* r = graph_->call_function(op("aten::reshape"), c->args(),
+                                          c->kwargs());
+          graph_->erase_node(c);
+          c = r;
+        }
         expand_pool_arguments(c);
         set_quantized_meta(c, n, it->second->tensor_meta()->dtype);
         q_[n] = c;
