@@ -23,6 +23,9 @@
 #include "fx/torchscript/torchscript.h"
 #include "interpreter/transformer.h"
 #include "lowering/optimize_for_inference.h"
+#include "passes/split_module.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
 
@@ -473,4 +476,37 @@ TEST_CASE("a cache of specializations for what cannot be generalized") {
     CHECK(torch::equal(failing({x}).toTensor(), branch(x)));
     CHECK(failing.made() == 1);
   }
+}
+
+TEST_CASE("int8 and split_module keep a dynamic graph generic") {
+  torch::manual_seed(0);
+  ConvNet model;
+  model->eval();
+  fx::GraphModule gm = fx::symbolic_trace(model, {torch::randn({2, 1, 14, 14})},
+                                          dynamic({dim(0, 0, "B", 64)}));
+
+  // Two partitions, the size read in the first and used in the second.
+  int64_t index = 0;
+  fx::GraphModule split = fx::split_module(
+      gm, [&](const fx::Node&) { return index++ < 3 ? 0 : 1; });
+  for (int64_t b : {1, 7}) {
+    torch::Tensor x = torch::randn({b, 1, 14, 14});
+    CHECK(torch::equal(split(x).toTensor(), model->forward(x)));
+  }
+  CHECK_THROWS_AS(split(torch::randn({65, 1, 14, 14})), fx::GuardError);
+
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  for (int i = 0; i < 4; ++i) prepared(torch::randn({1 + i, 1, 14, 14}));
+  fx::GraphModule int8 = fx::convert_fx(prepared);
+  // At batch 9, each sample as the same graph computes it alone (fixed
+  // activation scales make samples independent), and close to float.
+  torch::Tensor x = torch::randn({9, 1, 14, 14});
+  torch::Tensor out = int8(x).toTensor();
+  CHECK(fx::sqnr_db(model->forward(x), out) > 20);
+  for (int64_t i = 0; i < 9; ++i) {
+    CHECK(torch::equal(out[i], int8(x.narrow(0, i, 1)).toTensor()[0]));
+  }
+  CHECK_THROWS_AS(int8(torch::randn({65, 1, 14, 14})), fx::GuardError);
 }
