@@ -171,10 +171,7 @@ bool is_pass_through(const Node& n) {
   for (const Node* in : n.all_input_nodes()) {
     // Sizes of dynamic dimensions (`view(x, [%B, -1])`) are ints, not
     // tensors read.
-    const bool size = in->op() == Opcode::kCallFunction &&
-                      in->target().is_function() &&
-                      is_sym_function(in->target().function());
-    if (in != input && !size) return false;
+    if (in != input && !is_sym_call(*in)) return false;
   }
   // adaptive_max_pool2d returns indices too; a list of outputs is left alone.
   if (n.is_call_to({"aten::adaptive_max_pool2d"})) return false;
@@ -301,10 +298,7 @@ bool has_tensor_meta(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
     if (n->op() == Opcode::kOutput || n->op() == Opcode::kGetAttr) continue;
     // Sizes (dynamic dimensions) are ints.
-    if (n->op() == Opcode::kCallFunction && n->target().is_function() &&
-        is_sym_function(n->target().function())) {
-      continue;
-    }
+    if (is_sym_call(*n)) continue;
     if (n->meta().get(kTensorMeta) == nullptr &&
         n->meta().get(kTensorMetaList) == nullptr) {
       return false;

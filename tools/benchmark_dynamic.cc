@@ -193,10 +193,7 @@ int main(int argc, char** argv) {
     fx::optimize_for_inference(*generic_lowered);
     int64_t sym_nodes = 0;
     for (const fx::Node* n : generic->graph().nodes()) {
-      if (n->op() == fx::Opcode::kCallFunction && n->target().is_function() &&
-          fx::is_sym_function(n->target().function())) {
-        ++sym_nodes;
-      }
+      sym_nodes += fx::is_sym_call(*n);
     }
     for (int64_t b : {int64_t{1}, int64_t{8}}) {
       torch::manual_seed(b);

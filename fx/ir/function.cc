@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
+#include "fx/ir/node.h"
 
 namespace fx {
 namespace {
@@ -182,13 +183,14 @@ const Function* getitem() {
   return f;
 }
 
-}  // namespace fx
-
-namespace fx {
-
 bool is_sym_function(const Function& function) {
   return &function == sym_size() || &function == sym_add() ||
          &function == sym_mul() || &function == sym_floordiv();
+}
+
+bool is_sym_call(const Node& node) {
+  return node.op() == Opcode::kCallFunction && node.target().is_function() &&
+         is_sym_function(node.target().function());
 }
 
 }  // namespace fx

@@ -20,6 +20,8 @@
 
 namespace fx {
 
+class Node;
+
 using BoxedFunction =
     std::function<c10::IValue(const std::vector<c10::IValue>& args)>;
 
@@ -75,7 +77,9 @@ inline int64_t floor_divide(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-// Whether `function` is one of the four above.
+// Whether `function` is one of the four above, and whether `node` calls one
+// (its value is an int, not a tensor).
 bool is_sym_function(const Function& function);
+bool is_sym_call(const Node& node);
 
 }  // namespace fx

@@ -121,10 +121,6 @@ struct DynamicDim {
 
   // "1 <= T <= 512", "B >= 1", "16 <= H <= 1024, H % 16 == 0".
   std::string relation() const;
-  friend bool operator==(const DynamicDim& a, const DynamicDim& b) {
-    return a.input == b.input && a.dim == b.dim && a.symbol == b.symbol &&
-           a.min == b.min && a.max == b.max && a.multiple_of == b.multiple_of;
-  }
 };
 
 // What the trace assumed about one input of the traced program. The tracer
