@@ -141,9 +141,7 @@ class Emitter {
     forward_.signature = absl::StrCat(return_type_, " ",
                                       options_.function_name, "(",
                                       absl::StrJoin(params, ", "), ")");
-    if (guards_.find("&symbols);") != std::string::npos) {
-      guards_ = "  fx::SymbolBindings symbols;\n" + guards_;
-    }
+    if (binds_symbols_) guards_ = "  fx::SymbolBindings symbols;\n" + guards_;
     if (parts_.empty()) {
       forward_.body = guards_ + body_;
     } else {
@@ -305,6 +303,7 @@ class Emitter {
           if (options_.guards) {
             absl::StrAppend(&guards_, "  ", tensor_guard(*guard, v.name, who),
                             "\n");
+            binds_symbols_ = binds_symbols_ || !guard->dynamic.empty();
           }
           break;
         case InputGuard::Kind::kTensorList:
@@ -363,15 +362,18 @@ class Emitter {
             int_literal(d.min), ", ", int_literal(d.max), ", ",
             int_literal(d.multiple_of), "}"));
       }
+      // The dimensions are made once, not on every call.
       return absl::StrCat(
-          "fx::check_dynamic_tensor_input(", var, ", ", who, ", ",
-          dtype_expression(g.dtype), ", ", device_expression(g.device), ", ",
-          g.dim, ", ", g.check_sizes ? "true" : "false", ", at::IntArrayRef({",
+          "static const std::vector<fx::DynamicDim> ", var, "_dynamic_dims = {",
+          absl::StrJoin(dims, ", "), "};\n  fx::check_dynamic_tensor_input(",
+          var, ", ", who, ", ", dtype_expression(g.dtype), ", ",
+          device_expression(g.device), ", ", g.dim, ", ",
+          g.check_sizes ? "true" : "false", ", at::IntArrayRef({",
           absl::StrJoin(g.sizes, ", "), "}), ",
           g.check_strides ? absl::StrCat("at::IntArrayRef({",
                                          absl::StrJoin(g.strides, ", "), "})")
                           : std::string("c10::nullopt"),
-          ", {", absl::StrJoin(dims, ", "), "}, &symbols);");
+          ", ", var, "_dynamic_dims, &symbols);");
     }
     std::string sizes = "c10::nullopt";
     if (g.check_sizes) {
@@ -608,8 +610,7 @@ class Emitter {
     } else if (n.op() == Opcode::kCallFunction &&
                n.target().function().name() == "getitem") {
       call_getitem(n, &v);
-    } else if (n.op() == Opcode::kCallFunction &&
-               is_sym_function(n.target().function())) {
+    } else if (is_sym_call(n)) {
       call_sym_function(n, &v);
     } else {
       std::string callee;
@@ -924,6 +925,8 @@ class Emitter {
   Forward forward_;
   std::string body_;
   std::string guards_;
+  // Whether a guard checks dynamic dimensions, which bind `symbols`.
+  bool binds_symbols_ = false;
   std::string return_type_ = "c10::IValue";
   // For max_nodes_per_function: the bodies of the finished functions, the
   // live values by definition order.

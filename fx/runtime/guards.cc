@@ -52,39 +52,39 @@ void check_tensor(const at::Tensor& t, const std::string& who,
 
 // A tensor with dynamic dimensions: fixed dimensions as the example's,
 // dynamic ones within their relations, bound to their symbols.
-void check_dynamic_tensor(const InputGuard& g, const at::Tensor& t,
-                          const std::string& who, SymbolBindings* symbols) {
-  check_tensor(t, who, g.dtype, g.device, g.dim, c10::nullopt, c10::nullopt);
-  std::vector<const DynamicDim*> dynamic(g.sizes.size(), nullptr);
-  for (const DynamicDim& d : g.dynamic) {
-    if (d.dim >= 0 && d.dim < static_cast<int64_t>(dynamic.size())) {
-      dynamic[d.dim] = &d;
-    }
-  }
-  if (g.check_sizes) {
-    for (size_t i = 0; i < g.sizes.size(); ++i) {
-      if (dynamic[i] == nullptr && t.size(i) != g.sizes[i]) {
+void check_dynamic_tensor(const at::Tensor& t, const std::string& who,
+                          c10::ScalarType dtype, c10::Device device,
+                          int64_t dim, bool check_sizes,
+                          c10::IntArrayRef sizes,
+                          c10::optional<c10::IntArrayRef> strides,
+                          const std::vector<DynamicDim>& dynamic,
+                          SymbolBindings* symbols) {
+  check_tensor(t, who, dtype, device, dim, c10::nullopt, c10::nullopt);
+  if (check_sizes) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const bool varies =
+          std::any_of(dynamic.begin(), dynamic.end(), [&](const DynamicDim& d) {
+            return d.dim == static_cast<int64_t>(i);
+          });
+      if (!varies && t.size(i) != sizes[i]) {
         std::vector<std::string> varying;
-        for (const DynamicDim& d : g.dynamic) {
+        for (const DynamicDim& d : dynamic) {
           varying.push_back(absl::StrCat(d.dim, " (", d.symbol, ")"));
         }
         guard_failure(absl::StrCat(
             who, " has shape ", format_sizes(t.sizes()),
             " but the traced code read its sizes: dimension ", i,
-            " must be ", g.sizes[i], " as in the example (dimension",
+            " must be ", sizes[i], " as in the example (dimension",
             varying.size() == 1 ? " " : "s ", absl::StrJoin(varying, ", "),
             " may vary; mark more in fx::TraceOptions::dynamic)"));
       }
     }
   }
-  for (const DynamicDim& d : g.dynamic) {
+  for (const DynamicDim& d : dynamic) {
     const int64_t v = t.size(d.dim);
-    const std::string at = absl::StrCat(d.symbol, " = ", v, " (dimension ",
-                                        d.dim, ")");
     if (v < d.min || v > d.max || (d.multiple_of > 1 && v % d.multiple_of)) {
       throw GuardError(absl::StrCat(
-          "GraphModule ", who, " has ", at,
-          ", outside what the trace allows: ", d.relation(),
+          "GraphModule ", outside_bounds(who, absl::StrCat(v), d),
           "; the graph was checked for those sizes only: trace the model "
           "again with bounds that include this one (fx::TraceOptions::"
           "dynamic)"));
@@ -93,14 +93,15 @@ void check_dynamic_tensor(const InputGuard& g, const at::Tensor& t,
     auto [it, added] = symbols->values.emplace(d.symbol, std::make_pair(v, who));
     if (!added && it->second.first != v) {
       throw GuardError(absl::StrCat(
-          "GraphModule ", who, " has ", at, " but ", it->second.second,
-          " has ", d.symbol, " = ", it->second.first, ": dimensions named ",
-          d.symbol, " must be equal (the traced program relied on it)"));
+          "GraphModule ", who, " has ", d.symbol, " = ", v, " (dimension ",
+          d.dim, ") but ", it->second.second, " has ", d.symbol, " = ",
+          it->second.first, ": dimensions named ", d.symbol,
+          " must be equal (the traced program relied on it)"));
     }
   }
-  if (g.check_strides) {
+  if (strides) {
     const std::vector<int64_t> expected = strides_for(
-        t.sizes().vec(), memory_format_of(g.sizes, g.strides));
+        t.sizes().vec(), memory_format_of(sizes.vec(), strides->vec()));
     if (t.strides() != c10::IntArrayRef(expected)) {
       guard_failure(stride_mismatch(who, format_sizes(t.strides()), expected));
     }
@@ -115,7 +116,12 @@ void check_tensor_value(const InputGuard& g, const c10::IValue& value,
                                   " must be a Tensor, got ", value.tagKind()));
   }
   if (!g.dynamic.empty()) {
-    check_dynamic_tensor(g, value.toTensor(), who, symbols);
+    check_dynamic_tensor(
+        value.toTensor(), who, g.dtype, g.device, g.dim, g.check_sizes,
+        g.sizes,
+        g.check_strides ? c10::optional<c10::IntArrayRef>(g.strides)
+                        : c10::nullopt,
+        g.dynamic, symbols);
     return;
   }
   check_tensor(value.toTensor(), who, g.dtype, g.device, g.dim,
@@ -199,6 +205,13 @@ std::string stride_mismatch(const std::string& who, const std::string& actual,
       " (pass an input laid out alike, e.g. x.contiguous())");
 }
 
+std::string outside_bounds(const std::string& who, const std::string& actual,
+                           const DynamicDim& d) {
+  return absl::StrCat(who, " has ", d.symbol, " = ", actual, " (dimension ",
+                      d.dim, "), outside what the trace allows: ",
+                      d.relation());
+}
+
 std::string length_mismatch(const std::string& who, const std::string& actual,
                             size_t expected) {
   return absl::StrCat(who, " has ", actual, " tensors but the trace saw ",
@@ -258,18 +271,10 @@ void check_dynamic_tensor_input(const at::Tensor& tensor,
                                 int64_t dim, bool check_sizes,
                                 c10::IntArrayRef sizes,
                                 c10::optional<c10::IntArrayRef> strides,
-                                std::vector<DynamicDim> dynamic,
+                                const std::vector<DynamicDim>& dynamic,
                                 SymbolBindings* symbols) {
-  InputGuard g;
-  g.dtype = dtype;
-  g.device = device;
-  g.dim = dim;
-  g.check_sizes = check_sizes;
-  g.sizes = sizes.vec();
-  g.check_strides = strides.has_value();
-  if (strides) g.strides = strides->vec();
-  g.dynamic = std::move(dynamic);
-  check_input(g, tensor, name, index, symbols);
+  check_dynamic_tensor(tensor, describe_input(name, index), dtype, device,
+                       dim, check_sizes, sizes, strides, dynamic, symbols);
 }
 
 void check_list_input(const std::vector<at::Tensor>& list,

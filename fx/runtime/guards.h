@@ -42,14 +42,15 @@ void check_tensor_input(const at::Tensor& tensor, const std::string& name,
                         c10::optional<c10::IntArrayRef> strides = c10::nullopt);
 
 // Checks a tensor input with dynamic dimensions, as check_input does for
-// its InputGuard: generated code's form.
+// its InputGuard: generated code's form (`dynamic` a static of the
+// generated forward).
 void check_dynamic_tensor_input(const at::Tensor& tensor,
                                 const std::string& name, size_t index,
                                 c10::ScalarType dtype, c10::Device device,
                                 int64_t dim, bool check_sizes,
                                 c10::IntArrayRef sizes,
                                 c10::optional<c10::IntArrayRef> strides,
-                                std::vector<DynamicDim> dynamic,
+                                const std::vector<DynamicDim>& dynamic,
                                 SymbolBindings* symbols);
 
 // Checks the length of a list-of-tensors input (its elements are checked
@@ -88,6 +89,10 @@ std::string stride_mismatch(const std::string& who, const std::string& actual,
                             c10::IntArrayRef expected);
 std::string length_mismatch(const std::string& who, const std::string& actual,
                             size_t expected);
+// "<who> has T = <actual> (dimension 1), outside what the trace allows:
+// 1 <= T <= 512".
+std::string outside_bounds(const std::string& who, const std::string& actual,
+                           const DynamicDim& d);
 // "<module> <what>; the graph was traced for other inputs: trace the model
 // again with an example input like this one (fx::symbolic_trace)<then>".
 std::string guard_failure_message(const std::string& module,

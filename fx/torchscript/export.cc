@@ -175,9 +175,7 @@ class Exporter {
                  size);
         continue;
       }
-      const std::string outside =
-          absl::StrCat(who, " has ", d->symbol, " = {} (dimension ", i,
-                       "), outside what the trace allows: ", d->relation());
+      const std::string outside = outside_bounds(who, "{}", *d);
       raise_if(graph_->insert(c10::aten::lt, {size, constant(d->min)}),
                outside, size);
       if (d->max != std::numeric_limits<int64_t>::max()) {
@@ -322,8 +320,7 @@ class Exporter {
                         ->output();
       return;
     }
-    if (n.op() == Opcode::kCallFunction && n.target().is_function() &&
-        is_sym_function(n.target().function())) {
+    if (is_sym_call(n)) {
       // Sizes and their arithmetic, as TorchScript computes them.
       const Function& f = n.target().function();
       const char* op = &f == sym_size()  ? "aten::size"
