@@ -6,7 +6,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/trace/internal/generalize.h"
@@ -317,12 +316,8 @@ std::unique_ptr<Graph> Tracer::trace(
           root, named, forward,
           internal::resized_inputs(example_inputs, dims, sizes));
     } catch (const TraceError& e) {
-      std::vector<std::string> at;
-      for (const auto& [symbol, size] : sizes) {
-        at.push_back(absl::StrCat(symbol, "=", size));
-      }
       throw TraceError(absl::StrCat(
-          "tracing again at ", absl::StrJoin(at, ", "),
+          "tracing again at ", internal::describe(sizes),
           " (other sizes of the dynamic dimensions, to generalize the graph) "
           "failed: ", e.msg(),
           "\nIf two dimensions must be equal, give them one symbol; if a "

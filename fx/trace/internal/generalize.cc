@@ -19,7 +19,6 @@
 #include "fx/ir/node.h"
 
 namespace fx::internal {
-namespace {
 
 std::string describe(const SymbolSizes& sizes) {
   std::vector<std::string> parts;
@@ -28,6 +27,8 @@ std::string describe(const SymbolSizes& sizes) {
   }
   return absl::StrJoin(parts, ", ");
 }
+
+namespace {
 
 // Where an int literal sits in a node: an argument or a keyword, then
 // indices into nested lists.
@@ -50,7 +51,7 @@ const Argument& argument_at(const Node& n, const Position& p) {
   return *a;
 }
 
-std::string describe(const Node& n, const Position& p) {
+std::string describe_literal(const Node& n, const Position& p) {
   std::string where =
       p.keyword ? absl::StrCat("keyword '", n.kwargs().at(p.index).first, "'")
                 : absl::StrCat("argument ", p.index);
@@ -131,9 +132,12 @@ std::optional<Fit> fit(const std::vector<int64_t>& values,
 class Comparison {
  public:
   Comparison(const Trace& base, const Trace& other,
-             std::vector<Node*> base_nodes)
-      : base_(base), other_(other), base_nodes_(std::move(base_nodes)) {
-    for (Node* n : other.graph->nodes()) other_nodes_.push_back(n);
+             const std::vector<Node*>& base_nodes,
+             const std::vector<Node*>& other_nodes)
+      : base_(base),
+        other_(other),
+        base_nodes_(base_nodes),
+        other_nodes_(other_nodes) {
     for (size_t i = 0; i < base_nodes_.size(); ++i) {
       base_index_[base_nodes_[i]] = i;
     }
@@ -164,8 +168,7 @@ class Comparison {
     if (a.op() != b.op() || !(a.target() == b.target()) ||
         a.args().size() != b.args().size() ||
         a.kwargs().size() != b.kwargs().size()) {
-      differ(i, absl::StrCat("it is ", b.format_node(), " at ",
-                             describe(other_.sizes)));
+      differs_at(i);
     }
     if (a.op() == Opcode::kGetAttr) constant(i, a.target().str());
     Position p;
@@ -177,10 +180,7 @@ class Comparison {
     p.keyword = true;
     for (size_t k = 0; k < a.kwargs().size(); ++k) {
       p.index = k;
-      if (a.kwargs()[k].first != b.kwargs()[k].first) {
-        differ(i, absl::StrCat("it is ", b.format_node(), " at ",
-                               describe(other_.sizes)));
-      }
+      if (a.kwargs()[k].first != b.kwargs()[k].first) differs_at(i);
       argument(a.kwargs()[k].second, b.kwargs()[k].second, &p);
     }
   }
@@ -210,11 +210,7 @@ class Comparison {
   }
 
   void argument(const Argument& a, const Argument& b, Position* p) {
-    const size_t i = p->node;
-    auto mismatch = [&]() {
-      differ(i, absl::StrCat("it is ", other_nodes_[i]->format_node(), " at ",
-                             describe(other_.sizes)));
-    };
+    auto mismatch = [&] { differs_at(p->node); };
     if (a.kind() != b.kind()) mismatch();
     switch (a.kind()) {
       case ArgumentKind::kInt:
@@ -239,6 +235,12 @@ class Comparison {
     }
   }
 
+  // Node i is another node, or another call, in the other trace.
+  [[noreturn]] void differs_at(size_t i) {
+    differ(i, absl::StrCat("it is ", other_nodes_[i]->format_node(), " at ",
+                           describe(other_.sizes)));
+  }
+
   [[noreturn]] void differ(size_t i, const std::string& what) {
     throw TraceError(absl::StrCat(
         "the dynamic dimensions cannot be generalized: the graph traced at ",
@@ -253,8 +255,8 @@ class Comparison {
 
   const Trace& base_;
   const Trace& other_;
-  std::vector<Node*> base_nodes_;
-  std::vector<Node*> other_nodes_;
+  const std::vector<Node*>& base_nodes_;
+  const std::vector<Node*>& other_nodes_;
   absl::flat_hash_map<const Node*, size_t> base_index_;
   absl::flat_hash_map<const Node*, size_t> other_index_;
   std::set<Position>* changed_ = nullptr;
@@ -474,18 +476,15 @@ void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims) {
 
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims) {
-  std::vector<Node*> nodes;
-  for (Node* n : base.graph->nodes()) nodes.push_back(n);
+  const std::vector<Node*> nodes = base.graph->nodes().to_vector();
+  std::vector<std::vector<Node*>> other_nodes;
+  other_nodes.reserve(others.size());
+  std::vector<SymbolSizes> sizes = {base.sizes};
   std::set<Position> changed;
   for (const Trace& other : others) {
-    Comparison(base, other, nodes).run(&changed);
-  }
-  std::vector<SymbolSizes> sizes = {base.sizes};
-  for (const Trace& other : others) sizes.push_back(other.sizes);
-  std::vector<std::vector<Node*>> other_nodes;
-  for (const Trace& other : others) {
-    other_nodes.emplace_back();
-    for (Node* n : other.graph->nodes()) other_nodes.back().push_back(n);
+    other_nodes.push_back(other.graph->nodes().to_vector());
+    Comparison(base, other, nodes, other_nodes.back()).run(&changed);
+    sizes.push_back(other.sizes);
   }
   // Every fit first; the graph changes only once all are found.
   std::vector<std::pair<Position, Fit>> fitted;
@@ -502,7 +501,7 @@ void generalize(Trace& base, const std::vector<Trace>& others,
       }
       throw TraceError(absl::StrCat(
           "the dynamic dimensions cannot be generalized: the size in ",
-          describe(*nodes[p.node], p), " is ", absl::StrJoin(seen, "; "),
+          describe_literal(*nodes[p.node], p), " is ", absl::StrJoin(seen, "; "),
           ", which fx cannot express as a function of the dynamic sizes "
           "(it tries a * S + b with floor division, and products of sizes). "
           "Make the dimension static, or give it DynamicDim::multiple_of if "

@@ -34,6 +34,9 @@ namespace fx::internal {
 // The size of each symbol in one trace.
 using SymbolSizes = std::map<std::string, int64_t>;
 
+// "B=2, T=8".
+std::string describe(const SymbolSizes& sizes);
+
 // Checks `dims` against the example inputs (an input that is a tensor, a
 // dimension it has, bounds the example meets, one size per symbol) and
 // returns the example's size of each symbol. Throws fx::TraceError.
