@@ -47,6 +47,8 @@ struct SpecializationCache::Entry {
   GraphModule module{nullptr};
   Specialization info;
   std::atomic<int64_t> runs{0};
+  // Its place in the cache's order_ (under the cache's mutex).
+  std::list<std::string>::iterator position;
 };
 
 SpecializationCache::SpecializationCache(TraceFunction trace,
@@ -91,13 +93,13 @@ std::shared_ptr<SpecializationCache::Entry> SpecializationCache::entry_for(
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       entry = it->second;
-      order_.remove(key);
-      order_.push_front(key);
+      order_.splice(order_.begin(), order_, entry->position);
     } else {
       entry = std::make_shared<Entry>();
       entry->info.shapes = key;
       entries_.emplace(key, entry);
       order_.push_front(key);
+      entry->position = order_.begin();
       make = true;
       while (entries_.size() > options_.capacity) {
         // A dropped specialization still running elsewhere lives on in
@@ -132,7 +134,7 @@ std::shared_ptr<SpecializationCache::Entry> SpecializationCache::entry_for(
       auto it = entries_.find(key);
       if (it != entries_.end() && it->second == entry) {
         entries_.erase(it);
-        order_.remove(key);
+        order_.erase(entry->position);
       }
       throw;
     }
