@@ -239,21 +239,26 @@ class Exporter : public OnnxBuilder {
   }
 
   std::optional<at::Tensor> constant(const Argument& argument) override {
-    if (!argument.is_node()) return std::nullopt;
-    const Node* n = argument.to_node();
-    if (n->op() != Opcode::kGetAttr || !module_.has_tensor_attribute(n->target().str())) {
+    const std::string* path = attribute_path(argument);
+    if (path == nullptr || !module_.has_tensor_attribute(*path)) {
       return std::nullopt;
     }
-    return module_.fetch_attr(n->target().str());
+    return module_.fetch_attr(*path);
   }
 
   std::optional<c10::IValue> object(const Argument& argument) override {
-    if (!argument.is_node()) return std::nullopt;
-    const Node* n = argument.to_node();
-    if (n->op() != Opcode::kGetAttr || !module_.has_object_attribute(n->target().str())) {
+    const std::string* path = attribute_path(argument);
+    if (path == nullptr || !module_.has_object_attribute(*path)) {
       return std::nullopt;
     }
-    return module_.fetch_attribute(n->target().str());
+    return module_.fetch_attribute(*path);
+  }
+
+  // The module attribute `argument` reads (a get_attr node), or nullptr.
+  static const std::string* attribute_path(const Argument& argument) {
+    if (!argument.is_node()) return nullptr;
+    const Node* n = argument.to_node();
+    return n->op() == Opcode::kGetAttr ? &n->target().str() : nullptr;
   }
 
   std::optional<QParams> qparams(const Argument& argument) override {
