@@ -55,6 +55,9 @@ check "trace, fold and save a bundled model" 0 "wrote $out/lenet.fx" -- \
   --save="$out/lenet.fx"
 check "a saved GraphModule reads back" 0 "call_function\[target=aten::conv2d\]" -- \
   "$fx" trace "$out/lenet.fx" --print=graph
+check "--dynamic on a saved GraphModule is refused, not ignored" 2 \
+  "already traced: --dynamic applies when tracing" -- \
+  "$fx" trace "$out/lenet.fx" --dynamic=N:0:0
 check "a missing file is named" 2 "neither a bundled model" -- \
   "$fx" trace "$out/missing.pt"
 echo "not a model" > "$out/text.pt"

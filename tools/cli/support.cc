@@ -158,6 +158,12 @@ fx::GraphModule load_file(const std::string& path,
   }
   try {
     fx::GraphModule module = fx::load(path);
+    if (!dynamic.empty()) {
+      throw UsageError(path +
+                       " is a GraphModule file, already traced: --dynamic "
+                       "applies when tracing a bundled model or a "
+                       "TorchScript file");
+    }
     std::cerr << "loaded " << path << ": " << module->graph().size()
               << " nodes\n";
     return module;
