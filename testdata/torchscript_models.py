@@ -127,6 +127,51 @@ class TracedDataDependent(torch.nn.Module):
         return self.inner(x) + 1
 
 
+class TokenEncoder(torch.nn.Module):
+    """A BERT- or GPT-style encoder layer that reads its sizes: the batch and
+    sequence length from the tokens, a positional table sliced to the
+    length, heads split and merged with view, a causal mask made at the
+    length (causal=True)."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        d, self.heads, self.causal = 32, 4, causal
+        self.embed = torch.nn.Embedding(100, d)
+        self.pos = torch.nn.Parameter(torch.randn(1, 64, d))
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+        self.scale = (d // self.heads) ** -0.5
+
+    def forward(self, ids):
+        B, T = ids.size()
+        h = self.embed(ids) + self.pos[:, :T]
+        qkv = self.qkv(h).view(B, T, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        if self.causal:
+            mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+            att = att.masked_fill(mask, float("-inf"))
+        y = (att.softmax(-1) @ v).transpose(1, 2).reshape(B, T, -1)
+        return self.norm(h + self.out(y))
+
+
+class Patches(torch.nn.Module):
+    """Image sides read, divided and multiplied: (B, C, H, W) into
+    (B, H/4 * W/4, C*16) patches and back."""
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        p = x.reshape(b, c, h // 4, 4, w // 4, 4).permute(0, 2, 4, 1, 3, 5)
+        p = p.reshape(b, (h // 4) * (w // 4), c * 16)
+        return p.softmax(-1).reshape(b, h // 4, w // 4, c, 4, 4) \
+            .permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w) + x.numel() % 7
+
+
+def _tokens():
+    return torch.randint(0, 100, (2, 16))
+
+
 def _small_vit():
     # vit_b_16's code (class token, torch._assert with f-strings, encoder
     # blocks) at a size that imports in a moment.
@@ -169,6 +214,20 @@ MODELS = {
     "dict_output_traced": (lambda: DictOutput(), "trace_strict_false"),
     "channel_shuffle_traced": (lambda: ChannelShuffle(), "trace"),
     "data_dependent_traced": (lambda: TracedDataDependent(), "trace"),
+    "token_encoder_scripted": (lambda: TokenEncoder(False), "script"),
+    "causal_encoder_scripted": (lambda: TokenEncoder(True), "script"),
+    "causal_encoder_traced": (lambda: TokenEncoder(True), "trace"),
+    "patches_scripted": (lambda: Patches(), "script"),
+    "patches_traced": (lambda: Patches(), "trace"),
+}
+
+# Example inputs other than _image().
+EXAMPLES = {
+    "token_encoder_scripted": _tokens,
+    "causal_encoder_scripted": _tokens,
+    "causal_encoder_traced": _tokens,
+    "patches_scripted": lambda: torch.randn(1, 3, 8, 12),
+    "patches_traced": lambda: torch.randn(1, 3, 8, 12),
 }
 
 # Traced classification models for the inference lowering's tests and
@@ -192,7 +251,7 @@ def write(name, out_dir):
     elif how == "trace_strict_false":  # a dict output
         module = torch.jit.trace(model, _image(), strict=False)
     else:
-        module = torch.jit.trace(model, _image())
+        module = torch.jit.trace(model, EXAMPLES.get(name, _image)())
     path = os.path.join(out_dir, name + ".pt")
     module.save(path)
     print(path)

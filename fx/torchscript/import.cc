@@ -48,7 +48,7 @@ void collect_tensors(const c10::ivalue::Object& object, std::string* path,
 
 GraphModule symbolic_trace(const torch::jit::Module& module,
                            const std::vector<c10::IValue>& example_inputs,
-                           TraceOptions options) {
+                           TraceOptions options, TraceStats* stats) {
   Attributes named;
   std::string path;
   collect_tensors(*module._ivalue(), &path, &named);
@@ -64,8 +64,10 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
   }
   // Node by node, unless the module has a node kind only TorchScript's
   // interpreter runs (see internal/torchscript_interpreter.h).
-  BoxedForward walk = [&forward](const std::vector<c10::IValue>& inputs) {
-    return internal::run_torchscript_method(forward, inputs);
+  const bool sizes = !options.specialize_sizes;
+  BoxedForward walk = [&forward, sizes](const std::vector<c10::IValue>& inputs) {
+    return internal::run_torchscript_method(
+        forward, inputs, sizes ? detail::active_tracer() : nullptr);
   };
   BoxedForward interpret = [&forward](const std::vector<c10::IValue>& inputs) {
     // The plain interpreter: no profiling runs, no fusion, each operator
@@ -90,6 +92,7 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
   } catch (const internal::UnsupportedNode&) {
     graph = tracer.trace(named, interpret, example_inputs);
   }
+  if (stats != nullptr) *stats = tracer.stats();
   Attributes attributes = tracer.take_attributes();
   attributes.parameters.merge(named.parameters);
   attributes.buffers.merge(named.buffers);

@@ -26,8 +26,22 @@
 // What a trace cannot follow fails with fx::TraceError naming the operator
 // and TorchScript's source location: control flow on tensor values inside a
 // scripted model (`if x.sum() > 0:`), values read out of tensors (`int(x)`).
-// Control flow on sizes, dtypes and other non-tensor values runs as in any
-// trace: the graph keeps the branch taken and guards the shapes.
+// Control flow on dtypes and other non-tensor values runs as in any trace:
+// the graph keeps the branch taken.
+//
+// Sizes: what TorchScript computes from sizes (aten::size and integer
+// arithmetic in a scripted file; aten::size, prim::NumToTensor, tensor
+// arithmetic and aten::Int in a traced one), the graph computes too, as
+// sym_* nodes, so that it runs every shape TorchScript runs:
+//
+//   B, T = ids.size()                   %B = sym_size(%ids, 0)
+//   h = h.view(B, T, 4, -1)             %view = aten::view(%h, [%B, %T, 4, -1])
+//
+// A size used as a constant (a branch or a loop count on it, a float made
+// from it, a list of tensors whose length follows from it) specializes the
+// graph to the example's shapes instead, which its guards then check
+// (TraceStats::specialized_by names the TorchScript node);
+// TraceOptions::specialize_sizes asks for that always.
 #pragma once
 
 #include <vector>
@@ -40,9 +54,12 @@
 
 namespace fx {
 
+// `stats`, if given, receives the trace's statistics (TraceStats: whether
+// the graph is specialized to the example's shapes, and by what).
 GraphModule symbolic_trace(const torch::jit::Module& module,
                            const std::vector<c10::IValue>& example_inputs,
-                           TraceOptions options = {});
+                           TraceOptions options = {},
+                           TraceStats* stats = nullptr);
 
 // A torch::jit::Module whose forward runs `gm`'s graph: each node one
 // TorchScript operator call, parameters and buffers under their qualified

@@ -11,6 +11,8 @@
 
 #include "fx/fx.h"
 #include "fx/torchscript/internal/torchscript_interpreter.h"
+#include "interpreter/transformer.h"
+#include "lowering/optimize_for_inference.h"
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
@@ -316,19 +318,83 @@ TEST_CASE("dict outputs import, print, save, load and export") {
   }
 }
 
-TEST_CASE("size arithmetic in traced files (prim::NumToTensor) is known") {
-  // shufflenet_v2's channel shuffle, as torch.jit.trace records it.
+TEST_CASE("size arithmetic in traced files (prim::NumToTensor) is recorded") {
+  // shufflenet_v2's channel shuffle, as torch.jit.trace records it:
+  // aten::size -> prim::NumToTensor -> floor_divide -> aten::Int -> view.
   torch::jit::Module script =
       torch::jit::load(model_path("channel_shuffle_traced"));
   torch::manual_seed(5);
   const at::Tensor x = torch::randn({1, 6, 5, 6});
   fx::GraphModule gm = fx::symbolic_trace(script, {x});
-  CHECK(torch::equal(gm(x).toTensor(), script.forward({x}).toTensor()));
-  // The sizes it computed with are guarded.
-  CHECK_THROWS_AS(gm(torch::randn({1, 9, 5, 6})), fx::GuardError);
-  // No node computes with the sizes: they are constants of the trace.
   const std::string printed = gm->graph().to_string();
   INFO(printed);
-  CHECK(printed.find("floor_divide") == std::string::npos);
+  CHECK_THAT(printed, Catch::Contains("sym_floordiv"));
   CHECK(printed.find("scalar_tensor") == std::string::npos);
+  for (const at::Tensor& input :
+       {x, torch::randn({2, 9, 5, 6}), torch::randn({3, 3, 2, 7})}) {
+    CHECK(torch::equal(gm(input).toTensor(),
+                       script.forward({input}).toTensor()));
+  }
+  // Asked to, the trace folds the sizes and guards the shape.
+  fx::TraceOptions options;
+  options.specialize_sizes = true;
+  fx::GraphModule fixed = fx::symbolic_trace(script, {x}, options);
+  CHECK(torch::equal(fixed(x).toTensor(), script.forward({x}).toTensor()));
+  CHECK_THROWS_AS(fixed(torch::randn({1, 9, 5, 6})), fx::GuardError);
+  CHECK(fixed->graph().to_string().find("sym_") == std::string::npos);
+}
+
+TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
+  // Scripted and traced files that read sizes: token models at other
+  // batches and lengths, image patches at other sides.
+  struct Case {
+    std::string name;
+    std::vector<at::Tensor> inputs;  // the first is the example
+  };
+  torch::manual_seed(7);
+  auto tokens = [](int64_t b, int64_t t) {
+    return torch::randint(0, 100, {b, t});
+  };
+  const std::vector<Case> cases = {
+      {"token_encoder_scripted", {tokens(2, 16), tokens(3, 24), tokens(1, 5)}},
+      {"causal_encoder_scripted", {tokens(2, 16), tokens(5, 7), tokens(1, 64)}},
+      {"causal_encoder_traced", {tokens(2, 16), tokens(3, 24), tokens(1, 1)}},
+      {"patches_scripted",
+       {torch::randn({1, 3, 8, 12}), torch::randn({2, 3, 16, 4}),
+        torch::randn({1, 5, 4, 4})}},
+      {"patches_traced",
+       {torch::randn({1, 3, 8, 12}), torch::randn({2, 3, 16, 4}),
+        torch::randn({1, 5, 4, 4})}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    torch::jit::Module script = torch::jit::load(model_path(c.name));
+    script.eval();
+    fx::GraphModule gm = fx::symbolic_trace(script, {c.inputs[0]});
+    const std::string printed = gm->graph().to_string();
+    INFO(printed);
+    CHECK_THAT(printed, Catch::Contains("sym_size"));
+    // Generated C++ reads the sizes from the tensors.
+    CHECK_THAT(gm->code(), Catch::Contains(".size("));
+    std::stringstream file;
+    fx::save(gm, file);
+    fx::GraphModule loaded = fx::load(file);
+    torch::jit::Module exported = fx::to_torchscript(gm);
+    // A Transformer keeps the size nodes; the lowering keeps them working.
+    fx::GraphModule transformed = fx::Transformer(gm).transform();
+    CHECK_THAT(transformed->graph().to_string(), Catch::Contains("sym_size"));
+    fx::GraphModule lowered = fx::symbolic_trace(script, {c.inputs[0]});
+    fx::optimize_for_inference(*lowered);
+    for (const at::Tensor& input : c.inputs) {
+      INFO(input.sizes());
+      const at::Tensor expected = script.forward({input}).toTensor();
+      CHECK(torch::equal(gm(input).toTensor(), expected));
+      CHECK(torch::equal(loaded(input).toTensor(), expected));
+      CHECK(torch::equal(exported.forward({input}).toTensor(), expected));
+      CHECK(torch::equal(transformed(input).toTensor(), expected));
+      const at::Tensor fast = lowered(input).toTensor();
+      CHECK((fast - expected).abs().max().item<double>() <=
+            1e-5 * expected.abs().max().item<double>());
+    }
+  }
 }

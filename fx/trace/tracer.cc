@@ -238,6 +238,48 @@ c10::IValue Tracer::call_function(const Function* function,
       node, result, absl::StrCat("wrapped function ", function->name()));
 }
 
+std::pair<Node*, int64_t> Tracer::record_sym_size(const at::Tensor& tensor,
+                                                  int64_t dim,
+                                                  const std::string& name) {
+  InternalScope internal;
+  Session& s = active_session("record_sym_size");
+  const int64_t size = tensor.size(dim);
+  internal::ProxyImpl* proxy = internal::as_proxy(tensor);
+  if (proxy == nullptr || proxy->session() != s.id) return {nullptr, size};
+  const int64_t d = dim < 0 ? dim + tensor.dim() : dim;
+  return {create_node(Opcode::kCallFunction, Target(sym_size()),
+                      {proxy->node(), d}, {}, name),
+          size};
+}
+
+Node* Tracer::record_sym_call(const Function* function, Argument a,
+                              Argument b, const std::string& name) {
+  active_session("record_sym_call");
+  return create_node(Opcode::kCallFunction, Target(function),
+                     {std::move(a), std::move(b)}, {}, name);
+}
+
+void Tracer::substitute_next(const c10::OperatorName& op,
+                             std::vector<std::pair<size_t, Argument>> args) {
+  Session& s = active_session("substitute_next");
+  if (s.substitution) s.read_sizes = true;  // an earlier one no call took
+  s.substitution = Session::Substitution{op, std::move(args)};
+}
+
+void Tracer::end_substitution(const std::string& reason) {
+  Session& s = active_session("end_substitution");
+  if (s.substitution) {
+    s.substitution.reset();
+    specialize_sizes(reason);
+  }
+}
+
+void Tracer::specialize_sizes(const std::string& reason) {
+  Session& s = active_session("specialize_sizes");
+  if (!s.read_sizes) s.specialized_by = reason;
+  s.read_sizes = true;
+}
+
 Argument Tracer::output_argument(const c10::IValue& value) {
   if (value.isTensor()) {
     return value.toTensor().defined() ? create_arg(value.toTensor())

@@ -90,6 +90,14 @@ struct TraceOptions {
   // What the three traces cannot see: a program that changes only between
   // sizes none of them used (bound the dimension to where it does not).
   std::vector<DynamicDim> dynamic;
+  // TorchScript modules compute their sizes in the graph TorchScript loaded
+  // (aten::size and integer arithmetic, or prim::NumToTensor and aten::Int
+  // in a torch.jit.trace file), and the trace records that computation as
+  // sym_* nodes: the graph runs every shape TorchScript runs. A size used as
+  // a constant (a branch or loop count on it, a float made from it) makes
+  // the trace specialized to the example shapes, as for C++ code. Set this
+  // to specialize them always (sizes folded into literals, shapes guarded).
+  bool specialize_sizes = false;
 };
 
 // How the tracer obtained output metadata, for benchmarks and tests.
@@ -107,6 +115,9 @@ struct TraceStats {
   // Whether the traced program read the sizes of a proxy (so the graph is
   // specialized to the example shapes and guards them).
   bool read_sizes = false;
+  // What specialized it, when the tracer knows: the TorchScript node that
+  // used a size as a constant ("aten::eq at model.py:12").
+  std::string specialized_by;
   // Traces run: 1, or 3 with dynamic dimensions whose sizes were read.
   int64_t traces = 1;
 };
@@ -171,6 +182,31 @@ class Tracer {
                             std::vector<c10::IValue> inputs);
   void push_module_path(const std::string& path);
   void pop_module_path();
+
+  // --- Sizes as graph values: used by the TorchScript import and the
+  // Transformer, which see the size arithmetic of the program they run
+  // (TorchScript's, a graph's sym_* nodes); not for direct use.
+  //
+  // sym_size(tensor, dim) without specializing the trace, and its value
+  // (no node for a tensor that is not a proxy: its sizes are fixed).
+  std::pair<Node*, int64_t> record_sym_size(const at::Tensor& tensor,
+                                            int64_t dim,
+                                            const std::string& name = "");
+  // sym_add, sym_mul or sym_floordiv of two nodes or ints.
+  Node* record_sym_call(const Function* function, Argument a, Argument b,
+                        const std::string& name = "");
+  // The next call of `op` the trace records as a node takes, for each
+  // (argument index, value), the size nodes in `value` in place of the ints
+  // at the same places in that argument (an int, or an element of an int
+  // list): [%B, -1] for the literal [1, -1].
+  void substitute_next(const c10::OperatorName& op,
+                       std::vector<std::pair<size_t, Argument>> args);
+  // Ends substitute_next: a substitution that no node took specializes the
+  // trace, because of `reason` (the call, for TraceStats::specialized_by).
+  void end_substitution(const std::string& reason);
+  // A size was used as a constant (a branch, a loop count, a float) by
+  // `reason`: the trace is specialized to the inputs' sizes.
+  void specialize_sizes(const std::string& reason);
 
   struct Session;
 

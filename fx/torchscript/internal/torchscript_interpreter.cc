@@ -1,6 +1,7 @@
 #include "fx/torchscript/internal/torchscript_interpreter.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -18,10 +20,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/ir/node.h"
+#include "fx/trace/tracer.h"
 
 namespace fx::internal {
 namespace {
 
+using fx::Argument;
 using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::Node;
@@ -42,6 +48,7 @@ struct Step {
   // takes the number of inputs on top of the stack, as TorchScript's
   // interpreter pushes it.
   bool vararg = false;
+  const c10::FunctionSchema* schema = nullptr;  // an operator's
   Slots inputs;
   Slots outputs;
   mutable std::optional<torch::jit::Operation> operation;  // an operator's
@@ -167,6 +174,7 @@ class Planner {
         if (!op) throw UnsupportedNode(n.kind().toQualString());
         out.operation = op->getOperation(&n);
         out.vararg = op->schema().is_vararg();
+        out.schema = &op->schema();
       }
     }
     return out;
@@ -176,11 +184,101 @@ class Planner {
   uint32_t slots_ = 0;
 };
 
+// Values passed between frames: the values and, with size tracking, their
+// sizes (see Frame::sizes), one per value, or none.
+struct Values {
+  Stack values;
+  std::vector<Argument> sizes;
+};
+
+// The call's values, one per slot.
+struct Frame {
+  std::vector<c10::IValue> values;
+  // With size tracking, for each value that holds sizes the program
+  // computed from a proxy: the value as an Argument with their nodes in
+  // place of those ints (%B for an int, [%B, 4] for an int list, a tuple);
+  // None otherwise. Empty without size tracking.
+  std::vector<Argument> sizes;
+};
+
+// An int argument, or a list of them (optional or not): what a size node
+// may stand in for.
+bool takes_ints(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (auto optional = t->cast<c10::OptionalType>()) t = optional->getElementType();
+  if (auto list = t->cast<c10::ListType>()) t = list->getElementType();
+  return t->kind() == c10::TypeKind::IntType ||
+         t->kind() == c10::TypeKind::SymIntType;
+}
+
+// The TorchScript value's name for its size node ("T" for `T = x.size(1)`,
+// whose value TorchScript calls T.1), or "" for the default.
+std::string size_name(const Value* v) {
+  if (!v->hasDebugName()) return "";
+  const std::string name = v->debugNameBase();
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) {
+    return "";
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return "";
+  }
+  return name;
+}
+
+// The value of a 0-dimensional integer tensor that has data, read without
+// an operator call (which the trace would record), or nullopt.
+std::optional<int64_t> int_in(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || t.dim() != 0 || !t.is_cpu()) {
+    return std::nullopt;
+  }
+  switch (t.scalar_type()) {
+    case at::kLong: return *static_cast<const int64_t*>(t.data_ptr());
+    case at::kInt: return *static_cast<const int32_t*>(t.data_ptr());
+    default: return std::nullopt;
+  }
+}
+
+// The node's kind and source line, for TraceStats::specialized_by:
+// "aten::eq at model.py:12".
+std::string where(const Node& n) {
+  torch::jit::SourceRange range =
+      n.sourceRange().findSourceRangeThatGenerated().value_or(n.sourceRange());
+  std::string out = n.kind().toQualString();
+  if (auto place = range.file_line_col()) {
+    const std::string& file = std::get<0>(*place);
+    out += absl::StrCat(" at ", file.substr(file.rfind('/') + 1), ":",
+                        std::get<1>(*place));
+  }
+  return out;
+}
+
+// An int or a list or tuple of them, as an Argument (other values as None:
+// a size node never stands in for them).
+Argument literal(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isList() || v.isTuple()) {
+    std::vector<Argument> elements;
+    for (const c10::IValue& e :
+         v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec()) {
+      elements.push_back(literal(e));
+    }
+    return v.isList() ? Argument::list(std::move(elements))
+                      : Argument::tuple(std::move(elements));
+  }
+  return Argument();
+}
+
 class Interpreter {
  public:
-  Stack call(const torch::jit::GraphFunction& function, Stack args) {
+  // With `tracer`, sizes read from proxies and the integer arithmetic on
+  // them are recorded as sym_* nodes (see run_torchscript_method).
+  explicit Interpreter(Tracer* tracer) : tracer_(tracer) {}
+
+  Values call(const torch::jit::GraphFunction& function, Values args) {
     const GraphPlan& plan = this->plan(*function.graph());
-    std::vector<c10::IValue> frame(plan.slots);
+    Frame frame;
+    frame.values.resize(plan.slots);
+    if (tracer_ != nullptr) frame.sizes.resize(plan.slots);
     bind(plan.body.inputs, std::move(args), &frame);
     frames_.push_back({&function, nullptr, std::move(next_path_)});
     next_path_.clear();
@@ -190,8 +288,6 @@ class Interpreter {
   }
 
  private:
-  using Frame = std::vector<c10::IValue>;
-
   // A call in progress, for error messages: its function and, while it
   // calls another, the calling node.
   struct Call {
@@ -210,16 +306,23 @@ class Interpreter {
     return *it->second;
   }
 
-  static void bind(Slots slots, Stack values, Frame* frame) {
+  static void bind(Slots slots, Values values, Frame* frame) {
     for (size_t i = 0; i < slots.size(); ++i) {
-      (*frame)[slots[i]] = std::move(values[i]);
+      frame->values[slots[i]] = std::move(values.values[i]);
+      if (!frame->sizes.empty()) {
+        frame->sizes[slots[i]] =
+            i < values.sizes.size() ? std::move(values.sizes[i]) : Argument();
+      }
     }
   }
 
-  static Stack read(Slots slots, const Frame& frame) {
-    Stack out;
-    out.reserve(slots.size());
-    for (uint32_t s : slots) out.push_back(frame[s]);
+  static Values read(Slots slots, const Frame& frame) {
+    Values out;
+    out.values.reserve(slots.size());
+    for (uint32_t s : slots) out.values.push_back(frame.values[s]);
+    if (!frame.sizes.empty()) {
+      for (uint32_t s : slots) out.sizes.push_back(frame.sizes[s]);
+    }
     return out;
   }
 
@@ -242,18 +345,30 @@ class Interpreter {
   }
 
   // Runs `block` (of an If or Loop node) on `inputs`; returns its outputs.
-  Stack run_block(const BlockPlan& block, Stack inputs, Frame* frame) {
+  Values run_block(const BlockPlan& block, Values inputs, Frame* frame) {
     bind(block.inputs, std::move(inputs), frame);
     run(block, frame);
     return read(block.outputs, *frame);
   }
 
+  // The sizes input `i` of `s` holds, or nullptr.
+  static const Argument* sizes_of(const Step& s, size_t i,
+                                  const Frame& frame) {
+    if (frame.sizes.empty()) return nullptr;
+    const Argument& a = frame.sizes[s.inputs[i]];
+    return a.contains_node() ? &a : nullptr;
+  }
+
   void step(const Step& s, Frame* frame) {
     const Node& n = *s.node;
     auto in = [&](size_t i) -> const c10::IValue& {
-      return (*frame)[s.inputs[i]];
+      return frame->values[s.inputs[i]];
     };
-    auto set = [&](c10::IValue v) { (*frame)[s.outputs[0]] = std::move(v); };
+    auto set = [&](c10::IValue v, Argument sizes = Argument()) {
+      frame->values[s.outputs[0]] = std::move(v);
+      if (!frame->sizes.empty()) frame->sizes[s.outputs[0]] = std::move(sizes);
+    };
+    if (tracer_ != nullptr && size_step(s, frame)) return;
     switch (n.kind()) {
       case prim::Constant:
         set(s.constant);
@@ -284,16 +399,31 @@ class Interpreter {
         return;
       }
       case prim::Loop: {
+        // A loop count computed from sizes is a constant of the trace.
+        if (sizes_of(s, 0, *frame)) tracer_->specialize_sizes(where(n));
         const int64_t trips = in(0).toInt();
         bool more = in(1).toBool();
-        Stack carried;
-        for (size_t i = 2; i < s.inputs.size(); ++i) carried.push_back(in(i));
+        Values carried;
+        for (size_t i = 2; i < s.inputs.size(); ++i) {
+          carried.values.push_back(in(i));
+          if (!frame->sizes.empty()) {
+            carried.sizes.push_back(frame->sizes[s.inputs[i]]);
+          }
+        }
         for (int64_t i = 0; i < trips && more; ++i) {
-          carried.insert(carried.begin(), c10::IValue(i));
-          Stack out = run_block(s.blocks.at(0), std::move(carried), frame);
-          more = out.at(0).toBool();
-          carried.assign(std::make_move_iterator(out.begin() + 1),
-                         std::make_move_iterator(out.end()));
+          carried.values.insert(carried.values.begin(), c10::IValue(i));
+          if (!carried.sizes.empty() || !frame->sizes.empty()) {
+            carried.sizes.insert(carried.sizes.begin(), Argument());
+          }
+          Values out = run_block(s.blocks.at(0), std::move(carried), frame);
+          more = out.values.at(0).toBool();
+          carried.values.assign(std::make_move_iterator(out.values.begin() + 1),
+                                std::make_move_iterator(out.values.end()));
+          carried.sizes.clear();
+          if (!out.sizes.empty()) {
+            carried.sizes.assign(std::make_move_iterator(out.sizes.begin() + 1),
+                                 std::make_move_iterator(out.sizes.end()));
+          }
         }
         bind(s.outputs, std::move(carried), frame);
         return;
@@ -303,7 +433,7 @@ class Interpreter {
             n.output()->type()->expectRef<c10::ListType>().getElementType());
         list.reserve(s.inputs.size());
         for (size_t i = 0; i < s.inputs.size(); ++i) list.push_back(in(i));
-        set(std::move(list));
+        set(std::move(list), gather_sizes(s, *frame, /*tuple=*/false));
         return;
       }
       case prim::ListUnpack: {
@@ -313,24 +443,29 @@ class Interpreter {
                                         " values unpacked into ",
                                         s.outputs.size()));
         }
-        bind(s.outputs, Stack(list.begin(), list.end()), frame);
+        bind(s.outputs, {Stack(list.begin(), list.end()), scatter_sizes(s, *frame)},
+             frame);
         return;
       }
       case prim::TupleConstruct: {
-        Stack items = read(s.inputs, *frame);
+        Stack items = read(s.inputs, *frame).values;
         auto type = n.output()->type()->cast<c10::TupleType>();
         set(type && type->schema()
                 ? c10::ivalue::Tuple::createNamed(std::move(items), type)
-                : c10::ivalue::Tuple::create(std::move(items)));
+                : c10::ivalue::Tuple::create(std::move(items)),
+            gather_sizes(s, *frame, /*tuple=*/true));
         return;
       }
       case prim::TupleUnpack:
-        bind(s.outputs, in(0).toTupleRef().elements().vec(), frame);
+        bind(s.outputs,
+             {in(0).toTupleRef().elements().vec(), scatter_sizes(s, *frame)},
+             frame);
         return;
       case prim::DictConstruct: {
         const auto& type = n.output()->type()->expectRef<c10::DictType>();
         c10::impl::GenericDict dict(type.getKeyType(), type.getValueType());
         for (size_t i = 0; i + 1 < s.inputs.size(); i += 2) {
+          if (sizes_of(s, i + 1, *frame)) tracer_->specialize_sizes(where(n));
           dict.insert_or_assign(in(i), in(i + 1));
         }
         set(std::move(dict));
@@ -342,10 +477,11 @@ class Interpreter {
       case prim::NumToTensor: {
         // torch.jit.trace records `x.size(1) // groups` as aten::size ->
         // prim::NumToTensor -> tensor arithmetic -> aten::Int. The number is
-        // known (a size the trace reads, and guards), so the tensor is made
-        // from it as C++ data is (an empty tensor filled in): the tracer
-        // computes with it for real and aten::Int reads it back, where a
-        // recorded factory would leave aten::Int nothing to read.
+        // known (a size the trace reads), so the tensor is made from it as
+        // C++ data is (an empty tensor filled in): the tracer computes with
+        // it for real and aten::Int reads it back, where a recorded factory
+        // would leave aten::Int nothing to read. With size tracking, the
+        // tensor stands for the size's node until aten::Int.
         const c10::IValue& number = in(0);
         const c10::Scalar value = number.toScalar();
         at::Tensor out = at::empty({}, at::TensorOptions().dtype(
@@ -353,6 +489,9 @@ class Interpreter {
                                            : number.isBool() ? at::kBool
                                                              : at::kDouble));
         out.fill_(value);
+        if (const Argument* sizes = sizes_of(s, 0, *frame)) {
+          size_tensors_[out.unsafeGetTensorImpl()] = {out, *sizes, {}};
+        }
         set(std::move(out));
         return;
       }
@@ -374,28 +513,417 @@ class Interpreter {
       default:
         break;
     }
-    // One stack for all operator calls (an operator does not call back
-    // into this interpreter), so that it keeps its capacity.
+    // Sizes reach an operator: its node takes their nodes in place of the
+    // ints, or they are constants of the trace.
+    std::vector<std::pair<size_t, Argument>> sizes;
+    std::optional<Stack> inputs;
+    if (tracer_ != nullptr) {
+      bool constant = false;
+      // A size as tensor data, with a proxy: aten::scalar_tensor of its
+      // node. Without one, the operator computes for real (the size is a
+      // constant of the trace).
+      bool proxies = false;
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        proxies = proxies || (in(i).isTensor() && in(i).toTensor().defined() &&
+                              !in(i).toTensor().has_storage());
+      }
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        const c10::IValue& v = in(i);
+        if (v.isTensor()) {
+          auto it = size_tensors_.find(v.toTensor().unsafeGetTensorImpl());
+          if (it != size_tensors_.end() && !proxies) {
+            constant = true;
+          } else if (it != size_tensors_.end()) {
+            if (!inputs) inputs = read(s.inputs, *frame).values;
+            (*inputs)[i] = size_tensor_proxy(&it->second);
+          }
+        }
+        const Argument* a = sizes_of(s, i, *frame);
+        if (a == nullptr) continue;
+        if (s.vararg || s.schema == nullptr ||
+            i >= s.schema->arguments().size() ||
+            !(takes_ints(s.schema->arguments()[i].type()) ||
+              (v.isInt() && s.schema->arguments()[i].type()->kind() ==
+                                c10::TypeKind::NumberType))) {
+          constant = true;
+        } else {
+          sizes.emplace_back(i, *a);
+        }
+      }
+      if (constant) {
+        tracer_->specialize_sizes(where(n));
+        sizes.clear();
+      }
+      if (!sizes.empty()) {
+        tracer_->substitute_next(s.schema->operator_name(), std::move(sizes));
+      }
+    }
+    const bool substituted = tracer_ != nullptr && !sizes.empty();
+    run_operator(s, *frame, inputs ? &*inputs : nullptr);
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      frame->values[s.outputs[i]] =
+          std::move(stack_[stack_.size() - s.outputs.size() + i]);
+      if (!frame->sizes.empty()) frame->sizes[s.outputs[i]] = Argument();
+    }
+    if (substituted) tracer_->end_substitution(where(n));
+  }
+
+  struct SizeTensor;
+  // A proxy of aten::scalar_tensor of the size `t` holds, made once.
+  const at::Tensor& size_tensor_proxy(SizeTensor* t) {
+    if (!t->proxy.defined()) {
+      static const c10::OperatorName scalar_tensor("aten::scalar_tensor", "");
+      tracer_->substitute_next(scalar_tensor, {{0, t->sizes}});
+      t->proxy = at::scalar_tensor(*int_in(t->tensor), t->tensor.options());
+      tracer_->end_substitution("aten::scalar_tensor");
+    }
+    return t->proxy;
+  }
+
+  // Calls the operator of `s` on its inputs from `frame` (or `inputs`, if
+  // given) into stack_. One stack for all operator calls (an operator does
+  // not call back into this interpreter), so that it keeps its capacity.
+  void run_operator(const Step& s, const Frame& frame,
+                    const Stack* inputs = nullptr) {
     stack_.clear();
-    for (uint32_t slot : s.inputs) stack_.push_back((*frame)[slot]);
+    if (inputs != nullptr) {
+      stack_.insert(stack_.end(), inputs->begin(), inputs->end());
+    } else {
+      for (uint32_t slot : s.inputs) stack_.push_back(frame.values[slot]);
+    }
     if (s.vararg) stack_.emplace_back(static_cast<int64_t>(s.inputs.size()));
     (*s.operation)(stack_);
-    for (size_t i = 0; i < s.outputs.size(); ++i) {
-      (*frame)[s.outputs[i]] =
-          std::move(stack_[stack_.size() - s.outputs.size() + i]);
+  }
+
+  // The sizes of a list or tuple made of the inputs of `s`.
+  Argument gather_sizes(const Step& s, const Frame& frame, bool tuple) const {
+    bool any = false;
+    std::vector<Argument> elements;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const Argument* a = sizes_of(s, i, frame);
+      any = any || a != nullptr;
+      elements.push_back(a ? *a : literal(frame.values[s.inputs[i]]));
     }
+    if (!any) return Argument();
+    return tuple ? Argument::tuple(std::move(elements))
+                 : Argument::list(std::move(elements));
+  }
+
+  // The sizes of the elements of input 0 of `s`, one per output.
+  std::vector<Argument> scatter_sizes(const Step& s, const Frame& frame) const {
+    const Argument* a = sizes_of(s, 0, frame);
+    if (a == nullptr || !a->is_sequence()) return {};
+    return a->elements();
+  }
+
+  // With size tracking: steps that read sizes or compute with them. Returns
+  // false for the others.
+  bool size_step(const Step& s, Frame* frame) {
+    const Node& n = *s.node;
+    if (s.operation == std::nullopt || s.outputs.size() != 1) return false;
+    auto in = [&](size_t i) -> const c10::IValue& {
+      return frame->values[s.inputs[i]];
+    };
+    auto set = [&](c10::IValue v, Argument sizes) {
+      frame->values[s.outputs[0]] = std::move(v);
+      frame->sizes[s.outputs[0]] = std::move(sizes);
+    };
+    const size_t count = s.inputs.size();
+    bool any_sizes = false;
+    for (size_t i = 0; i < count; ++i) {
+      any_sizes = any_sizes || sizes_of(s, i, *frame) != nullptr;
+    }
+    const c10::Symbol kind = n.kind();
+    // Sizes of a tensor: x.size(), x.size(d), x.numel(), len(x).
+    if (count >= 1 && in(0).isTensor() && !any_sizes) {
+      const at::Tensor& t = in(0).toTensor();
+      if (kind == c10::aten::size && count == 1) {
+        // Named after the values `B, T = x.size()` unpacks it into.
+        std::vector<std::string> names(t.dim());
+        const auto& uses = n.output()->uses();
+        if (uses.size() == 1 && uses[0].user->kind() == prim::ListUnpack &&
+            uses[0].user->outputs().size() == names.size()) {
+          for (size_t d = 0; d < names.size(); ++d) {
+            names[d] = size_name(uses[0].user->output(d));
+          }
+        }
+        c10::List<int64_t> values;
+        std::vector<Argument> sizes;
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          auto [node, size] = tracer_->record_sym_size(t, d, names[d]);
+          values.push_back(size);
+          sizes.push_back(node ? Argument(node) : Argument(size));
+        }
+        set(values, Argument::list(std::move(sizes)));
+        return true;
+      }
+      if ((kind == c10::aten::size && count == 2 && in(1).isInt()) ||
+          (kind == c10::aten::len && count == 1)) {
+        const int64_t d = count == 2 ? in(1).toInt() : 0;
+        // Traced files name the tensor the size is put in (B.1 for
+        // `B, T = x.size()`), not the size.
+        std::string name = size_name(n.output());
+        for (const torch::jit::Use& use : n.output()->uses()) {
+          if (name.empty() && use.user->kind() == prim::NumToTensor) {
+            name = size_name(use.user->output());
+          }
+        }
+        auto [node, size] = tracer_->record_sym_size(t, d, name);
+        set(size, node ? Argument(node) : Argument());
+        return true;
+      }
+      if (kind == c10::Symbol::aten("numel") && count == 1) {
+        int64_t numel = 1;
+        Argument product = int64_t{1};
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          auto [node, size] = tracer_->record_sym_size(t, d);
+          numel *= size;
+          const Argument factor = node ? Argument(node) : Argument(size);
+          product = product.is_int() && product.to_int() == 1
+                        ? factor
+                        : multiply(product, factor, "");
+        }
+        set(numel, product.contains_node() ? product : Argument());
+        return true;
+      }
+    }
+    // A size in a tensor (traced files): aten::Int reads it back; integer
+    // tensor arithmetic on it is integer arithmetic.
+    if (kind == c10::aten::Int && count == 1 && in(0).isTensor()) {
+      auto it = size_tensors_.find(in(0).toTensor().unsafeGetTensorImpl());
+      if (it == size_tensors_.end()) return false;
+      std::optional<int64_t> value = int_in(in(0).toTensor());
+      if (!value) return false;
+      set(*value, it->second.sizes);
+      return true;
+    }
+    // The length of a list of sizes: the rank, which is guarded.
+    if (kind == c10::aten::len && count == 1 && in(0).isList()) {
+      run_operator(s, *frame);
+      set(std::move(stack_.back()), Argument());
+      return true;
+    }
+    // TorchScript's adaptive pooling: `_list_with_default(output_size,
+    // input.size())` fills the output size's Nones from the input's sizes.
+    if (kind == c10::Symbol::aten("_list_with_default") && count == 2 &&
+        in(0).isList() && in(1).isList() && !sizes_of(s, 0, *frame)) {
+      const Argument* defaults = sizes_of(s, 1, *frame);
+      if (defaults == nullptr) return false;
+      run_operator(s, *frame);
+      c10::IValue value = std::move(stack_.back());
+      const auto list = in(0).toListRef();
+      const size_t offset = defaults->elements().size() - list.size();
+      std::vector<Argument> sizes;
+      for (size_t i = 0; i < list.size(); ++i) {
+        sizes.push_back(list[i].isNone() ? defaults->elements().at(offset + i)
+                                         : literal(list[i]));
+      }
+      set(std::move(value), Argument::list(std::move(sizes)));
+      return true;
+    }
+    bool size_tensor = false;
+    for (size_t i = 0; i < count; ++i) {
+      size_tensor = size_tensor ||
+                    (in(i).isTensor() &&
+                     size_tensors_.contains(in(i).toTensor().unsafeGetTensorImpl()));
+    }
+    if (size_tensor) return tensor_arithmetic(s, frame);
+    if (!any_sizes) return false;
+    // Lists of sizes: an element, a slice, a copy, a concatenation. The
+    // same operator on the elements' positions tells which it returns.
+    const c10::TypePtr out_type = n.output()->type();
+    const bool list_op = kind == c10::aten::__getitem__ ||
+                         kind == c10::aten::slice || kind == c10::aten::list ||
+                         kind == c10::aten::add || kind == prim::TupleIndex;
+    if (list_op && count >= 1 && (in(0).isList() || in(0).isTuple())) {
+      return element_step(s, frame);
+    }
+    // Integer arithmetic.
+    if (out_type->kind() == c10::TypeKind::IntType) {
+      for (size_t i = 0; i < count; ++i) {
+        if (!in(i).isInt()) return false;
+      }
+      const Function* f = nullptr;
+      if (kind == c10::aten::add || kind == c10::aten::sub) f = sym_add();
+      if (kind == c10::aten::mul || kind == c10::aten::neg) f = sym_mul();
+      if (kind == c10::aten::floordiv || kind == c10::aten::remainder) {
+        f = sym_floordiv();
+      }
+      if (f == nullptr || (count != 2 && kind != c10::aten::neg) ||
+          (kind == c10::aten::neg && count != 1)) {
+        return false;
+      }
+      run_operator(s, *frame);
+      c10::IValue value = std::move(stack_.back());
+      auto operand = [&](size_t i) {
+        const Argument* a = sizes_of(s, i, *frame);
+        return a ? *a : Argument(in(i).toInt());
+      };
+      const std::string name = size_name(n.output());
+      Argument a = operand(0);
+      Argument out;
+      if (kind == c10::aten::neg) {
+        out = multiply(a, int64_t{-1}, name);
+      } else if (kind == c10::aten::sub) {
+        out = add(a, multiply(operand(1), int64_t{-1}, ""), name);
+      } else if (kind == c10::aten::remainder) {
+        // a % b = a - (a // b) * b, with Python's floor division.
+        Argument b = operand(1);
+        out = add(a, multiply(multiply(floor_divide(a, b), b, ""),
+                              int64_t{-1}, ""),
+                  name);
+      } else {
+        out = tracer_->record_sym_call(f, a, operand(1), name);
+      }
+      set(std::move(value), std::move(out));
+      return true;
+    }
+    return false;
+  }
+
+  Argument add(const Argument& a, const Argument& b, const std::string& name) {
+    if (!a.contains_node() && !b.contains_node()) return a.to_int() + b.to_int();
+    return tracer_->record_sym_call(sym_add(), a, b, name);
+  }
+  Argument floor_divide(const Argument& a, const Argument& b) {
+    if (!a.contains_node() && !b.contains_node()) {
+      return fx::floor_divide(a.to_int(), b.to_int());
+    }
+    return tracer_->record_sym_call(sym_floordiv(), a, b);
+  }
+  Argument multiply(const Argument& a, const Argument& b,
+                    const std::string& name) {
+    if (!a.contains_node() && !b.contains_node()) return a.to_int() * b.to_int();
+    return tracer_->record_sym_call(sym_mul(), a, b, name);
+  }
+
+  // An element, slice, copy or concatenation of lists (or tuples) holding
+  // sizes.
+  bool element_step(const Step& s, Frame* frame) {
+    // Every list or tuple input replaced by its elements' positions in the
+    // concatenation of all of them; other inputs (indices) as they are.
+    Stack positions;
+    std::vector<Argument> elements;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const c10::IValue& v = frame->values[s.inputs[i]];
+      if (!v.isList() && !v.isTuple()) {
+        if (sizes_of(s, i, *frame)) return false;  // an index from sizes
+        positions.push_back(v);
+        continue;
+      }
+      const std::vector<c10::IValue> items =
+          v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
+      const Argument* a = sizes_of(s, i, *frame);
+      std::vector<c10::IValue> at;
+      for (size_t j = 0; j < items.size(); ++j) {
+        at.emplace_back(static_cast<int64_t>(elements.size()));
+        elements.push_back(a ? a->elements().at(j) : literal(items[j]));
+      }
+      if (v.isList()) {
+        c10::List<int64_t> list;
+        for (const c10::IValue& p : at) list.push_back(p.toInt());
+        positions.emplace_back(std::move(list));
+      } else {
+        positions.emplace_back(c10::ivalue::Tuple::create(std::move(at)));
+      }
+    }
+    run_operator(s, *frame, &positions);
+    const c10::IValue where = std::move(stack_.back());
+    run_operator(s, *frame);
+    c10::IValue value = std::move(stack_.back());
+    Argument sizes;
+    if (where.isInt()) {
+      sizes = elements.at(where.toInt());
+    } else if (where.isList()) {
+      std::vector<Argument> picked;
+      for (const c10::IValue& p : where.toListRef()) {
+        if (!p.isInt()) return false;
+        picked.push_back(elements.at(p.toInt()));
+      }
+      sizes = Argument::list(std::move(picked));
+    } else {
+      return false;
+    }
+    frame->values[s.outputs[0]] = std::move(value);
+    frame->sizes[s.outputs[0]] = sizes.contains_node() ? sizes : Argument();
+    return true;
+  }
+
+  // Integer arithmetic on sizes in 0-dimensional tensors (traced files).
+  bool tensor_arithmetic(const Step& s, Frame* frame) {
+    const Node& n = *s.node;
+    const c10::Symbol kind = n.kind();
+    auto operand = [&](size_t i) -> std::optional<Argument> {
+      const c10::IValue& v = frame->values[s.inputs[i]];
+      if (v.isInt()) return Argument(v.toInt());
+      if (!v.isTensor()) return std::nullopt;
+      const at::Tensor& t = v.toTensor();
+      auto it = size_tensors_.find(t.unsafeGetTensorImpl());
+      if (it != size_tensors_.end()) return it->second.sizes;
+      std::optional<int64_t> value = int_in(t);
+      if (!value) return std::nullopt;
+      return Argument(*value);
+    };
+    const Function* f = nullptr;
+    bool subtract = false;
+    bool reverse = false;  // rsub(a, b) = b - a
+    if (kind == c10::aten::mul) f = sym_mul();
+    if (kind == c10::aten::add || kind == c10::aten::sub ||
+        kind == c10::aten::rsub) {
+      f = sym_add();
+      subtract = kind != c10::aten::add;
+      reverse = kind == c10::aten::rsub;
+      // alpha must be 1.
+      if (s.inputs.size() == 3 &&
+          !(frame->values[s.inputs[2]].isInt() &&
+            frame->values[s.inputs[2]].toInt() == 1)) {
+        f = nullptr;
+      }
+    }
+    if (kind == c10::aten::floor_divide || kind == c10::aten::remainder) {
+      f = sym_floordiv();
+    }
+    if (kind == c10::aten::div && s.inputs.size() == 3 &&
+        frame->values[s.inputs[2]].isString() &&
+        frame->values[s.inputs[2]].toStringRef() == "floor") {
+      f = sym_floordiv();
+    }
+    std::optional<Argument> a = s.inputs.size() >= 2 ? operand(0) : std::nullopt;
+    std::optional<Argument> b = s.inputs.size() >= 2 ? operand(1) : std::nullopt;
+    // Anything else is tensor data (the operator step makes the size a
+    // node's tensor).
+    if (f == nullptr || !a || !b) return false;
+    run_operator(s, *frame);
+    c10::IValue value = std::move(stack_.back());
+    if (reverse) std::swap(a, b);
+    if (subtract) b = multiply(*b, int64_t{-1}, "");
+    Argument out = f == sym_add()   ? add(*a, *b, "")
+                   : f == sym_mul() ? multiply(*a, *b, "")
+                                    : floor_divide(*a, *b);
+    if (kind == c10::aten::remainder) {
+      // a % b = a - (a // b) * b, with Python's floor division.
+      out = add(*a, multiply(multiply(out, *b, ""), int64_t{-1}, ""), "");
+    }
+    if (value.isTensor() && out.contains_node()) {
+      const at::Tensor& t = value.toTensor();
+      size_tensors_[t.unsafeGetTensorImpl()] = {t, out, {}};
+    }
+    frame->values[s.outputs[0]] = std::move(value);
+    frame->sizes[s.outputs[0]] = Argument();
+    return true;
   }
 
   void call_function(const Step& s, const torch::jit::GraphFunction& callee,
                      size_t first_argument, Frame* frame) {
-    Stack args;
-    args.reserve(s.inputs.size() - first_argument);
+    Values args;
+    args.values.reserve(s.inputs.size() - first_argument);
     for (size_t i = first_argument; i < s.inputs.size(); ++i) {
-      args.push_back((*frame)[s.inputs[i]]);
+      args.values.push_back(frame->values[s.inputs[i]]);
+      if (!frame->sizes.empty()) args.sizes.push_back(frame->sizes[s.inputs[i]]);
     }
     frames_.back().at = s.node;
     next_path_ = callee_path(*s.node, first_argument);
-    Stack out = call(callee, std::move(args));
+    Values out = call(callee, std::move(args));
     frames_.back().at = nullptr;
     bind(s.outputs, std::move(out), frame);
   }
@@ -458,9 +986,19 @@ class Interpreter {
     throw Located(out.str());
   }
 
+  Tracer* tracer_;
   std::vector<Call> frames_;
   std::string next_path_;  // the module path of the method being called
   Stack stack_;
+  // With size tracking, the 0-dimensional tensors holding sizes
+  // (prim::NumToTensor's and arithmetic on them, in traced files): the
+  // sizes' nodes, and the tensor, kept so that its address stays its own.
+  struct SizeTensor {
+    at::Tensor tensor;
+    Argument sizes;
+    at::Tensor proxy;  // see size_tensor_proxy
+  };
+  absl::flat_hash_map<const c10::TensorImpl*, SizeTensor> size_tensors_;
   // By pointer: a plan stays put while the map grows under its call.
   absl::flat_hash_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
 };
@@ -468,12 +1006,16 @@ class Interpreter {
 }  // namespace
 
 c10::IValue run_torchscript_method(const torch::jit::Method& method,
-                                   std::vector<c10::IValue> inputs) {
+                                   std::vector<c10::IValue> inputs,
+                                   Tracer* tracer) {
   torch::jit::GraphFunction* graph = graph_function(method.function());
   inputs.insert(inputs.begin(), method.owner()._ivalue());
   graph->getSchema().checkAndNormalizeInputs(inputs, {});
-  Stack out = Interpreter().call(*graph, std::move(inputs));
-  return std::move(out.at(0));
+  Values out = Interpreter(tracer).call(*graph, {std::move(inputs), {}});
+  if (!out.sizes.empty() && out.sizes[0].contains_node()) {
+    tracer->specialize_sizes("forward's output");  // sizes: constants
+  }
+  return std::move(out.values.at(0));
 }
 
 }  // namespace fx::internal

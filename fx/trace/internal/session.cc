@@ -276,6 +276,21 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
   torch::jit::drop(*stack, params.size());
 
   check_proxies_are_ours(op, args);
+  // Size nodes for this call's ints (Tracer::substitute_next): taken by
+  // the node recorded below; any other outcome uses the ints as constants.
+  std::vector<std::pair<size_t, Argument>> sizes;
+  if (substitution && substitution->op == schema.operator_name()) {
+    sizes = std::move(substitution->args);
+    substitution.reset();
+  }
+  struct Specialize {
+    Session* s;
+    const std::vector<std::pair<size_t, Argument>>* sizes;
+    bool taken = false;
+    ~Specialize() {
+      if (!taken && !sizes->empty()) s->read_sizes = true;
+    }
+  } specialize{this, &sizes};
   // C++ data (even aten::item of it) is computed for real.
   if (is_uninitialized_factory(op, args) ||
       computes_fresh_tensors(op, args)) {
@@ -306,8 +321,52 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
     return;
   }
 
+  substitute(std::move(sizes), &full);
+  specialize.taken = true;
   Node* node = call_node(op, full, outputs);
   push_outputs(op, node, written, &outputs, &args, stack);
+}
+
+namespace {
+
+// `literal` with the nodes of `sizes` at their places, if `sizes` has the
+// literal's structure (a node where the literal has an int).
+std::optional<Argument> with_sizes(const Argument& literal,
+                                   const Argument& sizes) {
+  if (sizes.is_node()) {
+    if (!literal.is_int()) return std::nullopt;
+    return sizes;
+  }
+  if (!sizes.contains_node()) return literal;
+  if (!sizes.is_sequence() || !literal.is_sequence() ||
+      sizes.elements().size() != literal.elements().size()) {
+    return std::nullopt;
+  }
+  std::vector<Argument> elements;
+  for (size_t i = 0; i < literal.elements().size(); ++i) {
+    std::optional<Argument> e =
+        with_sizes(literal.elements()[i], sizes.elements()[i]);
+    if (!e) return std::nullopt;
+    elements.push_back(std::move(*e));
+  }
+  return literal.is_list() ? Argument::list(std::move(elements))
+                           : Argument::tuple(std::move(elements));
+}
+
+}  // namespace
+
+void Tracer::Session::substitute(
+    std::vector<std::pair<size_t, Argument>> values,
+    std::vector<Argument>* full) {
+  for (auto& [index, sizes] : values) {
+    std::optional<Argument> merged;
+    if (index < full->size()) merged = with_sizes((*full)[index], sizes);
+    if (merged) {
+      (*full)[index] = std::move(*merged);
+    } else {
+      read_sizes = true;  // the ints are constants of this trace
+    }
+  }
 }
 
 void Tracer::Session::check_proxies_are_ours(
@@ -516,6 +575,9 @@ void Tracer::Session::push_outputs(
       case internal::InferredOutput::Kind::kTensorList: {
         // How many tensors there are follows from sizes (unbind, split,
         // chunk, ...), which C++ code then loops over: a size read.
+        if (!read_sizes) {
+          specialized_by = absl::StrCat(op_name(op), " (a list of tensors)");
+        }
         read_sizes = true;
         Node* list = single ? node : getitem(node, r);
         c10::List<at::Tensor> proxies;
@@ -690,8 +752,14 @@ void Tracer::Session::finish(const c10::IValue& out) {
   for (auto it = getitems.rbegin(); it != getitems.rend(); ++it) {
     if ((*it)->users().empty()) graph->erase_node(*it);
   }
+  // Sizes recorded (Tracer::record_sym_size) but not used.
+  const std::vector<Node*> nodes = graph->nodes().to_vector();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    if (is_sym_call(**it) && (*it)->users().empty()) graph->erase_node(*it);
+  }
   privatize_written_constants(*graph, tracer->attributes_);
   tracer->stats_.read_sizes = read_sizes;
+  tracer->stats_.specialized_by = read_sizes ? specialized_by : "";
   // What the traced code read of the inputs' sizes and layout is guarded.
   if (read_sizes) {
     for (Node* ph : placeholders) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct Tracer::Session {
   absl::flat_hash_map<const c10::StorageImpl*, at::Tensor> fresh_bases;
   int64_t constants = 0;
   bool read_sizes = false;
+  // Tracer::substitute_next's, until a call of its operator takes it.
+  struct Substitution {
+    c10::OperatorName op;
+    std::vector<std::pair<size_t, Argument>> args;
+  };
+  std::optional<Substitution> substitution;
+  std::string specialized_by;  // TraceStats::specialized_by
   bool read_layout = false;
   Session* enclosing = nullptr;
 
@@ -70,6 +78,8 @@ struct Tracer::Session {
                            torch::jit::Stack* stack);
   std::vector<Argument> arguments_of(const c10::OperatorHandle& op,
                                      const std::vector<c10::IValue>& args);
+  void substitute(std::vector<std::pair<size_t, Argument>> values,
+                  std::vector<Argument>* full);
   std::vector<internal::InferredOutput> outputs_of(
       const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
       const std::vector<int>& written);
