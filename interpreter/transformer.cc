@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
@@ -113,38 +115,121 @@ Transformer::Result Transformer::transform_graph(
   }
   Tracer tracer(options);
   tracer_ = &tracer;
+  sizes_.clear();
   struct Reset {
     Tracer** tracer;
-    ~Reset() { *tracer = nullptr; }
-  } reset{&tracer_};
+    absl::flat_hash_map<const Node*, Node*>* sizes;
+    ~Reset() {
+      *tracer = nullptr;
+      sizes->clear();
+    }
+  } reset{&tracer_, &sizes_};
   std::unique_ptr<Graph> graph = tracer.trace(
       module_.ptr(),
       [this](const std::vector<c10::IValue>& inputs) { return run(inputs); },
       example_inputs);
-  // The old graph's guards hold: what it specialized, the new one has too.
+  // The old graph's guards hold: what it specialized, the new one has too;
+  // unless the new one is specialized to sizes the old one left free (an
+  // override used a size as an int): then its own guards do.
   std::vector<Node*> placeholders = graph->placeholders();
   for (size_t i = 0; i < placeholders.size(); ++i) {
-    if (const InputGuard* guard = old_placeholders[i]->meta().get(kGuard)) {
-      placeholders[i]->meta().set(kGuard, *guard);
+    const InputGuard* guard = old_placeholders[i]->meta().get(kGuard);
+    if (guard == nullptr) continue;
+    if (tracer.stats().read_sizes && !guard->sizes_fixed() &&
+        options.dynamic.empty()) {
+      continue;
     }
+    placeholders[i]->meta().set(kGuard, *guard);
   }
   Attributes attributes = tracer.take_attributes();
   attributes.traced_training = module_->traced_training();
   return {std::move(graph), std::move(attributes)};
 }
 
+Argument Transformer::new_sizes(const Argument& old) const {
+  if (old.is_node()) {
+    auto it = sizes_.find(old.to_node());
+    return it == sizes_.end() ? Argument() : Argument(it->second);
+  }
+  if (old.is_sequence()) {
+    std::vector<Argument> elements;
+    for (const Argument& e : old.elements()) elements.push_back(new_sizes(e));
+    return old.is_list() ? Argument::list(std::move(elements))
+                         : Argument::tuple(std::move(elements));
+  }
+  return old;
+}
+
 c10::IValue Transformer::run_node(const Node& node) {
+  if (tracer_ == nullptr) return Interpreter::run_node(node);
+  // The sizes an operator call takes are the new graph's size nodes.
+  std::vector<std::pair<size_t, Argument>> sizes;
+  if (!sizes_.empty() && !is_sym_call(node)) {
+    const c10::FunctionSchema* schema =
+        node.op() == Opcode::kCallFunction && node.target().is_operator()
+            ? &node.target().op().schema()
+            : nullptr;
+    auto add = [&](std::optional<size_t> index, const Argument& old) {
+      Argument value = new_sizes(old);
+      if (!value.contains_node()) return;
+      if (!index) {
+        // An int to C++ code (a leaf module, a wrapped function), or out.
+        tracer_->specialize_sizes(absl::StrCat("%", node.name()));
+        return;
+      }
+      sizes.emplace_back(*index, std::move(value));
+    };
+    for (size_t i = 0; i < node.args().size(); ++i) {
+      add(schema ? std::optional<size_t>(i) : std::nullopt, node.args()[i]);
+    }
+    for (const auto& [name, value] : node.kwargs()) {
+      std::optional<size_t> index;
+      if (schema != nullptr) {
+        if (auto i = schema->argumentIndexWithName(name)) index = *i;
+      }
+      add(index, value);
+    }
+    if (!sizes.empty()) {
+      tracer_->substitute_next(schema->operator_name(), std::move(sizes));
+    }
+  }
+  const bool substituted = !sizes.empty();
   const std::string* path = node.meta().get(kModulePath);
-  if (tracer_ == nullptr || path == nullptr) return Interpreter::run_node(node);
-  detail::ModulePathScope scope(tracer_, *path);
-  return Interpreter::run_node(node);
+  std::optional<detail::ModulePathScope> scope;
+  if (path != nullptr) scope.emplace(tracer_, *path);
+  c10::IValue out = Interpreter::run_node(node);
+  if (substituted) tracer_->end_substitution(absl::StrCat("%", node.name()));
+  return out;
 }
 
 c10::IValue Transformer::call_function(const Node& node, const Target& target,
                                        std::vector<c10::IValue> args,
                                        IValueKwargs kwargs) {
-  // Sizes and their arithmetic are computed, not recorded: the trace
-  // generalizes them again from the dynamic dimensions.
+  // Sizes and their arithmetic are recorded as the same nodes.
+  if (tracer_ != nullptr && target.is_function() &&
+      is_sym_function(target.function()) && kwargs.empty() &&
+      args.size() == 2 && node.args().size() == 2) {
+    const Function& f = target.function();
+    if (&f == sym_size()) {
+      if (args[0].isTensor() && args[1].isInt()) {
+        auto [size, value] = tracer_->record_sym_size(
+            args[0].toTensor(), args[1].toInt(), node.name());
+        if (size != nullptr) sizes_[&node] = size;
+        return value;
+      }
+    } else {
+      Argument a = new_sizes(node.args()[0]);
+      Argument b = new_sizes(node.args()[1]);
+      c10::IValue value = f(args);
+      if ((a.contains_node() || b.contains_node()) && args[0].isInt() &&
+          args[1].isInt()) {
+        if (!a.contains_node()) a = args[0].toInt();
+        if (!b.contains_node()) b = args[1].toInt();
+        sizes_[&node] = tracer_->record_sym_call(&f, a, b, node.name());
+      }
+      return value;
+    }
+  }
   if (tracer_ != nullptr && target.is_function() &&
       &target.function() != getitem() && !is_sym_function(target.function())) {
     if (!kwargs.empty()) {

@@ -23,13 +23,17 @@
 //
 // Parameters stay get_attr nodes of the same names, leaf modules stay
 // call_module nodes and registered functions stay opaque calls; the nodes a
-// node becomes keep its module_path meta. The new
+// node becomes keep its module_path meta. Sizes computed in the graph
+// (sym_size and its arithmetic) stay nodes, and the calls that used them
+// use them again, unless an override computes with them as ints (the new
+// graph is then specialized to the example shapes and guards them). The new
 // GraphModule keeps the input guards and the traced training mode of the
 // old one (its graph keeps whatever the old one specialized).
 #pragma once
 
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "fx/trace/tracer.h"
 #include "interpreter/interpreter.h"
 
@@ -68,7 +72,13 @@ class Transformer : public Interpreter {
                           IValueKwargs kwargs) override;
 
  private:
+  // The sizes a node's args hold (old sym_* nodes), as the new graph's
+  // nodes: None where an arg holds no size.
+  Argument new_sizes(const Argument& old) const;
+
   Tracer* tracer_ = nullptr;
+  // Each sym_* node run so far, and the node it became in the new graph.
+  absl::flat_hash_map<const Node*, Node*> sizes_;
 };
 
 }  // namespace fx
