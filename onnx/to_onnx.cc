@@ -26,6 +26,7 @@
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/specialize_sizes.h"
 
 namespace fx {
 namespace {
@@ -138,6 +139,14 @@ class Exporter : public OnnxBuilder {
           absl::StrJoin(symbols, ", "),
           "), which the ONNX export does not write yet: trace without "
           "TraceOptions::dynamic to export fixed shapes"));
+    }
+    for (const Node* n : module_.graph().nodes()) {
+      if (!is_sym_call(*n)) continue;
+      throw GraphError(absl::StrCat(
+          "to_onnx: %", n->name(), " = ", n->target().to_string(),
+          " computes a size from the inputs, which the ONNX export does not "
+          "write yet: run specialize_sizes on the graph to export the "
+          "example's shapes"));
     }
     onnx::ModelProto model;
     model.set_ir_version(kIrVersion);
@@ -675,6 +684,15 @@ std::string to_onnx_string(const GraphModuleImpl& module,
     fuse_conv_bn(*folded);
     fold_constants(*folded);
     eliminate_dead_code(*folded);
+  }
+  // Sizes computed from the inputs (a TorchScript file's size arithmetic)
+  // are written as the example's, as torch.onnx writes fixed shapes unless
+  // asked otherwise; dynamic dimensions asked for are refused (Exporter).
+  bool sizes = false;
+  for (const Node* n : module.graph().nodes()) sizes = sizes || is_sym_call(*n);
+  if (sizes && dynamic_symbols(module.graph()).empty()) {
+    if (!folded) folded = module.copy();
+    specialize_sizes(*folded);
   }
   onnx::ModelProto model = Exporter(folded ? *folded : module, options).run();
   std::string bytes;

@@ -13,6 +13,7 @@
 #include "passes/fuse_conv_bn.h"
 #include "passes/normalize_args.h"
 #include "passes/remove_dropout.h"
+#include "passes/specialize_sizes.h"
 
 namespace fx {
 

@@ -1,0 +1,117 @@
+#include "passes/specialize_sizes.h"
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/function.h"
+#include "fx/runtime/graph_module.h"
+
+namespace fx {
+namespace {
+
+using Values = absl::flat_hash_map<const Node*, int64_t>;
+
+int64_t int_of(const Argument& a, const Values& values) {
+  return a.is_node() ? values.at(a.to_node()) : a.to_int();
+}
+
+// `a` with the size nodes in it replaced by their values.
+Argument with_values(const Argument& a, const Values& values) {
+  if (a.is_node()) {
+    auto it = values.find(a.to_node());
+    return it == values.end() ? a : Argument(it->second);
+  }
+  if (a.is_sequence()) {
+    std::vector<Argument> elements;
+    for (const Argument& e : a.elements()) {
+      elements.push_back(with_values(e, values));
+    }
+    return a.is_list() ? Argument::list(std::move(elements))
+                       : Argument::tuple(std::move(elements));
+  }
+  return a;
+}
+
+}  // namespace
+
+bool specialize_sizes(GraphModuleImpl& module) {
+  Graph& graph = module.graph();
+  // Every size's value first, so that a missing tensor_meta leaves the
+  // graph as it was.
+  Values values;
+  std::vector<Node*> sizes;
+  for (Node* n : graph.nodes()) {
+    if (!is_sym_call(*n)) continue;
+    const Function& f = n->target().function();
+    if (n->args().size() != 2) {
+      throw GraphError(absl::StrCat("specialize_sizes: %", n->name(),
+                                    " takes two arguments"));
+    }
+    int64_t value = 0;
+    if (&f == sym_size()) {
+      const Argument& tensor = n->args()[0];
+      const TensorMeta* meta =
+          tensor.is_node() ? tensor.to_node()->meta().get(kTensorMeta) : nullptr;
+      const int64_t d = n->args()[1].to_int();
+      if (meta == nullptr || d < 0 ||
+          d >= static_cast<int64_t>(meta->sizes.size())) {
+        throw GraphError(absl::StrCat(
+            "specialize_sizes: %", n->name(), " measures ",
+            tensor.to_string(),
+            ", whose example sizes are unknown (no tensor_meta): run "
+            "ShapeProp on the graph first"));
+      }
+      value = meta->sizes[d];
+    } else {
+      const int64_t a = int_of(n->args()[0], values);
+      const int64_t b = int_of(n->args()[1], values);
+      value = &f == sym_add()   ? a + b
+              : &f == sym_mul() ? a * b
+                                : floor_divide(a, b);
+    }
+    values[n] = value;
+    sizes.push_back(n);
+  }
+  for (Node* n : graph.nodes()) {
+    if (values.contains(n)) continue;
+    bool uses = false;
+    for (const Node* input : n->all_input_nodes()) {
+      uses = uses || values.contains(input);
+    }
+    if (!uses) continue;
+    std::vector<Argument> args;
+    for (const Argument& a : n->args()) args.push_back(with_values(a, values));
+    Kwargs kwargs;
+    for (const auto& [name, a] : n->kwargs()) {
+      kwargs.emplace_back(name, with_values(a, values));
+    }
+    n->set_args(std::move(args));
+    n->set_kwargs(std::move(kwargs));
+  }
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    graph.erase_node(*it);
+  }
+  // The shapes are now the example's.
+  bool dynamic = false;
+  for (Node* ph : graph.placeholders()) {
+    const InputGuard* guard = ph->meta().get(kGuard);
+    dynamic = dynamic || (guard != nullptr && !guard->dynamic.empty());
+  }
+  if (sizes.empty() && !dynamic) return false;
+  for (Node* ph : graph.placeholders()) {
+    InputGuard* guard = ph->meta().get_mutable(kGuard);
+    if (guard == nullptr) continue;
+    if (guard->kind == InputGuard::Kind::kTensor &&
+        (!guard->check_sizes || !guard->dynamic.empty())) {
+      guard->check_sizes = true;
+      guard->dynamic.clear();
+    }
+    for (InputGuard& e : guard->elements) e.check_sizes = true;
+  }
+  module.recompile();
+  return true;
+}
+
+}  // namespace fx
