@@ -64,6 +64,21 @@ echo "not a model" > "$out/text.pt"
 check "a file that is no model is named" 1 "neither a TorchScript file" -- \
   "$fx" trace "$out/text.pt" --input=1x3
 
+/usr/bin/python3 "$models_script" "$out" causal_encoder_scripted \
+  control_flow_scripted > /dev/null
+check "a TorchScript file's size arithmetic is recorded" 0 \
+  "its size arithmetic recorded \([0-9]+ size nodes\): runs other shapes" -- \
+  "$fx" trace "$out/causal_encoder_scripted.pt" --input=2x16:int64 --print=none
+check "--specialize folds the sizes" 0 \
+  "specialized to the example shapes" -- \
+  "$fx" trace "$out/causal_encoder_scripted.pt" --input=2x16:int64 \
+  --specialize --print=none
+check "--specialize is for TorchScript files" 2 \
+  "--specialize applies to TorchScript files" -- \
+  "$fx" trace lenet --specialize
+check "what specialized a file is named" 0 \
+  "specialized to the example shapes \(a size used as a constant by prim::Loop at torchscript_models.py:[0-9]+\)" -- \
+  "$fx" trace "$out/control_flow_scripted.pt" --input=2x4 --print=none
 /usr/bin/python3 "$models_script" "$out" resnet18_traced > /dev/null
 check "TorchScript needs --input" 2 "give its example inputs" -- \
   "$fx" trace "$out/resnet18_traced.pt"

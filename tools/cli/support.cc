@@ -76,17 +76,21 @@ void print_stats(const Traced& t) {
             << "\n";
 }
 
-void add_dynamic_flag(Flags& flags, std::vector<std::string>* dynamic) {
-  flags.add("dynamic", dynamic,
+void ShapeFlags::add_to(Flags& flags) {
+  flags.add("dynamic", &dynamic,
             "dimensions of the inputs that vary from run to run, "
             "comma-separated, each SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]] "
             "(B:0:0:64 is input 0's dimension 0, up to 64); dimensions "
             "sharing a symbol are equal");
+  flags.add("specialize", &specialize,
+            "for a TorchScript MODEL.pt: fold the sizes it computes into the "
+            "graph and guard the example's shapes, instead of recording its "
+            "size arithmetic (which runs every shape TorchScript runs)");
 }
 
-std::vector<fx::DynamicDim> dynamic_dims(const std::vector<std::string>& specs) {
+std::vector<fx::DynamicDim> ShapeFlags::dynamic_dims() const {
   std::vector<fx::DynamicDim> out;
-  for (const std::string& spec : specs) {
+  for (const std::string& spec : dynamic) {
     std::vector<std::string> parts = absl::StrSplit(spec, ':');
     fx::DynamicDim d;
     int64_t input = 0;
@@ -131,7 +135,7 @@ bool is_zoo_model(const std::string& name) {
 // A TorchScript file traced on `input`, or a GraphModule file read back.
 fx::GraphModule load_file(const std::string& path,
                           const std::vector<std::string>& input,
-                          const std::vector<fx::DynamicDim>& dynamic) {
+                          const ShapeFlags& shapes) {
   std::string torchscript_error;
   torch::jit::Module script;
   try {
@@ -149,20 +153,43 @@ fx::GraphModule load_file(const std::string& path,
     script.eval();
     auto start = std::chrono::steady_clock::now();
     fx::TraceOptions options;
-    options.dynamic = dynamic;
-    fx::GraphModule module = fx::symbolic_trace(script, inputs, options);
+    options.dynamic = shapes.dynamic_dims();
+    options.specialize_sizes = shapes.specialize;
+    fx::TraceStats stats;
+    fx::GraphModule module =
+        fx::symbolic_trace(script, inputs, options, &stats);
+    int64_t sizes = 0;
+    for (const fx::Node* n : module->graph().nodes()) {
+      sizes += fx::is_sym_call(*n);
+    }
+    std::string shapes;
+    if (stats.traces > 1) {
+      shapes = "generalized over its dynamic dimensions from 3 traces";
+    } else if (stats.read_sizes) {
+      shapes = "specialized to the example shapes";
+      if (!stats.specialized_by.empty()) {
+        shapes += " (a size used as a constant by " + stats.specialized_by + ")";
+      }
+    } else if (sizes > 0) {
+      shapes = absl::StrCat("its size arithmetic recorded (", sizes,
+                            " size nodes): runs other shapes");
+    } else {
+      shapes = "not specialized to the example shapes";
+    }
     std::cerr << "traced TorchScript " << path << " in "
               << milliseconds_since(start) << " ms: "
-              << module->graph().size() << " nodes\n";
+              << module->graph().size() << " nodes; " << shapes << "\n";
     return module;
   }
   try {
     fx::GraphModule module = fx::load(path);
-    if (!dynamic.empty()) {
-      throw UsageError(path +
-                       " is a GraphModule file, already traced: --dynamic "
-                       "applies when tracing a bundled model or a "
-                       "TorchScript file");
+    if (!shapes.dynamic.empty() || shapes.specialize) {
+      throw UsageError(path + " is a GraphModule file, already traced: " +
+                       (shapes.specialize ? "--specialize applies when "
+                                            "tracing a TorchScript file"
+                                          : "--dynamic applies when tracing "
+                                            "a bundled model or a "
+                                            "TorchScript file"));
     }
     std::cerr << "loaded " << path << ": " << module->graph().size()
               << " nodes\n";
@@ -180,14 +207,14 @@ fx::GraphModule load_file(const std::string& path,
 fx::GraphModule open_file(const std::string& name,
                           const std::vector<std::string>& input,
                           std::vector<c10::IValue>* inputs,
-                          const std::vector<fx::DynamicDim>& dynamic = {}) {
+                          const ShapeFlags& shapes = {}) {
   if (!std::ifstream(name).good()) {
     throw UsageError("'" + name +
                      "' is neither a bundled model (`fx zoo` lists them) nor "
                      "a readable file");
   }
   *inputs = example_inputs(input);
-  return load_file(name, input, dynamic);
+  return load_file(name, input, shapes);
 }
 
 }  // namespace
@@ -195,14 +222,19 @@ fx::GraphModule open_file(const std::string& name,
 fx::GraphModule open_model(const std::string& name,
                            const std::vector<std::string>& input,
                            std::vector<c10::IValue>* inputs,
-                           const std::vector<fx::DynamicDim>& dynamic) {
+                           const ShapeFlags& shapes) {
   if (is_zoo_model(name)) {
-    Traced t = trace_zoo_model(name, dynamic);
+    if (shapes.specialize) {
+      throw UsageError("--specialize applies to TorchScript files: " + name +
+                       " is C++, whose sizes are always specialized unless "
+                       "--dynamic names them");
+    }
+    Traced t = trace_zoo_model(name, shapes.dynamic_dims());
     print_stats(t);
     *inputs = t.model.example_inputs;
     return t.module;
   }
-  return open_file(name, input, inputs, dynamic);
+  return open_file(name, input, inputs, shapes);
 }
 
 fx::GraphModule open_model_in_eval_mode(const std::string& name,

@@ -41,19 +41,27 @@ void add_input_flag(Flags& flags, std::vector<std::string>* input);
 std::vector<c10::IValue> example_inputs(const std::vector<std::string>& specs);
 
 // --dynamic: dimensions that vary, comma-separated, each
-// SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]] ("B:0:0:64,T:0:1:512").
-void add_dynamic_flag(Flags& flags, std::vector<std::string>* dynamic);
-// Throws UsageError naming a spec that does not parse.
-std::vector<fx::DynamicDim> dynamic_dims(const std::vector<std::string>& specs);
+// SYMBOL:INPUT:DIM[:MAX[:MULTIPLE_OF]] ("B:0:0:64,T:0:1:512"); and
+// --specialize: a TorchScript file's sizes folded into the graph
+// (TraceOptions::specialize_sizes).
+struct ShapeFlags {
+  std::vector<std::string> dynamic;
+  bool specialize = false;
+
+  void add_to(Flags& flags);
+  // Throws UsageError naming a --dynamic spec that does not parse.
+  std::vector<fx::DynamicDim> dynamic_dims() const;
+};
 
 // A bundled model traced (its statistics printed), or a file read: a
 // TorchScript file traced on `input`, or a GraphModule file. `inputs` gets
 // the example inputs when known. Throws UsageError when `name` names
-// neither, or a TorchScript file comes without `input`.
+// neither, or a TorchScript file comes without `input`, or `shapes` asks
+// what the model's kind does not take.
 fx::GraphModule open_model(const std::string& name,
                            const std::vector<std::string>& input,
                            std::vector<c10::IValue>* inputs,
-                           const std::vector<fx::DynamicDim>& dynamic = {});
+                           const ShapeFlags& shapes = {});
 
 // The same, but a bundled model is traced in eval mode through
 // models::trace_zoo_model, quietly (what pipeline stages and branches cut).

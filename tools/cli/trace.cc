@@ -84,7 +84,7 @@ class Trace : public Command {
                 "(opset 17) to this file (fx::to_onnx), checked by ONNX's "
                 "checker with full shape inference");
     add_input_flag(flags(), &input_);
-    add_dynamic_flag(flags(), &dynamic_);
+    shapes_.add_to(flags());
   }
 
  private:
@@ -93,7 +93,7 @@ class Trace : public Command {
     check_passes(passes_);
     std::vector<c10::IValue> inputs;
     fx::GraphModule module =
-        open_model(args[0], input_, &inputs, dynamic_dims(dynamic_));
+        open_model(args[0], input_, &inputs, shapes_);
     const size_t nodes_before = module->graph().size();
     if (!passes_.empty()) {
       if (before_) {
@@ -140,7 +140,7 @@ class Trace : public Command {
   std::string torchscript_;
   std::string onnx_;
   std::vector<std::string> input_;
-  std::vector<std::string> dynamic_;
+  ShapeFlags shapes_;
 };
 
 }  // namespace
