@@ -7,6 +7,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/runtime/graph_module.h"
+#include "fx/runtime/guards.h"
 
 namespace fx {
 namespace {
@@ -89,6 +90,19 @@ bool specialize_sizes(GraphModuleImpl& module) {
     }
     n->set_args(std::move(args));
     n->set_kwargs(std::move(kwargs));
+  }
+  // Checks of sizes (fx_guard::check_size) hold at the example's.
+  for (Node* n : graph.nodes().to_vector()) {
+    if (n->op() != Opcode::kCallFunction || !n->target().is_operator() ||
+        n->target().op().schema().name() != "fx_guard::check_size" ||
+        n->args().size() != 4 || !n->args()[0].is_int() ||
+        !n->args()[1].is_int() || !n->args()[2].is_string()) {
+      continue;
+    }
+    if (size_relation_holds(n->args()[0].to_int(), n->args()[1].to_int(),
+                            n->args()[2].to_string_ref())) {
+      graph.erase_node(n);
+    }
   }
   for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
     graph.erase_node(*it);

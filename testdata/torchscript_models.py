@@ -168,6 +168,37 @@ class Patches(torch.nn.Module):
             .permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w) + x.numel() % 7
 
 
+class GuardsLength(torch.nn.Module):
+    """Asserts and branches on sizes: the feature size checked as nn.LSTM
+    checks it, the length against a positional table."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(1, 32, 8))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        torch._assert(C == 8, "expected 8 features")
+        if T > 32:
+            raise ValueError("longer than the positional table")
+        return x + self.pos[:, :T]
+
+
+class LstmLanguageModel(torch.nn.Module):
+    """A 2-layer LSTM language model: nn.LSTM's scripted forward reads the
+    batch size for its zero state and checks the input's sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 16)
+        self.lstm = torch.nn.LSTM(16, 32, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(32, 100)
+
+    def forward(self, ids):
+        h, _ = self.lstm(self.embed(ids))
+        return self.head(h)
+
+
 def _tokens():
     return torch.randint(0, 100, (2, 16))
 
@@ -219,6 +250,8 @@ MODELS = {
     "causal_encoder_traced": (lambda: TokenEncoder(True), "trace"),
     "patches_scripted": (lambda: Patches(), "script"),
     "patches_traced": (lambda: Patches(), "trace"),
+    "guards_length_scripted": (lambda: GuardsLength(), "script"),
+    "lstm_lm_scripted": (lambda: LstmLanguageModel(), "script"),
 }
 
 # Example inputs other than _image().
@@ -228,6 +261,7 @@ EXAMPLES = {
     "causal_encoder_traced": _tokens,
     "patches_scripted": lambda: torch.randn(1, 3, 8, 12),
     "patches_traced": lambda: torch.randn(1, 3, 8, 12),
+    "lstm_lm_scripted": _tokens,
 }
 
 # Traced classification models for the inference lowering's tests and

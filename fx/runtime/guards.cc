@@ -287,7 +287,36 @@ void check_value_input(const c10::IValue& value, const std::string& name,
   check_value(value, describe_input(name, index), expected);
 }
 
+bool size_relation_holds(int64_t a, int64_t b, const std::string& relation) {
+  if (relation == "==") return a == b;
+  if (relation == "!=") return a != b;
+  if (relation == "<") return a < b;
+  if (relation == "<=") return a <= b;
+  if (relation == ">") return a > b;
+  if (relation == ">=") return a >= b;
+  throw GraphError(absl::StrCat("fx_guard::check_size: '", relation,
+                                "' is not ==, !=, <, <=, > or >="));
+}
+
+std::string size_check_failure(const std::string& module,
+                               const std::string& what, const std::string& a,
+                               const std::string& b, const std::string& then) {
+  return guard_failure_message(
+      module,
+      absl::StrCat("has sizes the trace did not allow: ", what,
+                   " held while tracing, but not for ", a, " and ", b),
+      then);
+}
+
 namespace {
+
+void check_size(int64_t a, int64_t b, c10::string_view relation,
+                c10::string_view what) {
+  if (!size_relation_holds(a, b, std::string(relation))) {
+    throw GuardError(size_check_failure("GraphModule", std::string(what),
+                                        std::to_string(a), std::to_string(b)));
+  }
+}
 
 void check_not_equal(const at::Tensor& a, const at::Tensor& b,
                      c10::string_view what) {
@@ -306,10 +335,14 @@ void check_not_equal(const at::Tensor& a, const at::Tensor& b,
 //
 //   fx_guard::check_not_equal(%query, %key, "torch::equal(query, key) was
 //   false while tracing")
+//
+// and for comparisons of sizes (fx::size_relation_holds).
 TORCH_LIBRARY(fx_guard, m) {
   m.def("check_not_equal(Tensor a, Tensor b, str what) -> ()");
+  m.def("check_size(int a, int b, str relation, str what) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(fx_guard, CompositeExplicitAutograd, m) {
   m.impl("check_not_equal", &fx::check_not_equal);
+  m.impl("check_size", &fx::check_size);
 }

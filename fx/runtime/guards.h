@@ -74,6 +74,22 @@ void check_input(const InputGuard& guard, const c10::IValue& value,
 // order of first appearance; empty for a graph specialized to its shapes.
 std::vector<std::string> dynamic_symbols(const Graph& graph);
 
+// A comparison of sizes that held while tracing (`relation` is "==", "!=",
+// "<", "<=", ">" or ">="): a TorchScript branch or assert on sizes, kept in
+// the graph as a check instead of specializing it:
+//
+//   fx_guard::check_size(%T, 512, "<=", "%T <= 512 (TorchScript's aten::le
+//   at model.py:30)")
+//
+// Whether `a relation b` holds; throws fx::GraphError for another relation.
+bool size_relation_holds(int64_t a, int64_t b, const std::string& relation);
+// "<module> has sizes the trace did not allow: <what> held while tracing,
+// but not for <a> and <b>; ...".
+std::string size_check_failure(const std::string& module,
+                               const std::string& what,
+                               const std::string& a, const std::string& b,
+                               const std::string& then = "");
+
 // The wording of the checks above, shared by the checks fx::to_torchscript
 // writes into an exported forward. `who` names the input ("input 0 ('x')",
 // "input 0 ('xs')[1]"); `actual` is its value as text, or "{}" where

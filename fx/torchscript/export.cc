@@ -107,6 +107,37 @@ class Exporter {
     graph_->insert(c10::prim::RaiseException, {text});
   }
 
+  // fx_guard::check_size(a, b, relation, what) as TorchScript:
+  //   if not a <relation> b: raise Exception("... {} and {} ...".format(a, b))
+  void check_size(const Node& n) {
+    if (n.args().size() != 4 || !n.args()[2].is_string() ||
+        !n.args()[3].is_string()) {
+      fail(n, "fx_guard::check_size takes (a, b, relation, what)");
+    }
+    static const std::map<std::string, c10::Symbol> kRelations = {
+        {"==", c10::aten::eq}, {"!=", c10::aten::ne}, {"<", c10::aten::lt},
+        {"<=", c10::aten::le}, {">", c10::aten::gt},  {">=", c10::aten::ge}};
+    auto relation = kRelations.find(n.args()[2].to_string_ref());
+    if (relation == kRelations.end()) {
+      fail(n, "fx_guard::check_size: an unknown relation");
+    }
+    JitValue* a = value(n, n.args()[0]);
+    JitValue* b = value(n, n.args()[1]);
+    JitValue* failed = graph_->insert(
+        c10::aten::__not__, {graph_->insert(relation->second, {a, b})});
+    torch::jit::Node* branch =
+        graph_->insertNode(graph_->create(c10::prim::If, {failed}, 0));
+    torch::jit::WithInsertPoint in_then(branch->addBlock());
+    branch->addBlock();
+    JitValue* text = graph_->insert(
+        c10::Symbol::fromQualString("aten::format"),
+        {graph_->insertConstant(size_check_failure(
+             "fx::to_torchscript module", n.args()[3].to_string_ref(), "{}",
+             "{}", " and export it again")),
+         a, b});
+    graph_->insert(c10::prim::RaiseException, {text});
+  }
+
   JitValue* differs(JitValue* actual, JitValue* expected) {
     return graph_->insert(c10::aten::ne, {actual, expected});
   }
@@ -318,6 +349,11 @@ class Exporter {
                                            c10::StringType::get(), value_type,
                                            keys, values))
                         ->output();
+      return;
+    }
+    if (n.op() == Opcode::kCallFunction && n.target().is_operator() &&
+        n.target().op().schema().name() == "fx_guard::check_size") {
+      check_size(n);
       return;
     }
     if (is_sym_call(n)) {

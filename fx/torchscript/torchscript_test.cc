@@ -13,6 +13,7 @@
 #include "fx/torchscript/internal/torchscript_interpreter.h"
 #include "interpreter/transformer.h"
 #include "lowering/optimize_for_inference.h"
+#include "passes/specialize_sizes.h"
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
@@ -344,6 +345,28 @@ TEST_CASE("size arithmetic in traced files (prim::NumToTensor) is recorded") {
   CHECK(fixed->graph().to_string().find("sym_") == std::string::npos);
 }
 
+TEST_CASE("branches and asserts on sizes become checks in the graph") {
+  torch::jit::Module script =
+      torch::jit::load(model_path("guards_length_scripted"));
+  fx::GraphModule gm = fx::symbolic_trace(script, {torch::randn({2, 16, 8})});
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK_THAT(printed, Catch::Contains("fx_guard::check_size"));
+  // What TorchScript raises for, the graph refuses, naming the check.
+  CHECK_THROWS_WITH(gm(torch::randn({2, 33, 8})),
+                    Catch::Contains("%T <= 32") &&
+                        Catch::Contains("held while tracing, but not for 33 "
+                                        "and 32"));
+  CHECK_THROWS_AS(gm(torch::randn({2, 16, 9})), fx::GuardError);
+  torch::jit::Module exported = fx::to_torchscript(gm);
+  CHECK_THROWS_WITH(exported.forward({torch::randn({2, 33, 8})}),
+                    Catch::Contains("%T <= 32"));
+  // Folded to the example's sizes (the ONNX export's view), no check is left.
+  fx::GraphModule fixed = fx::symbolic_trace(script, {torch::randn({2, 16, 8})});
+  CHECK(fx::specialize_sizes(*fixed));
+  CHECK(fixed->graph().to_string().find("check_size") == std::string::npos);
+}
+
 TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
   // Scripted and traced files that read sizes: token models at other
   // batches and lengths, image patches at other sides.
@@ -365,6 +388,10 @@ TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
       {"patches_traced",
        {torch::randn({1, 3, 8, 12}), torch::randn({2, 3, 16, 4}),
         torch::randn({1, 5, 4, 4})}},
+      {"guards_length_scripted",
+       {torch::randn({2, 16, 8}), torch::randn({1, 32, 8}),
+        torch::randn({5, 1, 8})}},
+      {"lstm_lm_scripted", {tokens(2, 16), tokens(3, 5), tokens(1, 40)}},
   };
   for (const Case& c : cases) {
     INFO(c.name);

@@ -16,6 +16,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/operator.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -738,6 +739,44 @@ class Interpreter {
     if (list_op && count >= 1 && (in(0).isList() || in(0).isTuple())) {
       return element_step(s, frame);
     }
+    // Comparisons: the branch or assert they decide stays right as long as
+    // they come out as they did; the graph checks that instead of being
+    // specialized.
+    if (const char* relation = traced_relation(kind, false); relation && count == 2) {
+      if (in(0).isInt() && in(1).isInt()) {
+        run_operator(s, *frame);
+        c10::IValue outcome = std::move(stack_.back());
+        const bool holds = outcome.toBool();
+        check_size(s, *frame, 0, 1, -1, traced_relation(kind, holds));
+        set(std::move(outcome), Argument());
+        return true;
+      }
+      if (in(0).isList() && in(1).isList() &&
+          (kind == c10::aten::eq || kind == c10::aten::ne)) {
+        const auto a = in(0).toListRef();
+        const auto b = in(1).toListRef();
+        for (const c10::IValue& v : a) if (!v.isInt()) return false;
+        for (const c10::IValue& v : b) if (!v.isInt()) return false;
+        run_operator(s, *frame);
+        c10::IValue outcome = std::move(stack_.back());
+        if (a.size() == b.size()) {
+          // Equal lists stay equal element by element; unequal ones while
+          // the first element that differed still does.
+          size_t differs = a.size();
+          for (size_t i = 0; i < a.size() && differs == a.size(); ++i) {
+            if (a[i].toInt() != b[i].toInt()) differs = i;
+          }
+          for (size_t i = 0; i < a.size(); ++i) {
+            if (differs == a.size() || i == differs) {
+              check_size(s, *frame, 0, 1, static_cast<int64_t>(i),
+                         differs == a.size() ? "==" : "!=");
+            }
+          }
+        }
+        set(std::move(outcome), Argument());
+        return true;
+      }
+    }
     // Integer arithmetic.
     if (out_type->kind() == c10::TypeKind::IntType) {
       for (size_t i = 0; i < count; ++i) {
@@ -779,6 +818,49 @@ class Interpreter {
       return true;
     }
     return false;
+  }
+
+  // For a comparison `kind` whose outcome was `holds`, the relation that
+  // held ("<" for aten::lt that was true, ">=" for one that was false);
+  // nullptr for other kinds.
+  static const char* traced_relation(c10::Symbol kind, bool holds) {
+    if (kind == c10::aten::eq) return holds ? "==" : "!=";
+    if (kind == c10::aten::ne) return holds ? "!=" : "==";
+    if (kind == c10::aten::lt) return holds ? "<" : ">=";
+    if (kind == c10::aten::le) return holds ? "<=" : ">";
+    if (kind == c10::aten::gt) return holds ? ">" : "<=";
+    if (kind == c10::aten::ge) return holds ? ">=" : "<";
+    return nullptr;
+  }
+
+  // Records fx_guard::check_size of inputs `i` and `j` of `s` (their
+  // elements `element`, for lists), if either holds a size.
+  void check_size(const Step& s, const Frame& frame, size_t i, size_t j,
+                  int64_t element, const char* relation) {
+    auto operand = [&](size_t k) -> std::pair<int64_t, Argument> {
+      const c10::IValue& v = frame.values[s.inputs[k]];
+      const Argument* sizes = sizes_of(s, k, frame);
+      if (element < 0) {
+        return {v.toInt(), sizes ? *sizes : Argument(v.toInt())};
+      }
+      const int64_t value = v.toListRef()[element].toInt();
+      return {value, sizes ? sizes->elements().at(element) : Argument(value)};
+    };
+    auto [a, a_sizes] = operand(i);
+    auto [b, b_sizes] = operand(j);
+    if (!a_sizes.contains_node() && !b_sizes.contains_node()) return;
+    static const c10::OperatorHandle check =
+        c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
+                                                       "");
+    const std::string what =
+        absl::StrCat(a_sizes.to_string(), " ", relation, " ",
+                     b_sizes.to_string(), " (TorchScript's ", where(*s.node),
+                     ")");
+    tracer_->substitute_next(check.operator_name(),
+                             {{0, std::move(a_sizes)}, {1, std::move(b_sizes)}});
+    Stack stack{a, b, std::string(relation), what};
+    check.callBoxed(&stack);
+    tracer_->end_substitution(where(*s.node));
   }
 
   Argument add(const Argument& a, const Argument& b, const std::string& name) {
