@@ -11,6 +11,11 @@
 namespace fx {
 namespace {
 
+bool is_list_check(const Node& n) {
+  return n.op() == Opcode::kCallFunction && n.target().is_operator() &&
+         n.target().op().schema().name() == "fx_guard::check_length";
+}
+
 at::Tensor example_tensor(const InputGuard& guard, const TensorMeta* meta) {
   if (meta != nullptr) {
     return at::empty_strided(meta->sizes, meta->strides,
@@ -116,6 +121,10 @@ Transformer::Result Transformer::transform_graph(
   Tracer tracer(options);
   tracer_ = &tracer;
   sizes_.clear();
+  list_checks_ = false;
+  for (const Node* n : module_->graph().nodes()) {
+    list_checks_ = list_checks_ || is_list_check(*n);
+  }
   struct Reset {
     Tracer** tracer;
     absl::flat_hash_map<const Node*, Node*>* sizes;
@@ -162,6 +171,27 @@ Argument Transformer::new_sizes(const Argument& old) const {
 
 c10::IValue Transformer::run_node(const Node& node) {
   if (tracer_ == nullptr) return Interpreter::run_node(node);
+  // The new trace checks the lists the calls below return itself.
+  if (list_checks_ && is_list_check(node)) return c10::IValue();
+  bool lists = false;
+  if (list_checks_ && node.op() == Opcode::kCallFunction &&
+      node.target().is_operator()) {
+    for (const auto& r : node.target().op().schema().returns()) {
+      lists = lists || r.type()->kind() == c10::TypeKind::ListType;
+    }
+  }
+  if (lists) tracer_->check_list_lengths("%" + node.name());
+  struct EndChecks {
+    Tracer* tracer;
+    ~EndChecks() {
+      if (tracer == nullptr) return;
+      try {
+        tracer->check_list_lengths("");
+      } catch (const std::exception&) {
+        // No trace left to reset.
+      }
+    }
+  } end_checks{lists ? tracer_ : nullptr};
   // The sizes an operator call takes are the new graph's size nodes.
   std::vector<std::pair<size_t, Argument>> sizes;
   if (!sizes_.empty() && !is_sym_call(node)) {
@@ -189,11 +219,13 @@ c10::IValue Transformer::run_node(const Node& node) {
       }
       add(index, value);
     }
-    if (!sizes.empty()) {
-      tracer_->substitute_next(schema->operator_name(), std::move(sizes));
-    }
   }
+  // Ended below, whether or not a node took it.
   const bool substituted = !sizes.empty();
+  if (substituted) {
+    tracer_->substitute_next(node.target().op().schema().operator_name(),
+                             std::move(sizes));
+  }
   const std::string* path = node.meta().get(kModulePath);
   std::optional<detail::ModulePathScope> scope;
   if (path != nullptr) scope.emplace(tracer_, *path);

@@ -77,6 +77,9 @@ class Transformer : public Interpreter {
   Argument new_sizes(const Argument& old) const;
 
   Tracer* tracer_ = nullptr;
+  // Whether the graph checks the lengths of tensor lists
+  // (fx_guard::check_length): the new one then does too.
+  bool list_checks_ = false;
   // Each sym_* node run so far, and the node it became in the new graph.
   absl::flat_hash_map<const Node*, Node*> sizes_;
 };

@@ -7,6 +7,7 @@ benchmarks (run with Debian's /usr/bin/python3, torch 1.13, torchvision
 Writes OUT_DIR/<name>.pt for each name (default: all of MODELS; the
 CLASSIFICATION models only by name), and prints one line per file.
 """
+import math
 import os
 import sys
 
@@ -199,6 +200,38 @@ class LstmLanguageModel(torch.nn.Module):
         return self.head(h)
 
 
+class ChunkedQkv(torch.nn.Module):
+    """Attention whose q, k and v are chunks of one projection: how many
+    chunks there are follows from a size."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+
+
+class SumSteps(torch.nn.Module):
+    """A loop over the time steps unbind returns: unrolled by a trace, so
+    the number of steps is checked."""
+
+    def forward(self, x):
+        h = torch.zeros_like(x[:, 0])
+        for step in x.unbind(1):
+            h = torch.tanh(h + step)
+        return h
+
+
+class ScalesByWidth(torch.nn.Module):
+    """A float made from a size, as attention scales by sqrt(head_dim): the
+    graph is specialized to the example's shapes."""
+
+    def forward(self, x):
+        return x / math.sqrt(x.size(-1))
+
+
 def _tokens():
     return torch.randint(0, 100, (2, 16))
 
@@ -252,6 +285,10 @@ MODELS = {
     "patches_traced": (lambda: Patches(), "trace"),
     "guards_length_scripted": (lambda: GuardsLength(), "script"),
     "lstm_lm_scripted": (lambda: LstmLanguageModel(), "script"),
+    "chunked_qkv_scripted": (lambda: ChunkedQkv(), "script"),
+    "chunked_qkv_traced": (lambda: ChunkedQkv(), "trace"),
+    "sum_steps_scripted": (lambda: SumSteps(), "script"),
+    "scales_by_width_scripted": (lambda: ScalesByWidth(), "script"),
 }
 
 # Example inputs other than _image().
@@ -262,6 +299,7 @@ EXAMPLES = {
     "patches_scripted": lambda: torch.randn(1, 3, 8, 12),
     "patches_traced": lambda: torch.randn(1, 3, 8, 12),
     "lstm_lm_scripted": _tokens,
+    "chunked_qkv_traced": lambda: torch.randn(2, 5, 16),
 }
 
 # Traced classification models for the inference lowering's tests and

@@ -318,6 +318,17 @@ void check_size(int64_t a, int64_t b, c10::string_view relation,
   }
 }
 
+void check_list_length(const std::vector<at::Tensor>& list, int64_t length,
+                  c10::string_view what) {
+  if (static_cast<int64_t>(list.size()) != length) {
+    throw GuardError(guard_failure_message(
+        "GraphModule",
+        absl::StrCat("has sizes the trace did not allow: ", std::string(what),
+                     " returned ", length, " tensors while tracing, but ",
+                     list.size(), " now")));
+  }
+}
+
 void check_not_equal(const at::Tensor& a, const at::Tensor& b,
                      c10::string_view what) {
   if (a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
@@ -336,13 +347,19 @@ void check_not_equal(const at::Tensor& a, const at::Tensor& b,
 //   fx_guard::check_not_equal(%query, %key, "torch::equal(query, key) was
 //   false while tracing")
 //
-// and for comparisons of sizes (fx::size_relation_holds).
+// for comparisons of sizes (fx::size_relation_holds), and for the length of
+// a list of tensors an operator returned (chunk, split, unbind):
+//
+//   fx_guard::check_length(%chunk, 3, "aten::chunk (TorchScript's
+//   aten::chunk at model.py:20)")
 TORCH_LIBRARY(fx_guard, m) {
   m.def("check_not_equal(Tensor a, Tensor b, str what) -> ()");
   m.def("check_size(int a, int b, str relation, str what) -> ()");
+  m.def("check_length(Tensor[] list, int length, str what) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(fx_guard, CompositeExplicitAutograd, m) {
   m.impl("check_not_equal", &fx::check_not_equal);
   m.impl("check_size", &fx::check_size);
+  m.impl("check_length", &fx::check_list_length);
 }

@@ -138,6 +138,22 @@ class Exporter {
     graph_->insert(c10::prim::RaiseException, {text});
   }
 
+  // fx_guard::check_length(list, n, what) as TorchScript:
+  //   if len(list) != n: raise Exception("... {} now".format(len(list)))
+  void check_length(const Node& n) {
+    if (n.args().size() != 3 || !n.args()[1].is_int() ||
+        !n.args()[2].is_string()) {
+      fail(n, "fx_guard::check_length takes (list, length, what)");
+    }
+    JitValue* length = graph_->insert(c10::aten::len, {value(n, n.args()[0])});
+    raise_if(differs(length, graph_->insertConstant(n.args()[1].to_int())),
+             absl::StrCat("has sizes the trace did not allow: ",
+                          n.args()[2].to_string_ref(), " returned ",
+                          n.args()[1].to_int(),
+                          " tensors while tracing, but {} now"),
+             length);
+  }
+
   JitValue* differs(JitValue* actual, JitValue* expected) {
     return graph_->insert(c10::aten::ne, {actual, expected});
   }
@@ -354,6 +370,11 @@ class Exporter {
     if (n.op() == Opcode::kCallFunction && n.target().is_operator() &&
         n.target().op().schema().name() == "fx_guard::check_size") {
       check_size(n);
+      return;
+    }
+    if (n.op() == Opcode::kCallFunction && n.target().is_operator() &&
+        n.target().op().schema().name() == "fx_guard::check_length") {
+      check_length(n);
       return;
     }
     if (is_sym_call(n)) {

@@ -37,9 +37,12 @@
 //   B, T = ids.size()                   %B = sym_size(%ids, 0)
 //   h = h.view(B, T, 4, -1)             %view = aten::view(%h, [%B, %T, 4, -1])
 //
-// A size used as a constant (a branch or a loop count on it, a float made
-// from it, a list of tensors whose length follows from it) specializes the
-// graph to the example's shapes instead, which its guards then check
+// A comparison of sizes (an assert, a branch) becomes a check that it comes
+// out as it did while tracing (fx_guard::check_size, which raises
+// fx::GuardError), and so does the number of tensors a chunk, split or
+// unbind returned (fx_guard::check_length). A size used as a constant (a
+// loop count on it, a float made from it) specializes the graph to the
+// example's shapes instead, which its guards then check
 // (TraceStats::specialized_by names the TorchScript node);
 // TraceOptions::specialize_sizes asks for that always.
 #pragma once

@@ -361,6 +361,28 @@ TEST_CASE("branches and asserts on sizes become checks in the graph") {
   torch::jit::Module exported = fx::to_torchscript(gm);
   CHECK_THROWS_WITH(exported.forward({torch::randn({2, 33, 8})}),
                     Catch::Contains("%T <= 32"));
+  // A loop over unbind's tensors, unrolled: their number is checked.
+  torch::jit::Module steps = torch::jit::load(model_path("sum_steps_scripted"));
+  const at::Tensor x = torch::randn({2, 4, 3});
+  fx::GraphModule unrolled = fx::symbolic_trace(steps, {x});
+  CHECK(torch::equal(unrolled(x).toTensor(), steps.forward({x}).toTensor()));
+  const at::Tensor y = torch::randn({3, 4, 3});
+  CHECK(torch::equal(unrolled(y).toTensor(), steps.forward({y}).toTensor()));
+  CHECK_THROWS_WITH(unrolled(torch::randn({2, 5, 3})),
+                    Catch::Contains("aten::unbind") &&
+                        Catch::Contains("returned 4 tensors while tracing, "
+                                        "but 5 now"));
+  CHECK_THROWS_WITH(fx::to_torchscript(unrolled).forward({torch::randn({2, 5, 3})}),
+                    Catch::Contains("returned 4 tensors while tracing, but 5 now"));
+  // A float made from a size: specialized, and what did it is named.
+  torch::jit::Module scales =
+      torch::jit::load(model_path("scales_by_width_scripted"));
+  fx::TraceStats stats;
+  fx::GraphModule scaled =
+      fx::symbolic_trace(scales, {torch::randn({2, 4})}, {}, &stats);
+  CHECK(stats.read_sizes);
+  CHECK_THAT(stats.specialized_by, Catch::StartsWith("aten::sqrt at "));
+  CHECK_THROWS_AS(scaled(torch::randn({2, 9})), fx::GuardError);
   // Folded to the example's sizes (the ONNX export's view), no check is left.
   fx::GraphModule fixed = fx::symbolic_trace(script, {torch::randn({2, 16, 8})});
   CHECK(fx::specialize_sizes(*fixed));
@@ -373,6 +395,8 @@ TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
   struct Case {
     std::string name;
     std::vector<at::Tensor> inputs;  // the first is the example
+    // What the graph has that makes it generic.
+    std::string generic = "sym_size";
   };
   torch::manual_seed(7);
   auto tokens = [](int64_t b, int64_t t) {
@@ -392,6 +416,13 @@ TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
        {torch::randn({2, 16, 8}), torch::randn({1, 32, 8}),
         torch::randn({5, 1, 8})}},
       {"lstm_lm_scripted", {tokens(2, 16), tokens(3, 5), tokens(1, 40)}},
+      // The number of chunks is checked, not the shapes.
+      {"chunked_qkv_scripted",
+       {torch::randn({2, 5, 16}), torch::randn({1, 9, 16})},
+       "fx_guard::check_length"},
+      {"chunked_qkv_traced",
+       {torch::randn({2, 5, 16}), torch::randn({1, 9, 16})},
+       "fx_guard::check_length"},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -400,16 +431,20 @@ TEST_CASE("imported TorchScript runs every shape TorchScript runs") {
     fx::GraphModule gm = fx::symbolic_trace(script, {c.inputs[0]});
     const std::string printed = gm->graph().to_string();
     INFO(printed);
-    CHECK_THAT(printed, Catch::Contains("sym_size"));
+    CHECK_THAT(printed, Catch::Contains(c.generic));
     // Generated C++ reads the sizes from the tensors.
-    CHECK_THAT(gm->code(), Catch::Contains(".size("));
+    if (c.generic == "sym_size") {
+      CHECK_THAT(gm->code(), Catch::Contains(".size("));
+    } else {
+      CHECK_THAT(gm->code(), Catch::Contains(c.generic));
+    }
     std::stringstream file;
     fx::save(gm, file);
     fx::GraphModule loaded = fx::load(file);
     torch::jit::Module exported = fx::to_torchscript(gm);
     // A Transformer keeps the size nodes; the lowering keeps them working.
     fx::GraphModule transformed = fx::Transformer(gm).transform();
-    CHECK_THAT(transformed->graph().to_string(), Catch::Contains("sym_size"));
+    CHECK_THAT(transformed->graph().to_string(), Catch::Contains(c.generic));
     fx::GraphModule lowered = fx::symbolic_trace(script, {c.inputs[0]});
     fx::optimize_for_inference(*lowered);
     for (const at::Tensor& input : c.inputs) {

@@ -274,10 +274,18 @@ void Tracer::end_substitution(const std::string& reason) {
   }
 }
 
+void Tracer::check_list_lengths(const std::string& where) {
+  active_session("check_list_lengths").list_checks = where;
+}
+
 void Tracer::specialize_sizes(const std::string& reason) {
   Session& s = active_session("specialize_sizes");
-  if (!s.read_sizes) s.specialized_by = reason;
+  if (s.specialized_by.empty()) s.specialized_by = reason;
   s.read_sizes = true;
+}
+
+bool Tracer::sizes_specialized() const {
+  return active_session("sizes_specialized").read_sizes;
 }
 
 Argument Tracer::output_argument(const c10::IValue& value) {

@@ -207,6 +207,14 @@ class Tracer {
   // A size was used as a constant (a branch, a loop count, a float) by
   // `reason`: the trace is specialized to the inputs' sizes.
   void specialize_sizes(const std::string& reason);
+  // Whether the running trace is specialized to the inputs' sizes so far.
+  bool sizes_specialized() const;
+  // From now on in this trace, an operator returning a list of tensors
+  // (chunk, split, unbind: their number follows from a size) is followed by
+  // a check of that number (fx_guard::check_length) instead of specializing
+  // the trace; `where` describes the call that comes next, for the check's
+  // message. Empty `where`: back to specializing.
+  void check_list_lengths(const std::string& where);
 
   struct Session;
 

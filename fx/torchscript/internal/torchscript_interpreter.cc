@@ -330,7 +330,14 @@ class Interpreter {
   void run(const BlockPlan& block, Frame* frame) {
     for (const Step& s : block.steps) {
       try {
+        const bool specialized =
+            tracer_ == nullptr || tracer_->sizes_specialized();
         step(s, frame);
+        // A size read in the operator itself: the node is what did it.
+        if (!specialized && tracer_->sizes_specialized() &&
+            s.blocks.empty() && s.callee == nullptr) {
+          tracer_->specialize_sizes(where(*s.node));
+        }
       } catch (const Located&) {
         throw;
       } catch (const UnsupportedNode&) {
@@ -555,11 +562,29 @@ class Interpreter {
         tracer_->specialize_sizes(where(n));
         sizes.clear();
       }
-      if (!sizes.empty()) {
-        tracer_->substitute_next(s.schema->operator_name(), std::move(sizes));
-      }
     }
+    // Ended below, whether or not a node took it.
     const bool substituted = tracer_ != nullptr && !sizes.empty();
+    if (substituted) {
+      tracer_->substitute_next(s.schema->operator_name(), std::move(sizes));
+    }
+    bool lists = false;
+    for (const Value* out : n.outputs()) {
+      lists = lists || out->type()->kind() == c10::TypeKind::ListType;
+    }
+    lists = lists && tracer_ != nullptr;
+    if (lists) tracer_->check_list_lengths("TorchScript's " + where(n));
+    struct EndChecks {
+      Tracer* tracer;
+      ~EndChecks() {
+        if (tracer == nullptr) return;
+        try {
+          tracer->check_list_lengths("");
+        } catch (const std::exception&) {
+          // No trace left to reset.
+        }
+      }
+    } end_checks{lists ? tracer_ : nullptr};
     run_operator(s, *frame, inputs ? &*inputs : nullptr);
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       frame->values[s.outputs[i]] =
@@ -696,6 +721,31 @@ class Interpreter {
       std::optional<int64_t> value = int_in(in(0).toTensor());
       if (!value) return false;
       set(*value, it->second.sizes);
+      return true;
+    }
+    // Whether a value is None, and a cast of an optional: not its sizes.
+    if ((kind == c10::Symbol::aten("__is__") || kind == c10::aten::__isnot__) &&
+        count == 2) {
+      run_operator(s, *frame);
+      set(std::move(stack_.back()), Argument());
+      return true;
+    }
+    if (kind == prim::unchecked_cast && count == 1) {
+      run_operator(s, *frame);
+      const Argument* sizes = sizes_of(s, 0, *frame);
+      set(std::move(stack_.back()), sizes ? *sizes : Argument());
+      return true;
+    }
+    // A message formatted with sizes (torch._assert's f-string): it holds
+    // them, so that an operator taking it as an argument specializes the
+    // trace; a raise the trace does not take never reads it.
+    if (kind == c10::Symbol::aten("format")) {
+      std::vector<Argument> sizes;
+      for (size_t i = 0; i < count; ++i) {
+        if (const Argument* a = sizes_of(s, i, *frame)) sizes.push_back(*a);
+      }
+      run_operator(s, *frame);
+      set(std::move(stack_.back()), Argument::tuple(std::move(sizes)));
       return true;
     }
     // The length of a list of sizes: the rank, which is guarded.

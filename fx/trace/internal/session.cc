@@ -316,6 +316,7 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
     writes = writes || (p.alias_info() && p.alias_info()->isWrite());
   }
   if (!returns_tensors && !writes && !schema.returns().empty()) {
+    if (!read_sizes) specialized_by = op_name(op);
     read_sizes = true;
     for (auto& out : outputs) stack->push_back(std::move(out.value));
     return;
@@ -574,12 +575,24 @@ void Tracer::Session::push_outputs(
       }
       case internal::InferredOutput::Kind::kTensorList: {
         // How many tensors there are follows from sizes (unbind, split,
-        // chunk, ...), which C++ code then loops over: a size read.
-        if (!read_sizes) {
-          specialized_by = absl::StrCat(op_name(op), " (a list of tensors)");
-        }
-        read_sizes = true;
+        // chunk, ...), which C++ code then loops over: a size read, or,
+        // where the caller asked (Tracer::check_list_lengths), a check.
         Node* list = single ? node : getitem(node, r);
+        if (!list_checks.empty()) {
+          static const c10::OperatorHandle check =
+              c10::Dispatcher::singleton().findSchemaOrThrow(
+                  "fx_guard::check_length", "");
+          tracer->create_node(
+              Opcode::kCallFunction, Target(check),
+              {list, static_cast<int64_t>(out.tensors.size()),
+               absl::StrCat(op_name(op), " (", list_checks, ")")},
+              {}, "");
+        } else {
+          if (!read_sizes) {
+            specialized_by = absl::StrCat(op_name(op), " (a list of tensors)");
+          }
+          read_sizes = true;
+        }
         c10::List<at::Tensor> proxies;
         for (size_t i = 0; i < out.tensors.size(); ++i) {
           Node* item = getitem(list, static_cast<int64_t>(i));
@@ -758,6 +771,8 @@ void Tracer::Session::finish(const c10::IValue& out) {
     if (is_sym_call(**it) && (*it)->users().empty()) graph->erase_node(*it);
   }
   privatize_written_constants(*graph, tracer->attributes_);
+  // Size nodes no call took: their ints are constants of this trace.
+  if (substitution) read_sizes = true;
   tracer->stats_.read_sizes = read_sizes;
   tracer->stats_.specialized_by = read_sizes ? specialized_by : "";
   // What the traced code read of the inputs' sizes and layout is guarded.
