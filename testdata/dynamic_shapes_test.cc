@@ -459,6 +459,20 @@ TEST_CASE("a cache of specializations for what cannot be generalized") {
     CHECK(shared.made() == 4);
   }
 
+  SECTION("a capacity of 0 or no trace function is refused by name") {
+    fx::SpecializationOptions none;
+    none.capacity = 0;
+    CHECK_THROWS_WITH(
+        fx::SpecializationCache(
+            [&](const std::vector<c10::IValue>& inputs) {
+              return fx::symbolic_trace(branch, inputs, fx::TraceOptions{});
+            },
+            none),
+        Catch::Contains("capacity 0"));
+    CHECK_THROWS_WITH(fx::SpecializationCache(nullptr),
+                      Catch::Contains("no trace function"));
+  }
+
   SECTION("a trace that fails keeps nothing") {
     fx::SpecializationCache failing(
         [&](const std::vector<c10::IValue>& inputs) -> fx::GraphModule {

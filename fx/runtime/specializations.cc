@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/errors.h"
 #include "fx/ir/argument.h"
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
@@ -54,7 +55,14 @@ struct SpecializationCache::Entry {
 SpecializationCache::SpecializationCache(TraceFunction trace,
                                          SpecializationOptions options)
     : trace_(std::move(trace)), options_(std::move(options)) {
-  if (options_.capacity == 0) options_.capacity = 1;
+  if (options_.capacity == 0) {
+    throw GraphError(
+        "SpecializationCache: capacity 0 would keep no specialization (each "
+        "call would trace again): give a capacity of 1 or more");
+  }
+  if (!trace_) {
+    throw GraphError("SpecializationCache: no trace function given");
+  }
 }
 
 SpecializationCache::~SpecializationCache() = default;

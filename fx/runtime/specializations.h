@@ -38,7 +38,8 @@
 namespace fx {
 
 struct SpecializationOptions {
-  // Specializations kept; the least recently used is dropped past it.
+  // Specializations kept (1 or more); the least recently used is dropped
+  // past it.
   size_t capacity = 8;
   // Run on each new specialization before its first call (the user's
   // pipeline: fold_constants, optimize_for_inference, ...).
@@ -51,6 +52,7 @@ class SpecializationCache {
   // the C++ module or TorchScript module the cache keeps).
   using TraceFunction =
       std::function<GraphModule(const std::vector<c10::IValue>& inputs)>;
+  // Throws fx::GraphError for a capacity of 0 or no `trace`.
   explicit SpecializationCache(TraceFunction trace,
                                SpecializationOptions options = {});
   ~SpecializationCache();
