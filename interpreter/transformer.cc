@@ -156,17 +156,10 @@ Transformer::Result Transformer::transform_graph(
 }
 
 Argument Transformer::new_sizes(const Argument& old) const {
-  if (old.is_node()) {
-    auto it = sizes_.find(old.to_node());
+  return map_arg(old, [this](Node* n) {
+    auto it = sizes_.find(n);
     return it == sizes_.end() ? Argument() : Argument(it->second);
-  }
-  if (old.is_sequence()) {
-    std::vector<Argument> elements;
-    for (const Argument& e : old.elements()) elements.push_back(new_sizes(e));
-    return old.is_list() ? Argument::list(std::move(elements))
-                         : Argument::tuple(std::move(elements));
-  }
-  return old;
+  });
 }
 
 c10::IValue Transformer::run_node(const Node& node) {
@@ -180,18 +173,8 @@ c10::IValue Transformer::run_node(const Node& node) {
       lists = lists || r.type()->kind() == c10::TypeKind::ListType;
     }
   }
-  if (lists) tracer_->check_list_lengths("%" + node.name());
-  struct EndChecks {
-    Tracer* tracer;
-    ~EndChecks() {
-      if (tracer == nullptr) return;
-      try {
-        tracer->check_list_lengths("");
-      } catch (const std::exception&) {
-        // No trace left to reset.
-      }
-    }
-  } end_checks{lists ? tracer_ : nullptr};
+  Tracer::ListLengthChecks checks(lists ? tracer_ : nullptr,
+                                  lists ? "%" + node.name() : "");
   // The sizes an operator call takes are the new graph's size nodes.
   std::vector<std::pair<size_t, Argument>> sizes;
   if (!sizes_.empty() && !is_sym_call(node)) {
@@ -230,7 +213,9 @@ c10::IValue Transformer::run_node(const Node& node) {
   std::optional<detail::ModulePathScope> scope;
   if (path != nullptr) scope.emplace(tracer_, *path);
   c10::IValue out = Interpreter::run_node(node);
-  if (substituted) tracer_->end_substitution(absl::StrCat("%", node.name()));
+  if (substituted && tracer_->end_substitution()) {
+    tracer_->specialize_sizes(absl::StrCat("%", node.name()));
+  }
   return out;
 }
 

@@ -20,19 +20,10 @@ int64_t int_of(const Argument& a, const Values& values) {
 
 // `a` with the size nodes in it replaced by their values.
 Argument with_values(const Argument& a, const Values& values) {
-  if (a.is_node()) {
-    auto it = values.find(a.to_node());
-    return it == values.end() ? a : Argument(it->second);
-  }
-  if (a.is_sequence()) {
-    std::vector<Argument> elements;
-    for (const Argument& e : a.elements()) {
-      elements.push_back(with_values(e, values));
-    }
-    return a.is_list() ? Argument::list(std::move(elements))
-                       : Argument::tuple(std::move(elements));
-  }
-  return a;
+  return map_arg(a, [&values](Node* n) {
+    auto it = values.find(n);
+    return it == values.end() ? Argument(n) : Argument(it->second);
+  });
 }
 
 }  // namespace
@@ -66,11 +57,9 @@ bool specialize_sizes(GraphModuleImpl& module) {
       }
       value = meta->sizes[d];
     } else {
-      const int64_t a = int_of(n->args()[0], values);
-      const int64_t b = int_of(n->args()[1], values);
-      value = &f == sym_add()   ? a + b
-              : &f == sym_mul() ? a * b
-                                : floor_divide(a, b);
+      // The builtin itself, as the GraphModule runs it.
+      value = f({int_of(n->args()[0], values), int_of(n->args()[1], values)})
+                  .toInt();
     }
     values[n] = value;
     sizes.push_back(n);

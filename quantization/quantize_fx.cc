@@ -504,14 +504,7 @@ class Converter {
   }
 
   Argument map_fp(const Argument& a) {
-    if (a.is_node()) return fp(a.to_node());
-    if (a.is_sequence()) {
-      std::vector<Argument> out;
-      for (const Argument& e : a.elements()) out.push_back(map_fp(e));
-      return a.is_list() ? Argument::list(std::move(out))
-                         : Argument::tuple(std::move(out));
-    }
-    return a;
+    return map_arg(a, [this](Node* n) { return Argument(fp(n)); });
   }
 
   Node* copy_float(Node* n) {
