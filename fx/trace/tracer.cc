@@ -266,16 +266,26 @@ void Tracer::substitute_next(const c10::OperatorName& op,
   s.substitution = Session::Substitution{op, std::move(args)};
 }
 
-void Tracer::end_substitution(const std::string& reason) {
+bool Tracer::end_substitution() {
   Session& s = active_session("end_substitution");
-  if (s.substitution) {
-    s.substitution.reset();
-    specialize_sizes(reason);
+  if (!s.substitution) return false;
+  s.substitution.reset();
+  s.read_sizes = true;
+  return true;
+}
+
+Tracer::ListLengthChecks::ListLengthChecks(Tracer* tracer,
+                                           const std::string& where)
+    : tracer_(tracer) {
+  if (tracer_ != nullptr) {
+    tracer_->active_session("ListLengthChecks").list_checks = where;
   }
 }
 
-void Tracer::check_list_lengths(const std::string& where) {
-  active_session("check_list_lengths").list_checks = where;
+Tracer::ListLengthChecks::~ListLengthChecks() {
+  if (tracer_ != nullptr && tracer_->session_) {
+    tracer_->session_->list_checks.clear();
+  }
 }
 
 void Tracer::specialize_sizes(const std::string& reason) {

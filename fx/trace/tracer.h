@@ -201,20 +201,29 @@ class Tracer {
   // list): [%B, -1] for the literal [1, -1].
   void substitute_next(const c10::OperatorName& op,
                        std::vector<std::pair<size_t, Argument>> args);
-  // Ends substitute_next: a substitution that no node took specializes the
-  // trace, because of `reason` (the call, for TraceStats::specialized_by).
-  void end_substitution(const std::string& reason);
+  // Ends substitute_next. Returns whether no node took the substitution:
+  // the trace is then specialized (name the call with specialize_sizes).
+  bool end_substitution();
   // A size was used as a constant (a branch, a loop count, a float) by
   // `reason`: the trace is specialized to the inputs' sizes.
   void specialize_sizes(const std::string& reason);
   // Whether the running trace is specialized to the inputs' sizes so far.
   bool sizes_specialized() const;
-  // From now on in this trace, an operator returning a list of tensors
-  // (chunk, split, unbind: their number follows from a size) is followed by
-  // a check of that number (fx_guard::check_length) instead of specializing
-  // the trace; `where` describes the call that comes next, for the check's
-  // message. Empty `where`: back to specializing.
-  void check_list_lengths(const std::string& where);
+  // While it lives, an operator returning a list of tensors (chunk, split,
+  // unbind: their number follows from a size) is followed by a check of
+  // that number (fx_guard::check_length) instead of specializing the trace;
+  // `where` names the call, for the check's message. Without a tracer it
+  // does nothing.
+  class ListLengthChecks {
+   public:
+    ListLengthChecks(Tracer* tracer, const std::string& where);
+    ~ListLengthChecks();
+    ListLengthChecks(const ListLengthChecks&) = delete;
+    ListLengthChecks& operator=(const ListLengthChecks&) = delete;
+
+   private:
+    Tracer* tracer_;
+  };
 
   struct Session;
 

@@ -531,13 +531,13 @@ class Interpreter {
       // node. Without one, the operator computes for real (the size is a
       // constant of the trace).
       bool proxies = false;
-      for (size_t i = 0; i < s.inputs.size(); ++i) {
+      for (size_t i = 0; i < s.inputs.size() && !size_tensors_.empty(); ++i) {
         proxies = proxies || (in(i).isTensor() && in(i).toTensor().defined() &&
                               !in(i).toTensor().has_storage());
       }
       for (size_t i = 0; i < s.inputs.size(); ++i) {
         const c10::IValue& v = in(i);
-        if (v.isTensor()) {
+        if (v.isTensor() && !size_tensors_.empty()) {
           auto it = size_tensors_.find(v.toTensor().unsafeGetTensorImpl());
           if (it != size_tensors_.end() && !proxies) {
             constant = true;
@@ -573,25 +573,17 @@ class Interpreter {
       lists = lists || out->type()->kind() == c10::TypeKind::ListType;
     }
     lists = lists && tracer_ != nullptr;
-    if (lists) tracer_->check_list_lengths("TorchScript's " + where(n));
-    struct EndChecks {
-      Tracer* tracer;
-      ~EndChecks() {
-        if (tracer == nullptr) return;
-        try {
-          tracer->check_list_lengths("");
-        } catch (const std::exception&) {
-          // No trace left to reset.
-        }
-      }
-    } end_checks{lists ? tracer_ : nullptr};
+    Tracer::ListLengthChecks checks(
+        lists ? tracer_ : nullptr, lists ? "TorchScript's " + where(n) : "");
     run_operator(s, *frame, inputs ? &*inputs : nullptr);
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       frame->values[s.outputs[i]] =
           std::move(stack_[stack_.size() - s.outputs.size() + i]);
       if (!frame->sizes.empty()) frame->sizes[s.outputs[i]] = Argument();
     }
-    if (substituted) tracer_->end_substitution(where(n));
+    if (substituted && tracer_->end_substitution()) {
+      tracer_->specialize_sizes(where(n));
+    }
   }
 
   struct SizeTensor;
@@ -601,7 +593,9 @@ class Interpreter {
       static const c10::OperatorName scalar_tensor("aten::scalar_tensor", "");
       tracer_->substitute_next(scalar_tensor, {{0, t->sizes}});
       t->proxy = at::scalar_tensor(*int_in(t->tensor), t->tensor.options());
-      tracer_->end_substitution("aten::scalar_tensor");
+      if (tracer_->end_substitution()) {
+        tracer_->specialize_sizes("aten::scalar_tensor");
+      }
     }
     return t->proxy;
   }
@@ -773,7 +767,7 @@ class Interpreter {
       return true;
     }
     bool size_tensor = false;
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count && !size_tensors_.empty(); ++i) {
       size_tensor = size_tensor ||
                     (in(i).isTensor() &&
                      size_tensors_.contains(in(i).toTensor().unsafeGetTensorImpl()));
@@ -910,7 +904,7 @@ class Interpreter {
                              {{0, std::move(a_sizes)}, {1, std::move(b_sizes)}});
     Stack stack{a, b, std::string(relation), what};
     check.callBoxed(&stack);
-    tracer_->end_substitution(where(*s.node));
+    if (tracer_->end_substitution()) tracer_->specialize_sizes(where(*s.node));
   }
 
   Argument add(const Argument& a, const Argument& b, const std::string& name) {

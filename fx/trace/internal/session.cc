@@ -576,7 +576,7 @@ void Tracer::Session::push_outputs(
       case internal::InferredOutput::Kind::kTensorList: {
         // How many tensors there are follows from sizes (unbind, split,
         // chunk, ...), which C++ code then loops over: a size read, or,
-        // where the caller asked (Tracer::check_list_lengths), a check.
+        // where the caller asked (Tracer::ListLengthChecks), a check.
         Node* list = single ? node : getitem(node, r);
         if (!list_checks.empty()) {
           static const c10::OperatorHandle check =

@@ -64,7 +64,7 @@ struct Tracer::Session {
   };
   std::optional<Substitution> substitution;
   std::string specialized_by;  // TraceStats::specialized_by
-  std::string list_checks;     // Tracer::check_list_lengths
+  std::string list_checks;     // Tracer::ListLengthChecks
   bool read_layout = false;
   Session* enclosing = nullptr;
 
