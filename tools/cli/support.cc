@@ -61,6 +61,29 @@ Traced trace_zoo_model(const std::string& name,
   return t;
 }
 
+namespace {
+
+// What a trace's graph holds for other shapes, for the trace lines below.
+std::string describe_shapes(const fx::TraceStats& stats,
+                            const fx::Graph& graph) {
+  if (stats.traces > 1) {
+    return "generalized over its dynamic dimensions from 3 traces";
+  }
+  if (stats.read_sizes) {
+    return stats.specialized_by.empty()
+               ? "specialized to the example shapes"
+               : "specialized to the example shapes (a size used as a "
+                 "constant by " + stats.specialized_by + ")";
+  }
+  int64_t sizes = 0;
+  for (const fx::Node* n : graph.nodes()) sizes += fx::is_sym_call(*n);
+  return sizes > 0 ? absl::StrCat("its size arithmetic recorded (", sizes,
+                                  " size nodes): runs other shapes")
+                   : "not specialized to the example shapes";
+}
+
+}  // namespace
+
 void print_stats(const Traced& t) {
   std::cout << "traced " << t.model.name << " in " << t.milliseconds
             << " ms: " << t.stats.nodes << " nodes; output shapes from "
@@ -69,11 +92,7 @@ void print_stats(const Traced& t) {
             << " shape functions, " << t.stats.in_place
             << " in-place ops, and " << t.stats.real_kernel
             << " real kernels on zeros; "
-            << (t.stats.traces > 1
-                    ? "generalized over its dynamic dimensions from 3 traces"
-                : t.stats.read_sizes ? "specialized to the example shapes"
-                                     : "not specialized to the example shapes")
-            << "\n";
+            << describe_shapes(t.stats, t.module->graph()) << "\n";
 }
 
 void ShapeFlags::add_to(Flags& flags) {
@@ -158,27 +177,10 @@ fx::GraphModule load_file(const std::string& path,
     fx::TraceStats stats;
     fx::GraphModule module =
         fx::symbolic_trace(script, inputs, options, &stats);
-    int64_t sizes = 0;
-    for (const fx::Node* n : module->graph().nodes()) {
-      sizes += fx::is_sym_call(*n);
-    }
-    std::string shapes;
-    if (stats.traces > 1) {
-      shapes = "generalized over its dynamic dimensions from 3 traces";
-    } else if (stats.read_sizes) {
-      shapes = "specialized to the example shapes";
-      if (!stats.specialized_by.empty()) {
-        shapes += " (a size used as a constant by " + stats.specialized_by + ")";
-      }
-    } else if (sizes > 0) {
-      shapes = absl::StrCat("its size arithmetic recorded (", sizes,
-                            " size nodes): runs other shapes");
-    } else {
-      shapes = "not specialized to the example shapes";
-    }
     std::cerr << "traced TorchScript " << path << " in "
               << milliseconds_since(start) << " ms: "
-              << module->graph().size() << " nodes; " << shapes << "\n";
+              << module->graph().size() << " nodes; "
+              << describe_shapes(stats, module->graph()) << "\n";
     return module;
   }
   try {
