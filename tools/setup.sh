@@ -10,7 +10,11 @@
 # accuracy test), Gloo's headers (c10d's ProcessGroupGloo: the pipeline
 # across processes), Doxygen (the API reference, docs/Doxyfile) and ONNX
 # (libonnx-dev: the ONNX export's protobuf classes, checker and shape
-# inference; python3-onnx: Python's checker beside it); then ONNX Runtime
+# inference; python3-onnx: Python's checker beside it) and OpenBLAS
+# (libopenblas0-pthread: it takes over libblas.so.3 through Debian's
+# alternatives and so becomes libtorch's BLAS, as on any well-configured
+# machine; without it libtorch's matmuls run on the reference netlib BLAS,
+# 5-10x slower, and every figure we publish assumes it); then ONNX Runtime
 # from npm (below). Does nothing when all are there.
 set -euo pipefail
 
@@ -35,6 +39,7 @@ packages=(
   doxygen
   libonnx-dev
   python3-onnx
+  libopenblas0-pthread
 )
 
 missing=()
