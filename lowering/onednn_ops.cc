@@ -904,6 +904,118 @@ at::Tensor pack_linear_weight_meta(const at::Tensor& weight, at::IntArrayRef,
   return at::empty(weight.sizes(), weight.options());
 }
 
+// --- Batched matrix products (attention) ------------------------------------
+// self [..., M, K] @ other [..., K, N] of activations (attention's q @ k^T
+// and weights @ v), batch dimensions equal or 1 (broadcast), read in place
+// through their strides (the heads' views of a projection, a transposed
+// key), scaled by `scale` (an eltwise post-op).
+struct Matmul {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul primitive;
+  bool contiguous_inputs = false;  // strided ones had only the reference kernel
+};
+
+std::vector<int64_t> matmul_output_size(const char* op, at::IntArrayRef a,
+                                        at::IntArrayRef b) {
+  TORCH_CHECK(a.size() >= 2 && a.size() == b.size(), op,
+              ": self and other must have the same rank, 2 or more, got sizes ",
+              a, " and ", b);
+  const size_t rank = a.size();
+  TORCH_CHECK(a[rank - 1] == b[rank - 2], op, ": self's last size (",
+              a[rank - 1], ") must be other's second last (", b[rank - 2],
+              "), got sizes ", a, " and ", b);
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    TORCH_CHECK(a[i] == b[i] || a[i] == 1 || b[i] == 1, op,
+                ": batch sizes must be equal or 1, got sizes ", a, " and ", b);
+    out[i] = std::max(a[i], b[i]);
+  }
+  out[rank - 2] = a[rank - 2];
+  out[rank - 1] = b[rank - 1];
+  return out;
+}
+
+// A plain strided description of `t`, its size-1 dimensions given the
+// stride a dense tensor would have (any is right; oneDNN checks them).
+memory::desc strided_desc(const at::Tensor& t) {
+  memory::dims strides(t.strides().begin(), t.strides().end());
+  int64_t dense = 1;
+  for (int64_t i = t.dim() - 1; i >= 0; --i) {
+    if (t.size(i) == 1) strides[i] = dense;
+    dense *= t.size(i);
+  }
+  return memory::desc(dims_of(t.sizes()), DataType::f32, strides);
+}
+
+at::Tensor matmul(const at::Tensor& self, const at::Tensor& other,
+                  double scale) {
+  const char* op = "fx_onednn::matmul";
+  for (const at::Tensor* t : {&self, &other}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, op,
+                ": self and other must be float32 CPU tensors, got ",
+                t->toString());
+  }
+  const std::vector<int64_t> out_size =
+      matmul_output_size(op, self.sizes(), other.sizes());
+  at::Tensor dst = at::empty(out_size, self.options());
+  if (dst.numel() == 0) return dst;
+  if (self.size(-1) == 0) return dst.zero_();
+
+  std::string key;
+  for (const at::Tensor* t : {&self, &other}) {
+    append_key(&key, t->sizes());
+    append_key(&key, t->strides());
+  }
+  absl::StrAppend(&key, scale, "|", at::get_num_threads(), "|");
+  static PrimitiveCache<std::shared_ptr<const Matmul>> cache;
+  const auto made = cache.get(key, [&] {
+    dnnl::post_ops ops;
+    if (scale != 1.0) {
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear,
+                         static_cast<float>(scale), 0.f);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto make = [&](const memory::desc& a, const memory::desc& b) {
+      return dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(a, b, strided_desc(dst)), attr, cpu_engine());
+    };
+    dnnl::matmul::primitive_desc pd =
+        make(strided_desc(self), strided_desc(other));
+    bool contiguous_inputs = false;
+    if (is_reference(pd)) {
+      dnnl::matmul::primitive_desc dense = make(
+          strided_desc(self.contiguous()), strided_desc(other.contiguous()));
+      if (!is_reference(dense)) {
+        pd = dense;
+        contiguous_inputs = true;
+      }
+    }
+    return std::make_shared<const Matmul>(
+        Matmul{pd, dnnl::matmul(pd), contiguous_inputs});
+  });
+  const at::Tensor a = made->contiguous_inputs ? self.contiguous() : self;
+  const at::Tensor b = made->contiguous_inputs ? other.contiguous() : other;
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, a.data_ptr())},
+      {DNNL_ARG_WEIGHTS, memory(made->pd.weights_desc(), engine, b.data_ptr())},
+      {DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr())}};
+  const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+  last_kernel_name = made->pd.impl_info_str();
+  made->primitive.execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return dst;
+}
+
+at::Tensor matmul_meta(const at::Tensor& self, const at::Tensor& other,
+                       double) {
+  return at::empty(
+      matmul_output_size("fx_onednn::matmul", self.sizes(), other.sizes()),
+      self.options());
+}
+
 // --- Pooling (2-d, max and average) -----------------------------------------
 // aten's max_pool2d and avg_pool2d, to the element, on channels-last
 // activations: oneDNN's pooling reads them in place where aten's
@@ -1140,6 +1252,7 @@ TORCH_LIBRARY(fx_onednn, m) {
       "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
       "int groups, str activation=\"none\", float alpha=0., float beta=0.) "
       "-> Tensor");
+  m.def("matmul(Tensor self, Tensor other, float scale=1.) -> Tensor");
   m.def(
       "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
       "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
@@ -1157,6 +1270,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("linear", &linear);
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight);
   m.impl("conv_transpose", &conv_transpose);
+  m.impl("matmul", &matmul);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }
@@ -1166,7 +1280,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
-        "max_pool2d", "avg_pool2d"}) {
+        "matmul", "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -1179,6 +1293,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("linear", &linear_meta);
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight_meta);
   m.impl("conv_transpose", &conv_transpose_meta);
+  m.impl("matmul", &matmul_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
 }

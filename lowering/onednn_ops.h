@@ -24,6 +24,7 @@
 //       int[] stride, int[] padding, int[] output_padding, int[] dilation,
 //       int groups, str activation="none", float alpha=0., float beta=0.)
 //       -> Tensor
+//   fx_onednn::matmul(Tensor self, Tensor other, float scale=1.) -> Tensor
 //   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
 //       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
 //   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
@@ -47,7 +48,11 @@
 // the same in the residual's own memory (self = activation(self + conv)),
 // for a residual nothing reads afterwards. conv_transpose is aten's
 // transposed convolution (its weight [in, out / groups, kernel...], float32
-// only) on oneDNN's deconvolution. max_pool2d and avg_pool2d give
+// only) on oneDNN's deconvolution. matmul is aten::matmul of two float32
+// tensors of the same rank (batch sizes equal or 1, broadcast) times
+// `scale`, on oneDNN's matmul, reading both through their strides
+// (attention's heads, views of one projection, and a transposed key need
+// no copy); its output is contiguous. max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

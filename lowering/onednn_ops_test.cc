@@ -146,6 +146,33 @@ TEST_CASE("linear matches aten's linear, with activations") {
   }
 }
 
+TEST_CASE("matmul matches aten's through strides, broadcast and scale") {
+  at::manual_seed(3);
+  // Attention's heads: views of one projection [B, T, 3, H, d].
+  const at::Tensor qkv = at::randn({2, 7, 3, 4, 8}).permute({2, 0, 3, 1, 4});
+  const at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  check_close(call("fx_onednn::matmul", {q, k.transpose(-2, -1), 0.125}),
+              at::matmul(q, k.transpose(-2, -1)) * 0.125);
+  const at::Tensor weights = at::softmax(at::randn({2, 4, 7, 7}), -1);
+  check_close(call("fx_onednn::matmul", {weights, v}), at::matmul(weights, v));
+  // A batch size of 1 broadcasts; bmm's rank 3.
+  const at::Tensor shared = at::randn({1, 4, 8, 5});
+  check_close(call("fx_onednn::matmul", {q, shared}), at::matmul(q, shared));
+  const at::Tensor a = at::randn({3, 5, 6}), b = at::randn({3, 6, 2});
+  check_close(call("fx_onednn::matmul", {a, b}), at::bmm(a, b));
+  CHECK(call("fx_onednn::matmul", {at::randn({3, 0, 6}), b}).sizes() ==
+        at::IntArrayRef({3, 0, 2}));
+  // Bad shapes are errors that say what was wrong.
+  CHECK_THROWS_WITH(call("fx_onednn::matmul", {a, at::randn({3, 5, 2})}),
+                    Catch::Contains("must be other's second last"));
+  CHECK_THROWS_WITH(call("fx_onednn::matmul", {a, at::randn({2, 6, 2})}),
+                    Catch::Contains("batch sizes must be equal or 1"));
+  CHECK_THROWS_WITH(call("fx_onednn::matmul", {a, at::randn({6, 2})}),
+                    Catch::Contains("the same rank"));
+  CHECK_THROWS_WITH(call("fx_onednn::matmul", {a.to(at::kDouble), b}),
+                    Catch::Contains("float32 CPU tensors"));
+}
+
 TEST_CASE("bad weights and arguments are clear errors") {
   at::Tensor x = at::randn({1, 3, 8, 8});
   at::Tensor w = at::randn({4, 3, 3, 3});

@@ -14,6 +14,7 @@
 #include "fx/runtime/graph_module.h"
 #include "lowering/onednn_ops.h"
 #include "passes/cost_model.h"
+#include "passes/decompose.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
@@ -36,6 +37,11 @@ const std::vector<Fusion>& conv_fusions() {
 const std::vector<Fusion>& conv_transpose_fusions() {
   static const std::vector<Fusion> fusions = {
       Fusion::kConvTransposeActivation, Fusion::kConvTranspose};
+  return fusions;
+}
+const std::vector<Fusion>& matmul_fusions() {
+  static const std::vector<Fusion> fusions = {Fusion::kMatmulScale,
+                                              Fusion::kMatmul};
   return fusions;
 }
 const std::vector<Fusion>& linear_fusions() {
@@ -110,6 +116,12 @@ class Lowering {
       if (options_.lower_linear) {
         if (auto m = match_fusion(module_, *n, linear_fusions())) {
           lower_linear(*m);
+          continue;
+        }
+      }
+      if (options_.lower_matmul && !options_.bf16) {
+        if (auto m = match_fusion(module_, *n, matmul_fusions())) {
+          lower_matmul(*m);
         }
       }
     }
@@ -508,6 +520,15 @@ class Lowering {
     ++report_.linear;
   }
 
+  // Attention's products of activations, their scale fused.
+  void lower_matmul(const FusionMatch& m) {
+    std::vector<Argument> args = {m.matmul->self, m.matmul->other};
+    if (m.fusion == Fusion::kMatmulScale) args.push_back(m.scale);
+    replace(m.root(), std::vector<Node*>(m.nodes.begin() + 1, m.nodes.end()),
+            "fx_onednn::matmul", std::move(args), false);
+    ++report_.matmul;
+  }
+
   // Operators whose output keeps a channels-last input's layout.
   static bool keeps_layout(const Node& n) {
     return n.is_call_to(
@@ -706,8 +727,10 @@ class Lowering {
 }  // namespace
 
 std::string InferenceReport::to_string() const {
-  return absl::StrCat(convolutions, " convolutions and ", linear,
-                      " linear layers lowered to oneDNN, ", fused_activations,
+  return absl::StrCat(attention, " fused attention ops split, ", convolutions,
+                      " convolutions and ", linear,
+                      " linear layers and ", matmul,
+                      " matmuls lowered to oneDNN, ", fused_activations,
                       " activations and ", fused_sums,
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,
@@ -721,6 +744,17 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
   InferenceReport report;
   if (module.traced_training().value_or(false)) {
     return report;
+  }
+  if (options.split_attention) {
+    for (const Node* n : module.graph().nodes()) {
+      if (n->is_call_to({"aten::_transformer_encoder_layer_fwd",
+                         "aten::_native_multi_head_attention"})) {
+        ++report.attention;
+      }
+    }
+    if (report.attention > 0) {
+      decompose(module, fused_attention_decompositions());
+    }
   }
   if (options.fold) {
     remove_dropout(module);
@@ -752,6 +786,7 @@ const bool registered = [] {
   price_as("fx_onednn::conv_add_", "aten::conv2d");
   price_as("fx_onednn::conv_transpose", "aten::conv_transpose2d");
   price_as("fx_onednn::linear", "aten::linear");
+  price_as("fx_onednn::matmul", "aten::matmul");
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
   register_pass({"optimize_for_inference",

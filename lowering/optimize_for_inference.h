@@ -2,8 +2,10 @@
 // experimental.optimization.optimize_for_inference, done with fused
 // oneDNN primitives): for an eval-mode float32 CPU graph,
 //
-//   1. batch norms fold into the convolutions and linear layers before
-//      them, dropouts go, what depends only on weights is folded;
+//   1. PyTorch's fused transformer ops split into their parts (projections,
+//      attention, layer norms, feed-forward layers); batch norms fold into
+//      the convolutions and linear layers before them, dropouts go, what
+//      depends only on weights is folded;
 //   2. each convolution (1-, 2-, 3-d, grouped and depthwise included) and
 //      each linear layer (aten::linear, addmm of a constant weight, matmul
 //      by a constant 2-d weight, each also of t() of one: the fusions of
@@ -13,6 +15,9 @@
 //      activation after it (relu, leaky_relu, relu6 / hardtanh / clamp,
 //      hardswish, silu, sigmoid, tanh, gelu) when nothing else reads what
 //      they replace;
+//      the products of two activations (attention's q @ k^T and
+//      weights @ v: matmul, bmm) become fx_onednn::matmul, the scale after
+//      them fused;
 //   3. activations stay channels-last from one lowered convolution to the
 //      next, through the operators that keep that layout (pooling,
 //      elementwise, cat, batch_norm, ...); an aten::contiguous converts
@@ -53,9 +58,18 @@ namespace fx {
 struct InferenceOptions {
   // Fold batch norms, drop dropouts and fold constants first.
   bool fold = true;
+  // Split PyTorch's fused transformer ops (aten::_transformer_encoder_layer_fwd,
+  // aten::_native_multi_head_attention: what nn.TransformerEncoderLayer and
+  // nn.MultiheadAttention run in eval mode) into their parts first
+  // (passes/decompose.h), so that their linear layers are lowered.
+  bool split_attention = true;
   // Lower convolutions and linear layers to oneDNN.
   bool lower_convolutions = true;
   bool lower_linear = true;
+  // Products of two activations of rank 3 or more (attention's q @ k^T
+  // and weights @ v, matmul or bmm) on oneDNN's matmul, read through their
+  // strides, a scale after them fused (float32 only).
+  bool lower_matmul = true;
   // Run max and average pooling between lowered convolutions on oneDNN.
   bool lower_pooling = true;
   // Add a residual into its own memory where nothing reads it afterwards
@@ -84,8 +98,10 @@ struct InferenceOptions {
 
 // What optimize_for_inference did.
 struct InferenceReport {
+  int attention = 0;          // fused transformer ops split into their parts
   int convolutions = 0;       // lowered to fx_onednn::conv
   int linear = 0;             // lowered to fx_onednn::linear
+  int matmul = 0;             // lowered to fx_onednn::matmul
   int fused_activations = 0;  // activations absorbed as post-ops
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory

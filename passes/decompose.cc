@@ -1,6 +1,9 @@
 #include "passes/decompose.h"
 
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -129,6 +132,119 @@ const DecompositionTable& default_decompositions() {
       if (!(beta.isIntegral(false) && beta.toLong() == 1)) self = self * beta;
       return c10::IValue(self + product);
     });
+    return t;
+  }();
+  return *table;
+}
+
+namespace {
+
+c10::optional<at::Tensor> optional_tensor(const c10::IValue& v) {
+  if (v.isNone()) return c10::nullopt;
+  return v.toTensor();
+}
+
+c10::optional<int64_t> optional_int(const c10::IValue& v) {
+  if (v.isNone()) return c10::nullopt;
+  return v.toInt();
+}
+
+// at::native::native_multi_head_attention_cpu by its parts. q, k and v are
+// [B, T, E]; the heads [B, H, T, E / H] are views of the projections.
+std::tuple<at::Tensor, at::Tensor> attention_by_parts(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    int64_t embed_dim, int64_t heads, const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
+    const at::Tensor& proj_bias, c10::optional<at::Tensor> mask,
+    bool need_weights, bool average_weights,
+    c10::optional<int64_t> mask_type) {
+  TORCH_CHECK(heads > 0 && embed_dim % heads == 0,
+              "_native_multi_head_attention: embed_dim ", embed_dim,
+              " does not divide into ", heads, " heads");
+  const int64_t head_dim = embed_dim / heads;
+  at::Tensor q, k, v;
+  if (query.is_same(key) && key.is_same(value)) {
+    // Self-attention: one projection, three views of it.
+    std::vector<at::Tensor> qkv =
+        at::linear(query, qkv_weight, qkv_bias)
+            .unflatten(-1, {3, heads, head_dim})
+            .permute({2, 0, 3, 1, 4})
+            .unbind(0);
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    const std::vector<at::Tensor> w = qkv_weight.chunk(3, 0);
+    const std::vector<at::Tensor> b = qkv_bias.chunk(3, 0);
+    auto project = [&](const at::Tensor& x, int i) {
+      return at::linear(x, w[i], b[i])
+          .unflatten(-1, {heads, head_dim})
+          .transpose(1, 2);
+    };
+    q = project(query, 0);
+    k = project(key, 1);
+    v = project(value, 2);
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  if (mask) {
+    // True masks a score out. A key padding mask is [B, T] (mask_type 1);
+    // an attention mask broadcasts as it is. Rows masked entirely give NaN,
+    // as aten's masked softmax on CPU does.
+    at::Tensor m = mask->to(at::kBool);
+    if (mask_type == 1) m = m.unsqueeze(1).unsqueeze(2);
+    scores = scores.masked_fill(m, -std::numeric_limits<double>::infinity());
+  }
+  at::Tensor weights = at::softmax(scores, -1);
+  at::Tensor out = at::linear(at::matmul(weights, v).transpose(1, 2).flatten(2),
+                              proj_weight, proj_bias);
+  if (!need_weights) return {out, at::Tensor()};
+  if (average_weights) weights = weights.sum(1) / heads;
+  return {out, weights};
+}
+
+}  // namespace
+
+const DecompositionTable& fused_attention_decompositions() {
+  static const DecompositionTable* table = [] {
+    auto* t = new DecompositionTable();
+    t->add("aten::_native_multi_head_attention",
+           [](const std::vector<c10::IValue>& a) {
+             auto [out, weights] = attention_by_parts(
+                 tensor(a, 0), tensor(a, 1), tensor(a, 2), a.at(3).toInt(),
+                 a.at(4).toInt(), tensor(a, 5), tensor(a, 6), tensor(a, 7),
+                 tensor(a, 8), optional_tensor(a.at(9)), a.at(10).toBool(),
+                 a.at(11).toBool(), optional_int(a.at(12)));
+             return c10::IValue(std::make_tuple(out, weights));
+           });
+    // at::native::transformer_encoder_layer_forward.
+    t->add("aten::_transformer_encoder_layer_fwd",
+           [](const std::vector<c10::IValue>& a) {
+             const at::Tensor src = tensor(a, 0);
+             const int64_t embed_dim = a.at(1).toInt();
+             const bool use_gelu = a.at(7).toBool();
+             const bool norm_first = a.at(8).toBool();
+             const double eps = a.at(9).toDouble();
+             auto norm = [&](const at::Tensor& x, int i) {
+               return at::layer_norm(x, {embed_dim}, tensor(a, i),
+                                     tensor(a, i + 1), eps);
+             };
+             at::Tensor x = norm_first ? norm(src, 10) : src;
+             x = std::get<0>(attention_by_parts(
+                     x, x, x, embed_dim, a.at(2).toInt(), tensor(a, 3),
+                     tensor(a, 4), tensor(a, 5), tensor(a, 6),
+                     optional_tensor(a.at(18)), false, true,
+                     optional_int(a.at(19)))) +
+                 src;
+             if (!norm_first) x = norm(x, 10);
+             const at::Tensor residual = x;
+             if (norm_first) x = norm(x, 12);
+             x = at::linear(x, tensor(a, 14), tensor(a, 15));
+             x = use_gelu ? at::gelu(x) : at::relu(x);
+             x = at::linear(x, tensor(a, 16), tensor(a, 17)) + residual;
+             if (!norm_first) x = norm(x, 12);
+             return c10::IValue(x);
+           });
     return t;
   }();
   return *table;

@@ -53,6 +53,29 @@ class DecompositionTable {
 // which stay in place: relu_(x) becomes x.mul_(x > 0).
 const DecompositionTable& default_decompositions();
 
+// Rules for PyTorch's fused inference paths, which nn.TransformerEncoderLayer
+// and nn.MultiheadAttention take in eval mode without autograd (a
+// TorchScript file traced so holds them): aten::_transformer_encoder_layer_fwd
+// and aten::_native_multi_head_attention become their parts, as aten
+// computes them: the QKV projection (one linear layer for self-attention),
+// the heads as views, softmax(q @ k^T * scale) @ v (a mask by masked_fill),
+// the output projection, the residual adds, the layer norms and
+// the feed-forward layers with their activation. What the lowering
+// (lowering/optimize_for_inference.h) then runs on oneDNN.
+//
+//   before:
+//       %fwd = call_function[target=aten::_transformer_encoder_layer_fwd](args = (%x, 32, 4, %qkv_w, %qkv_b, %proj_w, %proj_b, False, False, 1e-05, ...))
+//   after:
+//       %linear = call_function[target=aten::linear](args = (%x, %qkv_w, %qkv_b))
+//       %unflatten = call_function[target=aten::unflatten.int](args = (%linear, -1, [3, 4, 8]))
+//       ...
+//       %matmul = call_function[target=aten::matmul](args = (%select, %transpose))
+//       %mul = call_function[target=aten::mul.Tensor](args = (%matmul, 0.35355339059327373))
+//       %softmax = call_function[target=aten::softmax.int](args = (%mul, -1))
+//       ...
+//       %layer_norm_1 = call_function[target=aten::layer_norm](args = (%add_1, [32], %norm2_w, %norm2_b, 1e-05))
+const DecompositionTable& fused_attention_decompositions();
+
 // Decomposes every call of `module` that has a rule in `table`, in place
 // (through GraphModuleImpl::set_graph: guards, init steps, attributes and
 // leaf modules stay). Returns whether any call was decomposed.
@@ -63,6 +86,14 @@ class Decompose : public Pass {
  public:
   std::string name() const override { return "decompose"; }
   bool run(GraphModuleImpl& module) override { return decompose(module); }
+};
+
+class DecomposeAttention : public Pass {
+ public:
+  std::string name() const override { return "decompose_attention"; }
+  bool run(GraphModuleImpl& module) override {
+    return decompose(module, fused_attention_decompositions());
+  }
 };
 
 }  // namespace fx

@@ -37,6 +37,8 @@ const std::vector<FusionPattern>& table() {
        {Op::kLinear, Op::kActivation}},
       {Fusion::kLinearBatchNorm, "linear_batch_norm",
        {Op::kLinear, Op::kBatchNorm}},
+      {Fusion::kMatmul, "matmul", {Op::kMatmul}},
+      {Fusion::kMatmulScale, "matmul_scale", {Op::kMatmul, Op::kScale}},
       {Fusion::kBatchNorm, "batch_norm", {Op::kBatchNorm}},
       {Fusion::kBatchNormRelu, "batch_norm_relu", {Op::kBatchNorm, Op::kRelu}},
       {Fusion::kAdd, "add", {Op::kAdd}},
@@ -202,6 +204,9 @@ bool match_root(const GraphModuleImpl& module, Node& n, PatternOp op,
     case PatternOp::kLinear:
       m->linear = match_linear(module, n, options);
       return m->linear.has_value();
+    case PatternOp::kMatmul:
+      m->matmul = match_matmul(module, n, options);
+      return m->matmul.has_value();
     case PatternOp::kBatchNorm:
       m->batch_norm = match_batch_norm(module, n, options);
       return m->batch_norm.has_value();
@@ -227,6 +232,11 @@ bool match_next(const GraphModuleImpl& module, Node& n, const Node* previous,
     case PatternOp::kBatchNorm:
       m->batch_norm = match_batch_norm(module, n, options);
       return m->batch_norm && m->batch_norm->input == previous;
+    case PatternOp::kScale: {
+      const std::optional<double> scale = match_scale(n, previous);
+      if (scale) m->scale = *scale;
+      return scale.has_value();
+    }
     default:
       return false;
   }
@@ -395,6 +405,46 @@ std::optional<Linear> match_linear(const GraphModuleImpl& module, Node& node,
     }
   }
   return l;
+}
+
+std::optional<Matmul> match_matmul(const GraphModuleImpl& module, Node& node,
+                                   const PatternOptions& options) {
+  if (!node.is_call_to({"aten::matmul", "aten::bmm"})) return std::nullopt;
+  if (match_linear(module, node, options)) return std::nullopt;
+  const CallArguments args(node);
+  const Argument& self = args["self"];
+  const Argument& other = args[node.is_call_to({"aten::bmm"}) ? "mat2" : "other"];
+  if (!self.is_node() || !other.is_node()) return std::nullopt;
+  Matmul m{&node, self.to_node(), other.to_node()};
+  if (options.typed) {
+    const TensorMeta* a = m.self->tensor_meta();
+    const TensorMeta* b = m.other->tensor_meta();
+    if (!float32_cpu(a) || !float32_cpu(b) || a->sizes.size() < 3 ||
+        a->sizes.size() != b->sizes.size()) {
+      return std::nullopt;
+    }
+    const size_t rank = a->sizes.size();
+    if (a->sizes[rank - 1] != b->sizes[rank - 2]) return std::nullopt;
+    for (size_t i = 0; i + 2 < rank; ++i) {
+      if (a->sizes[i] != b->sizes[i] && a->sizes[i] != 1 && b->sizes[i] != 1) {
+        return std::nullopt;
+      }
+    }
+  }
+  return m;
+}
+
+std::optional<double> match_scale(Node& node, const Node* value) {
+  const bool mul = node.is_call_to({"aten::mul.Scalar", "aten::mul.Tensor"});
+  if (!mul && !node.is_call_to({"aten::div.Scalar", "aten::div.Tensor"})) {
+    return std::nullopt;
+  }
+  const CallArguments args(node);
+  const Argument& self = args["self"];
+  if (!self.is_node() || self.to_node() != value) return std::nullopt;
+  const std::optional<double> c = constant_number(args["other"]);
+  if (!c || (!mul && *c == 0)) return std::nullopt;
+  return mul ? *c : 1.0 / *c;
 }
 
 std::optional<BatchNorm> match_batch_norm(const GraphModuleImpl& module,
@@ -583,6 +633,10 @@ std::string to_string(const FusionMatch& m) {
                     l->weight.transposed ? " [in, out]" : " [out, in]",
                     ", bias ", name_of(l->bias), "\n");
   }
+  if (const auto& mm = m.matmul) {
+    absl::StrAppend(&s, "  matmul: self ", name_of(mm->self), ", other ",
+                    name_of(mm->other), "\n");
+  }
   if (const auto& b = m.batch_norm) {
     absl::StrAppend(&s, "  batch_norm: input ", name_of(b->input), ", weight ",
                     name_of(b->weight), ", bias ", name_of(b->bias),
@@ -608,6 +662,9 @@ std::string to_string(const FusionMatch& m) {
       absl::StrAppend(&s, " ", a->alpha, " ", a->beta);
     }
     absl::StrAppend(&s, "\n");
+  }
+  if (m.fusion == Fusion::kMatmulScale) {
+    absl::StrAppend(&s, "  scale: ", m.scale, "\n");
   }
   return s;
 }

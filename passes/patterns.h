@@ -35,7 +35,7 @@
 //     quantization packs it and folding rewrites it (both take get_attrs),
 //     the lowering reads it as it runs.
 //
-// The next patterns (attention, layer norm, matmul chains) belong here.
+// The next patterns (attention masks, layer norm) belong here.
 #pragma once
 
 #include <cstdint>
@@ -107,6 +107,22 @@ struct Linear {
 std::optional<Linear> match_linear(const GraphModuleImpl& module, Node& node,
                                    const PatternOptions& options = {});
 
+// aten::matmul or aten::bmm of two values of the same rank, 3 or more, that
+// are not a linear layer's (match_linear: a constant 2-d weight), batch
+// sizes equal or 1: attention's q @ k^T and weights @ v. Typed: float32
+// CPU operands.
+struct Matmul {
+  Node* node = nullptr;
+  Node* self = nullptr;
+  Node* other = nullptr;
+};
+std::optional<Matmul> match_matmul(const GraphModuleImpl& module, Node& node,
+                                   const PatternOptions& options = {});
+
+// `node` as value * c or value / c of a constant number c: the factor
+// (1 / c for a division), or nullopt.
+std::optional<double> match_scale(Node& node, const Node* value);
+
 // aten::batch_norm in inference mode (training a constant False) of
 // running statistics that are attributes, and a weight and bias that are
 // attributes or None. Typed: a float32 CPU input of rank 2 or more.
@@ -154,6 +170,7 @@ enum class PatternOp : uint8_t {
   kConvolution,            // match_convolution, not transposed
   kTransposedConvolution,  // match_convolution, transposed
   kLinear,                 // match_linear
+  kMatmul,                 // match_matmul
   kBatchNorm,              // match_batch_norm
   kAdd,                    // a + b (alpha 1) of two float32 CPU tensors
   kMul,                    // a * b of two float32 CPU tensors
@@ -162,6 +179,7 @@ enum class PatternOp : uint8_t {
   kResidualAdd,            // after a root: match_residual_add
   kRelu,                   // after a root: relu or relu_
   kActivation,             // after a root: match_activation
+  kScale,                  // after a root: match_scale
 };
 
 // Every fusion pattern; the table in patterns.cc says what each is made of.
@@ -179,6 +197,8 @@ enum class Fusion : uint8_t {
   kLinearRelu,
   kLinearActivation,
   kLinearBatchNorm,
+  kMatmul,
+  kMatmulScale,
   kBatchNorm,
   kBatchNormRelu,
   kAdd,
@@ -204,12 +224,14 @@ struct FusionMatch {
   // What the root's op reads (the one of these its op has).
   std::optional<Convolution> convolution;
   std::optional<Linear> linear;
+  std::optional<Matmul> matmul;
   std::optional<BatchNorm> batch_norm;  // a batch_norm root, or after one
   std::vector<Node*> inputs;            // kAdd, kMul, kCat, kHardswish
   int64_t cat_dim = 0;                  // kCat
   // What the ops after it read.
   Node* residual = nullptr;               // kResidualAdd
   std::optional<Activation> activation;  // kRelu, kActivation
+  double scale = 1;                      // kScale
 
   Node* root() const { return nodes.front(); }
   Node* output() const { return nodes.back(); }

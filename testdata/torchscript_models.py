@@ -157,6 +157,30 @@ class TokenEncoder(torch.nn.Module):
         return self.norm(h + self.out(y))
 
 
+class FusedEncoder(torch.nn.Module):
+    """What PyTorch runs fused in eval mode without autograd, as a
+    deployment traces it: an nn.TransformerEncoderLayer (post-norm, relu),
+    one with norm_first and gelu given a key padding mask, and an
+    nn.MultiheadAttention (aten::_transformer_encoder_layer_fwd,
+    aten::_native_multi_head_attention)."""
+
+    def __init__(self):
+        super().__init__()
+        d, heads = 32, 4
+        self.post_norm = torch.nn.TransformerEncoderLayer(
+            d, heads, 64, dropout=0.1, batch_first=True)
+        self.pre_norm = torch.nn.TransformerEncoderLayer(
+            d, heads, 64, dropout=0.1, activation="gelu", batch_first=True,
+            norm_first=True)
+        self.attention = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+
+    def forward(self, x):
+        padding = x[:, :, 0] > 1.5
+        h = self.post_norm(x)
+        h = self.pre_norm(h, src_key_padding_mask=padding)
+        return h + self.attention(h, h, h, need_weights=False)[0]
+
+
 class Patches(torch.nn.Module):
     """Image sides read, divided and multiplied: (B, C, H, W) into
     (B, H/4 * W/4, C*16) patches and back."""
@@ -281,6 +305,7 @@ MODELS = {
     "token_encoder_scripted": (lambda: TokenEncoder(False), "script"),
     "causal_encoder_scripted": (lambda: TokenEncoder(True), "script"),
     "causal_encoder_traced": (lambda: TokenEncoder(True), "trace"),
+    "fused_encoder_traced": (lambda: FusedEncoder(), "trace_no_grad"),
     "patches_scripted": (lambda: Patches(), "script"),
     "patches_traced": (lambda: Patches(), "trace"),
     "guards_length_scripted": (lambda: GuardsLength(), "script"),
@@ -299,6 +324,7 @@ EXAMPLES = {
     "patches_scripted": lambda: torch.randn(1, 3, 8, 12),
     "patches_traced": lambda: torch.randn(1, 3, 8, 12),
     "lstm_lm_scripted": _tokens,
+    "fused_encoder_traced": lambda: torch.randn(2, 16, 32),
     "chunked_qkv_traced": lambda: torch.randn(2, 5, 16),
 }
 
@@ -320,6 +346,9 @@ def write(name, out_dir):
     model = _calibrated(factory())
     if how == "script":
         module = torch.jit.script(model)
+    elif how == "trace_no_grad":  # PyTorch's fused inference paths
+        with torch.no_grad():
+            module = torch.jit.trace(model, EXAMPLES[name]())
     elif how == "trace_strict_false":  # a dict output
         module = torch.jit.trace(model, _image(), strict=False)
     else:

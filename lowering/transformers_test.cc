@@ -1,0 +1,155 @@
+// Transformers lowered: PyTorch's fused inference ops
+// (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention,
+// what nn.TransformerEncoderLayer and nn.MultiheadAttention run in eval
+// mode without autograd) split into their parts by the decompose_attention
+// pass, then lowered by fx::optimize_for_inference, on TorchScript files
+// written by testdata/torchscript_models.py.
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "fx/fx.h"
+#include "fx/torchscript/torchscript.h"
+#include "lowering/optimize_for_inference.h"
+#include "models/zoo.h"
+#include "passes/decompose.h"
+#include "passes/registry.h"
+#include "third_party/catch.h"
+
+namespace {
+
+std::string model_path(const std::string& name) {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string out = std::string(tmp ? tmp : "/tmp") + "/transformer_models";
+    const std::string command =
+        "/usr/bin/python3 testdata/torchscript_models.py " + out +
+        " fused_encoder_traced small_vit_scripted causal_encoder_traced"
+        " > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    return out;
+  }();
+  return dir + "/" + name + ".pt";
+}
+
+double relative_error(const at::Tensor& got, const at::Tensor& want) {
+  return (got - want).abs().max().item<double>() /
+         want.abs().max().item<double>();
+}
+
+int count_calls(const fx::GraphModule& gm, const std::string& op) {
+  int n = 0;
+  for (const fx::Node* node : gm->graph().nodes()) {
+    if (node->is_call_to({op})) ++n;
+  }
+  return n;
+}
+
+const char kEncoderLayer[] = "aten::_transformer_encoder_layer_fwd";
+const char kAttention[] = "aten::_native_multi_head_attention";
+
+}  // namespace
+
+TEST_CASE("the fused transformer ops split into their parts compute what they "
+          "compute") {
+  torch::NoGradGuard no_grad;
+  torch::jit::Module script = torch::jit::load(model_path("fused_encoder_traced"));
+  script.eval();
+  torch::manual_seed(0);
+  const at::Tensor x = torch::randn({2, 16, 32});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  REQUIRE(count_calls(gm, kEncoderLayer) == 2);
+  REQUIRE(count_calls(gm, kAttention) == 1);
+
+  std::unique_ptr<fx::Pass> pass = fx::make_pass("decompose_attention");
+  REQUIRE(pass->run(*gm));
+  CHECK(count_calls(gm, kEncoderLayer) == 0);
+  CHECK(count_calls(gm, kAttention) == 0);
+  // Self-attention: one QKV projection per layer; the padding mask of the
+  // second layer by masked_fill, its gelu kept.
+  CHECK(count_calls(gm, "aten::linear") == 3 * 2 + 2 + 2);
+  CHECK(count_calls(gm, "aten::masked_fill.Scalar") == 1);
+  CHECK(count_calls(gm, "aten::softmax.int") == 3);
+  CHECK(count_calls(gm, "aten::gelu") == 1);
+  CHECK(count_calls(gm, "aten::layer_norm") == 4);
+  CHECK_FALSE(pass->run(*gm));  // nothing left to split
+
+  for (int seed : {1, 2}) {
+    torch::manual_seed(seed);
+    at::Tensor input = torch::randn({2, 16, 32});
+    // Some keys padded in the second layer.
+    input.select(2, 0).select(1, seed).fill_(2.0);
+    CHECK(relative_error(gm(input).toTensor(),
+                         script.forward({input}).toTensor()) < 1e-5);
+  }
+}
+
+TEST_CASE("transformers lower: the fused ops' projections and feed-forward "
+          "layers run on oneDNN") {
+  torch::NoGradGuard no_grad;
+  SECTION("nn.TransformerEncoderLayer and nn.MultiheadAttention, traced") {
+    torch::jit::Module script =
+        torch::jit::load(model_path("fused_encoder_traced"));
+    script.eval();
+    torch::manual_seed(0);
+    at::Tensor x = torch::randn({2, 16, 32});
+    x.select(2, 0).select(1, 3).fill_(2.0);
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.attention == 3);
+    CHECK(report.linear == 10);
+    CHECK(report.matmul == 6);  // q @ k^T (scale fused) and weights @ v
+    CHECK(report.fused_activations >= 1);  // relu into the feed-forward
+    CHECK(count_calls(gm, kEncoderLayer) == 0);
+    CHECK(count_calls(gm, kAttention) == 0);
+    CHECK(relative_error(gm(x).toTensor(), script.forward({x}).toTensor()) <
+          1e-4);
+  }
+  SECTION("torchvision's VisionTransformer, scripted") {
+    torch::jit::Module script = torch::jit::load(model_path("small_vit_scripted"));
+    script.eval();
+    // torchvision starts the classifier at zero: an output to compare.
+    for (const auto& p : script.named_parameters()) {
+      if (p.name.rfind("heads.", 0) == 0) p.value.normal_();
+    }
+    torch::manual_seed(0);
+    const at::Tensor x = torch::randn({2, 3, 32, 32});
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    REQUIRE(count_calls(gm, kAttention) == 2);
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.attention == 2);
+    CHECK(report.matmul == 4);
+    CHECK(count_calls(gm, kAttention) == 0);
+    CHECK(relative_error(gm(x).toTensor(), script.forward({x}).toTensor()) <
+          1e-4);
+  }
+}
+
+TEST_CASE("hand-written attention and LibTorch's C++ TransformerEncoder "
+          "lower their matmuls") {
+  torch::NoGradGuard no_grad;
+  SECTION("q @ k.transpose(-2, -1) * scale, a causal mask, softmax, @ v") {
+    torch::jit::Module script =
+        torch::jit::load(model_path("causal_encoder_traced"));
+    script.eval();
+    const at::Tensor ids = torch::randint(0, 100, {2, 16});
+    fx::GraphModule gm = fx::symbolic_trace(script, {ids});
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.matmul == 2);
+    CHECK(count_calls(gm, "aten::matmul") == 0);
+    CHECK(relative_error(gm(ids).toTensor(),
+                         script.forward({ids}).toTensor()) < 1e-4);
+  }
+  SECTION("torch::nn::TransformerEncoder (bmm)") {
+    models::ZooModel model = models::make_zoo_model("transformer_encoder");
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.matmul >= 2);
+    CHECK(count_calls(gm, "aten::bmm") == 0);
+    const at::Tensor want = model.forward(model.example_inputs).toTensor();
+    CHECK(relative_error(gm->forward(model.example_inputs).toTensor(), want) <
+          1e-4);
+  }
+}
