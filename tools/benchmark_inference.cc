@@ -2,8 +2,9 @@
 // against TorchScript's own torch::jit::freeze + optimize_for_inference, in
 // one C++ run, on torchvision models traced to TorchScript.
 //
-//   bazel run //tools:benchmark_inference            full run (several minutes)
+//   bazel run //tools:benchmark_inference            full run (about an hour)
 //   bazel run //tools:benchmark_inference -- --quick
+//   ... -- --models=resnet18 --ort_models=bert_encoder,lstm_lm --batches=8
 //
 // 1. The convolution peak: GFLOP/s of our own convolution (fx_onednn, on
 //    oneDNN) at its best shapes (256->256 3x3 at 56x56, 1024->1024 1x1 at
@@ -24,11 +25,22 @@
 // 4. The generated class of a lowered graph (fx_cc_library) against the
 //    lowered GraphModule.
 // 5. The opt-in bfloat16 lowering against float32's: speed and accuracy.
+// 6. ONNX Runtime beside us: the convolution nets, torchvision's ViT-B/16
+//    and Swin-T, BERT-style encoders (4 layers d=256, and BERT-base's
+//    sizes), a GPT-style decoder and an LSTM language model
+//    (testdata/onnx_runtime_models.py), each exported by torch.onnx for
+//    ONNX Runtime (tools/ort_timer.h) and traced to TorchScript for us;
+//    interleaved round by round, with TorchScript-optimized and the
+//    unlowered graph beside the sequence models.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/csrc/jit/passes/freeze_module.h>
@@ -42,6 +54,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "fx/fx.h"
 #include "fx/torchscript/torchscript.h"
 #include "interpreter/interpreter.h"
@@ -52,9 +65,13 @@
 #include "testdata/resnet18_lowered.h"
 #include "tools/benchmark_support.h"
 #include "tools/conv_peak.h"
+#include "tools/ort_timer.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
           "torchvision models to time (default: all the benchmark knows)");
+ABSL_FLAG(std::vector<std::string>, ort_models, {},
+          "models to time against ONNX Runtime (default: all the benchmark "
+          "knows; --quick: bert_encoder; none: skip)");
 ABSL_FLAG(std::vector<std::string>, batches, {},
           "batch sizes (default 1,8; --quick: 1)");
 
@@ -78,7 +95,24 @@ const std::vector<std::string> kPythonModels = {"resnet18", "mobilenet_v2"};
 const std::vector<std::string> kBf16Models = {"resnet18", "resnet50",
                                               "mobilenet_v2", "densenet121",
                                               "vgg11"};
+// 6. Against ONNX Runtime: the convolution nets and the transformer and
+// recurrent models (testdata/onnx_runtime_models.py).
+constexpr char kOrtModelsScript[] = "testdata/onnx_runtime_models.py";
+constexpr char kOrtTimerScript[] = "tools/ort_timer.js";
+const std::vector<std::string> kOrtModels = {
+    "resnet18",     "resnet50",    "mobilenet_v2",  "mobilenet_v3_small",
+    "efficientnet_b0", "densenet121", "convnext_tiny", "vit_b_16",
+    "swin_t",       "bert_encoder", "bert_base",    "gpt_decoder",
+    "lstm_lm"};
+const std::vector<std::string> kQuickOrtModels = {"bert_encoder"};
+// Not in section 2: timed against TorchScript-optimized and the unlowered
+// graph here.
+const std::vector<std::string> kSequenceModels = {
+    "vit_b_16", "swin_t", "bert_encoder", "bert_base", "gpt_decoder",
+    "lstm_lm"};
 constexpr double kTolerance = 1e-4;
+// Between variants timed beside ONNX Runtime (see measure_against_ort).
+constexpr std::chrono::milliseconds kPause(50);
 // Rounds are cut to fit each model and batch size into about this long
 // (TorchScript-optimized ConvNeXt takes seconds per call), at least 3.
 constexpr double kBudgetMs = 30000;
@@ -485,6 +519,210 @@ void print_generated(const GeneratedRun& g) {
   print_section("4. Generated C++ of the lowered graph (fx_cc_library)", table);
 }
 
+// --- 6. Against ONNX Runtime ----------------------------------------------------
+
+struct OrtRun {
+  std::string model;
+  int64_t batch = 1;
+  double ours_ms = 0, ort_ms = 0;
+  double ratio = 0;  // median of per-round ours / ONNX Runtime
+  // Sequence models only (the others are in section 2): TorchScript-
+  // optimized and the unlowered graph, and ours over each.
+  double torchscript_ms = 0, unlowered_ms = 0;
+  double over_torchscript = 0, over_unlowered = 0;
+  double error = 0;           // ours against TorchScript as loaded
+  double ort_difference = 0;  // ours against ONNX Runtime's output
+  int rounds = 0;
+  std::string report;
+  std::string failure;
+};
+
+bool is_sequence_model(const std::string& name) {
+  return std::count(kSequenceModels.begin(), kSequenceModels.end(), name) > 0;
+}
+
+// The example input of `spec` ("1x128:int64", "1x3x224x224:float32") at
+// `batch`: tokens below 1000, or normal noise.
+at::Tensor ort_input(const std::string& spec, int64_t batch) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  std::vector<int64_t> sizes;
+  for (absl::string_view d : absl::StrSplit(parts.at(0), 'x')) {
+    sizes.push_back(std::stoll(std::string(d)));
+  }
+  sizes.at(0) = batch;
+  torch::manual_seed(batch);
+  if (parts.size() > 1 && parts[1] == "int64") {
+    return torch::randint(0, 1000, sizes);
+  }
+  return torch::randn(sizes);
+}
+
+OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
+                           const std::string& name, const std::string& spec,
+                           int64_t batch, int rounds, int threads) {
+  OrtRun r;
+  r.model = name;
+  r.batch = batch;
+  try {
+    const at::Tensor x = ort_input(spec, batch);
+    torch::jit::Module script = torch::jit::load(dir + "/" + name + ".pt");
+    script.eval();
+    const at::Tensor want = first_tensor(script.forward({x}));
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    fx::GraphModule lowered(gm->copy());
+    r.report = fx::optimize_for_inference(*lowered).to_string();
+    const at::Tensor ours = first_tensor(lowered(x));
+    r.error = relative_error(ours, want);
+
+    OrtTimer ort(timer, absl::StrCat(dir, "/", name, "_b", batch, ".onnx"),
+                 threads, {x}, dir);
+    const std::vector<double> first_runs = ort.run(2);
+    double slowest = *std::max_element(first_runs.begin(), first_runs.end());
+    r.ort_difference = relative_error(ours, ort.output().reshape_as(ours));
+
+    const bool sequence = is_sequence_model(name);
+    std::optional<torch::jit::Module> optimized;
+    fx::GraphModule unlowered(gm->copy());
+    if (sequence) {
+      torch::jit::Module frozen = torch::jit::freeze(script.clone());
+      optimized = torch::jit::optimize_for_inference(frozen);
+      fx::InferenceOptions fold_only;
+      fold_only.split_attention = false;
+      fold_only.lower_convolutions = false;
+      fold_only.lower_linear = false;
+      fold_only.lower_matmul = false;
+      fx::optimize_for_inference(*unlowered, fold_only);
+    }
+    std::vector<std::function<double(int)>> variants = {
+        [&](int calls) {
+          auto start = Clock::now();
+          for (int i = 0; i < calls; ++i) lowered(x);
+          return ms_since(start) / calls;
+        },
+        [&](int calls) { return median(ort.run(calls)); }};
+    if (sequence) {
+      variants.push_back([&](int calls) {
+        auto start = Clock::now();
+        for (int i = 0; i < calls; ++i) optimized->forward({x});
+        return ms_since(start) / calls;
+      });
+      variants.push_back([&](int calls) {
+        auto start = Clock::now();
+        for (int i = 0; i < calls; ++i) unlowered(x);
+        return ms_since(start) / calls;
+      });
+    }
+    // Warm every variant (TorchScript's profiling executor optimizes on its
+    // second and third runs) and fit the rounds into the time budget.
+    for (int i = 0; i < 3; ++i) {
+      for (auto& v : variants) slowest = std::max(slowest, v(1));
+    }
+    r.rounds = std::max(
+        3, std::min(rounds, static_cast<int>(kBudgetMs / (variants.size() *
+                                                          slowest))));
+    const int calls = slowest < 20 ? 3 : 1;
+    // Round by round, in order and then reversed, with a pause between
+    // variants: idle threads spin after a run (ONNX Runtime's pool,
+    // OpenBLAS's, OpenMP's) and took a core from whichever ran next (with
+    // 2 ms between them, ours and ONNX Runtime's times each rose by
+    // 30-70%).
+    std::vector<std::vector<double>> samples(variants.size());
+    for (int round = 0; round < r.rounds; ++round) {
+      for (size_t k = 0; k < variants.size(); ++k) {
+        const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+        std::this_thread::sleep_for(kPause);
+        samples[v].push_back(variants[v](calls));
+      }
+    }
+    r.ours_ms = median(samples[0]);
+    r.ort_ms = median(samples[1]);
+    r.ratio = median_paired_ratio(samples[0], samples[1]);
+    if (sequence) {
+      r.torchscript_ms = median(samples[2]);
+      r.unlowered_ms = median(samples[3]);
+      r.over_torchscript = median_paired_ratio(samples[0], samples[2]);
+      r.over_unlowered = median_paired_ratio(samples[0], samples[3]);
+    }
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  return r;
+}
+
+void print_ort(const std::vector<OrtRun>& runs) {
+  Table table({"model", "batch", "ours ms", "ONNX Runtime ms", "ours / ORT",
+               "TS-opt ms", "ours / TS-opt", "unlowered ms",
+               "ours / unlowered", "rel. error", "vs ORT output", "rounds"},
+              2);
+  for (const OrtRun& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, absl::StrCat(r.batch), "failed: " + r.failure});
+      continue;
+    }
+    const bool sequence = r.torchscript_ms > 0;
+    table.add_row({r.model, absl::StrCat(r.batch), fixed(r.ours_ms, 2),
+                   fixed(r.ort_ms, 2), times(r.ratio),
+                   sequence ? fixed(r.torchscript_ms, 2) : "(section 2)",
+                   sequence ? times(r.over_torchscript) : "",
+                   sequence ? fixed(r.unlowered_ms, 2) : "",
+                   sequence ? times(r.over_unlowered) : "",
+                   absl::StrFormat("%.1e", r.error),
+                   absl::StrFormat("%.1e", r.ort_difference),
+                   absl::StrCat(r.rounds)});
+  }
+  std::vector<std::string> notes = {
+      "ours: the TorchScript file (traced in eval mode without autograd, "
+      "PyTorch's fused transformer ops included) imported and lowered by "
+      "fx::optimize_for_inference; ONNX Runtime 1.30's CPU library "
+      "(onnxruntime-node) on torch.onnx's export of the same module (opset "
+      "14, fixed shapes, all graph optimizations), kept loaded in a Node.js "
+      "process (tools/ort_timer.js) and run on the same input; the same "
+      "thread count on both sides, the same BLAS under libtorch (OpenBLAS); "
+      "interleaved round by round, medians; ratios are medians of "
+      "per-round ratios (below 1: ours is faster).",
+      "rel. error: max |ours - TorchScript as loaded| / max |TorchScript|; "
+      "vs ORT output: the same against ONNX Runtime's output."};
+  for (const OrtRun& r : runs) {
+    if (r.failure.empty() && r.batch == runs.front().batch) {
+      notes.push_back(r.model + ": " + r.report);
+    }
+  }
+  print_section("6. Against ONNX Runtime (C++ deployment's other choice)",
+                table, notes);
+}
+
+void check_ort_targets(const std::vector<OrtRun>& runs,
+                       std::vector<TargetCheck>* checks) {
+  double log_sum = 0;
+  int n = 0;
+  for (const OrtRun& r : runs) {
+    const std::string what =
+        absl::StrCat(r.model, " batch ", r.batch, " beside ONNX Runtime");
+    if (!r.failure.empty()) {
+      checks->push_back({what + " measured", r.failure, false, false});
+      continue;
+    }
+    checks->push_back({what + ": output within 1e-4 (relative)",
+                       absl::StrFormat("%.1e", r.error), r.error <= kTolerance,
+                       false});
+    checks->push_back({what + ": not slower than ONNX Runtime (<= 1.0x)",
+                       times(r.ratio), r.ratio <= 1.0});
+    if (r.torchscript_ms > 0) {
+      checks->push_back({what + ": not slower than TS-opt (<= 1.0x)",
+                         times(r.over_torchscript), r.over_torchscript <= 1.0});
+      checks->push_back({what + ": not slower than unlowered (<= 1.0x)",
+                         times(r.over_unlowered), r.over_unlowered <= 1.0});
+    }
+    log_sum += std::log(r.ratio);
+    ++n;
+  }
+  if (n > 0) {
+    const double geomean = std::exp(log_sum / n);
+    checks->push_back({"geometric mean <= 0.85x ONNX Runtime's time",
+                       times(geomean), geomean <= 0.85});
+  }
+}
+
 std::vector<TargetCheck> check_targets(const std::vector<ModelRun>& runs,
                                        const std::vector<int64_t>& batches,
                                        const GeneratedRun& generated,
@@ -605,6 +843,43 @@ int main(int argc, char** argv) {
     bf16.push_back(measure_bf16(dir, name, repeats));
   }
 
+  std::vector<std::string> ort_names = absl::GetFlag(FLAGS_ort_models);
+  if (ort_names.empty()) ort_names = quick ? kQuickOrtModels : kOrtModels;
+  std::vector<OrtRun> ort_runs;
+  if (!ort_names.empty() && ort_names.front() != "none") {
+    const std::string ort_dir = "/tmp/fx_benchmark_onnx_runtime";
+    std::vector<std::string> requests;
+    for (const std::string& name : ort_names) {
+      requests.push_back(absl::StrCat(name, ":", absl::StrJoin(batches, ":")));
+    }
+    const PythonReference specs = run_python_reference(
+        argv[0], kOrtModelsScript,
+        absl::StrCat(ort_dir, " ", absl::StrJoin(requests, " ")));
+    const std::optional<std::string> timer =
+        find_runfile(argv[0], kOrtTimerScript);
+    for (int64_t batch : batches) {
+      for (const std::string& name : ort_names) {
+        const std::string spec = specs.text(name);
+        if (!specs.unavailable.empty() || spec.empty() || !timer) {
+          OrtRun failed;
+          failed.model = name;
+          failed.batch = batch;
+          failed.failure =
+              !timer ? std::string(kOrtTimerScript) + " not found"
+              : specs.unavailable.empty()
+                  ? "not exported by " + std::string(kOrtModelsScript)
+                  : specs.unavailable;
+          ort_runs.push_back(failed);
+          continue;
+        }
+        std::cerr << "timing " << name << " at batch " << batch
+                  << " beside ONNX Runtime\n";
+        ort_runs.push_back(measure_against_ort(ort_dir, *timer, name, spec,
+                                               batch, repeats, threads));
+      }
+    }
+  }
+
   std::cout << "fx for LibTorch inference benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
             << "before: " << before << "; after: " << machine_summary()
@@ -613,6 +888,9 @@ int main(int argc, char** argv) {
   print_python(runs, py);
   print_generated(generated);
   print_bf16(bf16);
-  return print_targets(check_targets(runs, batches, generated, bf16),
-                       quick);
+  print_ort(ort_runs);
+  std::vector<TargetCheck> checks =
+      check_targets(runs, batches, generated, bf16);
+  check_ort_targets(ort_runs, &checks);
+  return print_targets(checks, quick);
 }

@@ -224,6 +224,15 @@ std::string PythonReference::text(const std::string& key) const {
   return it == values.end() ? "n/a" : it->second;
 }
 
+std::optional<std::string> find_runfile(const std::string& argv0,
+                                        const std::string& path) {
+  for (const std::string& candidate :
+       {path, argv0 + kRunfilesWorkspace + path}) {
+    if (std::filesystem::exists(candidate)) return candidate;
+  }
+  return std::nullopt;
+}
+
 PythonReference run_python_reference(const std::string& argv0,
                                      const std::string& script,
                                      const std::string& arguments) {
@@ -232,14 +241,7 @@ PythonReference run_python_reference(const std::string& argv0,
     ref.unavailable = absl::StrCat(kPython, " not found");
     return ref;
   }
-  std::optional<std::string> path;
-  for (const std::string& candidate :
-       {script, argv0 + kRunfilesWorkspace + script}) {
-    if (std::filesystem::exists(candidate)) {
-      path = candidate;
-      break;
-    }
-  }
+  const std::optional<std::string> path = find_runfile(argv0, script);
   if (!path) {
     ref.unavailable = absl::StrCat(script, " not found in runfiles");
     return ref;

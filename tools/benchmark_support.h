@@ -119,6 +119,12 @@ struct PythonReference {
   std::string text(const std::string& key) const;
 };
 
+// A data file of the benchmark (`tools/ort_timer.js`): beside `bazel run`'s
+// working directory (the runfiles root of the workspace) or in the runfiles
+// of the binary at argv0; nullopt when in neither.
+std::optional<std::string> find_runfile(const std::string& argv0,
+                                        const std::string& path);
+
 // Runs `/usr/bin/python3 <script> <arguments>`; the script is looked up
 // beside `bazel run`'s working directory (the runfiles root of the
 // workspace) or in the runfiles of the binary at argv0. A script that

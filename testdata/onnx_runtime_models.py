@@ -1,19 +1,23 @@
-"""The transformer and recurrent models the inference benchmark times
-against ONNX Runtime (tools/benchmark_inference.cc), as Python classes:
-ONNX Runtime runs what torch.onnx exports from them, and we run the
-TorchScript file traced from the same weights (seed 0) in eval mode without
-autograd, as a deployment traces it (PyTorch's fused transformer ops
-included).
+"""The models the inference benchmark times against ONNX Runtime
+(tools/benchmark_inference.cc, section 6): torchvision's, and transformer
+and recurrent models written here as Python classes. ONNX Runtime runs what
+torch.onnx exports from each (opset 14, fixed shapes, autograd on: the path
+torch.onnx can export), and we run the TorchScript file traced from the same
+module (seed 0) in eval mode without autograd, as a deployment traces it
+(PyTorch's fused transformer ops included).
 
-    python3 testdata/transformer_models.py OUT_DIR NAME[:BATCH] ...
+    python3 testdata/onnx_runtime_models.py OUT_DIR NAME:BATCH[:BATCH...] ...
 
-writes OUT_DIR/NAME_bBATCH.pt and OUT_DIR/NAME_bBATCH.onnx, and prints each
-model's input spec (`8x128:int64`)."""
+writes OUT_DIR/NAME.pt (traced at the first batch size) and
+OUT_DIR/NAME_bBATCH.onnx per batch size, and prints a line
+`NAME INPUT_SPEC` per model (`1x128:int64`, `1x3x224x224:float32`: the
+first batch size's)."""
 import math
 import os
 import sys
 
 import torch
+import torchvision
 
 
 class BertEncoder(torch.nn.Module):
@@ -109,7 +113,7 @@ class LstmLanguageModel(torch.nn.Module):
         return self.head(self.lstm(self.embed(ids))[0])
 
 
-# name: (class, sequence length)
+# name: (factory, sequence length); torchvision's take images.
 MODELS = {
     "bert_encoder": (BertEncoder, 128),
     "bert_base": (BertBase, 128),
@@ -120,28 +124,38 @@ MODELS = {
 
 def build(name):
     torch.manual_seed(0)
-    return MODELS[name][0]().eval()
+    if name in MODELS:
+        return MODELS[name][0]().eval()
+    return getattr(torchvision.models, name)().eval()
 
 
-def write(name, batch, out_dir):
+def example(name, batch):
+    if name in MODELS:
+        return torch.randint(0, 1000, (batch, MODELS[name][1]))
+    return torch.randn(batch, 3, 224, 224)
+
+
+def write(name, batches, out_dir):
     model = build(name)
-    length = MODELS[name][1]
-    ids = torch.randint(0, 1000, (batch, length))
-    base = os.path.join(out_dir, f"{name}_b{batch}")
+    x = example(name, batches[0])
     with torch.no_grad():  # PyTorch's fused inference paths, as deployed
-        torch.jit.trace(model, ids).save(base + ".pt")
-    # torch.onnx runs the unfused path (it cannot export the fused ops).
-    torch.onnx.export(model, ids, base + ".onnx", opset_version=14,
-                      input_names=["ids"], output_names=["output"])
-    print(f"{batch}x{length}:int64")
+        torch.jit.trace(model, x).save(os.path.join(out_dir, name + ".pt"))
+    for batch in batches:
+        # torch.onnx runs the unfused path (it cannot export the fused ops).
+        torch.onnx.export(model, example(name, batch),
+                          os.path.join(out_dir, f"{name}_b{batch}.onnx"),
+                          opset_version=14, input_names=["input"],
+                          output_names=["output"])
+    dtype = "int64" if x.dtype == torch.int64 else "float32"
+    print(name, "x".join(str(d) for d in x.shape) + ":" + dtype)
 
 
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     for arg in sys.argv[2:]:
-        name, _, batch = arg.partition(":")
-        write(name, int(batch or 1), out_dir)
+        name, *batches = arg.split(":")
+        write(name, [int(b) for b in batches or ["1"]], out_dir)
 
 
 if __name__ == "__main__":
