@@ -1016,6 +1016,151 @@ at::Tensor matmul_meta(const at::Tensor& self, const at::Tensor& other,
       self.options());
 }
 
+// --- Recurrent layers (LSTM) -------------------------------------------------
+// aten::lstm of unidirectional layers without projections, in eval mode, on
+// oneDNN's LSTM primitive, one layer after another. A layer's weights come
+// as aten holds them transposed ([in, 4 * hidden] and [hidden, 4 * hidden]
+// contiguous: oneDNN's ldigo, gates i, f, g, o as aten orders them) and one
+// bias (b_ih + b_hh), made once by init steps.
+struct Lstm {
+  dnnl::lstm_forward::primitive_desc pd;
+  dnnl::lstm_forward primitive;
+};
+
+struct LstmSizes {
+  int64_t steps = 0, batch = 0, hidden = 0;
+};
+
+LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
+                     at::TensorList hx, at::TensorList weights,
+                     int64_t num_layers, bool batch_first) {
+  TORCH_CHECK(input.dim() == 3, op,
+              ": the input must be 3-d ([T, N, C], or [N, T, C] with "
+              "batch_first), got sizes ", input.sizes());
+  TORCH_CHECK(num_layers >= 1 && weights.size() == 3 * static_cast<size_t>(num_layers),
+              op, ": expected 3 weights per layer (input and hidden weights "
+              "transposed, the summed bias) for ", num_layers,
+              " layers, got ", weights.size());
+  TORCH_CHECK(hx.size() == 2, op, ": hx must be [h0, c0], got ",
+              hx.size(), " tensors");
+  LstmSizes z;
+  z.steps = input.size(batch_first ? 1 : 0);
+  z.batch = input.size(batch_first ? 0 : 1);
+  z.hidden = hx[0].dim() == 3 ? hx[0].size(2) : -1;
+  for (const at::Tensor& h : hx) {
+    TORCH_CHECK(h.dim() == 3 && h.size(0) == num_layers &&
+                    h.size(1) == z.batch && h.size(2) == z.hidden,
+                op, ": h0 and c0 must be [num_layers, N, hidden] = [",
+                num_layers, ", ", z.batch, ", ", z.hidden, "], got sizes ",
+                h.sizes());
+  }
+  int64_t in = input.size(2);
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const at::Tensor& w_layer = weights[3 * l];
+    const at::Tensor& w_iter = weights[3 * l + 1];
+    const at::Tensor& bias = weights[3 * l + 2];
+    TORCH_CHECK(w_layer.sizes() == at::IntArrayRef({in, 4 * z.hidden}) &&
+                    w_iter.sizes() ==
+                        at::IntArrayRef({z.hidden, 4 * z.hidden}) &&
+                    bias.numel() == 4 * z.hidden,
+                op, ": layer ", l, "'s weights must be [", in, ", ",
+                4 * z.hidden, "], [", z.hidden, ", ", 4 * z.hidden,
+                "] and a bias of ", 4 * z.hidden, " values, got sizes ",
+                w_layer.sizes(), ", ", w_iter.sizes(), " and ", bias.sizes());
+    in = z.hidden;
+  }
+  return z;
+}
+
+std::vector<int64_t> lstm_output_size(const at::Tensor& input,
+                                      int64_t hidden) {
+  return {input.size(0), input.size(1), hidden};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(
+    const at::Tensor& input, at::TensorList hx, at::TensorList weights,
+    int64_t num_layers, bool batch_first) {
+  const char* op = "fx_onednn::lstm";
+  for (const at::Tensor& t : {input, hx.size() > 0 ? hx[0] : input}) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
+                ": the input and states must be float32 CPU tensors, got ",
+                t.toString());
+  }
+  const LstmSizes z =
+      lstm_sizes(op, input, hx, weights, num_layers, batch_first);
+  const at::Tensor h0 = hx[0].contiguous(), c0 = hx[1].contiguous();
+  at::Tensor hy = at::empty_like(h0), cy = at::empty_like(c0);
+  at::Tensor x = input.contiguous();
+  if (z.steps == 0 || z.batch == 0) {
+    hy.copy_(h0);
+    cy.copy_(c0);
+    return {at::empty(lstm_output_size(input, z.hidden), input.options()),
+            hy, cy};
+  }
+  const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
+  const int64_t state = z.batch * z.hidden;
+  dnnl::engine& engine = cpu_engine();
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const int64_t in = x.size(2);
+    at::Tensor y = at::empty(lstm_output_size(x, z.hidden), input.options());
+    std::string key;
+    const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
+    append_key(&key, shape);
+    absl::StrAppend(&key, at::get_num_threads());
+    static PrimitiveCache<std::shared_ptr<const Lstm>> cache;
+    const auto made = cache.get(key, [&] {
+      const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
+                              Tag::ldnc);
+      dnnl::lstm_forward::desc desc(
+          dnnl::prop_kind::forward_inference,
+          dnnl::rnn_direction::unidirectional_left2right,
+          memory::desc({z.steps, z.batch, in}, DataType::f32, layer_tag),
+          iter, iter,
+          memory::desc({1, 1, in, 4, z.hidden}, DataType::f32, Tag::ldigo),
+          memory::desc({1, 1, z.hidden, 4, z.hidden}, DataType::f32,
+                       Tag::ldigo),
+          memory::desc({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo),
+          memory::desc({z.steps, z.batch, z.hidden}, DataType::f32, layer_tag),
+          iter, iter);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::lstm_forward::primitive_desc pd(desc, attr, engine);
+      return std::make_shared<const Lstm>(Lstm{pd, dnnl::lstm_forward(pd)});
+    });
+    const at::Tensor w_layer = weights[3 * l].to(at::kFloat).contiguous();
+    const at::Tensor w_iter = weights[3 * l + 1].to(at::kFloat).contiguous();
+    const at::Tensor bias = weights[3 * l + 2].to(at::kFloat).contiguous();
+    auto at_state = [&](const at::Tensor& t) {
+      return static_cast<float*>(t.data_ptr()) + l * state;
+    };
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC_LAYER, memory(made->pd.src_layer_desc(), engine, x.data_ptr())},
+        {DNNL_ARG_SRC_ITER, memory(made->pd.src_iter_desc(), engine, at_state(h0))},
+        {DNNL_ARG_SRC_ITER_C, memory(made->pd.src_iter_c_desc(), engine, at_state(c0))},
+        {DNNL_ARG_WEIGHTS_LAYER, memory(made->pd.weights_layer_desc(), engine, w_layer.data_ptr())},
+        {DNNL_ARG_WEIGHTS_ITER, memory(made->pd.weights_iter_desc(), engine, w_iter.data_ptr())},
+        {DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine, bias.data_ptr())},
+        {DNNL_ARG_DST_LAYER, memory(made->pd.dst_layer_desc(), engine, y.data_ptr())},
+        {DNNL_ARG_DST_ITER, memory(made->pd.dst_iter_desc(), engine, at_state(hy))},
+        {DNNL_ARG_DST_ITER_C, memory(made->pd.dst_iter_c_desc(), engine, at_state(cy))}};
+    const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+    last_kernel_name = made->pd.impl_info_str();
+    made->primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    x = y;
+  }
+  return {x, hy, cy};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
+    const at::Tensor& input, at::TensorList hx, at::TensorList weights,
+    int64_t num_layers, bool batch_first) {
+  const LstmSizes z = lstm_sizes("fx_onednn::lstm", input, hx, weights,
+                                 num_layers, batch_first);
+  return {at::empty(lstm_output_size(input, z.hidden), input.options()),
+          at::empty_like(hx[0]), at::empty_like(hx[1])};
+}
+
 // --- Pooling (2-d, max and average) -----------------------------------------
 // aten's max_pool2d and avg_pool2d, to the element, on channels-last
 // activations: oneDNN's pooling reads them in place where aten's
@@ -1254,6 +1399,9 @@ TORCH_LIBRARY(fx_onednn, m) {
       "-> Tensor");
   m.def("matmul(Tensor self, Tensor other, float scale=1.) -> Tensor");
   m.def(
+      "lstm(Tensor input, Tensor[] hx, Tensor[] params, int num_layers, "
+      "bool batch_first) -> (Tensor, Tensor, Tensor)");
+  m.def(
       "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
       "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
   m.def(
@@ -1271,6 +1419,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight);
   m.impl("conv_transpose", &conv_transpose);
   m.impl("matmul", &matmul);
+  m.impl("lstm", &lstm);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }
@@ -1280,7 +1429,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
-        "matmul", "max_pool2d", "avg_pool2d"}) {
+        "matmul", "lstm", "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -1294,6 +1443,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight_meta);
   m.impl("conv_transpose", &conv_transpose_meta);
   m.impl("matmul", &matmul_meta);
+  m.impl("lstm", &lstm_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
 }

@@ -173,6 +173,70 @@ TEST_CASE("matmul matches aten's through strides, broadcast and scale") {
                     Catch::Contains("float32 CPU tensors"));
 }
 
+// aten::lstm's flat weights as fx_onednn::lstm takes them: per layer the
+// input and hidden weights transposed, and the biases summed.
+std::vector<at::Tensor> lstm_params(const std::vector<at::Tensor>& flat) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < flat.size(); i += 4) {
+    out.push_back(flat[i].t().contiguous());
+    out.push_back(flat[i + 1].t().contiguous());
+    out.push_back(flat[i + 2] + flat[i + 3]);
+  }
+  return out;
+}
+
+std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
+  c10::OperatorHandle op = handle("fx_onednn::lstm");
+  torch::jit::Stack stack(args.begin(), args.end());
+  op.callBoxed(&stack);
+  return {stack.at(0).toTensor(), stack.at(1).toTensor(),
+          stack.at(2).toTensor()};
+}
+
+TEST_CASE("lstm matches aten's LSTM, layer after layer") {
+  at::manual_seed(4);
+  for (bool batch_first : {false, true}) {
+    CAPTURE(batch_first);
+    const int64_t layers = 2, hidden = 12;
+    std::vector<at::Tensor> flat;
+    for (int64_t l = 0; l < layers; ++l) {
+      const int64_t in = l == 0 ? 7 : hidden;
+      flat.push_back(at::randn({4 * hidden, in}) * 0.3);
+      flat.push_back(at::randn({4 * hidden, hidden}) * 0.3);
+      flat.push_back(at::randn({4 * hidden}) * 0.3);
+      flat.push_back(at::randn({4 * hidden}) * 0.3);
+    }
+    const at::Tensor x = batch_first ? at::randn({3, 5, 7}) : at::randn({5, 3, 7});
+    const at::Tensor h0 = at::randn({layers, 3, hidden});
+    const at::Tensor c0 = at::randn({layers, 3, hidden});
+    const auto want = at::lstm(x, {h0, c0}, flat, true, layers, 0.0, false,
+                               false, batch_first);
+    const std::vector<at::Tensor> got =
+        call_lstm({x, std::vector<at::Tensor>{h0, c0}, lstm_params(flat),
+                   layers, batch_first});
+    check_close(got[0], std::get<0>(want));
+    check_close(got[1], std::get<1>(want));
+    check_close(got[2], std::get<2>(want));
+    // The states are not written.
+    CHECK(got[1].data_ptr() != h0.data_ptr());
+  }
+  const std::vector<at::Tensor> flat = {at::randn({8, 3}), at::randn({8, 2}),
+                                        at::randn({8}), at::randn({8})};
+  const at::Tensor x = at::randn({4, 1, 3});
+  const at::Tensor h = at::zeros({1, 1, 2});
+  CHECK_THROWS_WITH(
+      call_lstm({x, std::vector<at::Tensor>{h, h}, flat, int64_t{1}, false}),
+      Catch::Contains("expected 3 weights per layer"));
+  CHECK_THROWS_WITH(
+      call_lstm({x, std::vector<at::Tensor>{h, at::zeros({1, 2, 2})},
+                 lstm_params(flat), int64_t{1}, false}),
+      Catch::Contains("h0 and c0 must be [num_layers, N, hidden]"));
+  CHECK_THROWS_WITH(
+      call_lstm({at::randn({4, 1, 5}), std::vector<at::Tensor>{h, h},
+                 lstm_params(flat), int64_t{1}, false}),
+      Catch::Contains("layer 0's weights must be [5, 8]"));
+}
+
 TEST_CASE("bad weights and arguments are clear errors") {
   at::Tensor x = at::randn({1, 3, 8, 8});
   at::Tensor w = at::randn({4, 3, 3, 3});

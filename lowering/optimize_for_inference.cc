@@ -122,8 +122,10 @@ class Lowering {
       if (options_.lower_matmul && !options_.bf16) {
         if (auto m = match_fusion(module_, *n, matmul_fusions())) {
           lower_matmul(*m);
+          continue;
         }
       }
+      if (options_.lower_recurrent && !options_.bf16) lower_lstm(n);
     }
     if (!lowered_convs_.empty()) keep_channels_last();
   }
@@ -529,6 +531,70 @@ class Lowering {
     ++report_.matmul;
   }
 
+  // aten::lstm of constant float32 weights with biases, unidirectional and
+  // without projections, in eval mode: fx_onednn::lstm on the weights
+  // transposed and the biases summed, by init steps.
+  void lower_lstm(Node* n) {
+    if (!n->is_call_to({"aten::lstm.input"})) return;
+    const CallArguments arg(*n);
+    const Argument input = arg["input"];
+    const Argument hx = arg["hx"];
+    const Argument params = arg["params"];
+    const Argument has_biases = arg["has_biases"];
+    const Argument num_layers = arg["num_layers"];
+    const Argument train = arg["train"];
+    const Argument bidirectional = arg["bidirectional"];
+    const Argument batch_first = arg["batch_first"];
+    if (!input.is_node() || !hx.is_sequence() || hx.elements().size() != 2 ||
+        !params.is_sequence() || !has_biases.is_bool() ||
+        !has_biases.to_bool() || !num_layers.is_int() || !train.is_bool() ||
+        train.to_bool() || !bidirectional.is_bool() ||
+        bidirectional.to_bool() || !batch_first.is_bool()) {
+      return;
+    }
+    const TensorMeta* in = input.to_node()->tensor_meta();
+    if (!float32_cpu(in) || in->sizes.size() != 3) return;
+    for (const Argument& h : hx.elements()) {
+      if (!h.is_node() || !float32_cpu(h.to_node()->tensor_meta())) return;
+    }
+    const int64_t layers = num_layers.to_int();
+    if (layers < 1 ||
+        params.elements().size() != static_cast<size_t>(4 * layers)) {
+      return;  // projections (proj_size) have a fifth weight per layer
+    }
+    for (const Argument& p : params.elements()) {
+      if (!p.is_node() || p.to_node()->op() != Opcode::kGetAttr) return;
+      const at::Tensor t =
+          module_.fetch_attr(p.to_node()->target().str());
+      if (t.scalar_type() != at::kFloat || !t.device().is_cpu()) return;
+    }
+    std::vector<Argument> weights;
+    Node* lowered;
+    {
+      auto guard = graph_.inserting_before(n);
+      const std::vector<Argument>& p = params.elements();
+      for (int64_t l = 0; l < layers; ++l) {
+        for (int i = 0; i < 2; ++i) {
+          weights.push_back(graph_.call_function(
+              fx::op("aten::contiguous"),
+              {graph_.call_function(fx::op("aten::t"), {p[4 * l + i]})}));
+        }
+        weights.push_back(graph_.call_function(fx::op("aten::add.Tensor"),
+                                               {p[4 * l + 2], p[4 * l + 3]}));
+      }
+      lowered = graph_.call_function(
+          fx::op("fx_onednn::lstm"),
+          {input, hx, Argument::list(std::move(weights)), layers,
+           batch_first});
+    }
+    lowered->meta() = n->meta();
+    if (!positions_.empty()) positions_[lowered] = position(n);
+    n->replace_all_uses_with(lowered);
+    positions_.erase(n);
+    graph_.erase_node(n);
+    ++report_.recurrent;
+  }
+
   // Operators whose output keeps a channels-last input's layout.
   static bool keeps_layout(const Node& n) {
     return n.is_call_to(
@@ -729,8 +795,8 @@ class Lowering {
 std::string InferenceReport::to_string() const {
   return absl::StrCat(attention, " fused attention ops split, ", convolutions,
                       " convolutions and ", linear,
-                      " linear layers and ", matmul,
-                      " matmuls lowered to oneDNN, ", fused_activations,
+                      " linear layers, ", matmul, " matmuls and ", recurrent,
+                      " LSTMs lowered to oneDNN, ", fused_activations,
                       " activations and ", fused_sums,
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,
@@ -763,7 +829,7 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
     eliminate_dead_code(module);
   }
   Lowering(module, options, report).run();
-  if (report.convolutions + report.linear > 0) {
+  if (report.convolutions + report.linear + report.recurrent > 0) {
     // The packing moves into an init step, run once now and on load.
     fold_constants(module);
     eliminate_dead_code(module);
@@ -787,6 +853,7 @@ const bool registered = [] {
   price_as("fx_onednn::conv_transpose", "aten::conv_transpose2d");
   price_as("fx_onednn::linear", "aten::linear");
   price_as("fx_onednn::matmul", "aten::matmul");
+  price_as("fx_onednn::lstm", "aten::lstm.input");
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
   register_pass({"optimize_for_inference",

@@ -1,13 +1,18 @@
-// Transformers lowered: PyTorch's fused inference ops
+// Sequence models lowered. Transformers: PyTorch's fused inference ops
 // (aten::_transformer_encoder_layer_fwd, aten::_native_multi_head_attention,
 // what nn.TransformerEncoderLayer and nn.MultiheadAttention run in eval
 // mode without autograd) split into their parts by the decompose_attention
 // pass, then lowered by fx::optimize_for_inference, on TorchScript files
-// written by testdata/torchscript_models.py.
+// written by testdata/torchscript_models.py; their matmuls on oneDNN;
+// hand-written attention and LibTorch's C++ modules likewise. LSTMs on
+// oneDNN's LSTM primitive.
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <sstream>
+#include <thread>
 #include <string>
 
 #include "fx/fx.h"
@@ -27,6 +32,7 @@ std::string model_path(const std::string& name) {
     const std::string command =
         "/usr/bin/python3 testdata/torchscript_models.py " + out +
         " fused_encoder_traced small_vit_scripted causal_encoder_traced"
+        " lstm_lm_scripted"
         " > /dev/null";
     REQUIRE(std::system(command.c_str()) == 0);
     return out;
@@ -37,6 +43,11 @@ std::string model_path(const std::string& name) {
 double relative_error(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).abs().max().item<double>() /
          want.abs().max().item<double>();
+}
+
+at::Tensor first_tensor(const c10::IValue& v) {
+  return v.isTuple() ? first_tensor(v.toTupleRef().elements().at(0))
+                     : v.toTensor();
 }
 
 int count_calls(const fx::GraphModule& gm, const std::string& op) {
@@ -151,5 +162,74 @@ TEST_CASE("hand-written attention and LibTorch's C++ TransformerEncoder "
     const at::Tensor want = model.forward(model.example_inputs).toTensor();
     CHECK(relative_error(gm->forward(model.example_inputs).toTensor(), want) <
           1e-4);
+  }
+}
+
+TEST_CASE("LSTMs lower to oneDNN's LSTM primitive") {
+  torch::NoGradGuard no_grad;
+  SECTION("nn.LSTM, 2 layers, batch_first, scripted") {
+    torch::jit::Module script = torch::jit::load(model_path("lstm_lm_scripted"));
+    script.eval();
+    const at::Tensor ids = torch::randint(0, 100, {2, 16});
+    fx::GraphModule gm = fx::symbolic_trace(script, {ids});
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.recurrent == 1);
+    CHECK(count_calls(gm, "aten::lstm.input") == 0);
+    CHECK(relative_error(gm(ids).toTensor(),
+                         script.forward({ids}).toTensor()) < 1e-4);
+  }
+  SECTION("torch::nn::LSTM, its state returned") {
+    models::ZooModel model = models::make_zoo_model("lstm_tagger");
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.recurrent == 1);
+    const c10::IValue want = model.forward(model.example_inputs);
+    const c10::IValue got = gm->forward(model.example_inputs);
+    const auto& w = want.toTupleRef().elements();
+    const auto& g = got.toTupleRef().elements();
+    CHECK(relative_error(g[0].toTensor(), w[0].toTensor()) < 1e-4);
+    const auto& w_state = w[1].toTupleRef().elements();
+    const auto& g_state = g[1].toTupleRef().elements();
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(relative_error(g_state[i].toTensor(), w_state[i].toTensor()) <
+            1e-4);
+    }
+  }
+}
+
+TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
+          "C++ and run from many threads") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"transformer_encoder", "lstm_tagger"}) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.matmul + report.recurrent > 0);
+    const at::Tensor want =
+        first_tensor(gm->forward(model.example_inputs));
+    std::stringstream file;
+    fx::save(gm, file);
+    fx::GraphModule loaded = fx::load(file);
+    CHECK(at::equal(first_tensor(loaded->forward(model.example_inputs)), want));
+    CHECK(loaded->graph().to_string() == gm->graph().to_string());
+    torch::jit::Module script = fx::to_torchscript(gm);
+    CHECK(at::equal(first_tensor(script.forward(model.example_inputs)), want));
+    CHECK_THAT(gm->code(), Catch::Contains("fx_onednn::"));
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        torch::NoGradGuard inner;
+        for (int i = 0; i < 5; ++i) {
+          if (!at::equal(first_tensor(gm->forward(model.example_inputs)),
+                         want)) {
+            ++wrong;
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    CHECK(wrong == 0);
   }
 }
