@@ -790,20 +790,27 @@ at::Tensor pack_conv_transpose_weight_meta(const at::Tensor& weight,
   return at::empty(weight.sizes(), weight.options());
 }
 
-// --- Linear (oneDNN's inner product) -------------------------------------
-dnnl::inner_product_forward::primitive_desc linear_descriptor(
+// --- Linear (oneDNN's matmul) --------------------------------------------
+// [rows, in] @ weight^T, the weight [in, out] in the matmul's packed layout:
+// oneDNN 2.6's matmul ran transformer shapes (197 x 768 @ 768 x 2304, ...)
+// 1.2-1.3x as fast as its inner product here, and others alike.
+dnnl::matmul::primitive_desc linear_descriptor(
     int64_t rows, int64_t in_features, int64_t out_features,
     const memory::desc& weight_desc, bool bias,
     const dnnl::primitive_attr& attr, DataType compute = DataType::f32,
     DataType output = DataType::f32) {
-  memory::desc src({rows, in_features}, compute, Tag::nc);
-  memory::desc dst({rows, out_features}, output, Tag::nc);
+  memory::desc src({rows, in_features}, compute, Tag::ab);
+  memory::desc dst({rows, out_features}, output, Tag::ab);
   memory::desc bias_desc =
-      bias ? memory::desc({out_features}, DataType::f32, Tag::x)
+      bias ? memory::desc({1, out_features}, DataType::f32, Tag::ab)
            : memory::desc();
-  dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         src, weight_desc, bias_desc, dst);
-  return dnnl::inner_product_forward::primitive_desc(desc, attr, cpu_engine());
+  dnnl::matmul::desc desc(src, weight_desc, bias_desc, dst);
+  return dnnl::matmul::primitive_desc(desc, attr, cpu_engine());
+}
+
+// A linear weight [out, in] as the matmul reads it: [in, out].
+memory::dims linear_weight_dims(const at::Tensor& weight) {
+  return {weight.size(1), weight.size(0)};
 }
 
 int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
@@ -823,18 +830,19 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
               op, ": the weight must be a 2-d float32 CPU tensor, got ",
               weight.toString(), " ", weight.sizes());
   const int64_t rows = std::max<int64_t>(rows_of(op, input_size, weight.size(1)), 1);
-  const memory::dims dims = dims_of(weight.sizes());
+  const memory::dims dims = linear_weight_dims(weight);
   const DataType type = bf16 ? DataType::bf16 : DataType::f32;
   const auto pd = linear_descriptor(
       rows, weight.size(1), weight.size(0), memory::desc(dims, type, Tag::any),
       /*bias=*/true, dnnl::primitive_attr(), type, type);
-  return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::oi),
+  // [out, in] row-major is [in, out] with the second dimension outer (ba).
+  return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::ba),
               pd.weights_desc(), weight.sizes());
 }
 
 struct Linear {
-  dnnl::inner_product_forward::primitive_desc pd;
-  dnnl::inner_product_forward primitive;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul primitive;
   std::shared_ptr<const WeightsReorder> weights_reorder;  // or null
 };
 
@@ -875,15 +883,15 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
     const dnnl::primitive_attr attr =
         post_ops(op, false, activation, alpha, beta);
     std::shared_ptr<const WeightsReorder> reorder;
-    auto pd = for_packed_weights<dnnl::inner_product_forward::primitive_desc>(
+    auto pd = for_packed_weights<dnnl::matmul::primitive_desc>(
         [&](const memory::desc& weights) {
           return linear_descriptor(rows, in_features, out_features, weights,
                                    has_bias, attr, compute, output);
         },
         memory::desc(header.desc),
-        memory::desc(dims_of(weight.sizes()), compute, Tag::any), &reorder);
+        memory::desc(linear_weight_dims(weight), compute, Tag::any), &reorder);
     return std::make_shared<const Linear>(
-        Linear{pd, dnnl::inner_product_forward(pd), reorder});
+        Linear{pd, dnnl::matmul(pd), reorder});
   });
 
   at::Tensor src = input.to(scalar_type_of(compute)).contiguous();

@@ -80,7 +80,7 @@ struct InferenceOptions {
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
   // Whether lowering a convolution pays (linear layers always do: oneDNN's
-  // inner product against the system BLAS):
+  // matmul against the system BLAS):
   //   kCostModel  by the bytes it moves: lowering saves aten's per-call
   //               weight reorder and a pass over the output per fused
   //               operator, and costs a pass per layout conversion, which

@@ -126,7 +126,13 @@ def build(name):
     torch.manual_seed(0)
     if name in MODELS:
         return MODELS[name][0]().eval()
-    return getattr(torchvision.models, name)().eval()
+    model = getattr(torchvision.models, name)().eval()
+    if name.startswith("vit_"):
+        # torchvision starts ViT's classifier at zero: an output to compare.
+        with torch.no_grad():
+            for p in model.heads.parameters():
+                p.normal_(0, 0.02)
+    return model
 
 
 def example(name, batch):
