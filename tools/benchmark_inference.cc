@@ -34,6 +34,7 @@
 //    unlowered graph beside the sequence models.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <chrono>
@@ -111,6 +112,9 @@ const std::vector<std::string> kSequenceModels = {
     "vit_b_16", "swin_t", "bert_encoder", "bert_base", "gpt_decoder",
     "lstm_lm"};
 constexpr double kTolerance = 1e-4;
+// The model and batch whose matmuls are held to the matmul peak.
+constexpr char kMatmulModel[] = "bert_base";
+constexpr int64_t kMatmulBatch = 8;
 // Between variants timed beside ONNX Runtime (see measure_against_ort).
 constexpr std::chrono::milliseconds kPause(50);
 // Rounds are cut to fit each model and batch size into about this long
@@ -532,9 +536,83 @@ struct OrtRun {
   double over_torchscript = 0, over_unlowered = 0;
   double error = 0;           // ours against TorchScript as loaded
   double ort_difference = 0;  // ours against ONNX Runtime's output
+  // kMatmulModel at kMatmulBatch: the lowered graph's matmuls and linear
+  // layers timed as they run (MatmulsAlone), their GFLOP, and the matmul
+  // peak timed beside them.
+  double matmuls_ms = 0, matmul_gflop = 0, matmul_peak_gflops = 0;
   int rounds = 0;
   std::string report;
   std::string failure;
+};
+
+// The matmul peak: our own linear layer (fx_onednn::linear, on oneDNN's
+// matmul) at its best shapes, warm, as the convolution peak is our
+// convolution's: BERT-base's feed-forward layers at batch 8 and a larger
+// square product.
+double matmul_peak_gflops(int repeats) {
+  static const c10::OperatorHandle pack = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("fx_onednn::pack_linear_weight", "");
+  static const c10::OperatorHandle linear = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("fx_onednn::linear", "");
+  double best = 0;
+  for (auto [rows, in, out] : std::vector<std::array<int64_t, 3>>{
+           {1024, 768, 3072}, {1024, 3072, 768}, {2048, 2048, 2048}}) {
+    const at::Tensor x = torch::randn({rows, in});
+    std::vector<c10::IValue> stack = {torch::randn({out, in}),
+                                      std::vector<int64_t>{rows, in}, false};
+    pack.callBoxed(&stack);
+    const at::Tensor packed = stack[0].toTensor();
+    const at::Tensor bias = torch::randn({out});
+    auto call = [&] {
+      std::vector<c10::IValue> args = {x, packed, bias, "none", 0.0, 0.0};
+      linear.callBoxed(&args);
+    };
+    const double ms = median_ms([&] {
+      auto start = Clock::now();
+      call();
+      return ms_since(start);
+    }, repeats);
+    best = std::max(best, 2.0 * rows * in * out / (ms * 1e-3) / 1e9);
+  }
+  return best;
+}
+
+// Runs a lowered graph timing its matmuls and linear layers (fx_onednn::
+// matmul and linear) as they run, once each, and counting their FLOPs:
+// what the model would take if nothing else ran.
+class MatmulsAlone : public fx::Interpreter {
+ public:
+  using fx::Interpreter::Interpreter;
+
+  void run_once(const std::vector<c10::IValue>& inputs) {
+    ms = 0;
+    gflop = 0;
+    run(inputs);
+  }
+
+  c10::IValue call_function(const fx::Node& node, const fx::Target& target,
+                            std::vector<c10::IValue> args,
+                            fx::IValueKwargs kwargs) override {
+    const bool linear = node.is_call_to({"fx_onednn::linear"});
+    const bool matmul = node.is_call_to({"fx_onednn::matmul"});
+    if (!linear && !matmul) {
+      return fx::Interpreter::call_function(node, target, std::move(args),
+                                            std::move(kwargs));
+    }
+    const at::Tensor a = args[0].toTensor();
+    const at::Tensor b = args[1].toTensor();
+    auto start = Clock::now();
+    c10::IValue out = fx::Interpreter::call_function(
+        node, target, std::move(args), std::move(kwargs));
+    ms += ms_since(start);
+    const at::Tensor y = out.toTensor();
+    // linear: rows * in * out; matmul: output elements * the inner size.
+    gflop += 2.0 * static_cast<double>(y.numel()) *
+             static_cast<double>(linear ? b.size(1) : a.size(-1)) / 1e9;
+    return out;
+  }
+
+  double ms = 0, gflop = 0;
 };
 
 bool is_sequence_model(const std::string& name) {
@@ -637,6 +715,18 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
+    if (name == kMatmulModel && batch == kMatmulBatch) {
+      MatmulsAlone matmuls(lowered);
+      std::vector<double> runs, peaks;
+      for (int i = 0; i < 3; ++i) {
+        peaks.push_back(matmul_peak_gflops(3));
+        matmuls.run_once({x});
+        runs.push_back(matmuls.ms);
+      }
+      r.matmuls_ms = median(runs);
+      r.matmul_gflop = matmuls.gflop;
+      r.matmul_peak_gflops = median(peaks);
+    }
     if (sequence) {
       r.torchscript_ms = median(samples[2]);
       r.unlowered_ms = median(samples[3]);
@@ -713,8 +803,32 @@ void check_ort_targets(const std::vector<OrtRun>& runs,
       checks->push_back({what + ": not slower than unlowered (<= 1.0x)",
                          times(r.over_unlowered), r.over_unlowered <= 1.0});
     }
+    if (r.matmuls_ms > 0) {
+      const double fraction =
+          r.matmul_gflop / (r.matmuls_ms * 1e-3) / r.matmul_peak_gflops;
+      checks->push_back(
+          {what + ": its matmuls at >= 80% of the matmul peak",
+           absl::StrFormat("%s (%.0f of %.0f GFLOP/s)", percent(fraction),
+                           r.matmul_gflop / (r.matmuls_ms * 1e-3),
+                           r.matmul_peak_gflops),
+           fraction >= 0.8});
+      const double over = r.ours_ms / r.matmuls_ms;
+      checks->push_back({what + ": within 1.3x of its matmuls alone",
+                         absl::StrFormat("%s (%.1f ms of matmuls)",
+                                         times(over), r.matmuls_ms),
+                         over <= 1.3});
+    }
     log_sum += std::log(r.ratio);
     ++n;
+  }
+  const bool matmul_target_timed = std::any_of(
+      runs.begin(), runs.end(), [](const OrtRun& r) {
+        return r.model == kMatmulModel && r.batch == kMatmulBatch;
+      });
+  if (!matmul_target_timed && !runs.empty()) {
+    checks->push_back({absl::StrCat(kMatmulModel, " batch ", kMatmulBatch,
+                                    ": matmul peak and matmuls-alone targets"),
+                       "not timed in this run", std::nullopt});
   }
   if (n > 0) {
     const double geomean = std::exp(log_sum / n);
