@@ -4,16 +4,17 @@
 //
 //   node tools/ort_timer.js MODEL.onnx THREADS FILE:DTYPE:SHAPE...
 //
-// DTYPE is float32 or int64, SHAPE like 1x3x224x224; files hold the values
-// little-endian, as at::Tensor::contiguous() holds them. Prints "ready",
+// (inputs as testdata/ort_inputs.js reads them). Prints "ready",
 // then answers each line read from stdin:
 //   run N      runs the model N times; prints "ms T1 ... TN" (each run's ms)
 //   save FILE  writes the first output to FILE, raw; prints "saved DIMS"
 // and exits at the end of its input. onnxruntime-node is found through
 // NODE_PATH (tools/setup.sh installs it).
 const fs = require('fs');
+const path = require('path');
 const readline = require('readline');
 const ort = require('onnxruntime-node');
+const readInputs = require(path.join(__dirname, '..', 'testdata', 'ort_inputs.js'));
 
 (async () => {
   const [model, threads, ...specs] = process.argv.slice(2);
@@ -24,20 +25,7 @@ const ort = require('onnxruntime-node');
     intraOpNumThreads: Number(threads), interOpNumThreads: 1,
     executionMode: 'sequential', graphOptimizationLevel: 'all',
   });
-  if (specs.length !== session.inputNames.length) {
-    throw new Error(`the model takes ${session.inputNames.length} inputs, ${specs.length} given`);
-  }
-  const feeds = {};
-  specs.forEach((spec, i) => {
-    const [file, dtype, shape] = spec.split(':');
-    const dims = shape === '' ? [] : shape.split('x').map(Number);
-    const n = dims.reduce((a, b) => a * b, 1);
-    const buf = fs.readFileSync(file);
-    const data = dtype === 'int64'
-      ? new BigInt64Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + 8 * n))
-      : new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + 4 * n));
-    feeds[session.inputNames[i]] = new ort.Tensor(dtype, data, dims);
-  });
+  const feeds = readInputs(ort, session, specs);
   let last = await session.run(feeds);
   console.log('ready');
   for await (const line of readline.createInterface({ input: process.stdin })) {
