@@ -119,13 +119,13 @@ class Lowering {
           continue;
         }
       }
-      if (options_.lower_matmul && !options_.bf16) {
+      if (options_.lower_matmul) {
         if (auto m = match_fusion(module_, *n, matmul_fusions())) {
           lower_matmul(*m);
           continue;
         }
       }
-      if (options_.lower_recurrent && !options_.bf16) lower_lstm(n);
+      if (options_.lower_recurrent) lower_lstm(n);
     }
     if (!lowered_convs_.empty()) keep_channels_last();
   }

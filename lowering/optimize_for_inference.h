@@ -69,7 +69,7 @@ struct InferenceOptions {
   bool lower_linear = true;
   // Products of two activations of rank 3 or more (attention's q @ k^T
   // and weights @ v, matmul or bmm) on oneDNN's matmul, read through their
-  // strides, a scale after them fused (float32 only).
+  // strides, a scale after them fused (in float32, with bf16 too).
   bool lower_matmul = true;
   // aten::lstm (nn.LSTM, torch::nn::LSTM: unidirectional, with biases, no
   // projections, float32, eval mode) on oneDNN's LSTM primitive.
@@ -95,7 +95,10 @@ struct InferenceOptions {
   int measure_rounds = 5;  // kMeasure: timed runs per way, medians compared
   // Opt-in: weights and 4-d activations in bfloat16 between lowered
   // convolutions (oneDNN accumulates in float32; AVX-512 BF16), converted
-  // back to float32 where a chain ends. Faster on compute-bound models, and
+  // back to float32 where a chain ends; linear layers' weights in bfloat16,
+  // their float32 inputs converted for the call and outputs float32
+  // (transformers: attention's matmuls, layer norms and softmax stay
+  // float32). Faster on compute-bound models, and
   // not held to float32's accuracy (see tools/benchmark_inference).
   bool bf16 = false;
 };

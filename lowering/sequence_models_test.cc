@@ -233,3 +233,21 @@ TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
     CHECK(wrong == 0);
   }
 }
+
+TEST_CASE("bf16 lowers a transformer's linear layers in bfloat16 and its "
+          "attention in float32") {
+  torch::NoGradGuard no_grad;
+  torch::jit::Module script = torch::jit::load(model_path("fused_encoder_traced"));
+  script.eval();
+  torch::manual_seed(0);
+  const at::Tensor x = torch::randn({2, 16, 32});
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  fx::InferenceOptions options;
+  options.bf16 = true;
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm, options);
+  CHECK(report.linear == 10);
+  CHECK(report.matmul == 6);
+  const at::Tensor got = gm(x).toTensor();
+  CHECK(got.scalar_type() == at::kFloat);
+  CHECK(relative_error(got, script.forward({x}).toTensor()) < 5e-2);
+}
