@@ -603,7 +603,12 @@ void Tracer::Session::push_outputs(
         break;
       }
       case internal::InferredOutput::Kind::kValue:
-        read_sizes = true;
+        // A number may follow from sizes; no tensor (MultiheadAttention's
+        // weights when not asked for) does not.
+        if (!(out.value.isTensor() && !out.value.toTensor().defined()) &&
+            !out.value.isNone()) {
+          read_sizes = true;
+        }
         stack->push_back(std::move(out.value));
         break;
     }
