@@ -251,3 +251,27 @@ TEST_CASE("bf16 lowers a transformer's linear layers in bfloat16 and its "
   CHECK(got.scalar_type() == at::kFloat);
   CHECK(relative_error(got, script.forward({x}).toTensor()) < 5e-2);
 }
+
+TEST_CASE("a lowered TorchScript transformer runs other batch sizes and "
+          "lengths") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"fused_encoder_traced", "lstm_lm_scripted"}) {
+    CAPTURE(name);
+    torch::jit::Module script = torch::jit::load(model_path(name));
+    script.eval();
+    const bool tokens = std::string(name) == "lstm_lm_scripted";
+    auto input = [&](int64_t batch, int64_t length) {
+      return tokens ? torch::randint(0, 100, {batch, length})
+                    : torch::randn({batch, length, 32});
+    };
+    fx::GraphModule gm = fx::symbolic_trace(script, {input(2, 16)});
+    fx::optimize_for_inference(*gm);
+    for (auto [batch, length] : {std::pair<int64_t, int64_t>{1, 16}, {3, 9},
+                                 {2, 23}}) {
+      CAPTURE(batch, length);
+      const at::Tensor x = input(batch, length);
+      CHECK(relative_error(gm(x).toTensor(), script.forward({x}).toTensor()) <
+            1e-4);
+    }
+  }
+}

@@ -163,21 +163,20 @@ std::tuple<at::Tensor, at::Tensor> attention_by_parts(
               " does not divide into ", heads, " heads");
   const int64_t head_dim = embed_dim / heads;
   at::Tensor q, k, v;
+  // No list-returning operator (unbind, chunk): its length would
+  // specialize a graph that reads its sizes.
   if (query.is_same(key) && key.is_same(value)) {
     // Self-attention: one projection, three views of it.
-    std::vector<at::Tensor> qkv =
-        at::linear(query, qkv_weight, qkv_bias)
-            .unflatten(-1, {3, heads, head_dim})
-            .permute({2, 0, 3, 1, 4})
-            .unbind(0);
-    q = qkv[0];
-    k = qkv[1];
-    v = qkv[2];
+    const at::Tensor qkv = at::linear(query, qkv_weight, qkv_bias)
+                               .unflatten(-1, {3, heads, head_dim})
+                               .permute({2, 0, 3, 1, 4});
+    q = qkv.select(0, 0);
+    k = qkv.select(0, 1);
+    v = qkv.select(0, 2);
   } else {
-    const std::vector<at::Tensor> w = qkv_weight.chunk(3, 0);
-    const std::vector<at::Tensor> b = qkv_bias.chunk(3, 0);
-    auto project = [&](const at::Tensor& x, int i) {
-      return at::linear(x, w[i], b[i])
+    auto project = [&](const at::Tensor& x, int64_t i) {
+      return at::linear(x, qkv_weight.narrow(0, i * embed_dim, embed_dim),
+                        qkv_bias.narrow(0, i * embed_dim, embed_dim))
           .unflatten(-1, {heads, head_dim})
           .transpose(1, 2);
     };
