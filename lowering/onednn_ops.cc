@@ -1039,9 +1039,12 @@ struct LstmSizes {
   int64_t steps = 0, batch = 0, hidden = 0;
 };
 
+// `gates`: 4 for an LSTM (hx = [h0, c0]), 3 for a GRU (hx = [h0]); the
+// bias then holds 4 gates' values (linear before reset: oneDNN's u, r, o
+// and u').
 LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
                      at::TensorList hx, at::TensorList weights,
-                     int64_t num_layers, bool batch_first) {
+                     int64_t num_layers, bool batch_first, int64_t gates = 4) {
   TORCH_CHECK(input.dim() == 3, op,
               ": the input must be 3-d ([T, N, C], or [N, T, C] with "
               "batch_first), got sizes ", input.sizes());
@@ -1049,8 +1052,10 @@ LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
               op, ": expected 3 weights per layer (input and hidden weights "
               "transposed, the summed bias) for ", num_layers,
               " layers, got ", weights.size());
-  TORCH_CHECK(hx.size() == 2, op, ": hx must be [h0, c0], got ",
-              hx.size(), " tensors");
+  const size_t states = gates == 4 ? 2 : 1;
+  TORCH_CHECK(hx.size() == states, op, ": hx must be ",
+              states == 2 ? "[h0, c0]" : "[h0]", ", got ", hx.size(),
+              " tensors");
   LstmSizes z;
   z.steps = input.size(batch_first ? 1 : 0);
   z.batch = input.size(batch_first ? 0 : 1);
@@ -1058,7 +1063,8 @@ LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
   for (const at::Tensor& h : hx) {
     TORCH_CHECK(h.dim() == 3 && h.size(0) == num_layers &&
                     h.size(1) == z.batch && h.size(2) == z.hidden,
-                op, ": h0 and c0 must be [num_layers, N, hidden] = [",
+                op, ": ", states == 2 ? "h0 and c0" : "h0",
+                " must be [num_layers, N, hidden] = [",
                 num_layers, ", ", z.batch, ", ", z.hidden, "], got sizes ",
                 h.sizes());
   }
@@ -1067,14 +1073,14 @@ LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
     const at::Tensor& w_layer = weights[3 * l];
     const at::Tensor& w_iter = weights[3 * l + 1];
     const at::Tensor& bias = weights[3 * l + 2];
-    TORCH_CHECK(w_layer.sizes() == at::IntArrayRef({in, 4 * z.hidden}) &&
-                    w_iter.sizes() ==
-                        at::IntArrayRef({z.hidden, 4 * z.hidden}) &&
+    const int64_t width = gates * z.hidden;
+    TORCH_CHECK(w_layer.sizes() == at::IntArrayRef({in, width}) &&
+                    w_iter.sizes() == at::IntArrayRef({z.hidden, width}) &&
                     bias.numel() == 4 * z.hidden,
-                op, ": layer ", l, "'s weights must be [", in, ", ",
-                4 * z.hidden, "], [", z.hidden, ", ", 4 * z.hidden,
-                "] and a bias of ", 4 * z.hidden, " values, got sizes ",
-                w_layer.sizes(), ", ", w_iter.sizes(), " and ", bias.sizes());
+                op, ": layer ", l, "'s weights must be [", in, ", ", width,
+                "], [", z.hidden, ", ", width, "] and a bias of ",
+                4 * z.hidden, " values, got sizes ", w_layer.sizes(), ", ",
+                w_iter.sizes(), " and ", bias.sizes());
     in = z.hidden;
   }
   return z;
@@ -1167,6 +1173,95 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
                                  num_layers, batch_first);
   return {at::empty(lstm_output_size(input, z.hidden), input.options()),
           at::empty_like(hx[0]), at::empty_like(hx[1])};
+}
+
+// aten::gru likewise, on oneDNN's linear-before-reset GRU (PyTorch's): a
+// layer's weights transposed with the gates reordered to oneDNN's (u, r, o:
+// aten's z, r, n) and the bias [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
+struct Gru {
+  dnnl::lbr_gru_forward::primitive_desc pd;
+  dnnl::lbr_gru_forward primitive;
+};
+
+std::tuple<at::Tensor, at::Tensor> gru(const at::Tensor& input,
+                                       const at::Tensor& hx,
+                                       at::TensorList weights,
+                                       int64_t num_layers, bool batch_first) {
+  const char* op = "fx_onednn::gru";
+  for (const at::Tensor& t : {input, hx}) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
+                ": the input and state must be float32 CPU tensors, got ",
+                t.toString());
+  }
+  const LstmSizes z =
+      lstm_sizes(op, input, {hx}, weights, num_layers, batch_first, 3);
+  const at::Tensor h0 = hx.contiguous();
+  at::Tensor hy = at::empty_like(h0);
+  at::Tensor x = input.contiguous();
+  if (z.steps == 0 || z.batch == 0) {
+    hy.copy_(h0);
+    return {at::empty(lstm_output_size(input, z.hidden), input.options()), hy};
+  }
+  const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
+  const int64_t state = z.batch * z.hidden;
+  dnnl::engine& engine = cpu_engine();
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const int64_t in = x.size(2);
+    at::Tensor y = at::empty(lstm_output_size(x, z.hidden), input.options());
+    std::string key;
+    const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
+    append_key(&key, shape);
+    absl::StrAppend(&key, at::get_num_threads());
+    static PrimitiveCache<std::shared_ptr<const Gru>> cache;
+    const auto made = cache.get(key, [&] {
+      const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
+                              Tag::ldnc);
+      dnnl::lbr_gru_forward::desc desc(
+          dnnl::prop_kind::forward_inference,
+          dnnl::rnn_direction::unidirectional_left2right,
+          memory::desc({z.steps, z.batch, in}, DataType::f32, layer_tag), iter,
+          memory::desc({1, 1, in, 3, z.hidden}, DataType::f32, Tag::ldigo),
+          memory::desc({1, 1, z.hidden, 3, z.hidden}, DataType::f32,
+                       Tag::ldigo),
+          memory::desc({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo),
+          memory::desc({z.steps, z.batch, z.hidden}, DataType::f32, layer_tag),
+          iter);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::lbr_gru_forward::primitive_desc pd(desc, attr, engine);
+      return std::make_shared<const Gru>(Gru{pd, dnnl::lbr_gru_forward(pd)});
+    });
+    const at::Tensor w_layer = weights[3 * l].contiguous();
+    const at::Tensor w_iter = weights[3 * l + 1].contiguous();
+    const at::Tensor bias = weights[3 * l + 2].contiguous();
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC_LAYER, memory(made->pd.src_layer_desc(), engine, x.data_ptr())},
+        {DNNL_ARG_SRC_ITER, memory(made->pd.src_iter_desc(), engine,
+                                   static_cast<float*>(h0.data_ptr()) + l * state)},
+        {DNNL_ARG_WEIGHTS_LAYER, memory(made->pd.weights_layer_desc(), engine, w_layer.data_ptr())},
+        {DNNL_ARG_WEIGHTS_ITER, memory(made->pd.weights_iter_desc(), engine, w_iter.data_ptr())},
+        {DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine, bias.data_ptr())},
+        {DNNL_ARG_DST_LAYER, memory(made->pd.dst_layer_desc(), engine, y.data_ptr())},
+        {DNNL_ARG_DST_ITER, memory(made->pd.dst_iter_desc(), engine,
+                                   static_cast<float*>(hy.data_ptr()) + l * state)}};
+    const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
+    last_kernel_name = made->pd.impl_info_str();
+    made->primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+    x = y;
+  }
+  return {x, hy};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_meta(const at::Tensor& input,
+                                            const at::Tensor& hx,
+                                            at::TensorList weights,
+                                            int64_t num_layers,
+                                            bool batch_first) {
+  const LstmSizes z = lstm_sizes("fx_onednn::gru", input, {hx}, weights,
+                                 num_layers, batch_first, 3);
+  return {at::empty(lstm_output_size(input, z.hidden), input.options()),
+          at::empty_like(hx)};
 }
 
 // --- Pooling (2-d, max and average) -----------------------------------------
@@ -1410,6 +1505,9 @@ TORCH_LIBRARY(fx_onednn, m) {
       "lstm(Tensor input, Tensor[] hx, Tensor[] params, int num_layers, "
       "bool batch_first) -> (Tensor, Tensor, Tensor)");
   m.def(
+      "gru(Tensor input, Tensor hx, Tensor[] params, int num_layers, "
+      "bool batch_first) -> (Tensor, Tensor)");
+  m.def(
       "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
       "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
   m.def(
@@ -1428,6 +1526,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("conv_transpose", &conv_transpose);
   m.impl("matmul", &matmul);
   m.impl("lstm", &lstm);
+  m.impl("gru", &gru);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }
@@ -1437,7 +1536,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
-        "matmul", "lstm", "max_pool2d", "avg_pool2d"}) {
+        "matmul", "lstm", "gru", "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -1452,6 +1551,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("conv_transpose", &conv_transpose_meta);
   m.impl("matmul", &matmul_meta);
   m.impl("lstm", &lstm_meta);
+  m.impl("gru", &gru_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
 }

@@ -25,6 +25,10 @@
 //       int groups, str activation="none", float alpha=0., float beta=0.)
 //       -> Tensor
 //   fx_onednn::matmul(Tensor self, Tensor other, float scale=1.) -> Tensor
+//   fx_onednn::lstm(Tensor input, Tensor[] hx, Tensor[] params,
+//       int num_layers, bool batch_first) -> (Tensor, Tensor, Tensor)
+//   fx_onednn::gru(Tensor input, Tensor hx, Tensor[] params,
+//       int num_layers, bool batch_first) -> (Tensor, Tensor)
 //   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
 //       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
 //   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
@@ -52,7 +56,12 @@
 // tensors of the same rank (batch sizes equal or 1, broadcast) times
 // `scale`, on oneDNN's matmul, reading both through their strides
 // (attention's heads, views of one projection, and a transposed key need
-// no copy); its output is contiguous. max_pool2d and avg_pool2d give
+// no copy); its output is contiguous. lstm and gru are aten::lstm and
+// aten::gru of unidirectional layers in eval mode on oneDNN's LSTM and
+// linear-before-reset GRU, their params per layer the input and hidden
+// weights transposed ([in, gates * hidden], gates in oneDNN's order: a
+// GRU's u, r, o are aten's z, r, n) and one bias (an LSTM's b_ih + b_hh; a
+// GRU's [b_iz + b_hz, b_ir + b_hr, b_in, b_hn]). max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

@@ -237,6 +237,55 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
       Catch::Contains("layer 0's weights must be [5, 8]"));
 }
 
+// aten::gru's flat weights as fx_onednn::gru takes them: the gates
+// reordered from aten's r, z, n to oneDNN's u (= z), r, o (= n), transposed;
+// the bias [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
+std::vector<at::Tensor> gru_params(const std::vector<at::Tensor>& flat) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < flat.size(); i += 4) {
+    auto gates = [](const at::Tensor& t) { return t.chunk(3, 0); };
+    for (size_t j = 0; j < 2; ++j) {
+      const auto g = gates(flat[i + j]);
+      out.push_back(at::cat({g[1], g[0], g[2]}).t().contiguous());
+    }
+    const auto bi = gates(flat[i + 2]), bh = gates(flat[i + 3]);
+    out.push_back(at::cat({bi[1] + bh[1], bi[0] + bh[0], bi[2], bh[2]}));
+  }
+  return out;
+}
+
+TEST_CASE("gru matches aten's GRU, layer after layer") {
+  at::manual_seed(5);
+  for (bool batch_first : {false, true}) {
+    CAPTURE(batch_first);
+    const int64_t layers = 2, hidden = 10;
+    std::vector<at::Tensor> flat;
+    for (int64_t l = 0; l < layers; ++l) {
+      const int64_t in = l == 0 ? 6 : hidden;
+      flat.push_back(at::randn({3 * hidden, in}) * 0.3);
+      flat.push_back(at::randn({3 * hidden, hidden}) * 0.3);
+      flat.push_back(at::randn({3 * hidden}) * 0.3);
+      flat.push_back(at::randn({3 * hidden}) * 0.3);
+    }
+    const at::Tensor x = batch_first ? at::randn({4, 5, 6}) : at::randn({5, 4, 6});
+    const at::Tensor h0 = at::randn({layers, 4, hidden});
+    const auto want = at::gru(x, h0, flat, true, layers, 0.0, false, false,
+                              batch_first);
+    c10::OperatorHandle op = handle("fx_onednn::gru");
+    torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first};
+    op.callBoxed(&stack);
+    check_close(stack.at(0).toTensor(), std::get<0>(want));
+    check_close(stack.at(1).toTensor(), std::get<1>(want));
+  }
+  torch::jit::Stack bad{at::randn({5, 4, 6}), at::randn({1, 4, 10}),
+                        std::vector<at::Tensor>{at::randn({6, 40}),
+                                                at::randn({10, 40}),
+                                                at::randn({40})},
+                        int64_t{1}, false};
+  CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&bad),
+                    Catch::Contains("layer 0's weights must be [6, 30]"));
+}
+
 TEST_CASE("bad weights and arguments are clear errors") {
   at::Tensor x = at::randn({1, 3, 8, 8});
   at::Tensor w = at::randn({4, 3, 3, 3});

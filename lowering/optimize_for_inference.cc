@@ -531,11 +531,13 @@ class Lowering {
     ++report_.matmul;
   }
 
-  // aten::lstm of constant float32 weights with biases, unidirectional and
-  // without projections, in eval mode: fx_onednn::lstm on the weights
-  // transposed and the biases summed, by init steps.
+  // aten::lstm and aten::gru of constant float32 weights with biases,
+  // unidirectional and without projections, in eval mode: fx_onednn::lstm
+  // and gru on the weights transposed (a GRU's gates reordered) and the
+  // biases summed, by init steps.
   void lower_lstm(Node* n) {
-    if (!n->is_call_to({"aten::lstm.input"})) return;
+    const bool gru = n->is_call_to({"aten::gru.input"});
+    if (!gru && !n->is_call_to({"aten::lstm.input"})) return;
     const CallArguments arg(*n);
     const Argument input = arg["input"];
     const Argument hx = arg["hx"];
@@ -545,8 +547,10 @@ class Lowering {
     const Argument train = arg["train"];
     const Argument bidirectional = arg["bidirectional"];
     const Argument batch_first = arg["batch_first"];
-    if (!input.is_node() || !hx.is_sequence() || hx.elements().size() != 2 ||
-        !params.is_sequence() || !has_biases.is_bool() ||
+    const bool hx_fits = gru ? hx.is_node()
+                             : hx.is_sequence() && hx.elements().size() == 2;
+    if (!input.is_node() || !hx_fits || !params.is_sequence() ||
+        !has_biases.is_bool() ||
         !has_biases.to_bool() || !num_layers.is_int() || !train.is_bool() ||
         train.to_bool() || !bidirectional.is_bool() ||
         bidirectional.to_bool() || !batch_first.is_bool()) {
@@ -554,7 +558,8 @@ class Lowering {
     }
     const TensorMeta* in = input.to_node()->tensor_meta();
     if (!float32_cpu(in) || in->sizes.size() != 3) return;
-    for (const Argument& h : hx.elements()) {
+    for (const Argument& h :
+         gru ? std::vector<Argument>{hx} : hx.elements()) {
       if (!h.is_node() || !float32_cpu(h.to_node()->tensor_meta())) return;
     }
     const int64_t layers = num_layers.to_int();
@@ -573,17 +578,46 @@ class Lowering {
     {
       auto guard = graph_.inserting_before(n);
       const std::vector<Argument>& p = params.elements();
+      // Rows [start, start + hidden) of a gate-stacked GRU weight or bias.
+      auto gate = [&](const Argument& w, int64_t g, int64_t hidden) {
+        return Argument(graph_.call_function(
+            fx::op("aten::slice.Tensor"),
+            {w, 0, g * hidden, (g + 1) * hidden, 1}));
+      };
+      auto cat = [&](std::vector<Argument> parts) {
+        return Argument(graph_.call_function(
+            fx::op("aten::cat"), {Argument::list(std::move(parts)), 0}));
+      };
       for (int64_t l = 0; l < layers; ++l) {
+        const int64_t hidden =
+            module_.fetch_attr(p[4 * l + 1].to_node()->target().str()).size(1);
         for (int i = 0; i < 2; ++i) {
+          // aten's GRU gates are r, z, n; oneDNN's u (= z), r, o (= n).
+          const Argument w =
+              gru ? cat({gate(p[4 * l + i], 1, hidden),
+                         gate(p[4 * l + i], 0, hidden),
+                         gate(p[4 * l + i], 2, hidden)})
+                  : p[4 * l + i];
           weights.push_back(graph_.call_function(
               fx::op("aten::contiguous"),
-              {graph_.call_function(fx::op("aten::t"), {p[4 * l + i]})}));
+              {graph_.call_function(fx::op("aten::t"), {w})}));
         }
-        weights.push_back(graph_.call_function(fx::op("aten::add.Tensor"),
-                                               {p[4 * l + 2], p[4 * l + 3]}));
+        if (!gru) {
+          weights.push_back(graph_.call_function(
+              fx::op("aten::add.Tensor"), {p[4 * l + 2], p[4 * l + 3]}));
+          continue;
+        }
+        const Argument b_ih = p[4 * l + 2], b_hh = p[4 * l + 3];
+        auto sum = [&](int64_t g) {
+          return Argument(graph_.call_function(
+              fx::op("aten::add.Tensor"),
+              {gate(b_ih, g, hidden), gate(b_hh, g, hidden)}));
+        };
+        weights.push_back(cat({sum(1), sum(0), gate(b_ih, 2, hidden),
+                               gate(b_hh, 2, hidden)}));
       }
       lowered = graph_.call_function(
-          fx::op("fx_onednn::lstm"),
+          fx::op(gru ? "fx_onednn::gru" : "fx_onednn::lstm"),
           {input, hx, Argument::list(std::move(weights)), layers,
            batch_first});
     }
@@ -796,7 +830,7 @@ std::string InferenceReport::to_string() const {
   return absl::StrCat(attention, " fused attention ops split, ", convolutions,
                       " convolutions and ", linear,
                       " linear layers, ", matmul, " matmuls and ", recurrent,
-                      " LSTMs lowered to oneDNN, ", fused_activations,
+                      " LSTMs and GRUs lowered to oneDNN, ", fused_activations,
                       " activations and ", fused_sums,
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,

@@ -17,8 +17,8 @@
 //      they replace;
 //      the products of two activations (attention's q @ k^T and
 //      weights @ v: matmul, bmm) become fx_onednn::matmul, the scale after
-//      them fused; LSTM layers become fx_onednn::lstm (oneDNN's LSTM
-//      primitive, weights transposed once by an init step);
+//      them fused; LSTM and GRU layers become fx_onednn::lstm / gru
+//      (oneDNN's RNN primitives, weights transposed once by init steps);
 //   3. activations stay channels-last from one lowered convolution to the
 //      next, through the operators that keep that layout (pooling,
 //      elementwise, cat, batch_norm, ...); an aten::contiguous converts
@@ -71,8 +71,9 @@ struct InferenceOptions {
   // and weights @ v, matmul or bmm) on oneDNN's matmul, read through their
   // strides, a scale after them fused (in float32, with bf16 too).
   bool lower_matmul = true;
-  // aten::lstm (nn.LSTM, torch::nn::LSTM: unidirectional, with biases, no
-  // projections, float32, eval mode) on oneDNN's LSTM primitive.
+  // aten::lstm and aten::gru (nn.LSTM, nn.GRU, torch::nn::LSTM / GRU:
+  // unidirectional, with biases, no projections, float32, eval mode) on
+  // oneDNN's LSTM and linear-before-reset GRU primitives.
   bool lower_recurrent = true;
   // Run max and average pooling between lowered convolutions on oneDNN.
   bool lower_pooling = true;
@@ -109,7 +110,7 @@ struct InferenceReport {
   int convolutions = 0;       // lowered to fx_onednn::conv
   int linear = 0;             // lowered to fx_onednn::linear
   int matmul = 0;             // lowered to fx_onednn::matmul
-  int recurrent = 0;          // lowered to fx_onednn::lstm
+  int recurrent = 0;          // lowered to fx_onednn::lstm / gru
   int fused_activations = 0;  // activations absorbed as post-ops
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory

@@ -197,6 +197,38 @@ TEST_CASE("LSTMs lower to oneDNN's LSTM primitive") {
   }
 }
 
+namespace {
+// A GRU tagger as LibTorch users write one.
+struct GruTaggerImpl : torch::nn::Module {
+  GruTaggerImpl()
+      : gru(register_module(
+            "gru", torch::nn::GRU(torch::nn::GRUOptions(12, 20)
+                                      .num_layers(2)
+                                      .batch_first(true)))),
+        head(register_module("head", torch::nn::Linear(20, 5))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return head(std::get<0>(gru->forward(x)));
+  }
+  torch::nn::GRU gru;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(GruTagger);
+}  // namespace
+
+TEST_CASE("GRUs lower to oneDNN's linear-before-reset GRU primitive") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  GruTagger tagger;
+  tagger->eval();
+  const at::Tensor x = torch::randn({3, 9, 12});
+  fx::GraphModule gm = fx::symbolic_trace(tagger, x);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.recurrent == 1);
+  CHECK(count_calls(gm, "aten::gru.input") == 0);
+  CHECK(count_calls(gm, "fx_onednn::gru") == 1);
+  CHECK(relative_error(gm(x).toTensor(), tagger(x)) < 1e-4);
+}
+
 TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
           "C++ and run from many threads") {
   torch::NoGradGuard no_grad;
