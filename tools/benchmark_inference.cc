@@ -2,7 +2,7 @@
 // against TorchScript's own torch::jit::freeze + optimize_for_inference, in
 // one C++ run, on torchvision models traced to TorchScript.
 //
-//   bazel run //tools:benchmark_inference            full run (about an hour)
+//   bazel run //tools:benchmark_inference            full run (about 20 minutes)
 //   bazel run //tools:benchmark_inference -- --quick
 //   ... -- --models=resnet18 --ort_models=bert_encoder,lstm_lm --batches=8
 //
