@@ -677,24 +677,25 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
       fold_only.lower_matmul = false;
       fx::optimize_for_inference(*unlowered, fold_only);
     }
-    std::vector<std::function<double(int)>> variants = {
-        [&](int calls) {
+    // Each variant's sample: the median of its calls, each timed alone, as
+    // ONNX Runtime's process times its runs.
+    auto per_call = [](const std::function<void()>& call) {
+      return [call](int calls) {
+        std::vector<double> ms;
+        for (int i = 0; i < calls; ++i) {
           auto start = Clock::now();
-          for (int i = 0; i < calls; ++i) lowered(x);
-          return ms_since(start) / calls;
-        },
+          call();
+          ms.push_back(ms_since(start));
+        }
+        return median(ms);
+      };
+    };
+    std::vector<std::function<double(int)>> variants = {
+        per_call([&] { lowered(x); }),
         [&](int calls) { return median(ort.run(calls)); }};
     if (sequence) {
-      variants.push_back([&](int calls) {
-        auto start = Clock::now();
-        for (int i = 0; i < calls; ++i) optimized->forward({x});
-        return ms_since(start) / calls;
-      });
-      variants.push_back([&](int calls) {
-        auto start = Clock::now();
-        for (int i = 0; i < calls; ++i) unlowered(x);
-        return ms_since(start) / calls;
-      });
+      variants.push_back(per_call([&] { optimized->forward({x}); }));
+      variants.push_back(per_call([&] { unlowered(x); }));
     }
     // Warm every variant (TorchScript's profiling executor optimizes on its
     // second and third runs) and fit the rounds into the time budget.
