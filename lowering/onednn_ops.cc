@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -1024,25 +1025,20 @@ at::Tensor matmul_meta(const at::Tensor& self, const at::Tensor& other,
       self.options());
 }
 
-// --- Recurrent layers (LSTM) -------------------------------------------------
+// --- Recurrent layers (LSTM, GRU) --------------------------------------------
 // aten::lstm of unidirectional layers without projections, in eval mode, on
 // oneDNN's LSTM primitive, one layer after another. A layer's weights come
 // as aten holds them transposed ([in, 4 * hidden] and [hidden, 4 * hidden]
 // contiguous: oneDNN's ldigo, gates i, f, g, o as aten orders them) and one
 // bias (b_ih + b_hh), made once by init steps.
-struct Lstm {
-  dnnl::lstm_forward::primitive_desc pd;
-  dnnl::lstm_forward primitive;
-};
-
-struct LstmSizes {
+struct RnnSizes {
   int64_t steps = 0, batch = 0, hidden = 0;
 };
 
 // `gates`: 4 for an LSTM (hx = [h0, c0]), 3 for a GRU (hx = [h0]); the
 // bias then holds 4 gates' values (linear before reset: oneDNN's u, r, o
 // and u').
-LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
+RnnSizes rnn_sizes(const char* op, const at::Tensor& input,
                      at::TensorList hx, at::TensorList weights,
                      int64_t num_layers, bool batch_first, int64_t gates = 4) {
   TORCH_CHECK(input.dim() == 3, op,
@@ -1056,7 +1052,7 @@ LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
   TORCH_CHECK(hx.size() == states, op, ": hx must be ",
               states == 2 ? "[h0, c0]" : "[h0]", ", got ", hx.size(),
               " tensors");
-  LstmSizes z;
+  RnnSizes z;
   z.steps = input.size(batch_first ? 1 : 0);
   z.batch = input.size(batch_first ? 0 : 1);
   z.hidden = hx[0].dim() == 3 ? hx[0].size(2) : -1;
@@ -1086,171 +1082,148 @@ LstmSizes lstm_sizes(const char* op, const at::Tensor& input,
   return z;
 }
 
-std::vector<int64_t> lstm_output_size(const at::Tensor& input,
+std::vector<int64_t> rnn_output_size(const at::Tensor& input,
                                       int64_t hidden) {
   return {input.size(0), input.size(1), hidden};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(
-    const at::Tensor& input, at::TensorList hx, at::TensorList weights,
-    int64_t num_layers, bool batch_first) {
-  const char* op = "fx_onednn::lstm";
+// One primitive and its descriptor, per layer shape: an LSTM's
+// (dnnl::lstm_forward) or a GRU's (dnnl::lbr_gru_forward).
+template <typename Primitive>
+struct Rnn {
+  typename Primitive::primitive_desc pd;
+  Primitive primitive;
+};
+
+// The layers of an LSTM (hx = [h0, c0]) or a GRU (hx = [h0]) one after
+// another: the output, then the final states.
+template <typename Primitive>
+std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
+                                at::TensorList hx, at::TensorList weights,
+                                int64_t num_layers, bool batch_first) {
+  constexpr bool kLstm = std::is_same_v<Primitive, dnnl::lstm_forward>;
+  constexpr int64_t kGates = kLstm ? 4 : 3;
   for (const at::Tensor& t : {input, hx.size() > 0 ? hx[0] : input}) {
     TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
                 ": the input and states must be float32 CPU tensors, got ",
                 t.toString());
   }
-  const LstmSizes z =
-      lstm_sizes(op, input, hx, weights, num_layers, batch_first);
-  const at::Tensor h0 = hx[0].contiguous(), c0 = hx[1].contiguous();
-  at::Tensor hy = at::empty_like(h0), cy = at::empty_like(c0);
+  const RnnSizes z =
+      rnn_sizes(op, input, hx, weights, num_layers, batch_first, kGates);
+  std::vector<at::Tensor> first, out = {at::Tensor()};
+  for (const at::Tensor& h : hx) {
+    first.push_back(h.contiguous());
+    out.push_back(at::empty_like(first.back()));
+  }
   at::Tensor x = input.contiguous();
   if (z.steps == 0 || z.batch == 0) {
-    hy.copy_(h0);
-    cy.copy_(c0);
-    return {at::empty(lstm_output_size(input, z.hidden), input.options()),
-            hy, cy};
+    for (size_t i = 0; i < first.size(); ++i) out[i + 1].copy_(first[i]);
+    out[0] = at::empty(rnn_output_size(input, z.hidden), input.options());
+    return out;
   }
   const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
   const int64_t state = z.batch * z.hidden;
   dnnl::engine& engine = cpu_engine();
   for (int64_t l = 0; l < num_layers; ++l) {
     const int64_t in = x.size(2);
-    at::Tensor y = at::empty(lstm_output_size(x, z.hidden), input.options());
+    at::Tensor y = at::empty(rnn_output_size(x, z.hidden), input.options());
     std::string key;
     const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
     append_key(&key, shape);
     absl::StrAppend(&key, at::get_num_threads());
-    static PrimitiveCache<std::shared_ptr<const Lstm>> cache;
+    static PrimitiveCache<std::shared_ptr<const Rnn<Primitive>>> cache;
     const auto made = cache.get(key, [&] {
+      const memory::desc layer({z.steps, z.batch, in}, DataType::f32,
+                               layer_tag);
       const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
                               Tag::ldnc);
-      dnnl::lstm_forward::desc desc(
-          dnnl::prop_kind::forward_inference,
-          dnnl::rnn_direction::unidirectional_left2right,
-          memory::desc({z.steps, z.batch, in}, DataType::f32, layer_tag),
-          iter, iter,
-          memory::desc({1, 1, in, 4, z.hidden}, DataType::f32, Tag::ldigo),
-          memory::desc({1, 1, z.hidden, 4, z.hidden}, DataType::f32,
-                       Tag::ldigo),
-          memory::desc({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo),
-          memory::desc({z.steps, z.batch, z.hidden}, DataType::f32, layer_tag),
-          iter, iter);
+      const memory::desc w_layer({1, 1, in, kGates, z.hidden}, DataType::f32,
+                                 Tag::ldigo);
+      const memory::desc w_iter({1, 1, z.hidden, kGates, z.hidden},
+                                DataType::f32, Tag::ldigo);
+      const memory::desc bias({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo);
+      const memory::desc dst({z.steps, z.batch, z.hidden}, DataType::f32,
+                             layer_tag);
+      const auto inference = dnnl::prop_kind::forward_inference;
+      const auto direction = dnnl::rnn_direction::unidirectional_left2right;
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::lstm_forward::primitive_desc pd(desc, attr, engine);
-      return std::make_shared<const Lstm>(Lstm{pd, dnnl::lstm_forward(pd)});
+      typename Primitive::primitive_desc pd = [&] {
+        if constexpr (kLstm) {
+          return typename Primitive::primitive_desc(
+              typename Primitive::desc(inference, direction, layer, iter,
+                                       iter, w_layer, w_iter, bias, dst, iter,
+                                       iter),
+              attr, engine);
+        } else {
+          return typename Primitive::primitive_desc(
+              typename Primitive::desc(inference, direction, layer, iter,
+                                       w_layer, w_iter, bias, dst, iter),
+              attr, engine);
+        }
+      }();
+      return std::make_shared<const Rnn<Primitive>>(
+          Rnn<Primitive>{pd, Primitive(pd)});
     });
-    const at::Tensor w_layer = weights[3 * l].to(at::kFloat).contiguous();
-    const at::Tensor w_iter = weights[3 * l + 1].to(at::kFloat).contiguous();
-    const at::Tensor bias = weights[3 * l + 2].to(at::kFloat).contiguous();
-    auto at_state = [&](const at::Tensor& t) {
+    const at::Tensor w_layer = weights[3 * l].contiguous();
+    const at::Tensor w_iter = weights[3 * l + 1].contiguous();
+    const at::Tensor bias = weights[3 * l + 2].contiguous();
+    auto at_layer = [&](const at::Tensor& t) {
       return static_cast<float*>(t.data_ptr()) + l * state;
     };
+    const auto& pd = made->pd;
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC_LAYER, memory(made->pd.src_layer_desc(), engine, x.data_ptr())},
-        {DNNL_ARG_SRC_ITER, memory(made->pd.src_iter_desc(), engine, at_state(h0))},
-        {DNNL_ARG_SRC_ITER_C, memory(made->pd.src_iter_c_desc(), engine, at_state(c0))},
-        {DNNL_ARG_WEIGHTS_LAYER, memory(made->pd.weights_layer_desc(), engine, w_layer.data_ptr())},
-        {DNNL_ARG_WEIGHTS_ITER, memory(made->pd.weights_iter_desc(), engine, w_iter.data_ptr())},
-        {DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine, bias.data_ptr())},
-        {DNNL_ARG_DST_LAYER, memory(made->pd.dst_layer_desc(), engine, y.data_ptr())},
-        {DNNL_ARG_DST_ITER, memory(made->pd.dst_iter_desc(), engine, at_state(hy))},
-        {DNNL_ARG_DST_ITER_C, memory(made->pd.dst_iter_c_desc(), engine, at_state(cy))}};
-    const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
-    last_kernel_name = made->pd.impl_info_str();
+        {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
+        {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0]))},
+        {DNNL_ARG_WEIGHTS_LAYER, memory(pd.weights_layer_desc(), engine, w_layer.data_ptr())},
+        {DNNL_ARG_WEIGHTS_ITER, memory(pd.weights_iter_desc(), engine, w_iter.data_ptr())},
+        {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
+        {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
+        {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1]))}};
+    if constexpr (kLstm) {
+      args.emplace(DNNL_ARG_SRC_ITER_C,
+                   memory(pd.src_iter_c_desc(), engine, at_layer(first[1])));
+      args.emplace(DNNL_ARG_DST_ITER_C,
+                   memory(pd.dst_iter_c_desc(), engine, at_layer(out[2])));
+    }
+    const at::Tensor scratchpad = add_scratchpad(pd, &args);
+    last_kernel_name = pd.impl_info_str();
     made->primitive.execute(cpu_stream(), args);
     cpu_stream().wait();
     x = y;
   }
-  return {x, hy, cy};
+  out[0] = x;
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(
+    const at::Tensor& input, at::TensorList hx, at::TensorList weights,
+    int64_t num_layers, bool batch_first) {
+  std::vector<at::Tensor> out = run_rnn<dnnl::lstm_forward>(
+      "fx_onednn::lstm", input, hx, weights, num_layers, batch_first);
+  return {out[0], out[1], out[2]};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
     const at::Tensor& input, at::TensorList hx, at::TensorList weights,
     int64_t num_layers, bool batch_first) {
-  const LstmSizes z = lstm_sizes("fx_onednn::lstm", input, hx, weights,
+  const RnnSizes z = rnn_sizes("fx_onednn::lstm", input, hx, weights,
                                  num_layers, batch_first);
-  return {at::empty(lstm_output_size(input, z.hidden), input.options()),
+  return {at::empty(rnn_output_size(input, z.hidden), input.options()),
           at::empty_like(hx[0]), at::empty_like(hx[1])};
 }
 
 // aten::gru likewise, on oneDNN's linear-before-reset GRU (PyTorch's): a
 // layer's weights transposed with the gates reordered to oneDNN's (u, r, o:
 // aten's z, r, n) and the bias [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
-struct Gru {
-  dnnl::lbr_gru_forward::primitive_desc pd;
-  dnnl::lbr_gru_forward primitive;
-};
 
 std::tuple<at::Tensor, at::Tensor> gru(const at::Tensor& input,
                                        const at::Tensor& hx,
                                        at::TensorList weights,
                                        int64_t num_layers, bool batch_first) {
-  const char* op = "fx_onednn::gru";
-  for (const at::Tensor& t : {input, hx}) {
-    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
-                ": the input and state must be float32 CPU tensors, got ",
-                t.toString());
-  }
-  const LstmSizes z =
-      lstm_sizes(op, input, {hx}, weights, num_layers, batch_first, 3);
-  const at::Tensor h0 = hx.contiguous();
-  at::Tensor hy = at::empty_like(h0);
-  at::Tensor x = input.contiguous();
-  if (z.steps == 0 || z.batch == 0) {
-    hy.copy_(h0);
-    return {at::empty(lstm_output_size(input, z.hidden), input.options()), hy};
-  }
-  const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
-  const int64_t state = z.batch * z.hidden;
-  dnnl::engine& engine = cpu_engine();
-  for (int64_t l = 0; l < num_layers; ++l) {
-    const int64_t in = x.size(2);
-    at::Tensor y = at::empty(lstm_output_size(x, z.hidden), input.options());
-    std::string key;
-    const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
-    append_key(&key, shape);
-    absl::StrAppend(&key, at::get_num_threads());
-    static PrimitiveCache<std::shared_ptr<const Gru>> cache;
-    const auto made = cache.get(key, [&] {
-      const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
-                              Tag::ldnc);
-      dnnl::lbr_gru_forward::desc desc(
-          dnnl::prop_kind::forward_inference,
-          dnnl::rnn_direction::unidirectional_left2right,
-          memory::desc({z.steps, z.batch, in}, DataType::f32, layer_tag), iter,
-          memory::desc({1, 1, in, 3, z.hidden}, DataType::f32, Tag::ldigo),
-          memory::desc({1, 1, z.hidden, 3, z.hidden}, DataType::f32,
-                       Tag::ldigo),
-          memory::desc({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo),
-          memory::desc({z.steps, z.batch, z.hidden}, DataType::f32, layer_tag),
-          iter);
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::lbr_gru_forward::primitive_desc pd(desc, attr, engine);
-      return std::make_shared<const Gru>(Gru{pd, dnnl::lbr_gru_forward(pd)});
-    });
-    const at::Tensor w_layer = weights[3 * l].contiguous();
-    const at::Tensor w_iter = weights[3 * l + 1].contiguous();
-    const at::Tensor bias = weights[3 * l + 2].contiguous();
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC_LAYER, memory(made->pd.src_layer_desc(), engine, x.data_ptr())},
-        {DNNL_ARG_SRC_ITER, memory(made->pd.src_iter_desc(), engine,
-                                   static_cast<float*>(h0.data_ptr()) + l * state)},
-        {DNNL_ARG_WEIGHTS_LAYER, memory(made->pd.weights_layer_desc(), engine, w_layer.data_ptr())},
-        {DNNL_ARG_WEIGHTS_ITER, memory(made->pd.weights_iter_desc(), engine, w_iter.data_ptr())},
-        {DNNL_ARG_BIAS, memory(made->pd.bias_desc(), engine, bias.data_ptr())},
-        {DNNL_ARG_DST_LAYER, memory(made->pd.dst_layer_desc(), engine, y.data_ptr())},
-        {DNNL_ARG_DST_ITER, memory(made->pd.dst_iter_desc(), engine,
-                                   static_cast<float*>(hy.data_ptr()) + l * state)}};
-    const at::Tensor scratchpad = add_scratchpad(made->pd, &args);
-    last_kernel_name = made->pd.impl_info_str();
-    made->primitive.execute(cpu_stream(), args);
-    cpu_stream().wait();
-    x = y;
-  }
-  return {x, hy};
+  std::vector<at::Tensor> out = run_rnn<dnnl::lbr_gru_forward>(
+      "fx_onednn::gru", input, {hx}, weights, num_layers, batch_first);
+  return {out[0], out[1]};
 }
 
 std::tuple<at::Tensor, at::Tensor> gru_meta(const at::Tensor& input,
@@ -1258,9 +1231,9 @@ std::tuple<at::Tensor, at::Tensor> gru_meta(const at::Tensor& input,
                                             at::TensorList weights,
                                             int64_t num_layers,
                                             bool batch_first) {
-  const LstmSizes z = lstm_sizes("fx_onednn::gru", input, {hx}, weights,
+  const RnnSizes z = rnn_sizes("fx_onednn::gru", input, {hx}, weights,
                                  num_layers, batch_first, 3);
-  return {at::empty(lstm_output_size(input, z.hidden), input.options()),
+  return {at::empty(rnn_output_size(input, z.hidden), input.options()),
           at::empty_like(hx)};
 }
 
