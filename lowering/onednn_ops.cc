@@ -1103,10 +1103,13 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
                                 int64_t num_layers, bool batch_first) {
   constexpr bool kLstm = std::is_same_v<Primitive, dnnl::lstm_forward>;
   constexpr int64_t kGates = kLstm ? 4 : 3;
-  for (const at::Tensor& t : {input, hx.size() > 0 ? hx[0] : input}) {
-    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
-                ": the input and states must be float32 CPU tensors, got ",
-                t.toString());
+  // Every tensor is read as float32 data.
+  for (at::TensorList list : {at::TensorList(input), hx, weights}) {
+    for (const at::Tensor& t : list) {
+      TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat, op,
+                  ": the input, states and weights must be float32 CPU "
+                  "tensors, got ", t.toString());
+    }
   }
   const RnnSizes z =
       rnn_sizes(op, input, hx, weights, num_layers, batch_first, kGates);
@@ -1216,7 +1219,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
 // aten::gru likewise, on oneDNN's linear-before-reset GRU (PyTorch's): a
 // layer's weights transposed with the gates reordered to oneDNN's (u, r, o:
 // aten's z, r, n) and the bias [b_iz + b_hz, b_ir + b_hr, b_in, b_hn].
-
 std::tuple<at::Tensor, at::Tensor> gru(const at::Tensor& input,
                                        const at::Tensor& hx,
                                        at::TensorList weights,

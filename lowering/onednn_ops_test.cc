@@ -231,6 +231,18 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
       call_lstm({x, std::vector<at::Tensor>{h, at::zeros({1, 2, 2})},
                  lstm_params(flat), int64_t{1}, false}),
       Catch::Contains("h0 and c0 must be [num_layers, N, hidden]"));
+  // Every state and weight is read as float32: another dtype is refused,
+  // not misread.
+  CHECK_THROWS_WITH(
+      call_lstm({x, std::vector<at::Tensor>{h, h.to(at::kDouble)},
+                 lstm_params(flat), int64_t{1}, false}),
+      Catch::Contains("must be float32 CPU tensors"));
+  std::vector<at::Tensor> double_weights = lstm_params(flat);
+  double_weights[1] = double_weights[1].to(at::kDouble);
+  CHECK_THROWS_WITH(
+      call_lstm({x, std::vector<at::Tensor>{h, h}, double_weights, int64_t{1},
+                 false}),
+      Catch::Contains("must be float32 CPU tensors"));
   CHECK_THROWS_WITH(
       call_lstm({at::randn({4, 1, 5}), std::vector<at::Tensor>{h, h},
                  lstm_params(flat), int64_t{1}, false}),
