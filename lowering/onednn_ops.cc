@@ -258,6 +258,13 @@ void append_key(std::string* key, at::IntArrayRef values) {
   key->push_back('|');
 }
 
+// A post-op parameter by its bits: printed, two that differ past the sixth
+// digit would share a primitive.
+void append_key(std::string* key, double value) {
+  key->append(reinterpret_cast<const char*>(&value), sizeof(value));
+  key->push_back('|');
+}
+
 // --- Weights packed at another thread count --------------------------------
 // oneDNN picks a packed weight's blocked layout for the thread count it is
 // packed at. Run at another count, a convolution may have no optimized
@@ -492,8 +499,9 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
   append_key(&key, padding);
   append_key(&key, dilation);
   absl::StrAppend(&key, groups, "|", has_bias, sum, "|",
-                  std::string(activation), "|", alpha, "|", beta, "|",
-                  at::get_num_threads(), "|");
+                  std::string(activation), "|", at::get_num_threads(), "|");
+  append_key(&key, alpha);
+  append_key(&key, beta);
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
 
   static PrimitiveCache<std::shared_ptr<const Conv>> cache;
@@ -746,7 +754,9 @@ at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
     append_key(&key, *d);
   }
   absl::StrAppend(&key, groups, "|", has_bias, "|", std::string(activation),
-                  "|", alpha, "|", beta, "|", at::get_num_threads(), "|");
+                  "|", at::get_num_threads(), "|");
+  append_key(&key, alpha);
+  append_key(&key, beta);
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
   static PrimitiveCache<std::shared_ptr<const Deconv>> cache;
   const auto made = cache.get(key, [&] {
@@ -876,8 +886,10 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
                   "|");
   const int64_t shape[] = {rows, in_features, out_features};
   append_key(&key, shape);
-  absl::StrAppend(&key, has_bias, "|", std::string(activation), "|", alpha,
-                  "|", beta, "|", at::get_num_threads(), "|");
+  absl::StrAppend(&key, has_bias, "|", std::string(activation), "|",
+                  at::get_num_threads(), "|");
+  append_key(&key, alpha);
+  append_key(&key, beta);
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
   static PrimitiveCache<std::shared_ptr<const Linear>> cache;
   const auto made = cache.get(key, [&] {
@@ -975,7 +987,8 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other,
     append_key(&key, t->sizes());
     append_key(&key, t->strides());
   }
-  absl::StrAppend(&key, scale, "|", at::get_num_threads(), "|");
+  absl::StrAppend(&key, at::get_num_threads(), "|");
+  append_key(&key, scale);
   static PrimitiveCache<std::shared_ptr<const Matmul>> cache;
   const auto made = cache.get(key, [&] {
     dnnl::post_ops ops;

@@ -298,6 +298,26 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
                     Catch::Contains("layer 0's weights must be [6, 30]"));
 }
 
+TEST_CASE("post-op parameters that differ past six digits get primitives of "
+          "their own") {
+  // The primitives are cached by call shape and parameters: two scales or
+  // slopes that print alike must not share one.
+  at::manual_seed(6);
+  const at::Tensor a = at::randn({2, 3, 4}), b = at::randn({2, 4, 5});
+  const at::Tensor first = call("fx_onednn::matmul", {a, b, 0.12345611});
+  const at::Tensor second = call("fx_onednn::matmul", {a, b, 0.12345614});
+  CHECK_FALSE(at::equal(first, second));
+  const at::Tensor w = at::randn({6, 4});
+  const at::Tensor packed = call("fx_onednn::pack_linear_weight",
+                                 {w, std::vector<int64_t>{3, 4}});
+  const at::Tensor x = at::randn({3, 4}) * 100;
+  const at::Tensor slope_1 = call(
+      "fx_onednn::linear", {x, packed, c10::IValue(), "relu", 0.01000011, 0.0});
+  const at::Tensor slope_2 = call(
+      "fx_onednn::linear", {x, packed, c10::IValue(), "relu", 0.01000014, 0.0});
+  CHECK_FALSE(at::equal(slope_1, slope_2));
+}
+
 TEST_CASE("bad weights and arguments are clear errors") {
   at::Tensor x = at::randn({1, 3, 8, 8});
   at::Tensor w = at::randn({4, 3, 3, 3});
