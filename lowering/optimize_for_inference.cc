@@ -125,7 +125,7 @@ class Lowering {
           continue;
         }
       }
-      if (options_.lower_recurrent) lower_lstm(n);
+      if (options_.lower_recurrent) lower_recurrent(n);
     }
     if (!lowered_convs_.empty()) keep_channels_last();
   }
@@ -359,6 +359,9 @@ class Lowering {
       lowered->meta().set(kTensorMeta,
                           channels_last ? channels_last_meta(meta) : meta);
     }
+    if (const auto* metas = tail->meta().get(kTensorMetaList)) {
+      lowered->meta().set(kTensorMetaList, *metas);  // a tuple's (an RNN's)
+    }
     if (!positions_.empty()) positions_[lowered] = position(tail);
     tail->replace_all_uses_with(lowered);
     for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
@@ -535,7 +538,7 @@ class Lowering {
   // unidirectional and without projections, in eval mode: fx_onednn::lstm
   // and gru on the weights transposed (a GRU's gates reordered) and the
   // biases summed, by init steps.
-  void lower_lstm(Node* n) {
+  void lower_recurrent(Node* n) {
     const bool gru = n->is_call_to({"aten::gru.input"});
     if (!gru && !n->is_call_to({"aten::lstm.input"})) return;
     const CallArguments arg(*n);
@@ -574,7 +577,6 @@ class Lowering {
       if (t.scalar_type() != at::kFloat || !t.device().is_cpu()) return;
     }
     std::vector<Argument> weights;
-    Node* lowered;
     {
       auto guard = graph_.inserting_before(n);
       const std::vector<Argument>& p = params.elements();
@@ -616,16 +618,11 @@ class Lowering {
         weights.push_back(cat({sum(1), sum(0), gate(b_ih, 2, hidden),
                                gate(b_hh, 2, hidden)}));
       }
-      lowered = graph_.call_function(
-          fx::op(gru ? "fx_onednn::gru" : "fx_onednn::lstm"),
-          {input, hx, Argument::list(std::move(weights)), layers,
-           batch_first});
     }
-    lowered->meta() = n->meta();
-    if (!positions_.empty()) positions_[lowered] = position(n);
-    n->replace_all_uses_with(lowered);
-    positions_.erase(n);
-    graph_.erase_node(n);
+    replace(n, {}, gru ? "fx_onednn::gru" : "fx_onednn::lstm",
+            {input, hx, Argument::list(std::move(weights)), layers,
+             batch_first},
+            false);
     ++report_.recurrent;
   }
 
