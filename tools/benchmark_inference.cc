@@ -243,6 +243,18 @@ at::Tensor first_tensor(const c10::IValue& v) {
   throw std::runtime_error("the model returned no tensor");
 }
 
+// optimize_for_inference's folding without any of its lowering: the
+// unlowered graph each lowered one is held against.
+fx::InferenceOptions fold_only() {
+  fx::InferenceOptions options;
+  options.split_attention = false;
+  options.lower_convolutions = false;
+  options.lower_linear = false;
+  options.lower_matmul = false;
+  options.lower_recurrent = false;
+  return options;
+}
+
 ModelRun measure_model(const std::string& dir, const std::string& name,
                        int64_t batch, int rounds, const Peak& peak,
                        const PeakConvolutions& peaks) {
@@ -272,11 +284,8 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.unmodelled = cost.unmodelled_ops.size();
 
     // The same passes without the lowering: what lowering must beat.
-    fx::InferenceOptions fold_only;
-    fold_only.lower_convolutions = false;
-    fold_only.lower_linear = false;
     fx::GraphModule unlowered(gm->copy());
-    fx::optimize_for_inference(*unlowered, fold_only);
+    fx::optimize_for_inference(*unlowered, fold_only());
 
     // Warm all (TorchScript's profiling executor optimizes on its second
     // and third runs), and fit the rounds into the time budget.
@@ -670,12 +679,7 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     if (sequence) {
       torch::jit::Module frozen = torch::jit::freeze(script.clone());
       optimized = torch::jit::optimize_for_inference(frozen);
-      fx::InferenceOptions fold_only;
-      fold_only.split_attention = false;
-      fold_only.lower_convolutions = false;
-      fold_only.lower_linear = false;
-      fold_only.lower_matmul = false;
-      fx::optimize_for_inference(*unlowered, fold_only);
+      fx::optimize_for_inference(*unlowered, fold_only());
     }
     // Each variant's sample: the median of its calls, each timed alone, as
     // ONNX Runtime's process times its runs.
@@ -980,10 +984,18 @@ int main(int argc, char** argv) {
         absl::StrCat(ort_dir, " ", absl::StrJoin(requests, " ")));
     const std::optional<std::string> timer =
         find_runfile(argv[0], kOrtTimerScript);
+    // A model's input spec, as the script printed it, or nullopt.
+    auto spec_of = [&](const std::string& name) -> std::optional<std::string> {
+      auto it = specs.values.find(name);
+      if (!specs.unavailable.empty() || it == specs.values.end()) {
+        return std::nullopt;
+      }
+      return it->second;
+    };
     for (int64_t batch : batches) {
       for (const std::string& name : ort_names) {
-        const std::string spec = specs.text(name);
-        if (!specs.unavailable.empty() || spec.empty() || !timer) {
+        const std::optional<std::string> spec = spec_of(name);
+        if (!spec || !timer) {
           OrtRun failed;
           failed.model = name;
           failed.batch = batch;
@@ -997,19 +1009,20 @@ int main(int argc, char** argv) {
         }
         std::cerr << "timing " << name << " at batch " << batch
                   << " beside ONNX Runtime\n";
-        ort_runs.push_back(measure_against_ort(ort_dir, *timer, name, spec,
+        ort_runs.push_back(measure_against_ort(ort_dir, *timer, name, *spec,
                                                batch, repeats, threads));
       }
     }
     for (const std::string& name : ort_names) {
+      const std::optional<std::string> spec = spec_of(name);
       if (std::count(kBf16SequenceModels.begin(), kBf16SequenceModels.end(),
                      name) == 0 ||
-          specs.text(name).empty()) {
+          !spec) {
         continue;
       }
       std::cerr << "timing " << name << " in bfloat16\n";
       bf16.push_back(measure_bf16(ort_dir + "/" + name + ".pt", name,
-                                  ort_input(specs.text(name), 1), repeats));
+                                  ort_input(*spec, 1), repeats));
     }
   }
 
