@@ -40,6 +40,13 @@ std::string model_path(const std::string& name) {
   return dir + "/" + name + ".pt";
 }
 
+// A TorchScript file of testdata/torchscript_models.py, in eval mode.
+torch::jit::Module load_script(const std::string& name) {
+  torch::jit::Module script = torch::jit::load(model_path(name));
+  script.eval();
+  return script;
+}
+
 double relative_error(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).abs().max().item<double>() /
          want.abs().max().item<double>();
@@ -66,8 +73,7 @@ const char kAttention[] = "aten::_native_multi_head_attention";
 TEST_CASE("the fused transformer ops split into their parts compute what they "
           "compute") {
   torch::NoGradGuard no_grad;
-  torch::jit::Module script = torch::jit::load(model_path("fused_encoder_traced"));
-  script.eval();
+  torch::jit::Module script = load_script("fused_encoder_traced");
   torch::manual_seed(0);
   const at::Tensor x = torch::randn({2, 16, 32});
   fx::GraphModule gm = fx::symbolic_trace(script, {x});
@@ -101,9 +107,7 @@ TEST_CASE("transformers lower: the fused ops' projections and feed-forward "
           "layers run on oneDNN") {
   torch::NoGradGuard no_grad;
   SECTION("nn.TransformerEncoderLayer and nn.MultiheadAttention, traced") {
-    torch::jit::Module script =
-        torch::jit::load(model_path("fused_encoder_traced"));
-    script.eval();
+    torch::jit::Module script = load_script("fused_encoder_traced");
     torch::manual_seed(0);
     at::Tensor x = torch::randn({2, 16, 32});
     x.select(2, 0).select(1, 3).fill_(2.0);
@@ -119,8 +123,7 @@ TEST_CASE("transformers lower: the fused ops' projections and feed-forward "
           1e-4);
   }
   SECTION("torchvision's VisionTransformer, scripted") {
-    torch::jit::Module script = torch::jit::load(model_path("small_vit_scripted"));
-    script.eval();
+    torch::jit::Module script = load_script("small_vit_scripted");
     // torchvision starts the classifier at zero: an output to compare.
     for (const auto& p : script.named_parameters()) {
       if (p.name.rfind("heads.", 0) == 0) p.value.normal_();
@@ -142,9 +145,7 @@ TEST_CASE("hand-written attention and LibTorch's C++ TransformerEncoder "
           "lower their matmuls") {
   torch::NoGradGuard no_grad;
   SECTION("q @ k.transpose(-2, -1) * scale, a causal mask, softmax, @ v") {
-    torch::jit::Module script =
-        torch::jit::load(model_path("causal_encoder_traced"));
-    script.eval();
+    torch::jit::Module script = load_script("causal_encoder_traced");
     const at::Tensor ids = torch::randint(0, 100, {2, 16});
     fx::GraphModule gm = fx::symbolic_trace(script, {ids});
     const fx::InferenceReport report = fx::optimize_for_inference(*gm);
@@ -168,8 +169,7 @@ TEST_CASE("hand-written attention and LibTorch's C++ TransformerEncoder "
 TEST_CASE("LSTMs lower to oneDNN's LSTM primitive") {
   torch::NoGradGuard no_grad;
   SECTION("nn.LSTM, 2 layers, batch_first, scripted") {
-    torch::jit::Module script = torch::jit::load(model_path("lstm_lm_scripted"));
-    script.eval();
+    torch::jit::Module script = load_script("lstm_lm_scripted");
     const at::Tensor ids = torch::randint(0, 100, {2, 16});
     fx::GraphModule gm = fx::symbolic_trace(script, {ids});
     const fx::InferenceReport report = fx::optimize_for_inference(*gm);
@@ -269,8 +269,7 @@ TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
 TEST_CASE("bf16 lowers a transformer's linear layers in bfloat16 and its "
           "attention in float32") {
   torch::NoGradGuard no_grad;
-  torch::jit::Module script = torch::jit::load(model_path("fused_encoder_traced"));
-  script.eval();
+  torch::jit::Module script = load_script("fused_encoder_traced");
   torch::manual_seed(0);
   const at::Tensor x = torch::randn({2, 16, 32});
   fx::GraphModule gm = fx::symbolic_trace(script, {x});
@@ -289,8 +288,7 @@ TEST_CASE("a lowered TorchScript transformer runs other batch sizes and "
   torch::NoGradGuard no_grad;
   for (const char* name : {"fused_encoder_traced", "lstm_lm_scripted"}) {
     CAPTURE(name);
-    torch::jit::Module script = torch::jit::load(model_path(name));
-    script.eval();
+    torch::jit::Module script = load_script(name);
     const bool tokens = std::string(name) == "lstm_lm_scripted";
     auto input = [&](int64_t batch, int64_t length) {
       return tokens ? torch::randint(0, 100, {batch, length})
