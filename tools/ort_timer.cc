@@ -79,6 +79,7 @@ OrtTimer::OrtTimer(const std::string& script, const std::string& model,
   from_ = fdopen(from_child[0], "r");
   const std::string ready = request("");
   if (ready != "ready") {
+    stop();  // a destructor does not run for a constructor that throws
     throw std::runtime_error(absl::StrCat(
         "ONNX Runtime did not load ", model, " (", command,
         "): is onnxruntime-node installed (tools/setup.sh)? said: '", ready,
@@ -86,12 +87,17 @@ OrtTimer::OrtTimer(const std::string& script, const std::string& model,
   }
 }
 
-OrtTimer::~OrtTimer() {
+OrtTimer::~OrtTimer() { stop(); }
+
+void OrtTimer::stop() {
+  // The end of its input ends the Node.js process.
   if (to_ != nullptr) fclose(to_);
   if (from_ != nullptr) fclose(from_);
+  to_ = from_ = nullptr;
   if (pid_ > 0) {
     int status = 0;
     waitpid(pid_, &status, 0);
+    pid_ = -1;
   }
 }
 

@@ -38,6 +38,8 @@ class OrtTimer {
 
  private:
   std::string request(const std::string& line);
+  // Closes the pipes and waits for the process.
+  void stop();
 
   pid_t pid_ = -1;
   FILE* to_ = nullptr;
