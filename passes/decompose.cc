@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <tuple>
 
 #include <ATen/ATen.h>
