@@ -237,7 +237,7 @@ void check_state(const ObserverSpec& spec, const at::Tensor& state) {
     TORCH_CHECK(state.dim() == 1 && state.numel() > 2,
                 "fx_quant::observe: a histogram observer's state holds min, "
                 "max and the bins");
-  } else if (spec.kind == ObserverKind::kPerChannelMinMax) {
+  } else if (spec.per_channel()) {
     TORCH_CHECK(state.dim() == 2 && state.size(0) == 2,
                 "fx_quant::observe: a per-channel observer's state is [2, C]");
   } else {
@@ -257,7 +257,8 @@ at::Tensor make_observer_state(const ObserverSpec& spec,
       s[1] = -kInf;
       return s;
     }
-    case ObserverKind::kPerChannelMinMax: {
+    case ObserverKind::kPerChannelMinMax:
+    case ObserverKind::kMovingAveragePerChannelMinMax: {
       const int64_t c = channels_of(spec, sizes);
       at::Tensor s = at::empty({2, c});
       s[0].fill_(kInf);
@@ -290,6 +291,24 @@ void observe(const ObserverSpec& spec, const at::Tensor& x,
       state[1].copy_(at::maximum(state[1], hi));
       return;
     }
+    case ObserverKind::kMovingAveragePerChannelMinMax: {
+      const int64_t c = channels_of(spec, x.sizes());
+      TORCH_CHECK(c == state.size(1), "fx_quant::observe: the value has ", c,
+                  " channels on axis ", spec.ch_axis, " but the observer ",
+                  state.size(1));
+      at::Tensor rows = x.detach().to(at::kFloat).transpose(0, spec.ch_axis)
+                            .reshape({c, -1});
+      const auto [lo, hi] = at::aminmax(rows, 1);
+      if (!observed(spec, state)) {
+        state[0].copy_(lo);
+        state[1].copy_(hi);
+      } else {
+        const double a = spec.averaging_constant;
+        state[0].copy_(state[0] + a * (lo - state[0]));
+        state[1].copy_(state[1] + a * (hi - state[1]));
+      }
+      return;
+    }
     case ObserverKind::kMovingAverageMinMax: {
       const auto [lo, hi] = at::aminmax(x.detach().to(at::kFloat));
       if (!observed(spec, state)) {
@@ -314,7 +333,7 @@ void observe(const ObserverSpec& spec, const at::Tensor& x,
 bool observed(const ObserverSpec& spec, const at::Tensor& state) {
   check_state(spec, state);
   const at::Tensor lo = state.select(0, 0), hi = state.select(0, 1);
-  if (spec.kind == ObserverKind::kPerChannelMinMax) {
+  if (spec.per_channel()) {
     return at::all(lo <= hi).item<bool>();
   }
   return lo.item<float>() <= hi.item<float>();
@@ -353,12 +372,11 @@ Kwargs observer_kwargs(const ObserverSpec& spec) {
               {"quant_min", quant_min},
               {"quant_max", quant_max},
               {"eps", spec.eps}};
-  if (spec.kind == ObserverKind::kMovingAverageMinMax) {
+  if (spec.kind == ObserverKind::kMovingAverageMinMax ||
+      spec.kind == ObserverKind::kMovingAveragePerChannelMinMax) {
     k.emplace_back("averaging_constant", spec.averaging_constant);
   }
-  if (spec.kind == ObserverKind::kPerChannelMinMax) {
-    k.emplace_back("ch_axis", spec.ch_axis);
-  }
+  if (spec.per_channel()) k.emplace_back("ch_axis", spec.ch_axis);
   return k;
 }
 
@@ -377,11 +395,13 @@ ObserverSpec spec_from_arguments(const std::string& observer,
     s.kind = ObserverKind::kHistogram;
   } else if (observer == "per_channel_min_max") {
     s.kind = ObserverKind::kPerChannelMinMax;
+  } else if (observer == "moving_average_per_channel_min_max") {
+    s.kind = ObserverKind::kMovingAveragePerChannelMinMax;
   } else {
     throw QuantizationError(absl::StrCat(
         "unknown observer '", observer,
-        "': use min_max, moving_average_min_max, histogram or "
-        "per_channel_min_max"));
+        "': use min_max, moving_average_min_max, histogram, "
+        "per_channel_min_max or moving_average_per_channel_min_max"));
   }
   if (dtype != c10::ScalarType::QUInt8 && dtype != c10::ScalarType::QInt8) {
     throw QuantizationError(absl::StrCat("observer dtype ", c10::toString(dtype),
@@ -399,10 +419,14 @@ ObserverSpec spec_from_arguments(const std::string& observer,
   } else {
     throw QuantizationError(absl::StrCat("unknown qscheme '", qscheme, "'"));
   }
-  if (s.per_channel() != (s.kind == ObserverKind::kPerChannelMinMax)) {
+  const bool per_channel_observer =
+      s.kind == ObserverKind::kPerChannelMinMax ||
+      s.kind == ObserverKind::kMovingAveragePerChannelMinMax;
+  if (s.per_channel() != per_channel_observer) {
     throw QuantizationError(absl::StrCat(
         "qscheme ", qscheme, " does not go with the ", observer,
-        " observer: per-channel schemes need per_channel_min_max"));
+        " observer: per-channel schemes need per_channel_min_max or "
+        "moving_average_per_channel_min_max"));
   }
   if (!(quant_min < quant_max)) {
     throw QuantizationError(absl::StrCat("quant_min (", quant_min,

@@ -32,6 +32,8 @@ std::string ObserverSpec::kind_name() const {
     case ObserverKind::kMovingAverageMinMax: return "moving_average_min_max";
     case ObserverKind::kHistogram: return "histogram";
     case ObserverKind::kPerChannelMinMax: return "per_channel_min_max";
+    case ObserverKind::kMovingAveragePerChannelMinMax:
+      return "moving_average_per_channel_min_max";
   }
   return "min_max";
 }
@@ -88,6 +90,12 @@ ObserverSpec default_per_channel_weight_observer() {
   return s;
 }
 
+ObserverSpec moving_average_per_channel_min_max_observer() {
+  ObserverSpec s = default_per_channel_weight_observer();
+  s.kind = ObserverKind::kMovingAveragePerChannelMinMax;
+  return s;
+}
+
 std::vector<std::string> available_engines() {
   std::vector<std::string> names;
   for (at::QEngine e : at::globalContext().supportedQEngines()) {
@@ -119,6 +127,19 @@ QConfig default_qconfig(const std::string& engine) {
   q.activation = histogram_observer(c10::ScalarType::QUInt8);
   q.weight = engine == "onednn" ? default_per_channel_weight_observer()
                                 : default_weight_observer();
+  return q;
+}
+
+QConfig default_qat_qconfig(const std::string& engine) {
+  check_quantized_engine(engine);
+  QConfig q;
+  q.activation = moving_average_min_max_observer(c10::ScalarType::QUInt8);
+  if (engine == "onednn") {
+    q.weight = moving_average_per_channel_min_max_observer();
+  } else {
+    q.weight = default_weight_observer();
+    q.weight.kind = ObserverKind::kMovingAverageMinMax;
+  }
   return q;
 }
 
@@ -184,6 +205,12 @@ QConfigMapping get_default_qconfig_mapping(const std::string& engine) {
   const QConfig q = default_qconfig(engine);
   QConfigMapping m;
   m.set_engine(engine).set_global(q);
+  return m;
+}
+
+QConfigMapping get_default_qat_qconfig_mapping(const std::string& engine) {
+  QConfigMapping m;
+  m.set_engine(engine).set_global(default_qat_qconfig(engine));
   return m;
 }
 

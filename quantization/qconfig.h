@@ -38,6 +38,7 @@ enum class ObserverKind {
   kMovingAverageMinMax,  // MovingAverageMinMaxObserver
   kHistogram,            // HistogramObserver (L2-optimal range search)
   kPerChannelMinMax,     // PerChannelMinMaxObserver (weights)
+  kMovingAveragePerChannelMinMax,  // MovingAveragePerChannelMinMaxObserver
 };
 
 enum class QScheme {
@@ -56,9 +57,9 @@ struct ObserverSpec {
   // The quantized range; unset: the dtype's (halved by reduce_range).
   std::optional<int64_t> quant_min, quant_max;
   double eps = 1.1920928955078125e-07;  // float32's epsilon
-  double averaging_constant = 0.01;     // kMovingAverageMinMax
+  double averaging_constant = 0.01;     // the moving-average observers
   int64_t bins = 2048;                  // kHistogram
-  int64_t ch_axis = 0;                  // kPerChannelMinMax
+  int64_t ch_axis = 0;                  // the per-channel observers
 
   // The effective range, e.g. [0, 255] for quint8.
   std::pair<int64_t, int64_t> range() const;
@@ -78,6 +79,9 @@ ObserverSpec histogram_observer(c10::ScalarType dtype = c10::ScalarType::QUInt8)
 ObserverSpec default_weight_observer();
 // qint8, per-channel symmetric on axis 0: default_per_channel_weight_observer.
 ObserverSpec default_per_channel_weight_observer();
+// The moving-average per-channel observer (quantization-aware training's
+// per-channel weights), qint8, per-channel symmetric on axis 0.
+ObserverSpec moving_average_per_channel_min_max_observer();
 
 struct QConfig {
   ObserverSpec activation;
@@ -88,6 +92,13 @@ struct QConfig {
 // activations (quint8, full range), per-channel symmetric qint8 weights for
 // onednn, per-tensor symmetric for qnnpack.
 QConfig default_qconfig(const std::string& engine);
+
+// torch.ao's get_default_qat_qconfig(engine) (version 1): what
+// quantization-aware training fake-quantizes with (quantization/qat.h),
+// each a FusedMovingAvgObsFakeQuantize: moving-average activations
+// (quint8, full range), moving-average weights, qint8 symmetric, per
+// channel for onednn and per tensor for qnnpack.
+QConfig default_qat_qconfig(const std::string& engine);
 
 // The engines quantized kernels can run on here ("onednn", "qnnpack").
 std::vector<std::string> available_engines();
@@ -130,5 +141,8 @@ class QConfigMapping {
 // quantized kernels choose them.) Throws QuantizationError for an unknown
 // engine.
 QConfigMapping get_default_qconfig_mapping(const std::string& engine);
+// torch.ao's get_default_qat_qconfig_mapping(engine): default_qat_qconfig
+// globally, for prepare_qat_fx.
+QConfigMapping get_default_qat_qconfig_mapping(const std::string& engine);
 
 }  // namespace fx
