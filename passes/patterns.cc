@@ -456,7 +456,8 @@ std::optional<BatchNorm> match_batch_norm(const GraphModuleImpl& module,
   b.node = &node;
   const Argument& training = args["training"];
   const auto eps = constant_number(args["eps"]);
-  if (!args["input"].is_node() || !training.is_bool() || training.to_bool() ||
+  if (!args["input"].is_node() || !training.is_bool() ||
+      training.to_bool() != options.batch_norm_training ||
       !eps || !attribute_or_none(module, args["weight"], &b.weight) ||
       !attribute_or_none(module, args["bias"], &b.bias) ||
       !attribute_or_none(module, args["running_mean"], &b.running_mean) ||

@@ -57,6 +57,10 @@ struct PatternOptions {
   // argument on unchanged, looked through between a weight and the
   // operator reading it: quantization's observers.
   std::vector<std::string_view> look_through;
+  // A batch_norm in training mode (training a constant True) matches
+  // instead of one in inference mode: quantization-aware training's
+  // conv/batch-norm blocks.
+  bool batch_norm_training = false;
 };
 
 // --- Operators ----------------------------------------------------------------
@@ -123,7 +127,8 @@ std::optional<Matmul> match_matmul(const GraphModuleImpl& module, Node& node,
 // (1 / c for a division), or nullopt.
 std::optional<double> match_scale(Node& node, const Node* value);
 
-// aten::batch_norm in inference mode (training a constant False) of
+// aten::batch_norm in inference mode (training a constant False; True
+// with PatternOptions::batch_norm_training) of
 // running statistics that are attributes, and a weight and bias that are
 // attributes or None. Typed: a float32 CPU input of rank 2 or more.
 struct BatchNorm {
