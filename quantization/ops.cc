@@ -50,6 +50,48 @@ at::Tensor quantize_weight_op(const at::Tensor& weight,
   return quantize(spec, weight, calculate_qparams(spec, state));
 }
 
+// Quantization-aware training's fake quantizer: torch.ao's
+// FusedMovingAvgObsFakeQuantize, which is aten's fused operator on the
+// state it keeps as buffers. Composite: autograd differentiates the aten
+// operator (the straight-through estimator inside the clamping range).
+at::Tensor fake_quantize_op(const at::Tensor& self,
+                            const at::Tensor& observer_enabled,
+                            const at::Tensor& fake_quant_enabled,
+                            at::Tensor& min_val, at::Tensor& max_val,
+                            at::Tensor& scale, at::Tensor& zero_point,
+                            c10::ScalarType dtype, c10::string_view qscheme,
+                            int64_t quant_min, int64_t quant_max,
+                            double averaging_constant, int64_t ch_axis,
+                            c10::string_view /*role*/) {
+  const std::string scheme(qscheme);
+  const ObserverSpec spec = spec_from_arguments(
+      scheme.rfind("per_channel", 0) == 0 ? "moving_average_per_channel_min_max"
+                                          : "moving_average_min_max",
+      dtype, scheme, quant_min, quant_max, 1.1920928955078125e-07,
+      averaging_constant, ch_axis);
+  TORCH_CHECK(self.scalar_type() == at::kFloat,
+              "fx_quant::fake_quantize: the value must be float32, got ",
+              self.toString());
+  TORCH_CHECK(min_val.scalar_type() == at::kFloat &&
+                  max_val.scalar_type() == at::kFloat &&
+                  scale.scalar_type() == at::kFloat &&
+                  zero_point.scalar_type() == at::kInt,
+              "fx_quant::fake_quantize: its state is float32 min_val, max_val "
+              "and scale and an int32 zero_point, as prepare_qat_fx makes them");
+  if (spec.per_channel()) {
+    TORCH_CHECK(ch_axis >= 0 && ch_axis < self.dim() &&
+                    min_val.dim() == 1 &&
+                    min_val.size(0) == self.size(ch_axis),
+                "fx_quant::fake_quantize: a per-channel state of ",
+                min_val.numel(), " channels for a value of sizes ",
+                self.sizes(), " on axis ", ch_axis);
+  }
+  return at::fused_moving_avg_obs_fake_quant(
+      self, observer_enabled, fake_quant_enabled, min_val, max_val, scale,
+      zero_point, averaging_constant, quant_min, quant_max, ch_axis,
+      spec.per_channel(), spec.symmetric());
+}
+
 // Sets the global quantized engine for one call.
 class EngineGuard {
  public:
@@ -90,6 +132,13 @@ TORCH_LIBRARY(fx_quant, m) {
       "float eps, float averaging_constant=0.01, int ch_axis=0, "
       "str role=\"output\") -> Tensor(a)");
   m.def(
+      "fake_quantize(Tensor self, Tensor observer_enabled, "
+      "Tensor fake_quant_enabled, Tensor(a!) min_val, Tensor(b!) max_val, "
+      "Tensor(c!) scale, Tensor(d!) zero_point, ScalarType dtype, "
+      "str qscheme, int quant_min, int quant_max, "
+      "float averaging_constant=0.01, int ch_axis=0, str role=\"output\") "
+      "-> Tensor");
+  m.def(
       "quantize_weight(Tensor weight, str observer, ScalarType dtype, "
       "str qscheme, int quant_min, int quant_max, float eps, int ch_axis=0) "
       "-> Tensor");
@@ -115,6 +164,10 @@ TORCH_LIBRARY_IMPL(fx_quant, CPU, m) {
 }
 
 TORCH_LIBRARY_IMPL(fx_quant, Meta, m) { m.impl("observe", &observe_meta); }
+
+TORCH_LIBRARY_IMPL(fx_quant, CompositeImplicitAutograd, m) {
+  m.impl("fake_quantize", &fake_quantize_op);
+}
 
 // Calibration records values; no gradient flows through it.
 TORCH_LIBRARY_IMPL(fx_quant, Autograd, m) {

@@ -10,6 +10,20 @@
 //     self. role tells convert_fx why it is there: "output" (the operator
 //     making self is quantized), "input" (self is quantized for the
 //     quantized operators reading it), "weight".
+//   fx_quant::fake_quantize(Tensor self, Tensor observer_enabled,
+//       Tensor fake_quant_enabled, Tensor(a!) min_val, Tensor(b!) max_val,
+//       Tensor(c!) scale, Tensor(d!) zero_point, ScalarType dtype,
+//       str qscheme, int quant_min, int quant_max,
+//       float averaging_constant=0.01, int ch_axis=0, str role="output")
+//       -> Tensor
+//     quantization-aware training's fake quantizer (quantization/qat.h):
+//     torch.ao's FusedMovingAvgObsFakeQuantize, i.e. aten's
+//     fused_moving_avg_obs_fake_quant on the state buffers: while
+//     observer_enabled, min_val / max_val follow the value's range by a
+//     moving average and scale / zero_point are recomputed; while
+//     fake_quant_enabled, the value is quantized and dequantized. The
+//     gradient is the straight-through estimator's (1 inside the clamping
+//     range, 0 outside). role as observe's.
 //   fx_quant::quantize_weight(Tensor weight, str observer, ScalarType dtype,
 //       str qscheme, int quant_min, int quant_max, float eps,
 //       int ch_axis=0) -> Tensor
