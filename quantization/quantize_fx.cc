@@ -17,10 +17,14 @@
 #include "passes/fuse_conv_bn.h"
 #include "passes/patterns.h"
 #include "passes/remove_dropout.h"
+#include "quantization/internal/plan.h"
 #include "quantization/observer.h"
 #include "quantization/ops.h"
 
 namespace fx {
+
+using quantization_internal::PlannedObserver;
+
 namespace {
 
 // --- Matching ----------------------------------------------------------------
@@ -201,12 +205,15 @@ class Preparer {
   Preparer(GraphModuleImpl& module, const QConfigMapping& mapping)
       : module_(module), graph_(module.graph()), mapping_(mapping) {}
 
-  void run() {
+  // Where observers go, decided before any is inserted (prepare_qat_fx puts
+  // fake quantizers in the same places).
+  std::vector<PlannedObserver> plan() {
+    std::vector<std::pair<Unit, QConfig>> units;
     for (Node* n : graph_.nodes()) {
       if (auto u = match_unit(module_, n, quantized_fusions())) {
         auto qconfig = mapping_.qconfig_for(*n, family_name(u->family));
         if (!qconfig) continue;
-        units_.push_back({*u, *qconfig});
+        units.push_back({*u, *qconfig});
         quantized_outputs_.insert(u->output());
       }
     }
@@ -215,12 +222,40 @@ class Preparer {
         pass_through_.insert(n);
       }
     }
-    for (auto& [u, qconfig] : units_) {
+    std::vector<PlannedObserver> planned;
+    absl::flat_hash_set<const Node*> observed;
+    auto observe = [&](Node* value, const ObserverSpec& spec, const char* role) {
+      if (is_observer(*value) || !observed.insert(value).second) return;
+      planned.push_back({value, spec, role, nullptr, {}});
+    };
+    for (auto& [u, qconfig] : units) {
       for (Node* a : u.activations) {
         if (!quantized_source(a)) observe(a, qconfig.activation, "input");
       }
       observe(u.output(), qconfig.activation, "output");
-      if (u.weight() != nullptr) observe_weight(u, qconfig.weight);
+      if (u.weight() != nullptr) {
+        ObserverSpec s = qconfig.weight;
+        // The output channel: axis 0 of [out, in, ...], 1 of a transposed
+        // linear weight [in, out].
+        if (s.per_channel()) s.ch_axis = u.weight()->transposed ? 1 : 0;
+        planned.push_back({u.weight()->attr, s, "weight", u.root(), *u.weight()});
+      }
+    }
+    return planned;
+  }
+
+  void run() {
+    for (const PlannedObserver& p : plan()) {
+      if (p.role == "weight") {
+        Node* obs = add_observer(p.value, p.spec, "weight_post_process_", "weight");
+        Node* user = p.weight.use == p.weight.attr ? p.root : p.weight.use;
+        user->replace_input_with(p.value, obs);
+      } else {
+        Node* obs = add_observer(p.value, p.spec, "activation_post_process_",
+                                 p.role.c_str());
+        p.value->replace_all_uses_with(
+            obs, [obs](Node* user) { return user != obs; });
+      }
     }
   }
 
@@ -239,58 +274,15 @@ class Preparer {
 
   Node* add_observer(Node* value, const ObserverSpec& spec,
                      const std::string& prefix, const char* role) {
-    const TensorMeta* m = value->tensor_meta();
-    const std::string path = absl::StrCat(prefix, count_++);
-    module_.register_tensor_attribute(path, make_observer_state(spec, m->sizes),
-                                      /*is_parameter=*/false);
-    auto guard = graph_.inserting_after(value);
-    Node* state = graph_.get_attr(path);
-    Node* obs;
-    {
-      auto after_state = graph_.inserting_after(state);
-      Kwargs kwargs = observer_kwargs(spec);
-      if (std::string(role) != "output") kwargs.emplace_back("role", role);
-      obs = graph_.call_function(fx::op("fx_quant::observe"), {value, state},
-                                 std::move(kwargs));
-    }
-    obs->meta().set(kTensorMeta, *m);
-    if (const std::string* path_meta = value->meta().get(kModulePath)) {
-      obs->meta().set(kModulePath, *path_meta);
-    }
-    return obs;
-  }
-
-  // Observes `value` for all its users (once): as the output of a quantized
-  // operator, or as the input of one.
-  void observe(Node* value, const ObserverSpec& spec, const char* role) {
-    if (observed_.contains(value)) return;
-    if (is_observer(*value)) return;
-    Node* obs = add_observer(value, spec, "activation_post_process_", role);
-    value->replace_all_uses_with(
-        obs, [obs](Node* user) { return user != obs; });
-    observed_[value] = obs;
-  }
-
-  // Observes the weight for this unit's use only.
-  void observe_weight(const Unit& u, const ObserverSpec& spec) {
-    ObserverSpec s = spec;
-    if (s.per_channel()) {
-      // The output channel: axis 0 of [out, in, ...], 1 of a transposed
-      // linear weight [in, out].
-      s.ch_axis = u.weight()->transposed ? 1 : 0;
-    }
-    const Weight& w = *u.weight();
-    Node* obs = add_observer(w.attr, s, "weight_post_process_", "weight");
-    Node* user = w.use == w.attr ? u.root() : w.use;
-    user->replace_input_with(w.attr, obs);
+    return quantization_internal::insert_observer(
+        module_, value, spec, make_observer_state(spec, value->tensor_meta()->sizes),
+        absl::StrCat(prefix, count_++), role);
   }
 
   GraphModuleImpl& module_;
   Graph& graph_;
   const QConfigMapping& mapping_;
-  std::vector<std::pair<Unit, QConfig>> units_;
   absl::flat_hash_set<const Node*> quantized_outputs_, pass_through_;
-  absl::flat_hash_map<const Node*, Node*> observed_;
   int count_ = 0;
 };
 
@@ -797,29 +789,68 @@ std::string current_engine() {
 
 }  // namespace
 
+namespace quantization_internal {
+
+GraphModule inference_copy(const GraphModule& module,
+                           const std::vector<c10::IValue>& example_inputs,
+                           const char* what) {
+  GraphModule copy(module->copy());
+  fuse_conv_bn(*copy);
+  remove_dropout(*copy);
+  copy->graph().eliminate_dead_code();
+  copy->recompile();
+  if (!has_tensor_meta(copy->graph())) {
+    if (example_inputs.empty()) {
+      throw QuantizationError(absl::StrCat(
+          what, ": the graph has no tensor metadata (it was not traced): "
+          "give example inputs, or run fx::ShapeProp first"));
+    }
+    ShapeProp(copy).propagate(example_inputs);
+  }
+  return copy;
+}
+
+Node* insert_observer(GraphModuleImpl& module, Node* value,
+                      const ObserverSpec& spec, const at::Tensor& state,
+                      const std::string& path, const std::string& role) {
+  Graph& graph = module.graph();
+  module.register_tensor_attribute(path, state, /*is_parameter=*/false);
+  auto guard = graph.inserting_after(value);
+  Node* state_node = graph.get_attr(path);
+  Node* obs;
+  {
+    auto after_state = graph.inserting_after(state_node);
+    Kwargs kwargs = observer_kwargs(spec);
+    if (role != "output") kwargs.emplace_back("role", role);
+    obs = graph.call_function(fx::op("fx_quant::observe"), {value, state_node},
+                              std::move(kwargs));
+  }
+  if (const TensorMeta* m = value->tensor_meta()) obs->meta().set(kTensorMeta, *m);
+  if (const std::string* path_meta = value->meta().get(kModulePath)) {
+    obs->meta().set(kModulePath, *path_meta);
+  }
+  return obs;
+}
+
+std::vector<PlannedObserver> plan_observers(GraphModuleImpl& module,
+                                            const QConfigMapping& mapping) {
+  return Preparer(module, mapping).plan();
+}
+
+}  // namespace quantization_internal
+
 GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
                        const std::vector<c10::IValue>& example_inputs) {
+  bool prepared_already = quantization_internal::is_qat_module(*module);
+  for (const Node* n : module->graph().nodes()) prepared_already |= is_observer(*n);
+  if (prepared_already) {
+    throw QuantizationError(
+        "prepare_fx: the module has observers or fake quantizers already (it "
+        "was prepared): calibrate or train it and give it to convert_fx");
+  }
   check_not_training(*module, "prepare_fx");
-  for (const Node* n : module->graph().nodes()) {
-    if (is_observer(*n)) {
-      throw QuantizationError(
-          "prepare_fx: the module has observers already (it was prepared): "
-          "calibrate it and give it to convert_fx");
-    }
-  }
-  GraphModule prepared(module->copy());
-  fuse_conv_bn(*prepared);
-  remove_dropout(*prepared);
-  prepared->graph().eliminate_dead_code();
-  prepared->recompile();
-  if (!has_tensor_meta(prepared->graph())) {
-    if (example_inputs.empty()) {
-      throw QuantizationError(
-          "prepare_fx: the graph has no tensor metadata (it was not traced): "
-          "give example inputs, or run fx::ShapeProp first");
-    }
-    ShapeProp(prepared).propagate(example_inputs);
-  }
+  GraphModule prepared =
+      quantization_internal::inference_copy(module, example_inputs, "prepare_fx");
   Preparer(*prepared, mapping).run();
   prepared->graph().lint();
   prepared->recompile();
@@ -827,6 +858,9 @@ GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
 }
 
 GraphModule convert_fx(const GraphModule& prepared) {
+  if (quantization_internal::is_qat_module(*prepared)) {
+    return convert_fx(quantization_internal::qat_as_prepared(*prepared));
+  }
   check_not_training(*prepared, "convert_fx");
   check_calibrated(*prepared, "convert_fx");
   quantization::register_operators();
@@ -834,6 +868,10 @@ GraphModule convert_fx(const GraphModule& prepared) {
 }
 
 GraphModule convert_to_reference_fx(const GraphModule& prepared) {
+  if (quantization_internal::is_qat_module(*prepared)) {
+    return convert_to_reference_fx(
+        quantization_internal::qat_as_prepared(*prepared));
+  }
   check_not_training(*prepared, "convert_to_reference_fx");
   check_calibrated(*prepared, "convert_to_reference_fx");
   quantization::register_operators();

@@ -1,0 +1,630 @@
+#include "quantization/qat.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "fx/ir/function.h"
+#include "fx/ir/meta.h"
+#include "fx/ir/operator_schemas.h"
+#include "passes/patterns.h"
+#include "quantization/internal/plan.h"
+#include "quantization/observer.h"
+#include "quantization/ops.h"
+
+namespace fx {
+
+using quantization_internal::PlannedObserver;
+
+namespace {
+
+bool is_fake_quantize(const Node& n) {
+  return n.is_call_to({"fx_quant::fake_quantize"});
+}
+
+// The state buffers, in the operator's argument order after `self`.
+constexpr const char* kStateNames[] = {"observer_enabled", "fake_quant_enabled",
+                                       "min_val", "max_val", "scale",
+                                       "zero_point"};
+
+// Sets the argument `name` of an operator call, as a keyword or positional
+// argument as the schema has it.
+void set_argument(Node& n, std::string_view name, Argument value) {
+  const c10::FunctionSchema& schema = n.target().op().schema();
+  std::vector<Argument> full = full_arguments(n, schema);
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].name() != name) continue;
+    full[i] = std::move(value);
+    auto [args, kwargs] = split_arguments(schema, std::move(full));
+    n.set_args(std::move(args));
+    n.set_kwargs(std::move(kwargs));
+    return;
+  }
+  throw QuantizationError(absl::StrCat(n.format_node(), ": no argument ", std::string(name)));
+}
+
+bool literal_true(const std::optional<Argument>& a) {
+  return a && a->is_bool() && a->to_bool();
+}
+
+// A graph traced in training mode, switched to inference: batch norms use
+// their running statistics, dropouts pass values on, and the batch norms'
+// counters (num_batches_tracked += 1) are gone.
+void set_inference_mode(Graph& graph) {
+  std::vector<Node*> counters;
+  for (Node* n : graph.nodes()) {
+    if (n->is_call_to({"aten::batch_norm"}) &&
+        literal_true(operator_argument(*n, "training"))) {
+      set_argument(*n, "training", false);
+    } else if (n->is_call_to({"aten::dropout", "aten::dropout_",
+                              "aten::feature_dropout", "aten::feature_dropout_",
+                              "aten::alpha_dropout", "aten::alpha_dropout_",
+                              "aten::feature_alpha_dropout",
+                              "aten::feature_alpha_dropout_"}) &&
+               literal_true(operator_argument(*n, "train"))) {
+      set_argument(*n, "train", false);
+    } else if (n->is_call_to({"aten::add_.Scalar", "aten::add_.Tensor"}) &&
+               n->users().empty() && n->args()[0].is_node() &&
+               n->args()[0].to_node()->op() == Opcode::kGetAttr &&
+               absl::EndsWith(n->args()[0].to_node()->target().str(),
+                              "num_batches_tracked")) {
+      counters.push_back(n);
+    }
+  }
+  for (Node* n : counters) graph.erase_node(n);
+}
+
+// Whether `n` is `scope` or inside it: its name, or its module path or one
+// of its parents (an empty scope holds everything).
+bool in_scope(const Node& n, const std::string& scope) {
+  if (scope.empty() || n.name() == scope) return true;
+  const std::string* path = n.meta().get(kModulePath);
+  return path != nullptr &&
+         (*path == scope || absl::StartsWith(*path, absl::StrCat(scope, ".")));
+}
+
+// --- The conv/batch-norm block -------------------------------------------------
+// What prepare_qat_fx makes of conv -> batch_norm (training): see qat.h.
+struct Block {
+  Node* conv = nullptr;
+  Node* weight_fake_quant = nullptr;  // fake_quantize(%scaled)
+  Node* scaled = nullptr;             // mul(%weight, reshape(%factor))
+  Node* weight = nullptr;             // the get_attr
+  Node* unscaled = nullptr;           // div(%conv, reshape(%factor))
+  Node* bias = nullptr;               // the conv's bias get_attr, or nullptr
+  Node* batch_norm = nullptr;
+  Node* bn_input = nullptr;           // unscaled, or the add of the bias
+};
+
+std::optional<Block> match_block(Node& conv) {
+  if (!conv.is_call_to({"aten::conv1d", "aten::conv2d", "aten::conv3d"}) ||
+      conv.args().size() < 2 || !conv.args()[1].is_node()) {
+    return std::nullopt;
+  }
+  Block b;
+  b.conv = &conv;
+  Node* fq = conv.args()[1].to_node();
+  if (!is_fake_quantize(*fq) || !fq->args()[0].is_node()) return std::nullopt;
+  b.weight_fake_quant = fq;
+  b.scaled = fq->args()[0].to_node();
+  if (!b.scaled->is_call_to({"aten::mul.Tensor"}) || !b.scaled->args()[0].is_node() ||
+      b.scaled->args()[0].to_node()->op() != Opcode::kGetAttr) {
+    return std::nullopt;
+  }
+  b.weight = b.scaled->args()[0].to_node();
+  Node* div = conv.only_user();
+  if (div == nullptr || !div->is_call_to({"aten::div.Tensor"}) ||
+      !div->args()[0].is_node() || div->args()[0].to_node() != &conv) {
+    return std::nullopt;
+  }
+  b.unscaled = b.bn_input = div;
+  Node* next = div->only_user();
+  if (next != nullptr && next->is_call_to({"aten::add.Tensor"}) &&
+      next->args()[0].is_node() && next->args()[0].to_node() == div) {
+    Node* reshape = next->args()[1].is_node() ? next->args()[1].to_node() : nullptr;
+    if (reshape == nullptr || !reshape->is_call_to({"aten::reshape"}) ||
+        !reshape->args()[0].is_node()) {
+      return std::nullopt;
+    }
+    b.bias = reshape->args()[0].to_node();
+    b.bn_input = next;
+    next = next->only_user();
+  }
+  if (next == nullptr || !next->is_call_to({"aten::batch_norm"})) return std::nullopt;
+  b.batch_norm = next;
+  return b;
+}
+
+std::vector<Block> blocks(Graph& graph) {
+  std::vector<Block> found;
+  for (Node* n : graph.nodes()) {
+    if (auto b = match_block(*n)) found.push_back(*b);
+  }
+  return found;
+}
+
+// --- prepare_qat_fx ----------------------------------------------------------------
+class QatPreparer {
+ public:
+  explicit QatPreparer(GraphModuleImpl& module)
+      : module_(module), graph_(module.graph()) {
+    for (Node* n : graph_.nodes()) by_name_[n->name()] = n;
+  }
+
+  Node* node(const std::string& name) const {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) {
+      throw QuantizationError(absl::StrCat(
+          "prepare_qat_fx: %", name, " of the inference graph is not in the "
+          "training graph (report this with the model)"));
+    }
+    return it->second;
+  }
+
+  // A fake quantizer of `value` for `spec`, inserted after `value`; its
+  // state registered under `base`.
+  Node* add_fake_quantize(Node* value, const ObserverSpec& spec,
+                          const std::string& base, const std::string& role,
+                          at::IntArrayRef sizes, const Node* path_from) {
+    const int64_t channels = spec.per_channel() ? sizes.at(spec.ch_axis) : 0;
+    const auto [quant_min, quant_max] = spec.range();
+    auto ranged = [&](float v, at::ScalarType dtype) {
+      return spec.per_channel() ? at::full({channels}, v, at::dtype(dtype))
+                                : at::full({}, v, at::dtype(dtype));
+    };
+    const at::Tensor state[] = {
+        at::ones({1}, at::kLong),
+        at::ones({1}, at::kLong),
+        ranged(std::numeric_limits<float>::infinity(), at::kFloat),
+        ranged(-std::numeric_limits<float>::infinity(), at::kFloat),
+        spec.per_channel() ? at::ones({channels}) : at::ones({1}),
+        spec.per_channel() ? at::zeros({channels}, at::kInt)
+                           : at::zeros({1}, at::kInt)};
+    std::vector<Argument> args = {value};
+    for (int i = 0; i < 6; ++i) {
+      module_.register_tensor_attribute(absl::StrCat(base, ".", kStateNames[i]),
+                                        state[i], /*is_parameter=*/false);
+    }
+    Node* last = value;
+    for (int i = 0; i < 6; ++i) {
+      auto guard = graph_.inserting_after(last);
+      last = graph_.get_attr(absl::StrCat(base, ".", kStateNames[i]));
+      args.emplace_back(last);
+    }
+    args.insert(args.end(), {Argument(spec.dtype), Argument(spec.qscheme_name()),
+                             Argument(quant_min), Argument(quant_max),
+                             Argument(spec.averaging_constant),
+                             Argument(spec.ch_axis)});
+    Kwargs kwargs;
+    if (role != "output") kwargs.emplace_back("role", role);
+    Node* fq;
+    {
+      auto guard = graph_.inserting_after(last);
+      fq = graph_.call_function(fx::op("fx_quant::fake_quantize"), std::move(args),
+                                std::move(kwargs));
+    }
+    if (const TensorMeta* m = value->tensor_meta()) fq->meta().set(kTensorMeta, *m);
+    if (const std::string* path = path_from->meta().get(kModulePath)) {
+      fq->meta().set(kModulePath, *path);
+    }
+    return fq;
+  }
+
+  // The conv/batch-norm block for `conv` -> `bn` (see qat.h), its scaled
+  // weight fake-quantized by `spec`.
+  void make_block(Node* conv, Node* bn, const ObserverSpec& spec) {
+    const CallArguments conv_args(*conv);
+    const CallArguments bn_args(*bn);
+    Node* weight = conv_args["weight"].to_node();
+    const Argument bias = conv_args["bias"];
+    const at::Tensor w = module_.fetch_attr(weight->target().str());
+    const int64_t rank = w.dim();
+    std::vector<int64_t> weight_shape(rank, 1), bias_shape(rank, 1);
+    weight_shape[0] = -1;
+    bias_shape[1] = -1;
+    const std::string* path = conv->meta().get(kModulePath);
+    auto tag = [&](Node* n) {
+      if (path != nullptr) n->meta().set(kModulePath, *path);
+      return n;
+    };
+    Node* scaled;
+    Node* factor;
+    {
+      auto guard = graph_.inserting_before(conv);
+      // The batch norm's attributes, read again before the convolution.
+      Node* running_var =
+          graph_.get_attr(bn_args["running_var"].to_node()->target().str());
+      Node* var_eps = tag(graph_.call_function(fx::op("aten::add.Scalar"),
+                                               {running_var, bn_args["eps"]}));
+      Node* deviation = tag(graph_.call_function(fx::op("aten::sqrt"), {var_eps}));
+      const Argument& gamma = bn_args["weight"];
+      factor = tag(gamma.is_node()
+                       ? graph_.call_function(
+                             fx::op("aten::div.Tensor"),
+                             {graph_.get_attr(gamma.to_node()->target().str()),
+                              deviation})
+                       : graph_.call_function(fx::op("aten::reciprocal"),
+                                              {deviation}));
+      Node* factor_w = tag(graph_.call_function(
+          fx::op("aten::reshape"), {factor, Argument(weight_shape)}));
+      scaled = tag(graph_.call_function(fx::op("aten::mul.Tensor"),
+                                        {weight, factor_w}));
+    }
+    Node* fq = add_fake_quantize(scaled, spec, absl::StrCat("weight_fake_quant_", count_++),
+                                 "weight", w.sizes(), conv);
+    conv->replace_input_with(weight, fq);
+    set_argument(*conv, "bias", Argument());
+    Node* input = nullptr;
+    {
+      auto guard = graph_.inserting_before(bn);
+      Node* factor_b = tag(graph_.call_function(
+          fx::op("aten::reshape"), {factor, Argument(bias_shape)}));
+      input = tag(graph_.call_function(fx::op("aten::div.Tensor"), {conv, factor_b}));
+      if (bias.is_node()) {
+        Node* bias_b = tag(graph_.call_function(fx::op("aten::reshape"),
+                                                {bias, Argument(bias_shape)}));
+        input = tag(graph_.call_function(fx::op("aten::add.Tensor"), {input, bias_b}));
+      }
+    }
+    if (const TensorMeta* m = conv->tensor_meta()) input->meta().set(kTensorMeta, *m);
+    bn->replace_input_with(conv, input);
+  }
+
+  void run(const std::vector<PlannedObserver>& planned,
+           const absl::flat_hash_map<std::string, std::string>& renamed,
+           const absl::flat_hash_map<std::string, std::string>& bn_of_conv) {
+    absl::flat_hash_map<const Node*, Node*> fake_quantized;
+    auto name_in_training = [&](const Node* n) {
+      auto it = renamed.find(n->name());
+      return it == renamed.end() ? n->name() : it->second;
+    };
+    for (const PlannedObserver& p : planned) {
+      check_spec(p);
+      if (p.role == "weight") {
+        Node* root = node(p.root->name());
+        if (auto bn = bn_of_conv.find(root->name()); bn != bn_of_conv.end()) {
+          make_block(root, node(bn->second), p.spec);
+          continue;
+        }
+        // The weight as the training graph's operator reads it.
+        std::optional<Weight> weight;
+        PatternOptions untyped;
+        untyped.typed = false;
+        if (auto c = match_convolution(module_, *root, untyped)) weight = c->weight;
+        if (auto l = match_linear(module_, *root, untyped)) weight = l->weight;
+        if (!weight) {
+          throw QuantizationError(absl::StrCat(
+              "prepare_qat_fx: ", root->format_node(),
+              " reads its weight differently in training (report this with the "
+              "model)"));
+        }
+        const at::Tensor w = module_.fetch_attr(weight->attr->target().str());
+        Node* fq = add_fake_quantize(weight->attr, p.spec,
+                                     absl::StrCat("weight_fake_quant_", count_++),
+                                     "weight", w.sizes(), root);
+        Node* user = weight->use == weight->attr ? root : weight->use;
+        user->replace_input_with(weight->attr, fq);
+        continue;
+      }
+      Node* value = node(name_in_training(p.value));
+      if (fake_quantized.contains(value)) continue;
+      const TensorMeta* m = p.value->tensor_meta();
+      Node* fq = add_fake_quantize(
+          value, p.spec, absl::StrCat("activation_post_process_", count_++),
+          p.role, m->sizes, value);
+      value->replace_all_uses_with(fq, [fq](Node* user) { return user != fq; });
+      fake_quantized[value] = fq;
+    }
+  }
+
+ private:
+  static void check_spec(const PlannedObserver& p) {
+    const bool moving = p.spec.kind == ObserverKind::kMovingAverageMinMax ||
+                        p.spec.kind == ObserverKind::kMovingAveragePerChannelMinMax;
+    if (!moving) {
+      throw QuantizationError(absl::StrCat(
+          "prepare_qat_fx: the ", p.role, " of %",
+          (p.role == "weight" ? p.root : p.value)->name(), " has a ",
+          p.spec.kind_name(), " observer in its QConfig; quantization-aware "
+          "training fake-quantizes with moving averages (torch.ao's "
+          "FusedMovingAvgObsFakeQuantize): use get_default_qat_qconfig_mapping, "
+          "or moving_average_min_max_observer / "
+          "moving_average_per_channel_min_max_observer"));
+    }
+  }
+
+  GraphModuleImpl& module_;
+  Graph& graph_;
+  absl::flat_hash_map<std::string, Node*> by_name_;
+  int count_ = 0;
+};
+
+// conv -> batch_norm (training) pairs of a graph traced in training mode,
+// by name: the convolution's only user is the batch norm.
+absl::flat_hash_map<std::string, std::string> conv_bn_pairs(
+    const GraphModuleImpl& module) {
+  absl::flat_hash_map<std::string, std::string> pairs;
+  PatternOptions options;
+  options.typed = false;
+  options.batch_norm_training = true;
+  for (Node* n : module.graph().nodes()) {
+    auto m = match_fusion(module, *n, {Fusion::kConvBatchNorm}, options);
+    if (!m || m->convolution->transposed) continue;
+    if (m->convolution->bias != nullptr &&
+        m->convolution->bias->op() != Opcode::kGetAttr) {
+      continue;
+    }
+    pairs[n->name()] = m->output()->name();
+  }
+  return pairs;
+}
+
+// A copy of `module` whose tensors are its own (training changes them).
+GraphModule own_copy(const GraphModuleImpl& module) {
+  absl::flat_hash_set<std::string> made;
+  for (const auto& step : module.init_steps()) {
+    made.insert(step.outputs.begin(), step.outputs.end());
+  }
+  Attributes attributes;
+  attributes.traced_training = module.traced_training();
+  attributes.modules = module.leaf_modules();
+  for (const auto& [path, tensor] : module.tensor_attributes()) {
+    if (made.contains(path)) continue;
+    at::Tensor own = tensor.detach().clone();
+    own.set_requires_grad(tensor.requires_grad());
+    (module.is_parameter(path) ? attributes.parameters : attributes.buffers)
+        .emplace(path, own);
+  }
+  return GraphModule(std::make_shared<GraphModuleImpl>(
+      module.graph().clone(), std::move(attributes), module.init_steps()));
+}
+
+// --- The controls ---------------------------------------------------------------
+int set_flag(GraphModule& module, const std::string& scope, int index, bool on,
+             const char* what) {
+  int count = 0;
+  for (Node* n : module->graph().nodes()) {
+    if (!is_fake_quantize(*n)) continue;
+    const Node* value = n->args()[0].to_node();
+    if (!in_scope(*n, scope) && !in_scope(*value, scope)) continue;
+    const std::string& path = n->args()[index].to_node()->target().str();
+    module->fetch_attr(path).fill_(on ? 1 : 0);
+    ++count;
+  }
+  if (count == 0) {
+    throw QuantizationError(
+        scope.empty()
+            ? absl::StrCat(what, ": the module has no fake quantizers: give it "
+                                 "what prepare_qat_fx made")
+            : absl::StrCat(what, ": no fake quantizer in '", scope,
+                           "' (a module path, or the name of a node or of "
+                           "the value it fake-quantizes)"));
+  }
+  return count;
+}
+
+int set_bn_training(GraphModule& module, const std::string& scope, bool training,
+                    const char* what) {
+  int count = 0;
+  for (const Block& b : blocks(module->graph())) {
+    if (!in_scope(*b.batch_norm, scope) && !in_scope(*b.conv, scope)) continue;
+    set_argument(*b.batch_norm, "training", training);
+    ++count;
+  }
+  if (count == 0) {
+    throw QuantizationError(
+        scope.empty()
+            ? absl::StrCat(what, ": the module has no convolution/batch-norm "
+                                 "blocks (prepare_qat_fx makes them of a "
+                                 "convolution followed by a batch norm)")
+            : absl::StrCat(what, ": no convolution/batch-norm block in '",
+                           scope, "'"));
+  }
+  module->recompile();
+  return count;
+}
+
+}  // namespace
+
+GraphModule prepare_qat_fx(const GraphModule& module,
+                           const QConfigMapping& mapping,
+                           const std::vector<c10::IValue>& example_inputs) {
+  bool prepared_already = quantization_internal::is_qat_module(*module);
+  for (const Node* n : module->graph().nodes()) {
+    prepared_already |= n->is_call_to({"fx_quant::observe"});
+  }
+  if (prepared_already) {
+    throw QuantizationError(
+        "prepare_qat_fx: the module has observers or fake quantizers already "
+        "(it was prepared): train or calibrate it and give it to convert_fx");
+  }
+  if (module->traced_training() == std::optional<bool>(false)) {
+    throw QuantizationError(
+        "prepare_qat_fx: the module was traced in eval mode; quantization-"
+        "aware training trains it, with batch norms and dropouts as in "
+        "training: call train() on the model, trace it again, and prepare "
+        "that (convert_fx makes the inference graph afterwards)");
+  }
+  quantization::register_operators();
+  // The places: prepare_fx's, on the model in inference mode.
+  const absl::flat_hash_map<std::string, std::string> pairs = conv_bn_pairs(*module);
+  GraphModule inference(module->copy());
+  set_inference_mode(inference->graph());
+  inference->graph().eliminate_dead_code();
+  inference->recompile();
+  GraphModule folded = quantization_internal::inference_copy(
+      inference, example_inputs, "prepare_qat_fx");
+  const std::vector<PlannedObserver> planned =
+      quantization_internal::plan_observers(*folded, mapping);
+  // The pairs the inference graph folded: a folded convolution's value is
+  // its batch norm's in training, and the block simulates the folding.
+  absl::flat_hash_set<std::string> names;
+  for (const Node* n : folded->graph().nodes()) names.insert(n->name());
+  absl::flat_hash_map<std::string, std::string> bn_of_conv;
+  for (const auto& [conv, bn] : pairs) {
+    if (!names.contains(bn)) bn_of_conv[conv] = bn;
+  }
+
+  GraphModule qat = own_copy(*module);
+  QatPreparer(*qat).run(planned, bn_of_conv, bn_of_conv);
+  qat->graph().lint();
+  qat->recompile();
+  qat->train();
+  return qat;
+}
+
+int enable_observer(GraphModule& module, const std::string& scope) {
+  return set_flag(module, scope, 1, true, "enable_observer");
+}
+int disable_observer(GraphModule& module, const std::string& scope) {
+  return set_flag(module, scope, 1, false, "disable_observer");
+}
+int enable_fake_quant(GraphModule& module, const std::string& scope) {
+  return set_flag(module, scope, 2, true, "enable_fake_quant");
+}
+int disable_fake_quant(GraphModule& module, const std::string& scope) {
+  return set_flag(module, scope, 2, false, "disable_fake_quant");
+}
+int freeze_bn_stats(GraphModule& module, const std::string& scope) {
+  return set_bn_training(module, scope, false, "freeze_bn_stats");
+}
+int update_bn_stats(GraphModule& module, const std::string& scope) {
+  return set_bn_training(module, scope, true, "update_bn_stats");
+}
+
+namespace quantization_internal {
+
+bool is_qat_module(const GraphModuleImpl& module) {
+  for (const Node* n : module.graph().nodes()) {
+    if (is_fake_quantize(*n)) return true;
+  }
+  return false;
+}
+
+GraphModule qat_as_prepared(const GraphModuleImpl& module) {
+  struct Record {
+    ObserverSpec spec;
+    std::string role;
+    at::Tensor min_val, max_val;
+  };
+  std::shared_ptr<GraphModuleImpl> copy = module.copy();
+  Graph& graph = copy->graph();
+  const std::vector<Block> found = blocks(graph);
+  absl::flat_hash_map<std::string, std::string> conv_of_bn;
+  for (const Block& b : found) conv_of_bn[b.batch_norm->name()] = b.conv->name();
+  // The fake quantizers' places and ranges.
+  std::map<std::string, Record> activations;    // by the value's name
+  std::map<std::string, ObserverSpec> weights;  // by the reading operator's
+  std::vector<Node*> fake_quantizers;
+  for (Node* n : graph.nodes()) {
+    if (!is_fake_quantize(*n)) continue;
+    fake_quantizers.push_back(n);
+    const CallArguments args(*n);
+    const std::string qscheme = args["qscheme"].to_string_ref();
+    Record r;
+    r.spec = spec_from_arguments(
+        absl::StartsWith(qscheme, "per_channel") ? "moving_average_per_channel_min_max"
+                                                 : "moving_average_min_max",
+        args["dtype"].to_dtype(), qscheme, args["quant_min"].to_int(),
+        args["quant_max"].to_int(), 1.1920928955078125e-07,
+        args["averaging_constant"].to_double(), args["ch_axis"].to_int());
+    r.role = args["role"].to_string_ref();
+    Node* value = n->args()[0].to_node();
+    if (r.role == "weight") {
+      Node* reader = n->only_user();
+      if (reader != nullptr && reader->is_call_to({"aten::t"})) reader = reader->only_user();
+      if (reader == nullptr) {
+        throw QuantizationError(absl::StrCat(
+            "convert_fx: the weight fake quantizer %", n->name(),
+            " has no one operator reading it"));
+      }
+      weights[reader->name()] = r.spec;
+      continue;
+    }
+    r.min_val = copy->fetch_attr(args["min_val"].to_node()->target().str());
+    r.max_val = copy->fetch_attr(args["max_val"].to_node()->target().str());
+    if (!(r.min_val <= r.max_val).all().item<bool>()) {
+      throw QuantizationError(absl::StrCat(
+          "convert_fx: the fake quantizer %", n->name(), " of %", value->name(),
+          " never observed a value: train the module (with its observers "
+          "enabled) on inputs that reach it before converting"));
+    }
+    std::string name = value->name();
+    if (auto it = conv_of_bn.find(name); it != conv_of_bn.end()) name = it->second;
+    activations[name] = r;
+  }
+  // The blocks back to convolution -> batch norm, the fake quantizers out.
+  for (const Block& b : found) {
+    b.conv->replace_input_with(b.weight_fake_quant, b.weight);
+    set_argument(*b.conv, "bias", b.bias == nullptr ? Argument() : Argument(b.bias));
+    b.batch_norm->replace_input_with(b.bn_input, b.conv);
+  }
+  for (Node* n : fake_quantizers) {
+    n->replace_all_uses_with(n->args()[0].to_node());
+    graph.erase_node(n);
+  }
+  set_inference_mode(graph);
+  graph.eliminate_dead_code();
+
+  // In inference mode: a module like the one traced in eval mode.
+  Attributes attributes;
+  attributes.traced_training = false;
+  attributes.modules = copy->leaf_modules();
+  for (const auto& [path, tensor] : copy->tensor_attributes()) {
+    (copy->is_parameter(path) ? attributes.parameters : attributes.buffers)
+        .emplace(path, tensor);
+  }
+  auto inference = std::make_shared<GraphModuleImpl>(
+      graph.clone(), std::move(attributes), copy->init_steps());
+  inference->eval();
+  GraphModule prepared = inference_copy(GraphModule(inference), {}, "convert_fx");
+
+  // Observers where the fake quantizers were.
+  Graph& g = prepared->graph();
+  absl::flat_hash_map<std::string, Node*> by_name;
+  for (Node* n : g.nodes()) by_name[n->name()] = n;
+  int count = 0;
+  for (const auto& [name, r] : activations) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) continue;  // a value the folding removed
+    Node* value = it->second;
+    at::Tensor state = make_observer_state(r.spec, {});
+    state[0].copy_(r.min_val);
+    state[1].copy_(r.max_val);
+    Node* obs = insert_observer(*prepared, value, r.spec, state,
+                                absl::StrCat("activation_post_process_", count++),
+                                r.role);
+    value->replace_all_uses_with(obs, [obs](Node* user) { return user != obs; });
+  }
+  PatternOptions untyped;
+  untyped.typed = false;
+  for (const auto& [name, spec] : weights) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) continue;
+    Node* root = it->second;
+    std::optional<Weight> weight;
+    if (auto c = match_convolution(*prepared, *root, untyped)) weight = c->weight;
+    if (auto l = match_linear(*prepared, *root, untyped)) weight = l->weight;
+    if (!weight) continue;
+    const at::Tensor w = prepared->fetch_attr(weight->attr->target().str());
+    at::Tensor state = make_observer_state(spec, w.sizes());
+    observe(spec, w, state);
+    Node* obs = insert_observer(*prepared, weight->attr, spec, state,
+                                absl::StrCat("weight_post_process_", count++),
+                                "weight");
+    Node* user = weight->use == weight->attr ? root : weight->use;
+    user->replace_input_with(weight->attr, obs);
+  }
+  g.lint();
+  prepared->recompile();
+  return prepared;
+}
+
+}  // namespace quantization_internal
+}  // namespace fx

@@ -1,0 +1,333 @@
+#include "quantization/qat.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "fx/fx.h"
+#include "fx/io/serialization.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
+#include "third_party/catch.h"
+
+namespace {
+
+// Conv + batch norm (+ relu), a residual add, a conv with a bias, pooling,
+// linear layers and a dropout: what quantization-aware training meets in a
+// small CNN.
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 8, 3).padding(1).bias(false)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(8));
+    conv2 = register_module("conv2", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(8, 8, 3).padding(1)));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(8));
+    conv3 = register_module("conv3", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(8, 16, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(16 * 4 * 4, 32));
+    drop = register_module("drop", torch::nn::Dropout(0.1));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(bn1(conv1(x)));
+    x = torch::relu(bn2(conv2(x)) + x);
+    x = torch::max_pool2d(torch::relu(conv3(x)), 2);
+    x = drop(torch::relu(fc1(x.flatten(1))));
+    return fc2(x);
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Net);
+
+int count(const fx::Graph& g, const std::string& target) {
+  int n = 0;
+  for (const fx::Node* node : g.nodes()) {
+    if (node->op() == fx::Opcode::kCallFunction &&
+        node->target().to_string() == target) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+fx::GraphModule trace_training(Net& net) {
+  net->train();
+  return fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
+}
+
+at::Tensor run(fx::GraphModule& m, const at::Tensor& x) { return m(x).toTensor(); }
+
+double sqnr(const at::Tensor& reference, const at::Tensor& x) {
+  return 10 * std::log10((reference.pow(2).sum() /
+                          (reference - x).pow(2).sum()).item<double>());
+}
+
+// A few SGD steps through `qat` on random batches (seeded).
+void train(fx::GraphModule& qat, int steps) {
+  torch::optim::SGD sgd(qat->parameters(), torch::optim::SGDOptions(1e-2).momentum(0.9));
+  for (int i = 0; i < steps; ++i) {
+    torch::manual_seed(1000 + i);
+    const at::Tensor x = torch::randn({4, 3, 8, 8});
+    const at::Tensor y = torch::randint(0, 10, {4});
+    sgd.zero_grad();
+    torch::cross_entropy_loss(run(qat, x), y).backward();
+    sgd.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("prepare_qat_fx puts fake quantizers where prepare_fx puts observers, "
+          "and conv/batch-norm blocks that train") {
+  torch::manual_seed(0);
+  Net net;
+  fx::GraphModule gm = trace_training(net);
+  const std::string before = gm->graph().to_string();
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  CHECK(gm->graph().to_string() == before);  // the module given is untouched
+  const fx::Graph& g = qat->graph();
+  // Weights: 3 convs and 2 linears. Activations: the input, conv1-bn1-relu,
+  // bn2 (the add's input), add-relu, conv3-relu, fc1-relu, fc2 (the output
+  // of the pool and flatten are quantized as they come).
+  CHECK(count(g, "fx_quant::fake_quantize") == 5 + 7);
+  CHECK(count(g, "aten::batch_norm") == 2);  // still training, in blocks
+  CHECK(count(g, "aten::sqrt") == 2);
+  CHECK(count(g, "aten::dropout") == 1);
+  // The weights it trains are copies: the traced module's stay as they were.
+  const at::Tensor w0 = gm->fetch_attr("conv1.weight").clone();
+  train(qat, 3);
+  CHECK(torch::equal(gm->fetch_attr("conv1.weight"), w0));
+  CHECK(!torch::equal(qat->fetch_attr("conv1.weight"), w0));
+  CHECK(!torch::equal(qat->fetch_attr("bn1.weight"), torch::ones({8})));  // gamma learns
+  // Scales follow the ranges seen.
+  CHECK(qat->fetch_attr("activation_post_process_0.scale").item<float>() != 1.0f);
+  CHECK(qat->fetch_attr("weight_fake_quant_2.scale").numel() == 8);  // per channel
+
+  SECTION("deterministic printing") {
+    fx::GraphModule again =
+        fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+    CHECK(again->graph().to_string() ==
+          fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"))
+              ->graph().to_string());
+  }
+}
+
+TEST_CASE("with fake quantization off, the prepared module computes the float model") {
+  torch::manual_seed(1);
+  Net net;
+  net->drop->options.p(0.0);
+  fx::GraphModule gm = trace_training(net);
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("qnnpack"));
+  CHECK(fx::disable_fake_quant(qat) == 12);
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  // The block divides the scale back out: equal to rounding.
+  const at::Tensor expected = run(gm, x);
+  const at::Tensor got = run(qat, x);
+  CHECK(torch::allclose(got, expected, 1e-4, 1e-5));
+  CHECK(fx::enable_fake_quant(qat) == 12);
+  CHECK(!torch::allclose(run(qat, x), expected, 1e-4, 1e-5));
+}
+
+TEST_CASE("observers and batch-norm statistics can be frozen, per module or whole") {
+  torch::manual_seed(2);
+  Net net;
+  fx::GraphModule qat = fx::prepare_qat_fx(
+      trace_training(net), fx::get_default_qat_qconfig_mapping("onednn"));
+  train(qat, 1);
+  const at::Tensor mean = qat->fetch_attr("bn1.running_mean").clone();
+  const at::Tensor mean2 = qat->fetch_attr("bn2.running_mean").clone();
+  CHECK(fx::freeze_bn_stats(qat, "bn1") == 1);
+  train(qat, 1);
+  CHECK(torch::equal(qat->fetch_attr("bn1.running_mean"), mean));
+  CHECK(!torch::equal(qat->fetch_attr("bn2.running_mean"), mean2));
+  CHECK(fx::freeze_bn_stats(qat) == 2);
+  CHECK(fx::update_bn_stats(qat, "conv1") == 1);  // the block, by its conv
+  train(qat, 1);
+  CHECK(!torch::equal(qat->fetch_attr("bn1.running_mean"), mean));
+
+  const at::Tensor scale = qat->fetch_attr("activation_post_process_0.scale").clone();
+  CHECK(fx::disable_observer(qat) == 12);
+  train(qat, 2);
+  CHECK(torch::equal(qat->fetch_attr("activation_post_process_0.scale"), scale));
+  CHECK(fx::enable_observer(qat, "fc1") >= 1);
+
+  CHECK_THROWS_WITH(fx::freeze_bn_stats(qat, "fc9"),
+                    Catch::Contains("no convolution/batch-norm block in 'fc9'"));
+  CHECK_THROWS_WITH(fx::disable_observer(qat, "nothing"),
+                    Catch::Contains("no fake quantizer in 'nothing'"));
+}
+
+TEST_CASE("convert_fx makes a trained QAT module the int8 graph PTQ makes") {
+  torch::manual_seed(3);
+  Net net;
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule gm = trace_training(net);
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  train(qat, 5);
+  fx::freeze_bn_stats(qat);
+  fx::disable_observer(qat);
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  fx::GraphModule reference = fx::convert_to_reference_fx(qat);
+
+  // PTQ of the same model in eval mode: the same operators.
+  net->eval();
+  fx::GraphModule eval_gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
+  fx::GraphModule prepared =
+      fx::prepare_fx(eval_gm, fx::get_default_qconfig_mapping("onednn"));
+  {
+    torch::NoGradGuard no_grad;
+    prepared(torch::randn({4, 3, 8, 8}));
+  }
+  fx::GraphModule ptq = fx::convert_fx(prepared);
+  CHECK(fx::summarize_quantized(int8).to_string() ==
+        fx::summarize_quantized(ptq).to_string());
+  CHECK(fx::summarize_quantized(int8).quantized_ops >= 6);  // 3 conv, add_relu, 2 linear
+  CHECK(!int8->traced_training().value_or(false));
+
+  // The int8 module computes what the reference (fake-quantized float, batch
+  // norms folded) computes, and that is what the QAT module computed with
+  // its statistics frozen.
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(9);
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  const at::Tensor q = run(int8, x);
+  const at::Tensor r = run(reference, x);
+  CHECK(sqnr(r, q) > 30);
+}
+
+TEST_CASE("fx_quant::fake_quantize computes torch.ao's fake quantizers, "
+          "values and gradients") {
+  // Four steps of different ranges, and upstream gradients.
+  std::vector<at::Tensor> tensors;
+  torch::manual_seed(4);
+  for (int i = 0; i < 4; ++i) tensors.push_back(torch::randn({8, 3, 3, 3}) * (1 + i) + 0.3 * i);
+  for (int i = 0; i < 4; ++i) tensors.push_back(torch::randn({8, 3, 3, 3}));
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp ? tmp : "/tmp";
+  {
+    std::vector<char> bytes = torch::pickle_save(c10::List<at::Tensor>(tensors));
+    std::ofstream(dir + "/fq_in.pt", std::ios::binary).write(bytes.data(), bytes.size());
+  }
+  const std::string command = "/usr/bin/python3 quantization/fake_quantize_reference.py " +
+                              dir + "/fq_in.pt " + dir + "/fq_out.pt 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::ifstream in(dir + "/fq_out.pt", std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  const c10::IValue loaded = torch::pickle_load(bytes);
+  std::vector<at::Tensor> expected;
+  for (const c10::IValue& v : loaded.toListRef()) expected.push_back(v.toTensor());
+
+  struct Config {
+    c10::ScalarType dtype;
+    std::string qscheme;
+    int64_t quant_min, quant_max;
+  };
+  const std::vector<Config> configs = {
+      {c10::ScalarType::QUInt8, "per_tensor_affine", 0, 255},
+      {c10::ScalarType::QInt8, "per_tensor_symmetric", -128, 127},
+      {c10::ScalarType::QInt8, "per_channel_symmetric", -128, 127}};
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("fx_quant::fake_quantize", "");
+  size_t at = 0;
+  for (const Config& c : configs) {
+    const bool per_channel = c.qscheme == "per_channel_symmetric";
+    at::Tensor on = torch::ones({1}, torch::kLong);
+    at::Tensor min_val = per_channel ? torch::full({8}, INFINITY) : torch::full({}, INFINITY);
+    at::Tensor max_val = -min_val.clone();
+    at::Tensor scale = torch::ones({per_channel ? 8 : 1});
+    at::Tensor zero_point = torch::zeros({per_channel ? 8 : 1}, torch::kInt);
+    std::vector<at::Tensor> ours;
+    for (int i = 0; i < 4; ++i) {
+      at::Tensor x = tensors[i].clone().requires_grad_(true);
+      torch::jit::Stack stack = {x, on, on, min_val, max_val, scale, zero_point,
+                                 static_cast<int64_t>(c.dtype), c.qscheme,
+                                 c.quant_min, c.quant_max, 0.01, int64_t{0},
+                                 std::string("output")};
+      op.callBoxed(&stack);
+      at::Tensor y = stack[0].toTensor();
+      y.backward(tensors[4 + i]);
+      ours.insert(ours.end(), {y.detach(), x.grad(), scale.clone(), zero_point.clone()});
+    }
+    // Bitwise torch.ao's FusedMovingAvgObsFakeQuantize, every engine's
+    // default, and FakeQuantize with the same observer for affine schemes.
+    // For symmetric ones, torch.ao's two disagree: FakeQuantize's scale is
+    // up to 0.5% off the fused one's (aten's choose_qparams), so values
+    // differ by up to a step.
+    for (const bool fused : {true, false}) {
+      INFO(c.qscheme << (fused ? " against FusedMovingAvgObsFakeQuantize"
+                               : " against FakeQuantize"));
+      for (size_t k = 0; k < ours.size(); ++k) {
+        INFO("step " << k / 4 << ", item " << k % 4 << " (output, grad, scale, zero point)");
+        const at::Tensor theirs = expected.at(at + k).to(ours[k].scalar_type());
+        if (fused || c.qscheme == "per_tensor_affine" || k % 4 == 3) {
+          CHECK(torch::equal(ours[k], theirs));
+        } else if (k % 4 == 2) {
+          CHECK(torch::allclose(ours[k], theirs, 1e-2, 0));
+        }
+      }
+      at += ours.size();
+    }
+  }
+  CHECK(at == expected.size());
+}
+
+TEST_CASE("prepare_qat_fx and convert_fx say what is wrong") {
+  torch::manual_seed(6);
+  Net net;
+  fx::GraphModule gm = trace_training(net);
+  net->eval();
+  fx::GraphModule eval_gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
+  CHECK_THROWS_WITH(
+      fx::prepare_qat_fx(eval_gm, fx::get_default_qat_qconfig_mapping("onednn")),
+      Catch::Contains("traced in eval mode") && Catch::Contains("train()"));
+  CHECK_THROWS_WITH(
+      fx::prepare_qat_fx(gm, fx::get_default_qconfig_mapping("onednn")),
+      Catch::Contains("histogram observer") &&
+          Catch::Contains("get_default_qat_qconfig_mapping"));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  CHECK_THROWS_WITH(
+      fx::prepare_qat_fx(qat, fx::get_default_qat_qconfig_mapping("onednn")),
+      Catch::Contains("it was prepared"));
+  CHECK_THROWS_WITH(fx::prepare_fx(qat, fx::get_default_qconfig_mapping("onednn")),
+                    Catch::Contains("it was prepared"));
+  CHECK_THROWS_WITH(fx::convert_fx(qat), Catch::Contains("never observed a value") &&
+                                             Catch::Contains("train the module"));
+  CHECK_THROWS_WITH(fx::freeze_bn_stats(gm), Catch::Contains("no convolution/batch-norm blocks"));
+  CHECK_THROWS_WITH(fx::disable_fake_quant(gm), Catch::Contains("no fake quantizers"));
+}
+
+TEST_CASE("a QAT module saves, loads and keeps training") {
+  torch::manual_seed(7);
+  Net net;
+  net->drop->options.p(0.0);
+  fx::GraphModule qat = fx::prepare_qat_fx(
+      trace_training(net), fx::get_default_qat_qconfig_mapping("qnnpack"));
+  train(qat, 2);
+  std::stringstream file;
+  fx::save(qat, file);
+  fx::GraphModule loaded = fx::load(file);
+  loaded->train();
+  CHECK(loaded->graph().to_string() == qat->graph().to_string());
+  torch::manual_seed(8);
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  CHECK(torch::equal(run(loaded, x), run(qat, x)));
+  train(loaded, 1);
+  train(qat, 1);
+  CHECK(torch::equal(loaded->fetch_attr("conv2.weight"), qat->fetch_attr("conv2.weight")));
+  CHECK(torch::equal(loaded->fetch_attr("activation_post_process_0.min_val"),
+                     qat->fetch_attr("activation_post_process_0.min_val")));
+}
