@@ -182,6 +182,12 @@ bool is_pass_through(const Node& n) {
   return is_float(through_observers(const_cast<Node*>(input))) && is_float(&n);
 }
 
+// hardtanh, relu6 or clamp, in place or not.
+bool is_clamp(const Node& n) {
+  return n.is_call_to({"aten::relu6", "aten::relu6_", "aten::hardtanh",
+                       "aten::hardtanh_", "aten::clamp"});
+}
+
 const char* pass_through_family(const Node& n) {
   if (n.is_call_to({"aten::sigmoid"})) return "sigmoid";
   if (n.is_call_to({"aten::hardsigmoid"})) return "hardsigmoid";
@@ -530,8 +536,28 @@ class Converter {
     if (!reference_ && is_pass_through(*n)) {
       Node* input = n->args()[0].to_node();
       if (auto it = q_.find(input); it != q_.end()) {
+        Node* source = it->second;
+        if (engine_ == "qnnpack" && is_clamp(*n)) {
+          // libtorch's qnnpack hardtanh (relu6, clamp; in place or not)
+          // reads a channels-last input, which its convolutions output, as
+          // if it were contiguous: a scrambled result (MobileNetV2 at 1 dB
+          // of SQNR, in Python's quantize_fx too). Contiguous first.
+          source = graph_->call_function(op("aten::contiguous"), {source});
+          set_quantized_meta(source, input, it->second->tensor_meta()->dtype);
+          if (TensorMeta* m = source->meta().get_mutable(kTensorMeta)) {
+            int64_t stride = 1;
+            for (size_t d = m->sizes.size(); d-- > 0;) {
+              m->strides[d] = stride;
+              stride *= std::max<int64_t>(m->sizes[d], 1);
+            }
+            m->memory_format = c10::MemoryFormat::Contiguous;
+          }
+          // An in-place clamp now writes the copy: later readers of the
+          // input read that.
+          it->second = source;
+        }
         Node* c = graph_->node_copy(*n, [&](Node* in) -> Argument {
-          return in == input ? it->second : fp(in);
+          return in == input ? source : fp(in);
         });
         if (c->is_call_to({"aten::view"})) {
           // A quantized convolution's output is channels-last, which a view
