@@ -350,17 +350,19 @@ class QatPreparer {
 absl::flat_hash_map<std::string, std::string> conv_bn_pairs(
     const GraphModuleImpl& module) {
   absl::flat_hash_map<std::string, std::string> pairs;
-  PatternOptions options;
-  options.typed = false;
-  options.batch_norm_training = true;
-  for (Node* n : module.graph().nodes()) {
-    auto m = match_fusion(module, *n, {Fusion::kConvBatchNorm}, options);
-    if (!m || m->convolution->transposed) continue;
-    if (m->convolution->bias != nullptr &&
-        m->convolution->bias->op() != Opcode::kGetAttr) {
-      continue;
+  for (const bool training : {true, false}) {
+    PatternOptions options;
+    options.typed = false;
+    options.batch_norm_training = training;
+    for (Node* n : module.graph().nodes()) {
+      auto m = match_fusion(module, *n, {Fusion::kConvBatchNorm}, options);
+      if (!m || m->convolution->transposed) continue;
+      if (m->convolution->bias != nullptr &&
+          m->convolution->bias->op() != Opcode::kGetAttr) {
+        continue;
+      }
+      pairs[n->name()] = m->output()->name();
     }
-    pairs[n->name()] = m->output()->name();
   }
   return pairs;
 }
@@ -444,13 +446,6 @@ GraphModule prepare_qat_fx(const GraphModule& module,
         "prepare_qat_fx: the module has observers or fake quantizers already "
         "(it was prepared): train or calibrate it and give it to convert_fx");
   }
-  if (module->traced_training() == std::optional<bool>(false)) {
-    throw QuantizationError(
-        "prepare_qat_fx: the module was traced in eval mode; quantization-"
-        "aware training trains it, with batch norms and dropouts as in "
-        "training: call train() on the model, trace it again, and prepare "
-        "that (convert_fx makes the inference graph afterwards)");
-  }
   quantization::register_operators();
   // The places: prepare_fx's, on the model in inference mode.
   const absl::flat_hash_map<std::string, std::string> pairs = conv_bn_pairs(*module);
@@ -475,7 +470,9 @@ GraphModule prepare_qat_fx(const GraphModule& module,
   QatPreparer(*qat).run(planned, bn_of_conv, bn_of_conv);
   qat->graph().lint();
   qat->recompile();
-  qat->train();
+  // Traced in eval mode, it trains in eval mode: batch norms frozen, no
+  // dropout.
+  qat->train(module->traced_training() != std::optional<bool>(false));
   return qat;
 }
 
@@ -495,6 +492,12 @@ int freeze_bn_stats(GraphModule& module, const std::string& scope) {
   return set_bn_training(module, scope, false, "freeze_bn_stats");
 }
 int update_bn_stats(GraphModule& module, const std::string& scope) {
+  if (module->traced_training() == std::optional<bool>(false)) {
+    throw QuantizationError(
+        "update_bn_stats: the module was traced in eval mode, so its batch "
+        "norms have no training behaviour to return to: trace the model in "
+        "train() and prepare that to update their statistics");
+  }
   return set_bn_training(module, scope, true, "update_bn_stats");
 }
 

@@ -42,10 +42,12 @@
 //       %relu_fake_quant = fx_quant::fake_quantize(%relu, ..., role='output')
 //
 // The module given is never modified: the prepared one trains copies of
-// its parameters and buffers. It runs in training mode (a module traced in
-// eval mode is refused: trace the model in train()), and in eval mode
-// refuses to run, as any module traced in training mode does; convert_fx
-// takes it in either. Errors are QuantizationErrors naming what to do.
+// its parameters and buffers. Traced in training mode, it runs in training
+// mode (and refuses eval mode, as any module traced in training mode
+// does). Traced in eval mode (a TorchScript file, say), it fine-tunes in
+// eval mode: batch norms frozen from the start, no dropout, what
+// distillation from the float model wants (`fx quantize --qat`).
+// convert_fx takes it in either. Errors are QuantizationErrors naming what to do.
 #pragma once
 
 #include <string>

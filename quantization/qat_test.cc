@@ -290,9 +290,10 @@ TEST_CASE("prepare_qat_fx and convert_fx say what is wrong") {
   fx::GraphModule gm = trace_training(net);
   net->eval();
   fx::GraphModule eval_gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
-  CHECK_THROWS_WITH(
-      fx::prepare_qat_fx(eval_gm, fx::get_default_qat_qconfig_mapping("onednn")),
-      Catch::Contains("traced in eval mode") && Catch::Contains("train()"));
+  fx::GraphModule eval_qat =
+      fx::prepare_qat_fx(eval_gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  CHECK_THROWS_WITH(fx::update_bn_stats(eval_qat),
+                    Catch::Contains("traced in eval mode") && Catch::Contains("train()"));
   CHECK_THROWS_WITH(
       fx::prepare_qat_fx(gm, fx::get_default_qconfig_mapping("onednn")),
       Catch::Contains("histogram observer") &&
@@ -308,6 +309,30 @@ TEST_CASE("prepare_qat_fx and convert_fx say what is wrong") {
                                              Catch::Contains("train the module"));
   CHECK_THROWS_WITH(fx::freeze_bn_stats(gm), Catch::Contains("no convolution/batch-norm blocks"));
   CHECK_THROWS_WITH(fx::disable_fake_quant(gm), Catch::Contains("no fake quantizers"));
+}
+
+TEST_CASE("a module traced in eval mode fine-tunes with its batch norms frozen") {
+  torch::manual_seed(10);
+  Net net;
+  fx::set_quantized_engine("qnnpack");
+  net->eval();
+  fx::GraphModule gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("qnnpack"));
+  CHECK(!qat->is_training());
+  CHECK(count(qat->graph(), "aten::sqrt") == 2);  // the blocks, frozen
+  const at::Tensor mean = qat->fetch_attr("bn1.running_mean").clone();
+  const at::Tensor w0 = qat->fetch_attr("conv1.weight").clone();
+  train(qat, 3);
+  CHECK(torch::equal(qat->fetch_attr("bn1.running_mean"), mean));
+  CHECK(!torch::equal(qat->fetch_attr("conv1.weight"), w0));
+  CHECK(fx::freeze_bn_stats(qat) == 2);
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  fx::GraphModule reference = fx::convert_to_reference_fx(qat);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  CHECK(sqnr(run(reference, x), run(int8, x)) > 25);
+  fx::set_quantized_engine("onednn");
 }
 
 TEST_CASE("a QAT module saves, loads and keeps training") {
