@@ -257,6 +257,9 @@ at::Tensor make_observer_state(const ObserverSpec& spec,
       s[1] = -kInf;
       return s;
     }
+    case ObserverKind::kFixedQParams:
+      if (!spec.per_channel()) return at::tensor({1.0f, 0.0f});
+      [[fallthrough]];
     case ObserverKind::kPerChannelMinMax:
     case ObserverKind::kMovingAveragePerChannelMinMax: {
       const int64_t c = channels_of(spec, sizes);
@@ -276,6 +279,8 @@ void observe(const ObserverSpec& spec, const at::Tensor& x,
   if (x.numel() == 0) return;
   at::NoGradGuard no_grad;
   switch (spec.kind) {
+    case ObserverKind::kFixedQParams:
+      return;
     case ObserverKind::kHistogram:
       observe_histogram(x, state);
       return;
@@ -330,8 +335,16 @@ void observe(const ObserverSpec& spec, const at::Tensor& x,
   }
 }
 
+at::Tensor fixed_qparams_state(const at::Tensor& scale,
+                               const at::Tensor& zero_point, bool per_channel) {
+  at::Tensor s = at::stack({scale.to(at::kFloat).reshape({-1}),
+                            zero_point.to(at::kFloat).reshape({-1})});
+  return (per_channel ? s : s.reshape({2})).contiguous();
+}
+
 bool observed(const ObserverSpec& spec, const at::Tensor& state) {
   check_state(spec, state);
+  if (spec.kind == ObserverKind::kFixedQParams) return true;
   const at::Tensor lo = state.select(0, 0), hi = state.select(0, 1);
   if (spec.per_channel()) {
     return at::all(lo <= hi).item<bool>();
@@ -351,6 +364,9 @@ QParams calculate_qparams(const ObserverSpec& spec, const at::Tensor& state) {
                               at::scalar_tensor(hi, at::kDouble));
   }
   const at::Tensor s = state.to(at::kDouble);
+  if (spec.kind == ObserverKind::kFixedQParams) {
+    return {s.select(0, 0).clone(), at::round(s.select(0, 1)).to(at::kLong)};
+  }
   return qparams_from_range(spec, s.select(0, 0), s.select(0, 1));
 }
 
@@ -397,11 +413,14 @@ ObserverSpec spec_from_arguments(const std::string& observer,
     s.kind = ObserverKind::kPerChannelMinMax;
   } else if (observer == "moving_average_per_channel_min_max") {
     s.kind = ObserverKind::kMovingAveragePerChannelMinMax;
+  } else if (observer == "fixed_qparams") {
+    s.kind = ObserverKind::kFixedQParams;
   } else {
     throw QuantizationError(absl::StrCat(
         "unknown observer '", observer,
         "': use min_max, moving_average_min_max, histogram, "
-        "per_channel_min_max or moving_average_per_channel_min_max"));
+        "per_channel_min_max, moving_average_per_channel_min_max or "
+        "fixed_qparams"));
   }
   if (dtype != c10::ScalarType::QUInt8 && dtype != c10::ScalarType::QInt8) {
     throw QuantizationError(absl::StrCat("observer dtype ", c10::toString(dtype),
@@ -422,7 +441,7 @@ ObserverSpec spec_from_arguments(const std::string& observer,
   const bool per_channel_observer =
       s.kind == ObserverKind::kPerChannelMinMax ||
       s.kind == ObserverKind::kMovingAveragePerChannelMinMax;
-  if (s.per_channel() != per_channel_observer) {
+  if (s.kind != ObserverKind::kFixedQParams && s.per_channel() != per_channel_observer) {
     throw QuantizationError(absl::StrCat(
         "qscheme ", qscheme, " does not go with the ", observer,
         " observer: per-channel schemes need per_channel_min_max or "

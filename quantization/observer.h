@@ -40,6 +40,10 @@ at::Tensor make_observer_state(const ObserverSpec& spec,
 // Records `x` into `state` (what fx_quant::observe does).
 void observe(const ObserverSpec& spec, const at::Tensor& x,
              const at::Tensor& state);
+// A fixed_qparams observer's state: [scale, zero point] per tensor (from
+// one-element `scale` and `zero_point`), [2, C] per channel.
+at::Tensor fixed_qparams_state(const at::Tensor& scale,
+                               const at::Tensor& zero_point, bool per_channel);
 // Whether `state` has seen any value.
 bool observed(const ObserverSpec& spec, const at::Tensor& state);
 // The scale and zero point (torch.ao's calculate_qparams: the histogram

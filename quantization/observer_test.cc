@@ -163,10 +163,20 @@ TEST_CASE("the fx_quant operators run through the dispatcher") {
       call("fx_quant::quantize_weight",
            {w, "per_channel_min_max", c10::ScalarType::QInt8,
             "per_channel_symmetric", int64_t{-128}, int64_t{127}, spec.eps,
-            int64_t{0}})
+            int64_t{0}, c10::IValue()})
           .toTensor();
   CHECK(wq.is_quantized());
   CHECK(wq.q_per_channel_scales().size(0) == 8);
+  // Given a fixed_qparams observer's state, by that.
+  const at::Tensor scales = torch::linspace(0.01, 0.08, 8);
+  const at::Tensor fixed = fx::fixed_qparams_state(
+      scales, torch::zeros({8}, torch::kInt), /*per_channel=*/true);
+  at::Tensor wf =
+      call("fx_quant::quantize_weight",
+           {w, "fixed_qparams", c10::ScalarType::QInt8, "per_channel_symmetric",
+            int64_t{-128}, int64_t{127}, spec.eps, int64_t{0}, fixed})
+          .toTensor();
+  CHECK(torch::allclose(wf.q_per_channel_scales().to(torch::kFloat), scales));
 
   for (const std::string& engine : fx::available_engines()) {
     CAPTURE(engine);

@@ -38,16 +38,25 @@ at::Tensor observe_meta(const at::Tensor& self, const at::Tensor&,
 at::Tensor quantize_weight_op(const at::Tensor& weight,
                               c10::string_view observer, c10::ScalarType dtype,
                               c10::string_view qscheme, int64_t quant_min,
-                              int64_t quant_max, double eps, int64_t ch_axis) {
+                              int64_t quant_max, double eps, int64_t ch_axis,
+                              const c10::optional<at::Tensor>& state) {
   const ObserverSpec spec =
       spec_from_arguments(std::string(observer), dtype, std::string(qscheme),
                           quant_min, quant_max, eps, 0.01, ch_axis);
   TORCH_CHECK(weight.scalar_type() == at::kFloat,
               "fx_quant::quantize_weight: the weight must be float32, got ",
               weight.toString());
-  at::Tensor state = make_observer_state(spec, weight.sizes());
-  observe(spec, weight, state);
-  return quantize(spec, weight, calculate_qparams(spec, state));
+  if (state && state->defined()) {
+    TORCH_CHECK(observed(spec, *state) &&
+                    (!spec.per_channel() || state->size(1) == weight.size(ch_axis)),
+                "fx_quant::quantize_weight: the observer state given is not "
+                "one of ", spec.per_channel() ? "this weight's channels" : "a tensor",
+                " (", state->sizes(), ")");
+    return quantize(spec, weight, calculate_qparams(spec, *state));
+  }
+  at::Tensor own = make_observer_state(spec, weight.sizes());
+  observe(spec, weight, own);
+  return quantize(spec, weight, calculate_qparams(spec, own));
 }
 
 // Quantization-aware training's fake quantizer: torch.ao's
@@ -140,8 +149,8 @@ TORCH_LIBRARY(fx_quant, m) {
       "-> Tensor");
   m.def(
       "quantize_weight(Tensor weight, str observer, ScalarType dtype, "
-      "str qscheme, int quant_min, int quant_max, float eps, int ch_axis=0) "
-      "-> Tensor");
+      "str qscheme, int quant_min, int quant_max, float eps, int ch_axis=0, "
+      "Tensor? state=None) -> Tensor");
   const std::string conv_args =
       "(Tensor weight, Tensor? bias, int[] stride, int[] padding, "
       "int[] dilation, int groups, str engine) -> "

@@ -26,8 +26,10 @@
 //     range, 0 outside). role as observe's.
 //   fx_quant::quantize_weight(Tensor weight, str observer, ScalarType dtype,
 //       str qscheme, int quant_min, int quant_max, float eps,
-//       int ch_axis=0) -> Tensor
-//     observes and quantizes a weight in one step.
+//       int ch_axis=0, Tensor? state=None) -> Tensor
+//     observes and quantizes a weight in one step; with `state`, an
+//     observer's (a QAT module's weight fake quantizer's scale and zero
+//     point, as a fixed_qparams observer holds them), by that instead.
 //   fx_quant::conv1d_prepack / conv2d_prepack (Tensor weight, Tensor? bias,
 //       int[] stride, int[] padding, int[] dilation, int groups,
 //       str engine) -> __torch__.torch.classes.quantized.Conv2dPackedParamsBase

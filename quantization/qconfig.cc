@@ -34,6 +34,7 @@ std::string ObserverSpec::kind_name() const {
     case ObserverKind::kPerChannelMinMax: return "per_channel_min_max";
     case ObserverKind::kMovingAveragePerChannelMinMax:
       return "moving_average_per_channel_min_max";
+    case ObserverKind::kFixedQParams: return "fixed_qparams";
   }
   return "min_max";
 }

@@ -39,6 +39,10 @@ enum class ObserverKind {
   kHistogram,            // HistogramObserver (L2-optimal range search)
   kPerChannelMinMax,     // PerChannelMinMaxObserver (weights)
   kMovingAveragePerChannelMinMax,  // MovingAveragePerChannelMinMaxObserver
+  // Holds a scale and zero point instead of a range (torch.ao's
+  // FixedQParamsObserver): what convert_fx reads from a QAT module's fake
+  // quantizers, so that int8 uses the qparams training simulated.
+  kFixedQParams,
 };
 
 enum class QScheme {
