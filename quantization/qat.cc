@@ -1,6 +1,9 @@
 #include "quantization/qat.h"
 
 #include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+
+#include <chrono>
 
 #include <map>
 #include <optional>
@@ -103,7 +106,10 @@ struct Block {
 };
 
 std::optional<Block> match_block(Node& conv) {
-  if (!conv.is_call_to({"aten::conv1d", "aten::conv2d", "aten::conv3d"}) ||
+  if (!conv.is_call_to({"aten::conv1d", "aten::conv2d", "aten::conv3d",
+                        "aten::conv1d.padding", "aten::conv2d.padding",
+                        "aten::conv3d.padding", "aten::convolution",
+                        "aten::_convolution"}) ||
       conv.args().size() < 2 || !conv.args()[1].is_node()) {
     return std::nullopt;
   }
@@ -501,6 +507,55 @@ int update_bn_stats(GraphModule& module, const std::string& scope) {
   return set_bn_training(module, scope, true, "update_bn_stats");
 }
 
+namespace {
+
+at::Tensor output_tensor(const c10::IValue& v, const char* whose) {
+  if (!v.isTensor()) {
+    throw QuantizationError(absl::StrCat(
+        "distill_qat: the ", whose, " returns ", v.tagKind(),
+        "; distillation compares one output tensor"));
+  }
+  return v.toTensor();
+}
+
+}  // namespace
+
+DistillationReport distill_qat(GraphModule& qat, GraphModule& teacher,
+                               const std::vector<std::vector<c10::IValue>>& batches,
+                               const DistillationOptions& options) {
+  if (batches.empty() || options.steps < 1) {
+    throw QuantizationError(
+        "distill_qat: give at least one batch of inputs and one step");
+  }
+  torch::AutoGradMode grad_mode(true);
+  std::vector<at::Tensor> targets;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& batch : batches) {
+      targets.push_back(output_tensor(teacher->forward(batch), "float model"));
+    }
+  }
+  torch::optim::Adam adam(qat->parameters(), torch::optim::AdamOptions(options.lr));
+  DistillationReport report;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    if (step == options.steps / 2 && step > 0) disable_observer(qat);
+    const auto start = std::chrono::steady_clock::now();
+    const size_t i = static_cast<size_t>(step) % batches.size();
+    adam.zero_grad();
+    const at::Tensor out = output_tensor(qat->forward(batches[i]), "QAT module");
+    at::Tensor loss = (out - targets[i]).pow(2).sum() /
+                      targets[i].pow(2).sum().clamp_min(1e-12);
+    loss.backward();
+    adam.step();
+    report.step_ms.push_back(std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count());
+    (step == 0 ? report.first_loss : report.last_loss) = loss.item<double>();
+  }
+  if (options.steps == 1) report.last_loss = report.first_loss;
+  return report;
+}
+
 namespace quantization_internal {
 
 bool is_qat_module(const GraphModuleImpl& module) {
@@ -515,6 +570,7 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     ObserverSpec spec;
     std::string role;
     at::Tensor min_val, max_val;
+    at::Tensor state;  // the fixed_qparams observer's
   };
   std::shared_ptr<GraphModuleImpl> copy = module.copy();
   Graph& graph = copy->graph();
@@ -523,22 +579,38 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   for (const Block& b : found) conv_of_bn[b.batch_norm->name()] = b.conv->name();
   // The fake quantizers' places and ranges.
   std::map<std::string, Record> activations;    // by the value's name
-  std::map<std::string, ObserverSpec> weights;  // by the reading operator's
+  std::map<std::string, Record> weights;        // by the reading operator's
   std::vector<Node*> fake_quantizers;
   for (Node* n : graph.nodes()) {
     if (!is_fake_quantize(*n)) continue;
     fake_quantizers.push_back(n);
     const CallArguments args(*n);
     const std::string qscheme = args["qscheme"].to_string_ref();
+    // The qparams training simulated: the fake quantizer's own scale and
+    // zero point. (torch.ao's convert recomputes them from the range by
+    // its observers' formula, which for symmetric schemes differs from the
+    // fused fake quantizer's by up to a step.)
     Record r;
     r.spec = spec_from_arguments(
-        absl::StartsWith(qscheme, "per_channel") ? "moving_average_per_channel_min_max"
-                                                 : "moving_average_min_max",
-        args["dtype"].to_dtype(), qscheme, args["quant_min"].to_int(),
-        args["quant_max"].to_int(), 1.1920928955078125e-07,
-        args["averaging_constant"].to_double(), args["ch_axis"].to_int());
+        "fixed_qparams", args["dtype"].to_dtype(), qscheme,
+        args["quant_min"].to_int(), args["quant_max"].to_int(),
+        1.1920928955078125e-07, args["averaging_constant"].to_double(),
+        args["ch_axis"].to_int());
     r.role = args["role"].to_string_ref();
     Node* value = n->args()[0].to_node();
+    auto buffer = [&](const char* name) {
+      return copy->fetch_attr(args[name].to_node()->target().str());
+    };
+    r.min_val = buffer("min_val");
+    r.max_val = buffer("max_val");
+    r.state = fixed_qparams_state(buffer("scale"), buffer("zero_point"),
+                                  r.spec.per_channel());
+    if (!(r.min_val <= r.max_val).all().item<bool>()) {
+      throw QuantizationError(absl::StrCat(
+          "convert_fx: the fake quantizer %", n->name(), " of %", value->name(),
+          " never observed a value: train the module (with its observers "
+          "enabled) on inputs that reach it before converting"));
+    }
     if (r.role == "weight") {
       Node* reader = n->only_user();
       if (reader != nullptr && reader->is_call_to({"aten::t"})) reader = reader->only_user();
@@ -547,16 +619,8 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
             "convert_fx: the weight fake quantizer %", n->name(),
             " has no one operator reading it"));
       }
-      weights[reader->name()] = r.spec;
+      weights[reader->name()] = r;
       continue;
-    }
-    r.min_val = copy->fetch_attr(args["min_val"].to_node()->target().str());
-    r.max_val = copy->fetch_attr(args["max_val"].to_node()->target().str());
-    if (!(r.min_val <= r.max_val).all().item<bool>()) {
-      throw QuantizationError(absl::StrCat(
-          "convert_fx: the fake quantizer %", n->name(), " of %", value->name(),
-          " never observed a value: train the module (with its observers "
-          "enabled) on inputs that reach it before converting"));
     }
     std::string name = value->name();
     if (auto it = conv_of_bn.find(name); it != conv_of_bn.end()) name = it->second;
@@ -597,17 +661,14 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     auto it = by_name.find(name);
     if (it == by_name.end()) continue;  // a value the folding removed
     Node* value = it->second;
-    at::Tensor state = make_observer_state(r.spec, {});
-    state[0].copy_(r.min_val);
-    state[1].copy_(r.max_val);
-    Node* obs = insert_observer(*prepared, value, r.spec, state,
+    Node* obs = insert_observer(*prepared, value, r.spec, r.state,
                                 absl::StrCat("activation_post_process_", count++),
                                 r.role);
     value->replace_all_uses_with(obs, [obs](Node* user) { return user != obs; });
   }
   PatternOptions untyped;
   untyped.typed = false;
-  for (const auto& [name, spec] : weights) {
+  for (const auto& [name, r] : weights) {
     auto it = by_name.find(name);
     if (it == by_name.end()) continue;
     Node* root = it->second;
@@ -615,10 +676,8 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     if (auto c = match_convolution(*prepared, *root, untyped)) weight = c->weight;
     if (auto l = match_linear(*prepared, *root, untyped)) weight = l->weight;
     if (!weight) continue;
-    const at::Tensor w = prepared->fetch_attr(weight->attr->target().str());
-    at::Tensor state = make_observer_state(spec, w.sizes());
-    observe(spec, w, state);
-    Node* obs = insert_observer(*prepared, weight->attr, spec, state,
+    // convert_fx quantizes the weight by the fake quantizer's qparams.
+    Node* obs = insert_observer(*prepared, weight->attr, r.spec, r.state,
                                 absl::StrCat("weight_post_process_", count++),
                                 "weight");
     Node* user = weight->use == weight->attr ? root : weight->use;

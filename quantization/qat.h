@@ -88,4 +88,24 @@ int disable_fake_quant(GraphModule& module, const std::string& scope = "");
 int freeze_bn_stats(GraphModule& module, const std::string& scope = "");
 int update_bn_stats(GraphModule& module, const std::string& scope = "");
 
+// Quantization-aware training by distillation from the float model, for
+// when there are inputs but no labels (what `fx quantize --qat` runs):
+// `steps` Adam steps, each on the next of `batches` in turn, minimizing
+// the squared error of `qat`'s output against `teacher`'s relative to the
+// teacher's energy (so the output's scale does not set the step); the
+// observers are disabled halfway. `qat` is prepare_qat_fx's result for
+// `teacher` (traced in eval mode: batch norms frozen). Both must return one
+// tensor; anything else, or no batches, is a QuantizationError.
+struct DistillationOptions {
+  int64_t steps = 100;
+  double lr = 1e-5;
+};
+struct DistillationReport {
+  double first_loss = 0, last_loss = 0;
+  std::vector<double> step_ms;  // each step's time
+};
+DistillationReport distill_qat(GraphModule& qat, GraphModule& teacher,
+                               const std::vector<std::vector<c10::IValue>>& batches,
+                               const DistillationOptions& options = {});
+
 }  // namespace fx

@@ -327,11 +327,63 @@ TEST_CASE("a module traced in eval mode fine-tunes with its batch norms frozen")
   CHECK(torch::equal(qat->fetch_attr("bn1.running_mean"), mean));
   CHECK(!torch::equal(qat->fetch_attr("conv1.weight"), w0));
   CHECK(fx::freeze_bn_stats(qat) == 2);
+  fx::disable_observer(qat);
   fx::GraphModule int8 = fx::convert_fx(qat);
   fx::GraphModule reference = fx::convert_to_reference_fx(qat);
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({4, 3, 8, 8});
   CHECK(sqnr(run(reference, x), run(int8, x)) > 25);
+  // Converted with the qparams training simulated: the reference model (the
+  // batch norms folded) computes what the QAT module computes.
+  CHECK(sqnr(run(qat, x), run(reference, x)) > 60);
+  fx::set_quantized_engine("onednn");
+}
+
+namespace {
+// A convolution as TorchScript files call it (aten::_convolution).
+struct ScriptLikeImpl : torch::nn::Module {
+  ScriptLikeImpl() {
+    weight = register_parameter("weight", torch::randn({8, 3, 3, 3}) * 0.2);
+    bias = register_parameter("bias", torch::randn({8}) * 0.1);
+    bn = register_module("bn", torch::nn::BatchNorm2d(8));
+    fc = register_module("fc", torch::nn::Linear(8 * 8 * 8, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = at::_convolution(x, weight, bias, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1,
+                         false, false, true, true);
+    return fc(torch::relu(bn(x)).flatten(1));
+  }
+  torch::Tensor weight, bias;
+  torch::nn::BatchNorm2d bn{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ScriptLike);
+}  // namespace
+
+TEST_CASE("aten::_convolution (TorchScript's) gets a block, converted back") {
+  torch::manual_seed(11);
+  ScriptLike model;
+  model->eval();
+  fx::set_quantized_engine("qnnpack");
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({2, 3, 8, 8}));
+  REQUIRE(count(gm->graph(), "aten::_convolution") == 1);
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("qnnpack"));
+  CHECK(count(qat->graph(), "aten::sqrt") == 1);
+  fx::DistillationOptions options;
+  options.steps = 4;
+  std::vector<std::vector<c10::IValue>> batches;
+  for (int i = 0; i < 2; ++i) batches.push_back({torch::randn({2, 3, 8, 8})});
+  const fx::DistillationReport report = fx::distill_qat(qat, gm, batches, options);
+  CHECK(report.step_ms.size() == 4);
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  CHECK(fx::summarize_quantized(int8).float_ops == 0);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({2, 3, 8, 8});
+  CHECK(sqnr(run(gm, x), run(int8, x)) > 20);
+  std::vector<std::vector<c10::IValue>> none;
+  CHECK_THROWS_WITH(fx::distill_qat(qat, gm, none, options),
+                    Catch::Contains("at least one batch"));
   fx::set_quantized_engine("onednn");
 }
 

@@ -292,17 +292,18 @@ class Preparer {
   int count_ = 0;
 };
 
-bool has_tensor_meta(const Graph& graph) {
+// The first node without tensor metadata, or nullptr.
+const Node* without_tensor_meta(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
     if (n->op() == Opcode::kOutput || n->op() == Opcode::kGetAttr) continue;
     // Sizes (dynamic dimensions) are ints.
     if (is_sym_call(*n)) continue;
     if (n->meta().get(kTensorMeta) == nullptr &&
         n->meta().get(kTensorMetaList) == nullptr) {
-      return false;
+      return n;
     }
   }
-  return true;
+  return nullptr;
 }
 
 // --- convert_fx --------------------------------------------------------------------
@@ -387,10 +388,12 @@ std::string quantized_op(const Unit& u) {
 
 class Converter {
  public:
+  // `weight_states`: quantize weights by their observers' states (a QAT
+  // module's: the qparams training simulated) instead of their own range.
   Converter(const GraphModuleImpl& prepared, bool reference,
-            std::string engine)
+            std::string engine, bool weight_states = false)
       : prepared_(prepared), reference_(reference), engine_(std::move(engine)),
-        graph_(std::make_unique<Graph>()) {}
+        weight_states_(weight_states), graph_(std::make_unique<Graph>()) {}
 
   GraphModule run() {
     const Graph& old = prepared_.graph();
@@ -649,11 +652,11 @@ class Converter {
     return it->second;
   }
 
-  // The weight observer's spec (the weight is quantized by the init step).
-  ObserverSpec weight_spec(const Unit& u) {
+  // The weight observer (the weight is quantized by the init step).
+  Node* observer_of_weight(const Unit& u) {
     Node* n = u.weight()->use;
     while (n != nullptr) {
-      if (is_observer(*n)) return observer_info(prepared_, *n).spec;
+      if (is_observer(*n)) return n;
       if (n->is_call_to({"aten::t"}) && n->args()[0].is_node()) {
         n = n->args()[0].to_node();
         continue;
@@ -665,26 +668,35 @@ class Converter {
         " has no observer: give convert_fx what prepare_fx made"));
   }
 
-  // fx_quant::quantize_weight's keyword arguments for `spec`.
-  static Kwargs weight_kwargs(const ObserverSpec& spec, int64_t ch_axis) {
+  ObserverSpec weight_spec(const Unit& u) {
+    return observer_info(prepared_, *observer_of_weight(u)).spec;
+  }
+
+  // fx_quant::quantize_weight of `w` (in the init graph) for unit `u`.
+  Node* quantize_weight(const Unit& u, Node* w, int64_t ch_axis) {
+    Node* obs = observer_of_weight(u);
+    const ObserverSpec spec = observer_info(prepared_, *obs).spec;
     Kwargs kwargs;
     for (auto& [key, value] : observer_kwargs(spec)) {
       if (key == "averaging_constant") continue;
       kwargs.emplace_back(key, key == "ch_axis" ? Argument(ch_axis) : value);
     }
-    return kwargs;
+    if (weight_states_) {
+      kwargs.emplace_back("state", init_graph().get_attr(
+                                       obs->args().at(1).to_node()->target().str()));
+    }
+    return init_graph().call_function(fx::op("fx_quant::quantize_weight"), {w},
+                                      std::move(kwargs));
   }
 
   // The packed weight of a conv or linear unit: get_attr _packed.<name>,
   // made by the init step.
   Node* packed_weight(const Unit& u) {
     Graph& g = init_graph();
-    const ObserverSpec spec = weight_spec(u);
     Node* w = g.get_attr(u.weight()->attr->target().str());
     if (u.weight()->transposed) w = g.call_function(fx::op("aten::t"), {w});
     // After the t() above, output channels are on axis 0.
-    Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
-                               weight_kwargs(spec, /*ch_axis=*/0));
+    Node* wq = quantize_weight(u, w, /*ch_axis=*/0);
     Argument bias;
     if (u.bias() != nullptr) bias = g.get_attr(u.bias()->target().str());
     Node* pack;
@@ -768,8 +780,7 @@ class Converter {
     Graph& g = init_graph();
     const ObserverSpec spec = weight_spec(u);
     Node* w = g.get_attr(weight.attr->target().str());
-    Node* wq = g.call_function(fx::op("fx_quant::quantize_weight"), {w},
-                               weight_kwargs(spec, spec.ch_axis));
+    Node* wq = quantize_weight(u, w, spec.ch_axis);
     Node* dq = g.call_function(fx::op("aten::dequantize.self"), {wq});
     const std::string path =
         absl::StrCat("_reference.", u.root()->name(), "_weight");
@@ -795,6 +806,7 @@ class Converter {
   const GraphModuleImpl& prepared_;
   const bool reference_;
   const std::string engine_;
+  const bool weight_states_;
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Graph> init_graph_;
   std::vector<Node*> pack_outputs_;
@@ -825,11 +837,12 @@ GraphModule inference_copy(const GraphModule& module,
   remove_dropout(*copy);
   copy->graph().eliminate_dead_code();
   copy->recompile();
-  if (!has_tensor_meta(copy->graph())) {
+  if (const Node* n = without_tensor_meta(copy->graph())) {
     if (example_inputs.empty()) {
       throw QuantizationError(absl::StrCat(
-          what, ": the graph has no tensor metadata (it was not traced): "
-          "give example inputs, or run fx::ShapeProp first"));
+          what, ": the graph has no tensor metadata (it was not traced; %",
+          n->name(), " has none): give example inputs, or run fx::ShapeProp "
+          "first"));
     }
     ShapeProp(copy).propagate(example_inputs);
   }
@@ -884,23 +897,30 @@ GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
 }
 
 GraphModule convert_fx(const GraphModule& prepared) {
+  quantization::register_operators();
   if (quantization_internal::is_qat_module(*prepared)) {
-    return convert_fx(quantization_internal::qat_as_prepared(*prepared));
+    const GraphModule as_prepared = quantization_internal::qat_as_prepared(*prepared);
+    check_calibrated(*as_prepared, "convert_fx");
+    return Converter(*as_prepared, /*reference=*/false, current_engine(),
+                     /*weight_states=*/true)
+        .run();
   }
   check_not_training(*prepared, "convert_fx");
   check_calibrated(*prepared, "convert_fx");
-  quantization::register_operators();
   return Converter(*prepared, /*reference=*/false, current_engine()).run();
 }
 
 GraphModule convert_to_reference_fx(const GraphModule& prepared) {
+  quantization::register_operators();
   if (quantization_internal::is_qat_module(*prepared)) {
-    return convert_to_reference_fx(
-        quantization_internal::qat_as_prepared(*prepared));
+    const GraphModule as_prepared = quantization_internal::qat_as_prepared(*prepared);
+    check_calibrated(*as_prepared, "convert_to_reference_fx");
+    return Converter(*as_prepared, /*reference=*/true, current_engine(),
+                     /*weight_states=*/true)
+        .run();
   }
   check_not_training(*prepared, "convert_to_reference_fx");
   check_calibrated(*prepared, "convert_to_reference_fx");
-  quantization::register_operators();
   return Converter(*prepared, /*reference=*/true, current_engine()).run();
 }
 
