@@ -9,6 +9,11 @@
 //    interleaved rounds, medians, at batch 1 and 8; Python's converted
 //    model and float32 eager from the same run.
 // 3. prepare_fx + convert_fx time (without calibration) of ResNet-50.
+// 4. Quantization-aware training (qnnpack, MobileNetV2): prepare_qat_fx
+//    and fx::distill_qat on the calibration images, the converted model's
+//    SQNR beside post-training quantization's and beside Python's
+//    prepare_qat_fx trained by the same procedure (converted, and as the
+//    QAT module itself computes), and the median training step's time.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -28,6 +33,7 @@
 #include "fx/fx.h"
 #include "fx/torchscript/torchscript.h"
 #include "quantization/numeric_suite.h"
+#include "quantization/qat.h"
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"
 
@@ -36,6 +42,8 @@ ABSL_FLAG(std::vector<std::string>, models, {},
           "mobilenet_v3_small; --quick: resnet18, mobilenet_v2)");
 ABSL_FLAG(std::vector<std::string>, batches, {},
           "batch sizes timed (default 1,8; --quick: 1)");
+ABSL_FLAG(int64_t, qat_steps, 0,
+          "quantization-aware training steps (default 40; --quick: 4)");
 
 namespace {
 
@@ -55,6 +63,14 @@ constexpr int kEvaluation = 2;
 constexpr double kSqnrSlackDb = 1.0;
 constexpr double kSpeedUp = 3.0;
 constexpr double kPrepareConvertMs = 1000;
+// Quantization-aware training: where post-training quantization failed
+// (libtorch's qnnpack kernels before convert_fx read relu6's input
+// contiguous), the model, engine and learning rate.
+constexpr char kQatModel[] = "mobilenet_v2";
+constexpr char kQatEngine[] = "qnnpack";
+constexpr double kQatLr = 1e-5;
+constexpr double kQatSqnrDb = 20;
+constexpr double kQatStepRatio = 1.5;
 
 torch::jit::Module load_script(const std::string& dir, const std::string& name) {
   torch::jit::Module script = torch::jit::load(dir + "/" + name + "_traced.pt");
@@ -245,9 +261,104 @@ PrepareRun measure_prepare(const std::string& dir, const std::string& name,
   return r;
 }
 
+// --- 4. Quantization-aware training ----------------------------------------------
+
+struct QatRun {
+  int64_t steps = 0;
+  double before = 0;   // the QAT module converted untrained (observed once)
+  double after = 0;    // converted after training
+  double fake = 0;     // the trained QAT module itself
+  double step_ms = 0;  // median
+  std::optional<double> ptq;  // post-training quantization, section 1
+  std::optional<double> python, python_fake, python_step_ms;
+  std::string failure;
+};
+
+QatRun measure_qat(const std::string& dir, int64_t steps,
+                   const std::vector<AccuracyRun>& accuracy,
+                   const PythonReference& py) {
+  QatRun r;
+  r.steps = steps;
+  const std::string key = absl::StrCat(kQatModel, ".", kQatEngine, ".");
+  r.python = py.number(key + "qat_sqnr");
+  r.python_fake = py.number(key + "qat_fake_sqnr");
+  r.python_step_ms = py.number(key + "qat_step_ms");
+  for (const AccuracyRun& a : accuracy) {
+    if (a.model == kQatModel && a.engine == kQatEngine && a.failure.empty()) {
+      r.ptq = a.ours;
+    }
+  }
+  try {
+    const std::vector<at::Tensor> images = load_images(dir, kQatModel);
+    if (images.size() != kCalibration + kEvaluation) {
+      throw std::runtime_error("the Python reference wrote no images");
+    }
+    torch::jit::Module script = load_script(dir, kQatModel);
+    fx::GraphModule gm = fx::symbolic_trace(script, {images[0]});
+    fx::set_quantized_engine(kQatEngine);
+    const fx::QConfigMapping mapping = fx::get_default_qat_qconfig_mapping(kQatEngine);
+    std::vector<std::vector<c10::IValue>> batches;
+    for (int i = 0; i < kCalibration; ++i) batches.push_back({images[i]});
+    std::vector<at::Tensor> want;
+    for (int i = kCalibration; i < kCalibration + kEvaluation; ++i) {
+      want.push_back(script.forward({images[i]}).toTensor());
+    }
+    auto sqnr = [&](fx::GraphModule int8) {
+      std::vector<at::Tensor> got;
+      for (int i = kCalibration; i < kCalibration + kEvaluation; ++i) {
+        got.push_back(int8(images[i]).toTensor());
+      }
+      return fx::sqnr_db(at::cat(want), at::cat(got));
+    };
+    fx::GraphModule observed = fx::prepare_qat_fx(gm, mapping);
+    for (const auto& batch : batches) observed->forward(batch);
+    r.before = sqnr(fx::convert_fx(observed));
+    fx::GraphModule student = fx::prepare_qat_fx(gm, mapping);
+    fx::DistillationOptions options;
+    options.steps = steps;
+    options.lr = kQatLr;
+    const fx::DistillationReport report = fx::distill_qat(student, gm, batches, options);
+    r.step_ms = median(report.step_ms);
+    r.fake = sqnr(student);
+    r.after = sqnr(fx::convert_fx(student));
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  fx::set_quantized_engine("onednn");
+  return r;
+}
+
+void print_qat(const QatRun& r, int threads) {
+  Table table({"side", "SQNR untrained (dB)", "SQNR trained (dB)",
+               "QAT module itself (dB)", "ms per step", "ours / Python"},
+              2);
+  if (!r.failure.empty()) {
+    table.add_row({"ours", "failed: " + r.failure});
+  } else {
+    table.add_row({"ours (fx::prepare_qat_fx)", fixed(r.before, 2),
+                   fixed(r.after, 2), fixed(r.fake, 2), fixed(r.step_ms, 1),
+                   times(ratio(r.step_ms, r.python_step_ms))});
+  }
+  table.add_row({"Python prepare_qat_fx", "", fixed(r.python, 2),
+                 fixed(r.python_fake, 2), fixed(r.python_step_ms, 1), ""});
+  print_section(
+      absl::StrFormat("4. Quantization-aware training: %s on %s, %d steps of "
+                      "distillation (fx::distill_qat), %d threads",
+                      kQatModel, kQatEngine, r.steps, threads),
+      table,
+      {absl::StrFormat("Post-training quantization of the same model: %s dB "
+                       "(section 1). Trained on the %d calibration images in "
+                       "turn, batch 1, Adam at %g, observers off halfway; "
+                       "SQNR over the %d evaluation images. Python converts "
+                       "with libtorch's qnnpack relu6, which reads its "
+                       "convolutions' channels-last output as contiguous.",
+                       fixed(r.ptq, 2), kCalibration, kQatLr, kEvaluation)});
+}
+
 std::vector<TargetCheck> check_targets(const std::vector<AccuracyRun>& accuracy,
                                        const std::vector<SpeedRun>& speed,
-                                       const PrepareRun& prepare) {
+                                       const PrepareRun& prepare,
+                                       const std::optional<QatRun>& qat) {
   std::vector<TargetCheck> checks;
   for (const AccuracyRun& r : accuracy) {
     const bool ok = r.failure.empty() && r.python &&
@@ -284,6 +395,37 @@ std::vector<TargetCheck> check_targets(const std::vector<AccuracyRun>& accuracy,
            : prepare.failure,
        prepare.failure.empty() &&
            prepare.prepare_ms + prepare.convert_ms < kPrepareConvertMs});
+  if (qat) {
+    const QatRun& r = *qat;
+    const std::string where = absl::StrCat(kQatModel, " on ", kQatEngine, " QAT");
+    const bool ok = r.failure.empty();
+    checks.push_back({where + ": SQNR at least 20 dB",
+                      ok ? absl::StrFormat("%.2f dB", r.after) : r.failure,
+                      ok && r.after >= kQatSqnrDb, false});
+    checks.push_back(
+        {where + ": converted, SQNR at least Python's converted - 1 dB",
+         ok ? absl::StrFormat("%.2f vs %s dB", r.after, fixed(r.python, 2))
+            : r.failure,
+         ok && r.python && r.after >= *r.python - kSqnrSlackDb, false});
+    checks.push_back(
+        {where + ": the QAT module itself, SQNR at least Python's - 1 dB",
+         ok ? absl::StrFormat("%.2f vs %s dB", r.fake, fixed(r.python_fake, 2))
+            : r.failure,
+         ok && r.python_fake && r.fake >= *r.python_fake - kSqnrSlackDb, false});
+    // Gated in full runs: --quick's few steps leave the moving-average
+    // ranges short of the histogram observer's.
+    checks.push_back(
+        {where + ": SQNR at least post-training quantization's - 1 dB",
+         ok ? absl::StrFormat("%.2f vs %s dB", r.after, fixed(r.ptq, 2)) : r.failure,
+         ok && r.ptq && r.after >= *r.ptq - kSqnrSlackDb, true});
+    const std::optional<double> vs = ratio(r.step_ms, r.python_step_ms);
+    checks.push_back({where + ": a training step at most 1.5x Python's",
+                      ok ? times(vs) : r.failure,
+                      !ok  ? std::optional<bool>(false)
+                      : vs ? std::optional<bool>(*vs <= kQatStepRatio)
+                           : std::nullopt,
+                      true});
+  }
   return checks;
 }
 
@@ -293,8 +435,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "int8 quantization (fx::prepare_fx / convert_fx) against float32 and "
       "Python's quantize_fx.\n  bazel run //tools:benchmark_quantization -- "
-      "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8]"
-      "\n--quick: resnet18 and mobilenet_v2, batch 1, 3 rounds.");
+      "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8] "
+      "[--qat_steps=N]\n--quick: resnet18 and mobilenet_v2, batch 1, 3 "
+      "rounds, 4 QAT steps.");
   absl::ParseCommandLine(argc, argv);
   const auto [quick, threads, repeats] = run_flags();
   at::set_num_threads(threads);
@@ -326,13 +469,18 @@ int main(int argc, char** argv) {
   for (const std::string& name : names) {
     if (std::count(kTimed.begin(), kTimed.end(), name) > 0) timed.push_back(name);
   }
+  int64_t qat_steps = absl::GetFlag(FLAGS_qat_steps);
+  if (qat_steps <= 0) qat_steps = quick ? 4 : 40;
+  const bool qat = std::count(names.begin(), names.end(), kQatModel) > 0;
   PythonReference py = run_python_reference(
       argv[0], kPythonScript,
       absl::StrFormat("%s %s --engines=%s --calibration=%d --evaluation=%d "
-                      "--batches=%s --rounds=%d --threads=%d",
+                      "--batches=%s --rounds=%d --threads=%d --qat_steps=%d "
+                      "--qat_models=%s --qat_lr=%g",
                       dir, absl::StrJoin(names, " "),
                       absl::StrJoin(kEngines, ","), kCalibration, kEvaluation,
-                      absl::StrJoin(batches, ","), repeats, threads));
+                      absl::StrJoin(batches, ","), repeats, threads,
+                      qat ? qat_steps : 0, kQatModel, kQatLr));
 
   std::vector<AccuracyRun> accuracy;
   for (const std::string& name : names) {
@@ -353,6 +501,12 @@ int main(int argc, char** argv) {
                                                          : names.front();
   std::cerr << "timing prepare_fx and convert_fx on " << big << "\n";
   const PrepareRun prepare = measure_prepare(dir, big, quick ? 1 : 5);
+  std::optional<QatRun> qat_run;
+  if (qat) {
+    std::cerr << "quantization-aware training of " << kQatModel << "\n";
+    torch::AutoGradMode grad_mode(true);
+    qat_run = measure_qat(dir, qat_steps, accuracy, py);
+  }
 
   std::cout << "fx for LibTorch int8 quantization benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
@@ -367,5 +521,6 @@ int main(int argc, char** argv) {
   table.add_row({prepare.model, fixed(prepare.prepare_ms, 1),
                  fixed(prepare.convert_ms, 1)});
   print_section("3. prepare_fx + convert_fx (no calibration), medians", table);
-  return print_targets(check_targets(accuracy, speed, prepare), quick);
+  if (qat_run) print_qat(*qat_run, threads);
+  return print_targets(check_targets(accuracy, speed, prepare, qat_run), quick);
 }

@@ -21,6 +21,16 @@ get_default_qconfig_mapping(engine), calibrated on those batches, and
 sqnr: 10 log10(sum fp32^2 / sum (fp32 - int8)^2) over the outputs of the
 evaluation batches; times (with --rounds > 0, onednn only): medians of
 interleaved rounds, the converted model against fp32 eager, per batch size.
+
+With --qat_steps=N, for each model of --qat_models and each engine:
+prepare_qat_fx of the model in eval mode (batch norms frozen) and N steps
+of distillation as fx::distill_qat runs them (Adam at --qat_lr, each step
+the next calibration batch in turn, the squared error against the float
+model's output over its energy, observers disabled halfway), then
+
+    mobilenet_v2.qnnpack.qat_sqnr 1.6        (converted, as sqnr above)
+    mobilenet_v2.qnnpack.qat_fake_sqnr 31.2  (the trained QAT module itself)
+    mobilenet_v2.qnnpack.qat_step_ms 310.0   (median training step)
 """
 import argparse
 import os
@@ -28,8 +38,9 @@ import sys
 import time
 
 import torch
-from torch.ao.quantization import get_default_qconfig_mapping
-from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+from torch.ao.quantization import (disable_observer, get_default_qat_qconfig_mapping,
+                                   get_default_qconfig_mapping)
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "testdata"))
@@ -71,6 +82,47 @@ def interleaved_ms(variants, rounds):
     return [sorted(s)[len(s) // 2] for s in samples]
 
 
+def distill(student, teacher, batches, steps, lr):
+    """fx::distill_qat's procedure; returns each step's milliseconds."""
+    with torch.no_grad():
+        targets = [teacher(b) for b in batches]
+    adam = torch.optim.Adam(student.parameters(), lr=lr)
+    times = []
+    for step in range(steps):
+        if step == steps // 2 and step > 0:
+            student.apply(disable_observer)
+        start = time.perf_counter()
+        i = step % len(batches)
+        adam.zero_grad()
+        out = student(batches[i])
+        loss = (out - targets[i]).pow(2).sum() / targets[i].pow(2).sum().clamp_min(1e-12)
+        loss.backward()
+        adam.step()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def quantization_aware(name, engine, calibration, evaluation, steps, lr):
+    model = build(name)
+    student = prepare_qat_fx(build(name), get_default_qat_qconfig_mapping(engine),
+                             (calibration[0],))
+    # prepare_qat_fx's ConvBn modules are new, so in training mode even for
+    # a model in eval mode: their batch norms would normalize by the batch
+    # and pull their running statistics toward the distillation data's.
+    # Frozen, as fx's blocks of a model traced in eval mode are.
+    student.eval()
+    times = distill(student, model, calibration, steps, lr)
+    with torch.no_grad():
+        want = torch.cat([model(x) for x in evaluation])
+        fake = torch.cat([student(x) for x in evaluation])
+        int8 = convert_fx(student)
+        got = torch.cat([int8(x) for x in evaluation])
+    print(f"{name}.{engine}.qat_sqnr {sqnr(want, got):.4f}", flush=True)
+    print(f"{name}.{engine}.qat_fake_sqnr {sqnr(want, fake):.4f}", flush=True)
+    print(f"{name}.{engine}.qat_step_ms {sorted(times)[len(times) // 2]:.4f}",
+          flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out_dir")
@@ -81,6 +133,9 @@ def main():
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--qat_steps", type=int, default=0)
+    parser.add_argument("--qat_models", default="mobilenet_v2")
+    parser.add_argument("--qat_lr", type=float, default=1e-5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -119,6 +174,9 @@ def main():
                                             args.rounds)
                         print(f"{name}.fp32_ms.{batch} {ms[0]:.4f}", flush=True)
                         print(f"{name}.int8_ms.{batch} {ms[1]:.4f}", flush=True)
+            if args.qat_steps > 0 and name in args.qat_models.split(","):
+                quantization_aware(name, engine, calibration, evaluation,
+                                   args.qat_steps, args.qat_lr)
 
 
 if __name__ == "__main__":

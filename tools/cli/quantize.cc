@@ -18,6 +18,7 @@
 #include "fx/torchscript/torchscript.h"
 #include "onnx/to_onnx.h"
 #include "quantization/numeric_suite.h"
+#include "quantization/qat.h"
 #include "quantization/quantize_fx.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/support.h"
@@ -102,6 +103,16 @@ std::vector<std::vector<c10::IValue>> calibration_batches(
   return batches;
 }
 
+// A tensor output, or a QuantizationError saying what --qat needs.
+at::Tensor tensor_output(const c10::IValue& v) {
+  if (!v.isTensor()) {
+    throw fx::QuantizationError(
+        "--qat distils from the float model's output, which must be one "
+        "tensor; this model returns " + v.tagKind());
+  }
+  return v.toTensor();
+}
+
 void progress(const char* what, size_t done, size_t total) {
   const size_t width = 30;
   const size_t filled = total == 0 ? width : done * width / total;
@@ -125,6 +136,13 @@ class Quantize : public Command {
                 "shaped like the inputs) or a directory whose files (in name "
                 "order) each hold one batch: a tensor, or a list of tensors "
                 "for several inputs, as torch.save writes them");
+    flags().add("qat", &qat_,
+                "quantization-aware training before converting: this many "
+                "steps of distillation from the float model on the "
+                "calibration data, in turn (fx::distill_qat: Adam, --lr; "
+                "observers on for the first half; batch norms frozen); "
+                "reports the SQNR without and with it");
+    flags().add("lr", &lr_, "--qat's learning rate");
     flags().add("engine", &engine_,
                 "the quantized engine, onednn (x86) or qnnpack (ARM)");
     flags().add("dynamic", &dynamic_,
@@ -147,8 +165,17 @@ class Quantize : public Command {
  private:
   int run(const std::vector<std::string>& args) override;
 
+  // --qat: prepare_qat_fx, distillation from `module` on `batches`, and
+  // convert_fx; prints the SQNR on the batches without training (the
+  // observers having seen each batch once) and with it.
+  fx::GraphModule quantization_aware(
+      fx::GraphModule module,
+      const std::vector<std::vector<c10::IValue>>& batches) const;
+
   std::vector<std::string> input_;
   std::string calibrate_ = "random:8";
+  int64_t qat_ = 0;
+  double lr_ = 1e-5;
   std::string engine_ = "onednn";
   bool dynamic_ = false;
   bool report_ = false;
@@ -165,6 +192,13 @@ int Quantize::run(const std::vector<std::string>& args) {
   fx::GraphModule module = open_model(name, input_, &examples);
   const std::string& engine = engine_;
   fx::set_quantized_engine(engine);
+  if (qat_ < 0 || (qat_ > 0 && dynamic_)) {
+    throw fx::QuantizationError(
+        qat_ < 0 ? "--qat=" + std::to_string(qat_) +
+                       ": give a number of steps, 1 or more"
+                 : std::string("--qat trains for static quantization: drop "
+                               "--dynamic"));
+  }
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   fx::GraphModule quantized{nullptr};
@@ -176,6 +210,12 @@ int Quantize::run(const std::vector<std::string>& args) {
     quantized = fx::quantize_dynamic_fx(module, options);
     prepared = module;
     if (!examples.empty()) batches.push_back(examples);
+  } else if (qat_ > 0) {
+    batches = calibration_batches(calibrate_, examples);
+    quantized = quantization_aware(module, batches);
+    prepared = fx::prepare_fx(module, fx::get_default_qconfig_mapping(engine),
+                              examples);
+    for (const auto& batch : batches) prepared->forward(batch);
   } else {
     prepared = fx::prepare_fx(module, fx::get_default_qconfig_mapping(engine),
                               examples);
@@ -219,6 +259,47 @@ int Quantize::run(const std::vector<std::string>& args) {
     std::cerr << "wrote " << save_ << "\n";
   }
   return 0;
+}
+
+fx::GraphModule Quantize::quantization_aware(
+    fx::GraphModule module,
+    const std::vector<std::vector<c10::IValue>>& batches) const {
+  std::vector<c10::IValue> example;
+  if (!batches.empty()) example = batches.front();
+  const fx::QConfigMapping mapping = fx::get_default_qat_qconfig_mapping(engine_);
+  std::vector<at::Tensor> want;
+  for (const auto& batch : batches) want.push_back(tensor_output(module->forward(batch)));
+  // The SQNR of a converted module against float32, over the batches.
+  auto sqnr = [&](fx::GraphModule converted) {
+    std::vector<at::Tensor> got;
+    for (const auto& batch : batches) {
+      got.push_back(tensor_output(converted->forward(batch)));
+    }
+    return fx::sqnr_db(at::cat(want), at::cat(got));
+  };
+  {
+    // Without training: the observers see each batch once.
+    fx::GraphModule observed = fx::prepare_qat_fx(module, mapping, example);
+    for (const auto& batch : batches) observed->forward(batch);
+    std::cout << absl::StrFormat(
+        "SQNR against float32 over the %d batches, without --qat: %.1f dB\n",
+        batches.size(), sqnr(fx::convert_fx(observed)));
+  }
+  fx::GraphModule student = fx::prepare_qat_fx(module, mapping, example);
+  fx::DistillationOptions options;
+  options.steps = qat_;
+  options.lr = lr_;
+  const fx::DistillationReport report =
+      fx::distill_qat(student, module, batches, options);
+  fx::GraphModule converted = fx::convert_fx(student);
+  std::vector<double> ms = report.step_ms;
+  std::sort(ms.begin(), ms.end());
+  std::cout << absl::StrFormat(
+      "SQNR against float32 over the %d batches, with --qat=%d: %.1f dB "
+      "(relative distillation loss %.3g -> %.3g; %.0f ms per step, median)\n",
+      batches.size(), qat_, sqnr(converted), report.first_loss,
+      report.last_loss, ms[ms.size() / 2]);
+  return converted;
 }
 
 }  // namespace
