@@ -60,9 +60,10 @@ std::string bias_path(const std::string& weight_path) {
 // original ones (see passes/fold_constants.h).
 class Fuser {
  public:
-  explicit Fuser(GraphModuleImpl& module)
+  Fuser(GraphModuleImpl& module, bool linear)
       : module_(module),
         graph_(module.graph()),
+        linear_(linear),
         init_(std::make_shared<Graph>()) {}
 
   bool run() {
@@ -72,7 +73,7 @@ class Fuser {
     untyped.typed = false;
     for (Node* root : graph_.nodes()) {
       const auto match = match_fusion(module_, *root, folded_fusions(), untyped);
-      if (!match) continue;
+      if (!match || (match->linear && !linear_)) continue;
       const BatchNorm& bn = *match->batch_norm;
       const bool fused = match->convolution
                              ? fuse_convolution(*match->convolution, bn)
@@ -248,6 +249,7 @@ class Fuser {
 
   GraphModuleImpl& module_;
   Graph& graph_;
+  const bool linear_;
   std::shared_ptr<Graph> init_;
   std::vector<Argument> init_results_;
   std::vector<std::string> outputs_;
@@ -259,6 +261,8 @@ class Fuser {
 
 }  // namespace
 
-bool fuse_conv_bn(GraphModuleImpl& module) { return Fuser(module).run(); }
+bool fuse_conv_bn(GraphModuleImpl& module, bool linear) {
+  return Fuser(module, linear).run();
+}
 
 }  // namespace fx

@@ -31,8 +31,10 @@
 
 namespace fx {
 
-// Returns whether anything was fused.
-bool fuse_conv_bn(GraphModuleImpl& module);
+// Returns whether anything was fused. With `linear` false, linear layers
+// and their batch norms are left as they are (quantization-aware training
+// simulates only the convolutions' folding).
+bool fuse_conv_bn(GraphModuleImpl& module, bool linear = true);
 
 class FuseConvBn : public Pass {
  public:

@@ -459,8 +459,10 @@ GraphModule prepare_qat_fx(const GraphModule& module,
   set_inference_mode(inference->graph());
   inference->graph().eliminate_dead_code();
   inference->recompile();
+  // A linear layer's batch norm stays its own operation: training
+  // simulates only the convolutions' folding.
   GraphModule folded = quantization_internal::inference_copy(
-      inference, example_inputs, "prepare_qat_fx");
+      inference, example_inputs, "prepare_qat_fx", /*fold_linear=*/false);
   const std::vector<PlannedObserver> planned =
       quantization_internal::plan_observers(*folded, mapping);
   // The pairs the inference graph folded: a folded convolution's value is
@@ -650,7 +652,8 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   auto inference = std::make_shared<GraphModuleImpl>(
       graph.clone(), std::move(attributes), copy->init_steps());
   inference->eval();
-  GraphModule prepared = inference_copy(GraphModule(inference), {}, "convert_fx");
+  GraphModule prepared =
+      inference_copy(GraphModule(inference), {}, "convert_fx", /*fold_linear=*/false);
 
   // Observers where the fake quantizers were.
   Graph& g = prepared->graph();

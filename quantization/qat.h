@@ -41,6 +41,9 @@
 //       %relu = aten::relu(%batch_norm)
 //       %relu_fake_quant = fx_quant::fake_quantize(%relu, ..., role='output')
 //
+// A linear layer's batch norm is not folded: it stays its own operation,
+// in the QAT module and in the int8 graph.
+//
 // The module given is never modified: the prepared one trains copies of
 // its parameters and buffers. Traced in training mode, it runs in training
 // mode (and refuses eval mode, as any module traced in training mode

@@ -387,6 +387,45 @@ TEST_CASE("aten::_convolution (TorchScript's) gets a block, converted back") {
   fx::set_quantized_engine("onednn");
 }
 
+namespace {
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() {
+    torch::NoGradGuard no_grad;
+    bn->running_var.uniform_(0.2, 4.0);
+    bn->running_mean.uniform_(-1, 1);
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::nn::Linear fc1{register_module("fc1", torch::nn::Linear(8, 16))};
+  torch::nn::BatchNorm1d bn{register_module("bn", torch::nn::BatchNorm1d(16))};
+  torch::nn::Linear fc2{register_module("fc2", torch::nn::Linear(16, 4))};
+};
+TORCH_MODULE(Mlp);
+}  // namespace
+
+TEST_CASE("a linear layer's batch norm stays its own operation, in training and in int8") {
+  torch::manual_seed(12);
+  Mlp mlp;
+  mlp->eval();
+  fx::GraphModule gm = fx::symbolic_trace(mlp, torch::randn({6, 8}));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  torch::optim::SGD sgd(qat->parameters(), torch::optim::SGDOptions(1e-2));
+  for (int i = 0; i < 3; ++i) {
+    sgd.zero_grad();
+    torch::cross_entropy_loss(run(qat, torch::randn({6, 8})), torch::randint(0, 4, {6}))
+        .backward();
+    sgd.step();
+  }
+  fx::disable_observer(qat);
+  fx::GraphModule reference = fx::convert_to_reference_fx(qat);
+  CHECK(count(reference->graph(), "aten::batch_norm") == 1);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({6, 8});
+  CHECK(sqnr(run(qat, x), run(reference, x)) > 60);
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  CHECK(sqnr(run(reference, x), run(int8, x)) > 25);
+}
+
 TEST_CASE("a QAT module saves, loads and keeps training") {
   torch::manual_seed(7);
   Net net;

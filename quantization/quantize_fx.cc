@@ -831,9 +831,9 @@ namespace quantization_internal {
 
 GraphModule inference_copy(const GraphModule& module,
                            const std::vector<c10::IValue>& example_inputs,
-                           const char* what) {
+                           const char* what, bool fold_linear) {
   GraphModule copy(module->copy());
-  fuse_conv_bn(*copy);
+  fuse_conv_bn(*copy, fold_linear);
   remove_dropout(*copy);
   copy->graph().eliminate_dead_code();
   copy->recompile();

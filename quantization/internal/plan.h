@@ -26,12 +26,13 @@ struct PlannedObserver {
   Weight weight;
 };
 
-// prepare_fx's steps before observers: a copy with batch norms folded and
-// dropouts removed, and tensor metadata (from `example_inputs` when the
-// graph has none). `what` names the caller in errors.
+// prepare_fx's steps before observers: a copy with batch norms folded
+// (those after linear layers only with `fold_linear`) and dropouts
+// removed, and tensor metadata (from `example_inputs` when the graph has
+// none). `what` names the caller in errors.
 GraphModule inference_copy(const GraphModule& module,
                            const std::vector<c10::IValue>& example_inputs,
-                           const char* what);
+                           const char* what, bool fold_linear = true);
 
 // Where prepare_fx puts observers in `module` (an inference_copy).
 std::vector<PlannedObserver> plan_observers(GraphModuleImpl& module,
