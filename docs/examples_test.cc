@@ -239,6 +239,23 @@ void docs_writing_transformations::check_rewrite_pattern() {
   CHECK(torch::equal(gm(x, b).toTensor(), fn(x, b)));
 }
 
+void docs_readme::check_qat() {
+  torch::AutoGradMode grad(true);  // the checks run under NoGradGuard
+  torch::manual_seed(0);
+  Classifier model;
+  std::vector<std::pair<at::Tensor, at::Tensor>> batches;
+  for (int i = 0; i < 6; ++i) {
+    batches.emplace_back(torch::randn({5, 8}), torch::randint(3, {5}));
+  }
+  fx::GraphModule int8 = quantization_aware(model, batches);
+  CHECK(fx::summarize_quantized(int8).quantized_ops >= 2);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = batches[0].first;
+  CHECK(int8(x).toTensor().sizes() == model->forward(x).sizes());
+  fx::set_quantized_engine("onednn");
+}
+
 void docs_readme::check_fine_tune() {
   torch::AutoGradMode grad(true);  // the checks run under NoGradGuard
   auto make = [] {

@@ -148,6 +148,11 @@ m = torch.jit.load('$out/int8.pt')
 y = m(torch.randn(1, 3, 224, 224))
 print('ran', tuple(y.shape))
 "
+check "quantization-aware training by distillation before converting" 0 \
+  "SQNR against float32 over the 2 batches, with --qat=3" -- \
+  "$fx" quantize lenet --calibrate=random:2 --qat=3 --print=none
+check "--qat is for static quantization" 1 "--qat trains for static quantization" -- \
+  "$fx" quantize lenet --qat=3 --dynamic
 check "dynamic quantization of an LSTM" 0 "aten::quantized_lstm" -- \
   "$fx" quantize lstm_tagger --dynamic --print=graph
 check "an unknown engine names the available ones" 1 \
