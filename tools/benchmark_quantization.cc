@@ -269,12 +269,13 @@ struct QatRun {
   double after = 0;    // converted after training
   double fake = 0;     // the trained QAT module itself
   double step_ms = 0;  // median
+  double int8_vs_ptq = 0;  // converted QAT over PTQ's int8 time, median ratio
   std::optional<double> ptq;  // post-training quantization, section 1
   std::optional<double> python, python_fake, python_step_ms;
   std::string failure;
 };
 
-QatRun measure_qat(const std::string& dir, int64_t steps,
+QatRun measure_qat(const std::string& dir, int64_t steps, int repeats,
                    const std::vector<AccuracyRun>& accuracy,
                    const PythonReference& py) {
   QatRun r;
@@ -320,7 +321,18 @@ QatRun measure_qat(const std::string& dir, int64_t steps,
     const fx::DistillationReport report = fx::distill_qat(student, gm, batches, options);
     r.step_ms = median(report.step_ms);
     r.fake = sqnr(student);
-    r.after = sqnr(fx::convert_fx(student));
+    fx::GraphModule qat_int8 = fx::convert_fx(student);
+    r.after = sqnr(qat_int8);
+    // The same int8 graph as post-training quantization's: as fast.
+    fx::GraphModule prepared =
+        fx::prepare_fx(gm, fx::get_default_qconfig_mapping(kQatEngine));
+    for (const auto& batch : batches) prepared->forward(batch);
+    fx::GraphModule ptq_int8 = fx::convert_fx(prepared);
+    torch::NoGradGuard no_grad;
+    const at::Tensor x = images[kCalibration];
+    const auto samples = interleaved_samples_ms(
+        {[&] { ptq_int8(x); }, [&] { qat_int8(x); }}, repeats, 1);
+    r.int8_vs_ptq = median_paired_ratio(samples[1], samples[0]);
   } catch (const std::exception& e) {
     r.failure = std::string(e.what()).substr(0, 300);
   }
@@ -346,7 +358,10 @@ void print_qat(const QatRun& r, int threads) {
                       "distillation (fx::distill_qat), %d threads",
                       kQatModel, kQatEngine, r.steps, threads),
       table,
-      {absl::StrFormat("Post-training quantization of the same model: %s dB "
+      {absl::StrFormat("The converted model's int8 time over post-training "
+                       "quantization's: %s (batch 1, interleaved, median "
+                       "ratio).", times(r.int8_vs_ptq)),
+       absl::StrFormat("Post-training quantization of the same model: %s dB "
                        "(section 1). Trained on the %d calibration images in "
                        "turn, batch 1, Adam at %g, observers off halfway; "
                        "SQNR over the %d evaluation images. Python converts "
@@ -418,6 +433,10 @@ std::vector<TargetCheck> check_targets(const std::vector<AccuracyRun>& accuracy,
         {where + ": SQNR at least post-training quantization's - 1 dB",
          ok ? absl::StrFormat("%.2f vs %s dB", r.after, fixed(r.ptq, 2)) : r.failure,
          ok && r.ptq && r.after >= *r.ptq - kSqnrSlackDb, true});
+    checks.push_back({where + ": converted, as fast as post-training "
+                              "quantization's int8 (at most 1.05x)",
+                      ok ? times(r.int8_vs_ptq) : r.failure,
+                      ok && r.int8_vs_ptq <= 1.05});
     const std::optional<double> vs = ratio(r.step_ms, r.python_step_ms);
     checks.push_back({where + ": a training step at most 1.5x Python's",
                       ok ? times(vs) : r.failure,
@@ -505,7 +524,7 @@ int main(int argc, char** argv) {
   if (qat) {
     std::cerr << "quantization-aware training of " << kQatModel << "\n";
     torch::AutoGradMode grad_mode(true);
-    qat_run = measure_qat(dir, qat_steps, accuracy, py);
+    qat_run = measure_qat(dir, qat_steps, repeats, accuracy, py);
   }
 
   std::cout << "fx for LibTorch int8 quantization benchmark ("
