@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -246,6 +247,18 @@ void check_state(const ObserverSpec& spec, const at::Tensor& state) {
   }
 }
 
+// Each channel's minimum and maximum of `x`, for a per-channel `state`.
+std::tuple<at::Tensor, at::Tensor> channel_ranges(const ObserverSpec& spec,
+                                                  const at::Tensor& x,
+                                                  const at::Tensor& state) {
+  const int64_t c = channels_of(spec, x.sizes());
+  TORCH_CHECK(c == state.size(1), "fx_quant::observe: the value has ", c,
+              " channels on axis ", spec.ch_axis, " but the observer ",
+              state.size(1));
+  return at::aminmax(
+      x.detach().to(at::kFloat).transpose(0, spec.ch_axis).reshape({c, -1}), 1);
+}
+
 }  // namespace
 
 at::Tensor make_observer_state(const ObserverSpec& spec,
@@ -285,37 +298,15 @@ void observe(const ObserverSpec& spec, const at::Tensor& x,
       observe_histogram(x, state);
       return;
     case ObserverKind::kPerChannelMinMax: {
-      const int64_t c = channels_of(spec, x.sizes());
-      TORCH_CHECK(c == state.size(1), "fx_quant::observe: the value has ", c,
-                  " channels on axis ", spec.ch_axis, " but the observer ",
-                  state.size(1));
-      at::Tensor rows = x.detach().to(at::kFloat).transpose(0, spec.ch_axis)
-                            .reshape({c, -1});
-      const auto [lo, hi] = at::aminmax(rows, 1);
+      const auto [lo, hi] = channel_ranges(spec, x, state);
       state[0].copy_(at::minimum(state[0], lo));
       state[1].copy_(at::maximum(state[1], hi));
       return;
     }
-    case ObserverKind::kMovingAveragePerChannelMinMax: {
-      const int64_t c = channels_of(spec, x.sizes());
-      TORCH_CHECK(c == state.size(1), "fx_quant::observe: the value has ", c,
-                  " channels on axis ", spec.ch_axis, " but the observer ",
-                  state.size(1));
-      at::Tensor rows = x.detach().to(at::kFloat).transpose(0, spec.ch_axis)
-                            .reshape({c, -1});
-      const auto [lo, hi] = at::aminmax(rows, 1);
-      if (!observed(spec, state)) {
-        state[0].copy_(lo);
-        state[1].copy_(hi);
-      } else {
-        const double a = spec.averaging_constant;
-        state[0].copy_(state[0] + a * (lo - state[0]));
-        state[1].copy_(state[1] + a * (hi - state[1]));
-      }
-      return;
-    }
+    case ObserverKind::kMovingAveragePerChannelMinMax:
     case ObserverKind::kMovingAverageMinMax: {
-      const auto [lo, hi] = at::aminmax(x.detach().to(at::kFloat));
+      const auto [lo, hi] = spec.per_channel() ? channel_ranges(spec, x, state)
+                                               : at::aminmax(x.detach().to(at::kFloat));
       if (!observed(spec, state)) {
         state[0].copy_(lo);
         state[1].copy_(hi);

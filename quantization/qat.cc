@@ -92,6 +92,33 @@ bool in_scope(const Node& n, const std::string& scope) {
          (*path == scope || absl::StartsWith(*path, absl::StrCat(scope, ".")));
 }
 
+// The fixed_qparams state of a fake quantizer: its scale and zero point.
+// aten's fused fake quantizer makes a symmetric scheme's channel whose range
+// does not straddle zero affine (a zero point off 0), which int8 kernels of
+// symmetric weights refuse: such channels take torch.ao's observer qparams
+// (what its convert uses everywhere).
+at::Tensor simulated_qparams(const ObserverSpec& fixed, const at::Tensor& scale,
+                             const at::Tensor& zero_point, const at::Tensor& min_val,
+                             const at::Tensor& max_val) {
+  at::Tensor s = scale.to(at::kDouble).reshape({-1});
+  at::Tensor z = zero_point.to(at::kLong).reshape({-1});
+  if (fixed.symmetric()) {
+    ObserverSpec observer = fixed;
+    observer.kind = fixed.per_channel() ? ObserverKind::kMovingAveragePerChannelMinMax
+                                        : ObserverKind::kMovingAverageMinMax;
+    const QParams q = calculate_qparams(
+        observer, at::stack({min_val.reshape({-1}), max_val.reshape({-1})})
+                      .reshape(fixed.per_channel() ? std::vector<int64_t>{2, -1}
+                                                   : std::vector<int64_t>{2})
+                      .contiguous());
+    const at::Tensor symmetric_zero = q.zero_point.reshape({-1});
+    const at::Tensor affine = z != symmetric_zero;
+    s = at::where(affine, q.scale.reshape({-1}), s);
+    z = at::where(affine, symmetric_zero, z);
+  }
+  return fixed_qparams_state(s, z, fixed.per_channel());
+}
+
 // --- The conv/batch-norm block -------------------------------------------------
 // What prepare_qat_fx makes of conv -> batch_norm (training): see qat.h.
 struct Block {
@@ -475,6 +502,22 @@ GraphModule prepare_qat_fx(const GraphModule& module,
   }
 
   GraphModule qat = own_copy(*module);
+  // Metadata the trace lacked (a parsed graph, a list output) that the
+  // inference graph got from the example inputs.
+  absl::flat_hash_map<std::string, const Node*> inferred;
+  for (const Node* n : folded->graph().nodes()) inferred[n->name()] = n;
+  for (Node* n : qat->graph().nodes()) {
+    auto it = inferred.find(n->name());
+    if (it == inferred.end()) continue;
+    if (n->tensor_meta() == nullptr) {
+      if (const TensorMeta* m = it->second->tensor_meta()) n->meta().set(kTensorMeta, *m);
+    }
+    if (n->meta().get(kTensorMetaList) == nullptr) {
+      if (const auto* list = it->second->meta().get(kTensorMetaList)) {
+        n->meta().set(kTensorMetaList, *list);
+      }
+    }
+  }
   QatPreparer(*qat).run(planned, bn_of_conv, bn_of_conv);
   qat->graph().lint();
   qat->recompile();
@@ -605,8 +648,8 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     };
     r.min_val = buffer("min_val");
     r.max_val = buffer("max_val");
-    r.state = fixed_qparams_state(buffer("scale"), buffer("zero_point"),
-                                  r.spec.per_channel());
+    r.state = simulated_qparams(r.spec, buffer("scale"), buffer("zero_point"),
+                                r.min_val, r.max_val);
     if (!(r.min_val <= r.max_val).all().item<bool>()) {
       throw QuantizationError(absl::StrCat(
           "convert_fx: the fake quantizer %", n->name(), " of %", value->name(),

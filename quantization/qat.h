@@ -45,7 +45,7 @@
 // in the QAT module and in the int8 graph.
 //
 // The module given is never modified: the prepared one trains copies of
-// its parameters and buffers. Traced in training mode, it runs in training
+// its parameters and buffers (a leaf module's, opaque C++, are shared). Traced in training mode, it runs in training
 // mode (and refuses eval mode, as any module traced in training mode
 // does). Traced in eval mode (a TorchScript file, say), it fine-tunes in
 // eval mode: batch norms frozen from the start, no dropout, what

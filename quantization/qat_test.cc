@@ -10,6 +10,7 @@
 
 #include "fx/fx.h"
 #include "fx/io/serialization.h"
+#include "models/zoo.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"
@@ -446,4 +447,41 @@ TEST_CASE("a QAT module saves, loads and keeps training") {
   CHECK(torch::equal(loaded->fetch_attr("conv2.weight"), qat->fetch_attr("conv2.weight")));
   CHECK(torch::equal(loaded->fetch_attr("activation_post_process_0.min_val"),
                      qat->fetch_attr("activation_post_process_0.min_val")));
+}
+
+TEST_CASE("every traceable zoo model prepares, trains and converts") {
+  fx::set_quantized_engine("onednn");
+  for (const std::string& name : models::traceable_zoo_model_names()) {
+    CAPTURE(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);  // eval: frozen
+    fx::GraphModule qat = fx::prepare_qat_fx(
+        gm, fx::get_default_qat_qconfig_mapping("onednn"), model.example_inputs);
+    if (count(qat->graph(), "fx_quant::fake_quantize") == 0) continue;
+    fx::DistillationOptions options;
+    options.steps = 2;
+    options.lr = 1e-6;
+    const c10::IValue out = gm->forward(model.example_inputs);
+    if (out.isTensor()) {
+      fx::distill_qat(qat, gm, {model.example_inputs}, options);
+    } else {
+      torch::NoGradGuard no_grad;
+      qat->forward(model.example_inputs);
+    }
+    fx::disable_observer(qat);
+    fx::GraphModule int8 = fx::convert_fx(qat);
+    fx::GraphModule reference = fx::convert_to_reference_fx(qat);
+    torch::NoGradGuard no_grad;
+    auto first = [](const c10::IValue& v) {
+      return v.isTensor() ? v.toTensor() : v.toTupleRef().elements()[0].toTensor();
+    };
+    const at::Tensor fake = first(qat->forward(model.example_inputs));
+    CAPTURE(fx::summarize_quantized(int8).to_string());
+    CHECK(fx::summarize_quantized(int8).quantized_ops > 0);
+    // What the QAT module computes, the reference computes (up to values
+    // that the folding's rounding moves across a quantization step); int8
+    // is near.
+    CHECK(sqnr(fake, first(reference->forward(model.example_inputs))) > 30);
+    CHECK(sqnr(first(out), first(int8->forward(model.example_inputs))) > 15);
+  }
 }

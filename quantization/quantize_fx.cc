@@ -896,32 +896,30 @@ GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
   return prepared;
 }
 
-GraphModule convert_fx(const GraphModule& prepared) {
+namespace {
+
+// convert_fx (reference false) and convert_to_reference_fx; `what` names
+// the caller in errors.
+GraphModule convert(const GraphModule& prepared, bool reference, const char* what) {
   quantization::register_operators();
-  if (quantization_internal::is_qat_module(*prepared)) {
-    const GraphModule as_prepared = quantization_internal::qat_as_prepared(*prepared);
-    check_calibrated(*as_prepared, "convert_fx");
-    return Converter(*as_prepared, /*reference=*/false, current_engine(),
-                     /*weight_states=*/true)
-        .run();
-  }
-  check_not_training(*prepared, "convert_fx");
-  check_calibrated(*prepared, "convert_fx");
-  return Converter(*prepared, /*reference=*/false, current_engine()).run();
+  // A QAT module converts as the prepared module it stands for, with the
+  // weights quantized by the qparams training simulated.
+  const bool qat = quantization_internal::is_qat_module(*prepared);
+  const GraphModule module =
+      qat ? quantization_internal::qat_as_prepared(*prepared) : prepared;
+  if (!qat) check_not_training(*module, what);
+  check_calibrated(*module, what);
+  return Converter(*module, reference, current_engine(), /*weight_states=*/qat).run();
+}
+
+}  // namespace
+
+GraphModule convert_fx(const GraphModule& prepared) {
+  return convert(prepared, /*reference=*/false, "convert_fx");
 }
 
 GraphModule convert_to_reference_fx(const GraphModule& prepared) {
-  quantization::register_operators();
-  if (quantization_internal::is_qat_module(*prepared)) {
-    const GraphModule as_prepared = quantization_internal::qat_as_prepared(*prepared);
-    check_calibrated(*as_prepared, "convert_to_reference_fx");
-    return Converter(*as_prepared, /*reference=*/true, current_engine(),
-                     /*weight_states=*/true)
-        .run();
-  }
-  check_not_training(*prepared, "convert_to_reference_fx");
-  check_calibrated(*prepared, "convert_to_reference_fx");
-  return Converter(*prepared, /*reference=*/true, current_engine()).run();
+  return convert(prepared, /*reference=*/true, "convert_to_reference_fx");
 }
 
 std::string QuantizedSummary::to_string() const {
