@@ -58,6 +58,13 @@ check "a saved GraphModule reads back" 0 "call_function\[target=aten::conv2d\]" 
 check "--dynamic on a saved GraphModule is refused, not ignored" 2 \
   "already traced: --dynamic applies when tracing" -- \
   "$fx" trace "$out/lenet.fx" --dynamic=N:0:0
+check "--calls keeps a specialization per shape, bounded, and reports them" 0 \
+  "2 specializations held \(capacity 2\), 3 made, 1 dropped" -- \
+  "$fx" trace mlp --print=none --passes=fold_constants \
+  --calls="4x784;1x784;4x784;8x784" --capacity=2
+check "--calls cannot trace a saved GraphModule again" 2 \
+  "give a bundled model or a TorchScript file" -- \
+  "$fx" trace "$out/lenet.fx" --print=none --calls="1x1x28x28"
 check "a missing file is named" 2 "neither a bundled model" -- \
   "$fx" trace "$out/missing.pt"
 echo "not a model" > "$out/text.pt"

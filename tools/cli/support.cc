@@ -251,6 +251,43 @@ fx::GraphModule open_model_in_eval_mode(const std::string& name,
   return open_file(name, input, inputs);
 }
 
+std::function<fx::GraphModule(const std::vector<c10::IValue>&)> retracer(
+    const std::string& name, const ShapeFlags& shapes) {
+  if (!shapes.dynamic.empty()) {
+    throw UsageError(
+        "--calls keeps a graph per shape: drop --dynamic, which makes one "
+        "graph for every shape");
+  }
+  if (is_zoo_model(name)) {
+    auto model = std::make_shared<models::ZooModel>(models::make_zoo_model(name));
+    return [model](const std::vector<c10::IValue>& inputs) {
+      fx::TraceOptions options;
+      options.leaf_modules = model->leaf_modules;
+      fx::Tracer tracer(options);
+      std::unique_ptr<fx::Graph> graph =
+          tracer.trace(model->module, model->forward, inputs);
+      return fx::GraphModule(model->module, std::move(graph),
+                             tracer.take_attributes());
+    };
+  }
+  torch::jit::Module script;
+  try {
+    script = torch::jit::load(name);
+  } catch (const c10::Error&) {
+    throw UsageError(
+        "--calls traces the model again for each new shape: give a bundled "
+        "model or a TorchScript file, not " + name);
+  }
+  script.eval();
+  auto kept = std::make_shared<torch::jit::Module>(std::move(script));
+  const bool specialize = shapes.specialize;
+  return [kept, specialize](const std::vector<c10::IValue>& inputs) {
+    fx::TraceOptions options;
+    options.specialize_sizes = specialize;
+    return fx::symbolic_trace(*kept, inputs, options);
+  };
+}
+
 void add_passes_flag(Flags& flags, std::string* passes) {
   flags.add("passes", passes,
             "passes to run, in order, comma-separated (`fx passes` lists "

@@ -69,6 +69,13 @@ fx::GraphModule open_model_in_eval_mode(const std::string& name,
                                         const std::vector<std::string>& input,
                                         std::vector<c10::IValue>* inputs);
 
+// What a cache of specializations (--calls) traces for each new shape: the
+// bundled model or TorchScript file `name` traced on those inputs (with
+// `shapes`' --specialize). Throws UsageError for a GraphModule file, which
+// cannot be traced again.
+std::function<fx::GraphModule(const std::vector<c10::IValue>&)> retracer(
+    const std::string& name, const ShapeFlags& shapes);
+
 // --passes: pass names (`fx passes` lists them), comma-separated.
 void add_passes_flag(Flags& flags, std::string* passes);
 // Throws UsageError naming the known passes if one of `passes` is unknown:

@@ -9,11 +9,15 @@
 #include <torch/script.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "fx/fx.h"
+#include "fx/runtime/specializations.h"
 #include "fx/torchscript/torchscript.h"
 #include "onnx/to_onnx.h"
 #include "passes/cost_model.h"
 #include "passes/graph_drawer.h"
+#include "passes/registry.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/support.h"
 
@@ -85,6 +89,14 @@ class Trace : public Command {
                 "checker with full shape inference");
     add_input_flag(flags(), &input_);
     shapes_.add_to(flags());
+    flags().add("calls", &calls_,
+                "run the model on these inputs through a cache of "
+                "specializations (fx::SpecializationCache): calls separated "
+                "by ';', each call's input specs by ',' as --input takes "
+                "them (\"1x3x224x224;8x3x224x224\"); each shape not seen "
+                "before is traced again and --passes run on it; prints each "
+                "call's time and the cache's report");
+    flags().add("capacity", &capacity_, "--calls: the specializations kept");
   }
 
  private:
@@ -127,7 +139,43 @@ class Trace : public Command {
       fx::save(module, save_);
       std::cerr << "wrote " << save_ << "\n";
     }
+    if (!calls_.empty()) run_calls(args[0]);
     return 0;
+  }
+
+  // --calls: the calls through a cache of specializations.
+  void run_calls(const std::string& name) const {
+    std::vector<std::vector<c10::IValue>> calls;
+    for (absl::string_view call : absl::StrSplit(calls_, ';', absl::SkipEmpty())) {
+      std::vector<std::string> specs =
+          absl::StrSplit(call, ',', absl::SkipWhitespace());
+      calls.push_back(example_inputs(specs));
+    }
+    if (capacity_ < 1) {
+      throw UsageError("--capacity=" + std::to_string(capacity_) +
+                       ": keep 1 or more specializations");
+    }
+    fx::SpecializationOptions options;
+    options.capacity = static_cast<size_t>(capacity_);
+    if (!passes_.empty()) {
+      const std::string passes = passes_;
+      options.passes = [passes](fx::GraphModuleImpl& gm) {
+        for (absl::string_view pass : absl::StrSplit(passes, ',', absl::SkipEmpty())) {
+          fx::make_pass(std::string(pass))->run(gm);
+        }
+        gm.recompile();
+      };
+    }
+    fx::SpecializationCache cache(retracer(name, shapes_), options);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      cache(calls[i]);
+      std::cout << "call " << i + 1 << " ("
+                << fx::SpecializationCache::shapes_of(calls[i]) << "): "
+                << absl::StrFormat("%.2f", milliseconds_since(start)) << " ms\n";
+    }
+    std::cout << cache.report();
   }
 
   std::string print_ = "graph";
@@ -141,6 +189,8 @@ class Trace : public Command {
   std::string onnx_;
   std::vector<std::string> input_;
   ShapeFlags shapes_;
+  std::string calls_;
+  int64_t capacity_ = 8;
 };
 
 }  // namespace
