@@ -1,7 +1,10 @@
 // The aten operators to_onnx maps, each as torch.onnx's symbolic function
 // for opset 17 maps it (torch/onnx/symbolic_opset*.py in Python torch 1.13).
 // Shapes the graph holds as literals (reshapes, expands, resizes) are the
-// node's own output shape, from its tensor metadata.
+// node's own output shape, from its tensor metadata; with dynamic
+// dimensions, the sizes the graph computes (reshapes, expands, slices) or
+// read from the input (a resize's batch), and a mapping that needs a size
+// that varies as a constant refuses (fixed_size).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -74,6 +77,34 @@ const TensorMeta& meta_of(OnnxBuilder& b, const Node* n) {
 }
 
 const TensorMeta& own_meta(OnnxBuilder& b) { return meta_of(b, &b.node()); }
+
+// The size of dimension `d` of `n`'s value, which the mapping needs as a
+// constant: refused when it varies (a dynamic dimension).
+int64_t fixed_size(OnnxBuilder& b, const Node* n, int64_t d) {
+  const TensorMeta& meta = meta_of(b, n);
+  if (b.varies(*n, d)) {
+    refuse(b, absl::StrCat("needs the size of dimension ", d, " of %", n->name(),
+                           ", which is dynamic: this operator exports with "
+                           "fixed sizes only (trace without that dynamic "
+                           "dimension, or run specialize_sizes)"));
+  }
+  return meta.sizes.at(d);
+}
+
+std::vector<int64_t> fixed_sizes(OnnxBuilder& b, const Node* n) {
+  std::vector<int64_t> sizes;
+  for (size_t d = 0; d < meta_of(b, n).sizes.size(); ++d) {
+    sizes.push_back(fixed_size(b, n, static_cast<int64_t>(d)));
+  }
+  return sizes;
+}
+
+bool any_varies(OnnxBuilder& b, const Node* n) {
+  for (size_t d = 0; d < meta_of(b, n).sizes.size(); ++d) {
+    if (b.varies(*n, static_cast<int64_t>(d))) return true;
+  }
+  return false;
+}
 
 int64_t rank_of(OnnxBuilder& b, const Argument& a) {
   if (!a.is_node()) refuse(b, "expected a tensor argument");
@@ -168,7 +199,71 @@ void dropout(OnnxBuilder& b) {
 }
 
 // Reshapes to the node's own (example) output shape.
+// A shape computed at run time (dynamic dimensions): what the node asks
+// for, its sizes read from the graph's own size values.
+void reshape_dynamic(OnnxBuilder& b) {
+  const Node& n = b.node();
+  const Argument& x = n.args()[0];
+  const int64_t rank = rank_of(b, x);
+  const std::string& name = n.name();
+  if (n.is_call_to({"aten::view", "aten::reshape", "aten::_reshape_alias"})) {
+    b.add("Reshape", {b.value(x), b.value(n.args().at(1))}, b.output());
+    return;
+  }
+  if (n.is_call_to({"aten::unsqueeze"})) {
+    CallArguments args(n);
+    b.add("Unsqueeze", {b.value(x), b.int64s({axis(args["dim"].to_int(), rank + 1)})},
+          b.output());
+    return;
+  }
+  if (n.is_call_to({"aten::flatten.using_ints"})) {
+    // The dimensions before start_dim and after end_dim kept, those between
+    // multiplied: [Shape[:start], -1, Shape[end + 1:]].
+    CallArguments args(n);
+    const int64_t start = axis(args["start_dim"].to_int(), rank);
+    const int64_t end = axis(args["end_dim"].to_int(), rank);
+    std::vector<std::string> pieces;
+    if (start > 0) {
+      const std::string before = b.fresh(name + "_before");
+      onnx::NodeProto& shape = b.add("Shape", {b.value(x)}, before);
+      set_int(shape, "end", start);
+      pieces.push_back(before);
+    }
+    pieces.push_back(b.int64s({-1}));
+    if (end + 1 < rank) {
+      const std::string after = b.fresh(name + "_after");
+      set_int(b.add("Shape", {b.value(x)}, after), "start", end + 1);
+      pieces.push_back(after);
+    }
+    const std::string shape = b.fresh(name + "_shape");
+    set_int(b.add("Concat", pieces, shape), "axis", 0);
+    b.add("Reshape", {b.value(x), shape}, b.output());
+    return;
+  }
+  // squeeze, squeeze.dim: the dimensions of size 1, which must not vary.
+  std::vector<int64_t> axes;
+  const Node* input = x.to_node();
+  CallArguments args(n);
+  if (args.has("dim")) {
+    const int64_t d = axis(args["dim"].to_int(), rank);
+    if (fixed_size(b, input, d) == 1) axes.push_back(d);
+  } else {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (fixed_size(b, input, d) == 1) axes.push_back(d);
+    }
+  }
+  if (axes.empty()) {
+    b.add("Identity", {b.value(x)}, b.output());
+  } else {
+    b.add("Squeeze", {b.value(x), b.int64s(axes)}, b.output());
+  }
+}
+
 void reshape_to_output(OnnxBuilder& b) {
+  if (any_varies(b, &b.node())) {
+    reshape_dynamic(b);
+    return;
+  }
   b.add("Reshape",
         {b.value(b.node().args()[0]), b.int64s(own_meta(b).sizes)},
         b.output());
@@ -237,13 +332,33 @@ void conv_transpose(OnnxBuilder& b) {
   set_int(n, "group", args["groups"].to_int());
 }
 
+// unbind: a Split into pieces of 1, each squeezed.
+void unbind(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  const int64_t dim = axis(args["dim"].to_int(), rank);
+  const int64_t n = fixed_size(b, args["self"].to_node(), dim);
+  std::vector<std::string> pieces, outputs;
+  for (int64_t i = 0; i < n; ++i) {
+    pieces.push_back(b.fresh(absl::StrCat(b.node().name(), "_piece_", i)));
+    outputs.push_back(b.fresh(absl::StrCat(b.node().name(), "_", i)));
+  }
+  set_int(b.add("Split", {b.value(args["self"]), b.int64s(std::vector<int64_t>(n, 1))},
+                pieces),
+          "axis", dim);
+  for (int64_t i = 0; i < n; ++i) {
+    b.add("Squeeze", {pieces[i], b.int64s({dim})}, outputs[i]);
+  }
+  b.set_outputs(outputs);
+}
+
 void batch_norm(OnnxBuilder& b) {
   CallArguments args(b.node());
   if (args["training"].to_bool()) {
     refuse(b, "batch_norm in training mode: trace the model in eval mode to export it");
   }
   const Argument& input = args["input"];
-  const int64_t channels = meta_of(b, input.to_node()).sizes.at(1);
+  const int64_t channels = fixed_size(b, input.to_node(), 1);
   auto or_constant = [&](const Argument& a, float fill) {
     return a.is_none() ? b.floats(std::vector<float>(channels, fill)) : b.value(a);
   };
@@ -325,6 +440,8 @@ void adaptive_avg_pool(OnnxBuilder& b) {
   bool global = true;
   std::vector<int64_t> kernel;
   for (size_t i = rank - spatial; i < rank; ++i) {
+    fixed_size(b, x.to_node(), static_cast<int64_t>(i));
+    fixed_size(b, &b.node(), static_cast<int64_t>(i));
     global = global && out[i] == 1;
     if (out[i] == 0 || in[i] % out[i] != 0) {
       refuse(b, "adaptive pooling to a size that does not divide the input's does not map");
@@ -498,11 +615,14 @@ void select(OnnxBuilder& b) {
 void slice(OnnxBuilder& b) {
   CallArguments args(b.node());
   const int64_t rank = rank_of(b, args["self"]);
-  const int64_t start = args["start"].is_none() ? 0 : args["start"].to_int();
-  const int64_t end = args["end"].is_none() ? std::numeric_limits<int64_t>::max()
-                                            : args["end"].to_int();
+  // A bound: a constant, or a size the graph computes (x[:, :T]).
+  auto bound = [&](const Argument& a, int64_t none) {
+    if (a.is_node()) return b.value(Argument::list({a}));
+    return b.int64s({a.is_none() ? none : a.to_int()});
+  };
   b.add("Slice",
-        {b.value(args["self"]), b.int64s({start}), b.int64s({end}),
+        {b.value(args["self"]), bound(args["start"], 0),
+         bound(args["end"], std::numeric_limits<int64_t>::max()),
          b.int64s({axis(args["dim"].to_int(), rank)}),
          b.int64s({args["step"].to_int()})},
         b.output());
@@ -521,15 +641,39 @@ void narrow(OnnxBuilder& b) {
 }
 
 void expand(OnnxBuilder& b) {
+  if (any_varies(b, &b.node())) {
+    // The sizes asked for, -1 (keep) as 1 (Expand broadcasts).
+    std::vector<Argument> sizes;
+    for (const Argument& e : b.node().args().at(1).elements()) {
+      sizes.push_back(e.is_int() && e.to_int() == -1 ? Argument(int64_t{1}) : e);
+    }
+    b.add("Expand", {b.value(b.node().args()[0]), b.value(Argument::list(sizes))},
+          b.output());
+    return;
+  }
   b.add("Expand", {b.value(b.node().args()[0]), b.int64s(own_meta(b).sizes)},
         b.output());
 }
 
+// Resize's sizes: the node's own, its batch and channels read from the
+// input when they vary (a dynamic batch); the spatial ones must not.
+std::string resize_sizes(OnnxBuilder& b, const Argument& input) {
+  const Node* n = &b.node();
+  const int64_t rank = static_cast<int64_t>(own_meta(b).sizes.size());
+  if (!b.varies(*n, 0) && !b.varies(*n, 1)) return b.int64s(fixed_sizes(b, n));
+  std::vector<int64_t> spatial;
+  for (int64_t d = 2; d < rank; ++d) spatial.push_back(fixed_size(b, n, d));
+  const std::string leading = b.fresh(n->name() + "_leading");
+  set_int(b.add("Shape", {b.value(input)}, leading), "end", 2);
+  const std::string sizes = b.fresh(n->name() + "_sizes");
+  set_int(b.add("Concat", {leading, b.int64s(spatial)}, sizes), "axis", 0);
+  return sizes;
+}
+
 void upsample_nearest(OnnxBuilder& b) {
+  const Argument& input = b.node().args()[0];
   onnx::NodeProto& n = b.add(
-      "Resize",
-      {b.value(b.node().args()[0]), "", "", b.int64s(own_meta(b).sizes)},
-      b.output());
+      "Resize", {b.value(input), "", "", resize_sizes(b, input)}, b.output());
   set_string(n, "mode", "nearest");
   set_string(n, "coordinate_transformation_mode", "asymmetric");
   set_string(n, "nearest_mode", "floor");
@@ -540,7 +684,7 @@ void upsample_nearest(OnnxBuilder& b) {
 void upsample_linear(OnnxBuilder& b) {
   CallArguments args(b.node());
   onnx::NodeProto& n = b.add(
-      "Resize", {b.value(args["input"]), "", "", b.int64s(own_meta(b).sizes)},
+      "Resize", {b.value(args["input"]), "", "", resize_sizes(b, args["input"])},
       b.output());
   set_string(n, "mode", "linear");
   set_string(n, "coordinate_transformation_mode",
@@ -561,7 +705,7 @@ void roll(OnnxBuilder& b) {
   std::string x = b.value(args["self"]);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = axis(dims[i], rank);
-    const int64_t n = sizes.at(d);
+    const int64_t n = fixed_size(b, args["self"].to_node(), d);
     const int64_t s = ((shifts[i] % n) + n) % n;
     if (s == 0) continue;
     const std::string& name = b.node().name();
@@ -611,7 +755,7 @@ void split(OnnxBuilder& b) {
   const std::vector<int64_t>& in = meta_of(b, args["self"].to_node()).sizes;
   const int64_t rank = static_cast<int64_t>(in.size());
   const int64_t dim = axis(args["dim"].to_int(), rank);
-  const int64_t n = in.at(dim);
+  const int64_t n = fixed_size(b, args["self"].to_node(), dim);
   // chunk(chunks): pieces of ceil(n / chunks); split(split_size): of split_size.
   const int64_t piece = args.has("chunks")
                             ? (n + args["chunks"].to_int() - 1) / args["chunks"].to_int()
@@ -1168,6 +1312,7 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = reshape_to_output;
   }
   (*m)["aten::expand"] = expand;
+  (*m)["aten::unbind.int"] = unbind;
 
   for (const char* name : {"aten::conv1d", "aten::conv2d", "aten::conv3d",
                            "aten::conv1d.padding", "aten::conv2d.padding",

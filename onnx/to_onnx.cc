@@ -22,6 +22,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "onnx/internal/operators.h"
+#include "interpreter/shape_prop.h"
 #include "passes/aliasing.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
@@ -132,22 +133,7 @@ class Exporter : public OnnxBuilder {
           "before tracing it to export it (an ONNX model is for inference, "
           "as torch.onnx exports in eval mode)");
     }
-    if (std::vector<std::string> symbols = dynamic_symbols(module_.graph());
-        !symbols.empty()) {
-      throw GraphError(absl::StrCat(
-          "to_onnx: the graph has dynamic dimensions (",
-          absl::StrJoin(symbols, ", "),
-          "), which the ONNX export does not write yet: trace without "
-          "TraceOptions::dynamic to export fixed shapes"));
-    }
-    for (const Node* n : module_.graph().nodes()) {
-      if (!is_sym_call(*n)) continue;
-      throw GraphError(absl::StrCat(
-          "to_onnx: %", n->name(), " = ", n->target().to_string(),
-          " computes a size from the inputs, which the ONNX export does not "
-          "write yet: run specialize_sizes on the graph to export the "
-          "example's shapes"));
-    }
+    if (!dynamic_symbols(module_.graph()).empty()) find_varying_dimensions();
     onnx::ModelProto model;
     model.set_ir_version(kIrVersion);
     model.set_producer_name("fx for LibTorch");
@@ -166,6 +152,12 @@ class Exporter : public OnnxBuilder {
   }
 
   // --- OnnxBuilder ----------------------------------------------------------
+
+  bool varies(const Node& node, int64_t dim) const override {
+    auto it = varying_.find(node.name());
+    return it != varying_.end() && dim >= 0 &&
+           dim < static_cast<int64_t>(it->second.size()) && it->second[dim];
+  }
 
   std::string value(const Argument& argument, int32_t type) override {
     if (argument.is_node()) {
@@ -219,6 +211,31 @@ class Exporter : public OnnxBuilder {
                                         type));
       }
       return initializer(absl::StrCat(node_->name(), "_constant"), t);
+    }
+    if (argument.is_list() && argument.contains_node()) {
+      // Sizes the graph computes (view(x, [%B, -1])): one int64 each,
+      // concatenated.
+      std::vector<std::string> pieces;
+      for (const Argument& e : argument.elements()) {
+        if (e.is_int()) {
+          pieces.push_back(int64s({e.to_int()}, /*scalar=*/false));
+          continue;
+        }
+        if (!e.is_node()) {
+          throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
+                                        ": a list of sizes holds ", e.to_string()));
+        }
+        const std::string one = fresh(e.to_node()->name() + "_1d");
+        add("Unsqueeze", std::vector<std::string>{value(e, 0), int64s({0}, false)}, one);
+        pieces.push_back(one);
+      }
+      const std::string list = fresh(node_->name() + "_sizes");
+      onnx::NodeProto& concat = add("Concat", pieces, list);
+      auto* a = concat.add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(0);
+      return list;
     }
     if (argument.is_list()) {
       std::vector<int64_t> ints;
@@ -373,7 +390,14 @@ class Exporter : public OnnxBuilder {
               " is not a tensor (or has no tensor metadata): ONNX inputs are "
               "tensors; trace with tensor inputs"));
         }
-        set_value_info(graph_->add_input(), n.name(), *meta);
+        onnx::ValueInfoProto* input = graph_->add_input();
+        set_value_info(input, n.name(), *meta);
+        if (const InputGuard* guard = n.meta().get(kGuard)) {
+          auto* shape = input->mutable_type()->mutable_tensor_type()->mutable_shape();
+          for (const DynamicDim& d : guard->dynamic) {
+            shape->mutable_dim(static_cast<int>(d.dim))->set_dim_param(d.symbol);
+          }
+        }
         names_[&n] = n.name();
         return;
       }
@@ -466,6 +490,10 @@ class Exporter : public OnnxBuilder {
       names_[&n] = it->second[index.to_int()];
       return;
     }
+    if (is_sym_call(n)) {
+      export_size(n);
+      return;
+    }
     if (target == "fx_guard::check_length") {
       // The number of tensors a split returns: fixed in an ONNX model,
       // whose shapes are the example's.
@@ -543,6 +571,86 @@ class Exporter : public OnnxBuilder {
     names_[&n] = output_;
   }
 
+  // A size the graph computes (dynamic dimensions), as an int64 scalar:
+  // sym_size as Shape and Gather, sym_add / sym_mul / sym_floordiv as Add,
+  // Mul and Div (sizes are not negative: Div's truncation is the floor).
+  void export_size(const Node& n) {
+    const std::string name = fresh(n.name());
+    const std::string& function = n.target().function().name();
+    if (function == "sym_size") {
+      const std::string shape = fresh(n.name() + "_shape");
+      add("Shape", std::vector<std::string>{value(n.args().at(0), 0)}, shape);
+      add("Gather",
+          std::vector<std::string>{shape, int64s({n.args().at(1).to_int()}, true)},
+          name);
+    } else {
+      const char* op = function == "sym_add"   ? "Add"
+                       : function == "sym_mul" ? "Mul"
+                       : function == "sym_floordiv" ? "Div" : nullptr;
+      if (op == nullptr) {
+        throw GraphError(absl::StrCat("to_onnx: ", describe(n), " computes a size by ",
+                                      function, ", which has no ONNX mapping"));
+      }
+      add(op,
+          std::vector<std::string>{value(n.args().at(0), onnx::TensorProto::INT64),
+                                   value(n.args().at(1), onnx::TensorProto::INT64)},
+          name);
+    }
+    names_[&n] = name;
+  }
+
+  // Which dimensions of each value vary with the dynamic ones: the graph
+  // run again (on zeros) at other sizes of every symbol, within its bounds
+  // and multiple, and each value's sizes compared with the example's.
+  void find_varying_dimensions() {
+    std::map<std::string, int64_t> moved;
+    std::vector<c10::IValue> inputs;
+    for (const Node* ph : module_.graph().placeholders()) {
+      const TensorMeta* meta = ph->tensor_meta();
+      const InputGuard* guard = ph->meta().get(kGuard);
+      if (meta == nullptr) {
+        throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
+                                      " is not a tensor: ONNX inputs are tensors"));
+      }
+      std::vector<int64_t> sizes = meta->sizes;
+      for (const DynamicDim& d : guard ? guard->dynamic : std::vector<DynamicDim>{}) {
+        const int64_t example = meta->sizes.at(d.dim);
+        int64_t other = example + d.multiple_of;
+        if (other > d.max) other = example - d.multiple_of;
+        if (other < d.min) {
+          throw GraphError(absl::StrCat("to_onnx: dynamic dimension ", d.symbol,
+                                        " (", d.relation(), ") takes one size only"));
+        }
+        moved.emplace(d.symbol, other);
+        sizes[d.dim] = moved.at(d.symbol);
+      }
+      inputs.emplace_back(at::zeros(sizes, at::TensorOptions().dtype(meta->dtype)));
+    }
+    std::shared_ptr<GraphModuleImpl> copy = module_.copy();
+    copy->eval();
+    try {
+      ShapeProp(GraphModule(copy)).propagate(inputs);
+    } catch (const std::exception& e) {
+      throw GraphError(absl::StrCat(
+          "to_onnx: the graph did not run at other sizes of its dynamic "
+          "dimensions (to find which sizes vary): ", e.what()));
+    }
+    absl::flat_hash_map<std::string, const Node*> originals;
+    for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
+    for (const Node* n : copy->graph().nodes()) {
+      const TensorMeta* other = n->tensor_meta();
+      auto original = originals.find(n->name());
+      const TensorMeta* example =
+          original == originals.end() ? nullptr : original->second->tensor_meta();
+      if (other == nullptr || example == nullptr) continue;
+      std::vector<bool> varies(example->sizes.size(), false);
+      for (size_t d = 0; d < varies.size() && d < other->sizes.size(); ++d) {
+        varies[d] = other->sizes[d] != example->sizes[d];
+      }
+      varying_[n->name()] = std::move(varies);
+    }
+  }
+
   // An operator that writes its input in place maps to its functional form,
   // whose result is a new ONNX value: sound only when nothing reads that
   // storage afterwards but through the write's result (traces read the
@@ -590,8 +698,16 @@ class Exporter : public OnnxBuilder {
       }
       const std::string source = this->value(Argument(const_cast<Node*>(value)), 0);
       add("Identity", std::vector<std::string>{source}, std::string(name));
-      set_value_info(graph_->add_output(), name, *meta);
-      outputs_.emplace_back(name, meta->sizes);
+      onnx::ValueInfoProto* output = graph_->add_output();
+      set_value_info(output, name, *meta);
+      std::vector<int64_t> expected = meta->sizes;
+      auto* shape = output->mutable_type()->mutable_tensor_type()->mutable_shape();
+      for (size_t d = 0; d < expected.size(); ++d) {
+        if (!varies(*value, static_cast<int64_t>(d))) continue;
+        shape->mutable_dim(static_cast<int>(d))->clear_dim_value();
+        expected[d] = -1;  // any: checked against shape inference as unknown
+      }
+      outputs_.emplace_back(name, expected);
     }
   }
 
@@ -628,21 +744,43 @@ class Exporter : public OnnxBuilder {
       }
       onnx::shape_inference::InferShapes(
           inferred, onnx::OpSchemaRegistry::Instance(),
-          onnx::ShapeInferenceOptions(/*check_type=*/true, /*error_mode=*/1));
+          onnx::ShapeInferenceOptions(/*check_type=*/true, /*error_mode=*/1,
+                                      /*data_prop=*/!varying_.empty()));
       for (int i = 0; i < inferred.graph().output_size(); ++i) {
         const auto& type = inferred.graph().output(i).type().tensor_type();
-        std::vector<int64_t> dims;
-        bool known = type.has_shape();
-        for (const auto& d : type.shape().dim()) {
-          known = known && d.has_dim_value();
-          dims.push_back(d.dim_value());
-        }
         const auto& [name, expected] = outputs_[i];
+        // With dynamic dimensions, ONNX 1.12's inference loses a shape past
+        // a Slice to a computed bound: the output keeps the one written.
+        if (!varying_.empty() && !type.has_shape()) continue;
+        std::vector<int64_t> dims;
+        bool known = type.has_shape() &&
+                     type.shape().dim_size() == static_cast<int>(expected.size());
+        for (int k = 0; known && k < type.shape().dim_size(); ++k) {
+          const auto& d = type.shape().dim(k);
+          if (expected[k] == -1) {
+            // A dimension that varies must not come out as a constant.
+            known = !d.has_dim_value();
+            dims.push_back(-1);
+          } else {
+            known = d.has_dim_value();
+            dims.push_back(d.dim_value());
+          }
+        }
         if (!known || dims != expected) {
+          std::vector<std::string> inferred_dims, expected_dims;
+          for (const auto& d : type.shape().dim()) {
+            inferred_dims.push_back(d.has_dim_value() ? std::to_string(d.dim_value())
+                                    : d.has_dim_param() ? d.dim_param() : "?");
+          }
+          for (int64_t e : expected) {
+            expected_dims.push_back(e == -1 ? "dynamic" : std::to_string(e));
+          }
           throw GraphError(absl::StrCat(
               "to_onnx: ONNX's shape inference gives output '", name,
-              "' the shape [", known ? absl::StrJoin(dims, ", ") : "unknown",
-              "], the GraphModule [", absl::StrJoin(expected, ", "),
+              "' the shape ",
+              type.has_shape() ? absl::StrCat("[", absl::StrJoin(inferred_dims, ", "), "]")
+                               : "unknown",
+              ", the GraphModule [", absl::StrJoin(expected_dims, ", "),
               "]: a mapping is wrong (please report it)"));
         }
       }
@@ -677,6 +815,8 @@ class Exporter : public OnnxBuilder {
   absl::flat_hash_map<Node*, std::vector<const Node*>> sharing_;  // by storage root
   absl::flat_hash_map<size_t, std::vector<int>> by_contents_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> outputs_;
+  // With dynamic dimensions: which dimensions of each value vary, by name.
+  absl::flat_hash_map<std::string, std::vector<bool>> varying_;
 };
 
 }  // namespace

@@ -25,7 +25,9 @@
 // "output_0", "output_1", ... for a tuple (nested: "output_1_0"),
 // "output_KEY" for a dict's (segmentation models' "output_out"). Each ONNX
 // node is named after the graph node it comes from. Shapes are the example
-// input's (the graph is specialized to them, as its guards say). Before
+// input's (the graph is specialized to them, as its guards say), but for
+// a graph's dynamic dimensions (TraceOptions::dynamic): symbolic in the
+// inputs (dim_param), the sizes computed in the model (docs/onnx.md). Before
 // anything is written, ONNX's checker runs with full shape inference
 // (check_model, then InferShapes with type checks and node errors on), and
 // the inferred output shapes must be the GraphModule's.
@@ -148,6 +150,11 @@ class OnnxBuilder {
   virtual void set_outputs(std::vector<std::string> elements) = 0;
   // A fresh value name derived from `base`.
   virtual std::string fresh(std::string_view base) = 0;
+  // A graph with dynamic dimensions (TraceOptions::dynamic) is exported
+  // with them: whether dimension `dim` of `node`'s value varies from run to
+  // run, its size in the tensor metadata being only the example's. A
+  // mapping needing a size reads one that does not vary, or refuses.
+  virtual bool varies(const Node& node, int64_t dim) const = 0;
   // The fx node being exported.
   virtual const Node& node() const = 0;
   // Its output value's name (what the mapping must produce).

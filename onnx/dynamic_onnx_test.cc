@@ -1,0 +1,154 @@
+// Graphs with dynamic dimensions (fx::TraceOptions::dynamic) export with
+// them: ONNX inputs of symbolic dimensions (dim_param), the sizes the graph
+// computes as Shape / Gather / arithmetic, and ONNX Runtime runs other
+// batch sizes and lengths as the GraphModule does. What needs a size that
+// varies as a constant is refused by name.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+#include <torch/torch.h>
+
+#include "fx/fx.h"
+#include "models/zoo.h"
+#include "onnx/to_onnx.h"
+#include "testdata/onnx_runtime.h"
+#include "third_party/catch.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using onnx_testing::check_against_ort;
+using onnx_testing::scratch;
+
+onnx::ModelProto read_model(const fs::path& file) {
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  return proto;
+}
+
+// A CNN as LibTorch's examples write it: the batch read with x.size(0).
+struct CnnImpl : torch::nn::Module {
+  CnnImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Linear(8 * 4 * 4, 10));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv(x)), 2);
+    return fc(x.view({x.size(0), -1}));
+  }
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Cnn);
+
+// Tokens [B, T]: embeddings, positions sliced to T, attention by matmuls.
+struct TokensImpl : torch::nn::Module {
+  TokensImpl() {
+    embed = register_module("embed", torch::nn::Embedding(100, 16));
+    positions = register_parameter("positions", torch::randn({64, 16}) * 0.1);
+    qkv = register_module("qkv", torch::nn::Linear(16, 48));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})));
+  }
+  at::Tensor forward(at::Tensor ids) {
+    const int64_t b = ids.size(0), t = ids.size(1);
+    at::Tensor x = embed(ids) + positions.slice(0, 0, t);
+    std::vector<at::Tensor> parts = qkv(x).view({b, t, 3, 16}).unbind(2);
+    at::Tensor weights = torch::softmax(parts[0].matmul(parts[1].transpose(1, 2)) / 4.0, -1);
+    return norm(x + weights.matmul(parts[2])).mean(1);
+  }
+  torch::nn::Embedding embed{nullptr};
+  at::Tensor positions;
+  torch::nn::Linear qkv{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(Tokens);
+
+}  // namespace
+
+TEST_CASE("a CNN traced with a dynamic batch exports one, and runs others") {
+  torch::manual_seed(0);
+  Cnn model;
+  model->eval();
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(model, {torch::randn({2, 3, 8, 8})}, options);
+  const fs::path file = scratch() / "dynamic_cnn.onnx";
+  fx::to_onnx(*gm, file.string());
+  const onnx::ModelProto proto = read_model(file);
+  CHECK(proto.graph().input(0).type().tensor_type().shape().dim(0).dim_param() == "B");
+  CHECK(!proto.graph().output(0).type().tensor_type().shape().dim(0).has_dim_value());
+  CHECK(proto.graph().output(0).type().tensor_type().shape().dim(1).dim_value() == 10);
+  for (int64_t batch : {1, 3, 5}) {
+    INFO("batch " << batch);
+    check_against_ort(gm, file, {torch::randn({batch, 3, 8, 8})});
+  }
+}
+
+TEST_CASE("a token model traced with dynamic batch and length exports both") {
+  torch::manual_seed(1);
+  Tokens model;
+  model->eval();
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 32},
+                     {.input = 0, .dim = 1, .symbol = "T", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(
+      model, {torch::randint(100, {2, 12}, torch::kLong)}, options);
+  const fs::path file = scratch() / "dynamic_tokens.onnx";
+  fx::to_onnx(*gm, file.string());
+  const onnx::ModelProto proto = read_model(file);
+  const auto& dims = proto.graph().input(0).type().tensor_type().shape().dim();
+  CHECK(dims[0].dim_param() == "B");
+  CHECK(dims[1].dim_param() == "T");
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 5}, {3, 20}, {2, 12}}) {
+    INFO(b << " x " << t);
+    check_against_ort(gm, file, {torch::randint(100, {b, t}, torch::kLong)});
+  }
+}
+
+TEST_CASE("the zoo's TransformerEncoder exports with dynamic length and batch") {
+  models::ZooModel model = models::make_zoo_model("transformer_encoder");
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "S", .max = 512},
+                     {.input = 0, .dim = 1, .symbol = "N"}};
+  fx::GraphModule gm =
+      fx::symbolic_trace(model.module, model.forward, model.example_inputs, options);
+  const fs::path file = scratch() / "dynamic_transformer.onnx";
+  fx::to_onnx(*gm, file.string());
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  std::vector<int64_t> other = x.sizes().vec();
+  other[0] += 3;
+  other[1] += 1;
+  check_against_ort(gm, file, {torch::randint(0, 10, other, torch::kLong)});
+}
+
+TEST_CASE("a U-Net with a dynamic batch: upsampling to fixed sizes, the batch read") {
+  models::ZooModel model = models::make_zoo_model("unet");
+  fx::TraceOptions options;
+  options.leaf_modules = model.leaf_modules;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 16}};
+  fx::GraphModule gm =
+      fx::symbolic_trace(model.module, model.forward, model.example_inputs, options);
+  const fs::path file = scratch() / "dynamic_unet.onnx";
+  fx::to_onnx(*gm, file.string());
+  std::vector<int64_t> sizes = model.example_inputs[0].toTensor().sizes().vec();
+  sizes[0] += 2;
+  check_against_ort(gm, file, {torch::randn(sizes)});
+}
+
+TEST_CASE("what needs a dynamic size as a constant is refused by name") {
+  // Adaptive pooling to 2x2 of a varying height: its windows depend on it.
+  auto fn = [](at::Tensor x) { return torch::adaptive_avg_pool2d(x, {2, 2}); };
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 2, .symbol = "H", .max = 64, .multiple_of = 2}};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({1, 2, 8, 8})}, options);
+  const fs::path file = scratch() / "refused.onnx";
+  CHECK_THROWS_WITH(fx::to_onnx(*gm, file.string()),
+                    Catch::Contains("adaptive_avg_pool2d") &&
+                        Catch::Contains("which is dynamic"));
+  CHECK(!fs::exists(file));
+}
