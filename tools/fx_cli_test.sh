@@ -58,6 +58,13 @@ check "a saved GraphModule reads back" 0 "call_function\[target=aten::conv2d\]" 
 check "--dynamic on a saved GraphModule is refused, not ignored" 2 \
   "already traced: --dynamic applies when tracing" -- \
   "$fx" trace "$out/lenet.fx" --dynamic=N:0:0
+check "--dynamic with --onnx keeps the batch dynamic" 0 "wrote $out/mlp_dynamic.onnx" -- \
+  "$fx" trace mlp --dynamic=B:0:0 --onnx="$out/mlp_dynamic.onnx" --print=none
+check "the ONNX input's batch is symbolic" 0 "^B 784$" -- /usr/bin/python3 -c "
+import onnx
+dims = onnx.load('$out/mlp_dynamic.onnx').graph.input[0].type.tensor_type.shape.dim
+print(*[d.dim_param or d.dim_value for d in dims])
+"
 check "--calls keeps a specialization per shape, bounded, and reports them" 0 \
   "2 specializations held \(capacity 2\), 3 made, 1 dropped" -- \
   "$fx" trace mlp --print=none --passes=fold_constants \
