@@ -25,6 +25,7 @@
 #include "lowering/optimize_for_inference.h"
 #include "passes/split_module.h"
 #include "quantization/numeric_suite.h"
+#include "quantization/qat.h"
 #include "quantization/quantize_fx.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -492,7 +493,7 @@ TEST_CASE("a cache of specializations for what cannot be generalized") {
   }
 }
 
-TEST_CASE("int8 and split_module keep a dynamic graph generic") {
+TEST_CASE("int8 (static, dynamic, quantization-aware) and split_module keep a dynamic graph generic") {
   torch::manual_seed(0);
   ConvNet model;
   model->eval();
@@ -523,4 +524,25 @@ TEST_CASE("int8 and split_module keep a dynamic graph generic") {
     CHECK(torch::equal(out[i], int8(x.narrow(0, i, 1)).toTensor()[0]));
   }
   CHECK_THROWS_AS(int8(torch::randn({65, 1, 14, 14})), fx::GuardError);
+
+  // Dynamic quantization (weights ahead, activations per call) and
+  // quantization-aware training, trained at two batch sizes, run a third.
+  fx::DynamicOptions dynamic_options;
+  fx::GraphModule dynamic_int8 = fx::quantize_dynamic_fx(gm, dynamic_options);
+  for (int64_t b : {1, 6}) {
+    torch::Tensor y = torch::randn({b, 1, 14, 14});
+    CHECK(fx::sqnr_db(model->forward(y), dynamic_int8(y).toTensor()) > 20);
+  }
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  fx::DistillationOptions distill;
+  distill.steps = 4;
+  fx::distill_qat(qat, gm, {{torch::randn({2, 1, 14, 14})}, {torch::randn({3, 1, 14, 14})}},
+                  distill);
+  fx::disable_observer(qat);
+  fx::GraphModule qat_int8 = fx::convert_fx(qat);
+  // At batch 9: int8 computes what the QAT module simulates.
+  CHECK(fx::sqnr_db(qat(x).toTensor(), qat_int8(x).toTensor()) > 25);
+  CHECK(fx::sqnr_db(model->forward(x), qat_int8(x).toTensor()) > 12);
+  CHECK_THROWS_AS(qat_int8(torch::randn({65, 1, 14, 14})), fx::GuardError);
 }
