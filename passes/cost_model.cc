@@ -1,5 +1,8 @@
 #include "passes/cost_model.h"
 
+#include "fx/runtime/guards.h"
+#include "interpreter/shape_prop.h"
+
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -524,8 +527,11 @@ NodeCost estimate(const Node& node, std::string* unmodelled_name) {
       return give_up(absl::StrCat("call_module ", node.target().str()));
     case Opcode::kCallFunction:
       if (node.target().is_function()) {
-        // getitem picks an element of a tuple: no data moves.
-        if (&node.target().function() == getitem()) return NodeCost{};
+        // getitem picks an element of a tuple: no data moves; sizes of
+        // dynamic dimensions (sym_*) are integer arithmetic.
+        if (&node.target().function() == getitem() || is_sym_call(node)) {
+          return NodeCost{};
+        }
         return give_up(node.target().function().name());
       }
       op = node.target().op();
@@ -860,6 +866,32 @@ std::string format_cost_table(const CostReport& report,
         &out, "unmodelled: ", absl::StrJoin(report.unmodelled_ops, ", "), "\n");
   }
   return out;
+}
+
+}  // namespace fx
+
+namespace fx {
+
+CostReport estimate_cost_at(const GraphModuleImpl& module,
+                            const std::vector<c10::IValue>& inputs) {
+  // The guards first: the Interpreter does not check them.
+  SymbolBindings symbols;
+  const std::vector<Node*> placeholders = module.graph().placeholders();
+  if (inputs.size() != placeholders.size()) {
+    throw GraphError(absl::StrCat("estimate_cost_at: the graph takes ",
+                                  placeholders.size(), " inputs, ", inputs.size(),
+                                  " given"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (const InputGuard* guard = placeholders[i]->meta().get(kGuard)) {
+      check_input(*guard, inputs[i], placeholders[i]->name(), i, &symbols);
+    }
+  }
+  std::shared_ptr<GraphModuleImpl> copy = module.copy();
+  ShapeProp(GraphModule(copy)).propagate(inputs);
+  CostReport report = estimate_cost(copy->graph());
+  report.priced = copy;
+  return report;
 }
 
 }  // namespace fx

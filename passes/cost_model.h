@@ -52,11 +52,20 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "fx/ir/graph.h"
+
+namespace c10 {
+struct IValue;
+}  // namespace c10
+
+namespace fx {
+class GraphModuleImpl;
+}  // namespace fx
 
 namespace fx {
 
@@ -117,6 +126,9 @@ struct CostReport {
   // "<op> (no tensor metadata)" when metadata needed was missing (run
   // fx::ShapeProp first).
   std::vector<std::string> unmodelled_ops;
+  // estimate_cost_at's: the copy of the module whose graph `nodes` point
+  // into, kept alive with the report.
+  std::shared_ptr<const GraphModuleImpl> priced;
 };
 
 // Prices calls of `op` (a qualified operator name, "fx_onednn::conv") as
@@ -133,6 +145,16 @@ NodeCost estimate_node_cost(const Node& node);
 // The cost of every node of `graph`, from its kTensorMeta /
 // kTensorMetaList metadata.
 CostReport estimate_cost(const Graph& graph);
+
+// The cost at other input shapes: a graph with dynamic dimensions
+// (TraceOptions::dynamic) prices as it would run on `inputs`, its FLOPs and
+// bytes functions of those sizes. A copy of `module` is run by ShapeProp on
+// them (the module's own metadata stays the example's) and priced. Throws
+// what the run throws (a GuardError for inputs the graph refuses).
+//   estimate_cost_at(*gm, {torch::zeros({8, 3, 224, 224})}).total.flops
+//       // == 4x the figure at the traced batch of 2
+CostReport estimate_cost_at(const GraphModuleImpl& module,
+                            const std::vector<c10::IValue>& inputs);
 
 // --- Roofline -------------------------------------------------------------
 

@@ -281,6 +281,40 @@ TEST_CASE("ShapeProp at another batch size scales the cost") {
   CHECK(fx::estimate_cost(gm->graph()).total.macs == 2 * macs);
 }
 
+namespace {
+// A CNN as LibTorch's examples write it: the batch read with x.size(0).
+struct SizeReadingImpl : torch::nn::Module {
+  SizeReadingImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3)));
+    fc = register_module("fc", torch::nn::Linear(8 * 6 * 6, 10));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = torch::relu(conv(x));
+    return fc(x.view({x.size(0), -1}));
+  }
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(SizeReading);
+}  // namespace
+
+TEST_CASE("a graph with dynamic dimensions costs what it does at a given shape") {
+  SizeReading model;
+  model->eval();
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(model, {torch::randn({2, 3, 8, 8})}, options);
+  const double at_2 = fx::estimate_cost(gm->graph()).total.flops;
+  const fx::CostReport at_8 = fx::estimate_cost_at(*gm, {torch::zeros({8, 3, 8, 8})});
+  CHECK(at_8.total.flops == Approx(4 * at_2));
+  CHECK(at_8.total.modelled);
+  // As a graph traced at that batch costs; the module keeps its own meta.
+  fx::GraphModule traced_8 = fx::symbolic_trace(model, torch::randn({8, 3, 8, 8}));
+  CHECK(at_8.total.flops == fx::estimate_cost(traced_8->graph()).total.flops);
+  CHECK(fx::estimate_cost(gm->graph()).total.flops == at_2);
+  CHECK_THROWS_AS(fx::estimate_cost_at(*gm, {torch::zeros({65, 3, 8, 8})}), fx::GuardError);
+}
+
 TEST_CASE("the roofline: per node, the slower of compute and memory") {
   torch::NoGradGuard no_grad;
   HandBuilt h = hand_built();

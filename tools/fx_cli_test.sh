@@ -65,6 +65,8 @@ import onnx
 dims = onnx.load('$out/mlp_dynamic.onnx').graph.input[0].type.tensor_type.shape.dim
 print(*[d.dim_param or d.dim_value for d in dims])
 "
+check "--cost_at prices a dynamic graph at another batch" 0 "total \(8 nodes\) +3.76 MFLOPs" -- \
+  "$fx" trace mlp --dynamic=B:0:0 --print=none --cost_at=8x784
 check "--calls keeps a specialization per shape, bounded, and reports them" 0 \
   "2 specializations held \(capacity 2\), 3 made, 1 dropped" -- \
   "$fx" trace mlp --print=none --passes=fold_constants \

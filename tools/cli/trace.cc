@@ -24,8 +24,7 @@
 namespace cli {
 namespace {
 
-void print_cost(const fx::Graph& graph, const MachineFlags& flags) {
-  fx::CostReport report = fx::estimate_cost(graph);
+void print_cost(const fx::CostReport& report, const MachineFlags& flags) {
   const fx::Machine machine = flags.machine();
   fx::CostTableOptions options;
   options.group_by = fx::CostTableOptions::GroupBy::kModuleTree;
@@ -89,6 +88,10 @@ class Trace : public Command {
                 "checker with full shape inference");
     add_input_flag(flags(), &input_);
     shapes_.add_to(flags());
+    flags().add("cost_at", &cost_at_,
+                "--cost at these inputs (specs as --input takes them): a "
+                "graph with dynamic dimensions priced at other sizes "
+                "(fx::estimate_cost_at)");
     flags().add("calls", &calls_,
                 "run the model on these inputs through a cache of "
                 "specializations (fx::SpecializationCache): calls separated "
@@ -120,7 +123,16 @@ class Trace : public Command {
       if (before_) std::cout << "== After\n";
     }
     print_module(module, print_);
-    if (cost_) print_cost(module->graph(), machine_);
+    if (cost_ || !cost_at_.empty()) {
+      if (cost_at_.empty()) {
+        print_cost(fx::estimate_cost(module->graph()), machine_);
+      } else {
+        const std::vector<std::string> specs =
+            absl::StrSplit(cost_at_, ',', absl::SkipWhitespace());
+        std::cout << "== Cost at " << cost_at_ << "\n";
+        print_cost(fx::estimate_cost_at(*module, example_inputs(specs)), machine_);
+      }
+    }
     if (!dot_.empty()) write_picture(module->graph(), dot_);
     if (!torchscript_.empty()) {
       fx::to_torchscript(module).save(torchscript_);
@@ -191,6 +203,7 @@ class Trace : public Command {
   ShapeFlags shapes_;
   std::string calls_;
   int64_t capacity_ = 8;
+  std::string cost_at_;
 };
 
 }  // namespace
