@@ -95,6 +95,15 @@ at::Tensor fake_quantize_op(const at::Tensor& self,
                 min_val.numel(), " channels for a value of sizes ",
                 self.sizes(), " on axis ", ch_axis);
   }
+  if (spec.per_channel() && ch_axis != 0) {
+    // aten's fused fake quantizer takes channels on axis 0 only: a linear
+    // layer's transposed weight [in, out] is quantized per column.
+    return at::fused_moving_avg_obs_fake_quant(
+               self.transpose(0, ch_axis), observer_enabled, fake_quant_enabled,
+               min_val, max_val, scale, zero_point, averaging_constant, quant_min,
+               quant_max, 0, true, spec.symmetric())
+        .transpose(0, ch_axis);
+  }
   return at::fused_moving_avg_obs_fake_quant(
       self, observer_enabled, fake_quant_enabled, min_val, max_val, scale,
       zero_point, averaging_constant, quant_min, quant_max, ch_axis,
