@@ -64,6 +64,11 @@ void set_inference_mode(Graph& graph) {
   for (Node* n : graph.nodes()) {
     if (n->is_call_to({"aten::batch_norm"}) &&
         literal_true(operator_argument(*n, "training"))) {
+      // Without running statistics (track_running_stats false), a batch
+      // norm normalizes by the batch in inference too.
+      const auto mean = operator_argument(*n, "running_mean");
+      const auto var = operator_argument(*n, "running_var");
+      if (!mean || !var || !mean->is_node() || !var->is_node()) continue;
       set_argument(*n, "training", false);
     } else if (n->is_call_to({"aten::dropout", "aten::dropout_",
                               "aten::feature_dropout", "aten::feature_dropout_",
@@ -92,14 +97,29 @@ bool in_scope(const Node& n, const std::string& scope) {
          (*path == scope || absl::StartsWith(*path, absl::StrCat(scope, ".")));
 }
 
-// The fixed_qparams state of a fake quantizer: its scale and zero point.
+// The fixed_qparams state of a fake quantizer: the scale and zero point it
+// computes from its range (those it fake-quantized with, while it did).
 // aten's fused fake quantizer makes a symmetric scheme's channel whose range
 // does not straddle zero affine (a zero point off 0), which int8 kernels of
 // symmetric weights refuse: such channels take torch.ao's observer qparams
 // (what its convert uses everywhere).
-at::Tensor simulated_qparams(const ObserverSpec& fixed, const at::Tensor& scale,
-                             const at::Tensor& zero_point, const at::Tensor& min_val,
+at::Tensor simulated_qparams(const ObserverSpec& fixed, const at::Tensor& min_val,
                              const at::Tensor& max_val) {
+  // The fake quantizer computes its scale and zero point from the range
+  // only while it fake-quantizes: run it once, fake quantization on and
+  // the observer off, on copies of its state, as its next call would.
+  const int64_t channels = fixed.per_channel() ? min_val.numel() : 1;
+  at::Tensor scale = at::ones({channels});
+  at::Tensor zero_point = at::zeros({channels}, at::kInt);
+  at::Tensor low = min_val.clone(), high = max_val.clone();
+  {
+    at::NoGradGuard no_grad;
+    const auto [quant_min, quant_max] = fixed.range();
+    at::fused_moving_avg_obs_fake_quant(
+        at::zeros({channels, 1}), at::zeros({1}, at::kLong), at::ones({1}, at::kLong),
+        low, high, scale, zero_point, fixed.averaging_constant,
+        quant_min, quant_max, /*ch_axis=*/0, fixed.per_channel(), fixed.symmetric());
+  }
   at::Tensor s = scale.to(at::kDouble).reshape({-1});
   at::Tensor z = zero_point.to(at::kLong).reshape({-1});
   if (fixed.symmetric()) {
@@ -580,7 +600,16 @@ DistillationReport distill_qat(GraphModule& qat, GraphModule& teacher,
       targets.push_back(output_tensor(teacher->forward(batch), "float model"));
     }
   }
-  torch::optim::Adam adam(qat->parameters(), torch::optim::AdamOptions(options.lr));
+  // The teacher's own parameters (a leaf module's, shared) stay as they are.
+  absl::flat_hash_set<const void*> teacher_parameters;
+  for (const at::Tensor& p : teacher->parameters()) {
+    teacher_parameters.insert(p.unsafeGetTensorImpl());
+  }
+  std::vector<at::Tensor> trained;
+  for (const at::Tensor& p : qat->parameters()) {
+    if (!teacher_parameters.contains(p.unsafeGetTensorImpl())) trained.push_back(p);
+  }
+  torch::optim::Adam adam(trained, torch::optim::AdamOptions(options.lr));
   DistillationReport report;
   for (int64_t step = 0; step < options.steps; ++step) {
     if (step == options.steps / 2 && step > 0) disable_observer(qat);
@@ -620,8 +649,11 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   std::shared_ptr<GraphModuleImpl> copy = module.copy();
   Graph& graph = copy->graph();
   const std::vector<Block> found = blocks(graph);
+  // A batch norm's value is its convolution's once folded: the blocks', and
+  // those of convolutions left float.
   absl::flat_hash_map<std::string, std::string> conv_of_bn;
   for (const Block& b : found) conv_of_bn[b.batch_norm->name()] = b.conv->name();
+  for (const auto& [conv, bn] : conv_bn_pairs(*copy)) conv_of_bn.emplace(bn, conv);
   // The fake quantizers' places and ranges.
   std::map<std::string, Record> activations;    // by the value's name
   std::map<std::string, Record> weights;        // by the reading operator's
@@ -648,14 +680,13 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     };
     r.min_val = buffer("min_val");
     r.max_val = buffer("max_val");
-    r.state = simulated_qparams(r.spec, buffer("scale"), buffer("zero_point"),
-                                r.min_val, r.max_val);
     if (!(r.min_val <= r.max_val).all().item<bool>()) {
       throw QuantizationError(absl::StrCat(
           "convert_fx: the fake quantizer %", n->name(), " of %", value->name(),
           " never observed a value: train the module (with its observers "
           "enabled) on inputs that reach it before converting"));
     }
+    r.state = simulated_qparams(r.spec, r.min_val, r.max_val);
     if (r.role == "weight") {
       Node* reader = n->only_user();
       if (reader != nullptr && reader->is_call_to({"aten::t"})) reader = reader->only_user();

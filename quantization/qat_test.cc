@@ -64,7 +64,7 @@ fx::GraphModule trace_training(Net& net) {
   return fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
 }
 
-at::Tensor run(fx::GraphModule& m, const at::Tensor& x) { return m(x).toTensor(); }
+at::Tensor run(fx::GraphModule m, const at::Tensor& x) { return m(x).toTensor(); }
 
 double sqnr(const at::Tensor& reference, const at::Tensor& x) {
   return 10 * std::log10((reference.pow(2).sum() /
@@ -484,4 +484,84 @@ TEST_CASE("every traceable zoo model prepares, trains and converts") {
     CHECK(sqnr(fake, first(reference->forward(model.example_inputs))) > 30);
     CHECK(sqnr(first(out), first(int8->forward(model.example_inputs))) > 15);
   }
+}
+
+TEST_CASE("converted with the scales the observed ranges give, even with fake quantization off") {
+  torch::manual_seed(13);
+  Net net;
+  net->eval();
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  fx::disable_fake_quant(qat);  // observers only: aten leaves scale at 1
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) qat(torch::randn({4, 3, 8, 8}));
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  CHECK(sqnr(run(gm, x), run(int8, x)) > 20);
+}
+
+namespace {
+// A linear layer by a weight stored [in, out] (x.matmul(W)): per-channel
+// fake quantization along its columns.
+struct ColumnsImpl : torch::nn::Module {
+  ColumnsImpl() { w = register_parameter("w", torch::randn({16, 8}) * 0.2); }
+  at::Tensor forward(at::Tensor x) { return torch::relu(x.matmul(w)); }
+  at::Tensor w;
+};
+TORCH_MODULE(Columns);
+
+// A batch norm without running statistics normalizes by the batch always.
+struct BatchStatsImpl : torch::nn::Module {
+  BatchStatsImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(
+                                   torch::nn::BatchNormOptions(4).track_running_stats(false)));
+  }
+  at::Tensor forward(at::Tensor x) { return torch::relu(bn(conv(x))); }
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+};
+TORCH_MODULE(BatchStats);
+}  // namespace
+
+TEST_CASE("a weight stored [in, out] fake-quantizes per column") {
+  torch::manual_seed(14);
+  Columns model;
+  fx::set_quantized_engine("onednn");
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({4, 16}));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  const at::Tensor x = torch::randn({4, 16});
+  const at::Tensor y = run(qat, x);  // aten's fused op takes axis 0 only
+  y.sum().backward();
+  CHECK(qat->fetch_attr("w").grad().defined());
+  int64_t weight_scales = 0;
+  for (const auto& [path, tensor] : qat->tensor_attributes()) {
+    if (path.rfind("weight_fake_quant_", 0) == 0 && path.size() > 6 &&
+        path.compare(path.size() - 6, 6, ".scale") == 0) {
+      weight_scales = tensor.numel();
+    }
+  }
+  CHECK(weight_scales == 8);
+  fx::disable_observer(qat);
+  torch::NoGradGuard no_grad;
+  CHECK(sqnr(run(qat, x), run(fx::convert_to_reference_fx(qat), x)) > 60);
+}
+
+TEST_CASE("a batch norm without running statistics stays as it is") {
+  torch::manual_seed(15);
+  BatchStats model;
+  model->train();
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({4, 3, 8, 8}));
+  fx::GraphModule qat =
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+  train(qat, 0);
+  torch::NoGradGuard no_grad;
+  qat(torch::randn({4, 3, 8, 8}));
+  fx::GraphModule int8 = fx::convert_fx(qat);
+  const at::Tensor x = torch::randn({4, 3, 8, 8});
+  model->eval();
+  CHECK(sqnr(model->forward(x), run(int8, x)) > 15);
 }
