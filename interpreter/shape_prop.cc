@@ -6,6 +6,26 @@ namespace fx {
 
 ShapeProp::ShapeProp(GraphModule module) : Interpreter(std::move(module)) {}
 
+c10::IValue ShapeProp::propagate_keeping_buffers(std::vector<c10::IValue> inputs) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // the buffer, its values
+  for (const auto& [path, tensor] : module_->tensor_attributes()) {
+    if (!module_->is_parameter(path)) saved.emplace_back(tensor, tensor.clone());
+  }
+  auto restore = [&] {
+    at::NoGradGuard no_grad;
+    for (auto& [buffer, values] : saved) buffer.copy_(values);
+  };
+  c10::IValue result;
+  try {
+    result = propagate(std::move(inputs));
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return result;
+}
+
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
   recorded_.clear();
   c10::IValue result;

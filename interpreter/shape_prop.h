@@ -46,6 +46,12 @@ class ShapeProp : public Interpreter {
   // after the whole graph ran, so a failed run changes no meta. (run()
   // alone writes nothing.)
   c10::IValue propagate(std::vector<c10::IValue> inputs);
+  // The same, the module's buffers then restored to what they held before
+  // (what running writes into them: observers' ranges, batch-norm
+  // statistics, counters), for metadata at other shapes without side
+  // effects (the cost model's estimate_cost_at, the ONNX export's dynamic
+  // dimensions).
+  c10::IValue propagate_keeping_buffers(std::vector<c10::IValue> inputs);
 
   c10::IValue run_node(const Node& node) override;
 

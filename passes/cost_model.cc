@@ -888,7 +888,7 @@ CostReport estimate_cost_at(const GraphModuleImpl& module,
     }
   }
   std::shared_ptr<GraphModuleImpl> copy = module.copy();
-  ShapeProp(GraphModule(copy)).propagate(inputs);
+  ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
   CostReport report = estimate_cost(copy->graph());
   report.priced = copy;
   return report;

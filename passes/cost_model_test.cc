@@ -313,6 +313,14 @@ TEST_CASE("a graph with dynamic dimensions costs what it does at a given shape")
   CHECK(at_8.total.flops == fx::estimate_cost(traced_8->graph()).total.flops);
   CHECK(fx::estimate_cost(gm->graph()).total.flops == at_2);
   CHECK_THROWS_AS(fx::estimate_cost_at(*gm, {torch::zeros({65, 3, 8, 8})}), fx::GuardError);
+
+  // Pricing runs the graph, but leaves what running writes as it was.
+  torch::nn::BatchNorm2d bn(3);
+  bn->train();
+  fx::GraphModule training = fx::symbolic_trace(bn, torch::randn({2, 3, 8, 8}));
+  const at::Tensor mean = training->fetch_attr("running_mean").clone();
+  fx::estimate_cost_at(*training, {torch::randn({2, 3, 8, 8}) + 5});
+  CHECK(torch::equal(training->fetch_attr("running_mean"), mean));
 }
 
 TEST_CASE("the roofline: per node, the slower of compute and memory") {
