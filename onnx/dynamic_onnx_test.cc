@@ -152,3 +152,31 @@ TEST_CASE("what needs a dynamic size as a constant is refused by name") {
                         Catch::Contains("which is dynamic"));
   CHECK(!fs::exists(file));
 }
+
+TEST_CASE("a floor division of a dynamic size is seen to vary, never baked in") {
+  // H // 2 is 4 at both 8 and 9: a one-step probe would call the flatten's
+  // output fixed and bake [1, 32] into the model.
+  auto fn = [](at::Tensor x) { return torch::max_pool2d(x, 2).flatten(1); };
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 2, .symbol = "H", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({1, 2, 8, 8})}, options);
+  const fs::path file = scratch() / "pooled_flatten.onnx";
+  fx::to_onnx(*gm, file.string());
+  for (int64_t h : {16, 9, 30}) {
+    INFO("height " << h);
+    check_against_ort(gm, file, {torch::randn({1, 2, h, 8})});
+  }
+}
+
+TEST_CASE("unflatten and global pooling over dynamic sizes export") {
+  auto fn = [](at::Tensor x) {
+    return torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1).unflatten(1, {2, 4}).sum(2);
+  };
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 16},
+                     {.input = 0, .dim = 2, .symbol = "H", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({2, 8, 6, 5})}, options);
+  const fs::path file = scratch() / "unflatten_pool.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, {torch::randn({3, 8, 9, 5})});
+}

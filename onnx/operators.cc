@@ -240,6 +240,30 @@ void reshape_dynamic(OnnxBuilder& b) {
     b.add("Reshape", {b.value(x), shape}, b.output());
     return;
   }
+  if (n.is_call_to({"aten::unflatten.int"})) {
+    // [Shape[:dim], sizes, Shape[dim + 1:]]
+    CallArguments args(n);
+    const int64_t dim = axis(args["dim"].to_int(), rank);
+    std::vector<std::string> pieces;
+    if (dim > 0) {
+      const std::string before = b.fresh(name + "_before");
+      set_int(b.add("Shape", {b.value(x)}, before), "end", dim);
+      pieces.push_back(before);
+    }
+    pieces.push_back(b.value(args["sizes"]));
+    if (dim + 1 < rank) {
+      const std::string after = b.fresh(name + "_after");
+      set_int(b.add("Shape", {b.value(x)}, after), "start", dim + 1);
+      pieces.push_back(after);
+    }
+    const std::string shape = b.fresh(name + "_shape");
+    set_int(b.add("Concat", pieces, shape), "axis", 0);
+    b.add("Reshape", {b.value(x), shape}, b.output());
+    return;
+  }
+  if (!n.is_call_to({"aten::squeeze", "aten::squeeze.dim"})) {
+    refuse(b, "reshapes with dynamic dimensions this way do not map yet");
+  }
   // squeeze, squeeze.dim: the dimensions of size 1, which must not vary.
   std::vector<int64_t> axes;
   const Node* input = x.to_node();
@@ -440,9 +464,12 @@ void adaptive_avg_pool(OnnxBuilder& b) {
   bool global = true;
   std::vector<int64_t> kernel;
   for (size_t i = rank - spatial; i < rank; ++i) {
+    global = global && fixed_size(b, &b.node(), static_cast<int64_t>(i)) == 1;
+  }
+  for (size_t i = rank - spatial; i < rank && !global; ++i) {
     fixed_size(b, x.to_node(), static_cast<int64_t>(i));
-    fixed_size(b, &b.node(), static_cast<int64_t>(i));
-    global = global && out[i] == 1;
+  }
+  for (size_t i = rank - spatial; i < rank; ++i) {
     if (out[i] == 0 || in[i] % out[i] != 0) {
       refuse(b, "adaptive pooling to a size that does not divide the input's does not map");
     }

@@ -221,9 +221,10 @@ class Exporter : public OnnxBuilder {
           pieces.push_back(int64s({e.to_int()}, /*scalar=*/false));
           continue;
         }
-        if (!e.is_node()) {
+        if (!e.is_node() || !is_sym_call(*e.to_node())) {
           throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
-                                        ": a list of sizes holds ", e.to_string()));
+                                        ": a list of sizes holds ", e.to_string(),
+                                        ", not a size the graph computes"));
         }
         const std::string one = fresh(e.to_node()->name() + "_1d");
         add("Unsqueeze", std::vector<std::string>{value(e, 0), int64s({0}, false)}, one);
@@ -600,55 +601,75 @@ class Exporter : public OnnxBuilder {
   }
 
   // Which dimensions of each value vary with the dynamic ones: the graph
-  // run again (on zeros) at other sizes of every symbol, within its bounds
-  // and multiple, and each value's sizes compared with the example's.
+  // run again (on zeros, its buffers restored after) at other sizes of its
+  // symbols, twice, and each value's sizes compared with the example's: once
+  // each symbol doubled (so that a floor division by up to the example's
+  // size still changes), once each moved by a different number of its
+  // multiples (so that symbols moving together do not cancel).
   void find_varying_dimensions() {
-    std::map<std::string, int64_t> moved;
-    std::vector<c10::IValue> inputs;
-    for (const Node* ph : module_.graph().placeholders()) {
-      const TensorMeta* meta = ph->tensor_meta();
-      const InputGuard* guard = ph->meta().get(kGuard);
-      if (meta == nullptr) {
-        throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
-                                      " is not a tensor: ONNX inputs are tensors"));
-      }
-      std::vector<int64_t> sizes = meta->sizes;
-      for (const DynamicDim& d : guard ? guard->dynamic : std::vector<DynamicDim>{}) {
-        const int64_t example = meta->sizes.at(d.dim);
-        int64_t other = example + d.multiple_of;
-        if (other > d.max) other = example - d.multiple_of;
-        if (other < d.min) {
-          throw GraphError(absl::StrCat("to_onnx: dynamic dimension ", d.symbol,
-                                        " (", d.relation(), ") takes one size only"));
+    std::vector<std::string> symbols = dynamic_symbols(module_.graph());
+    for (int run = 0; run < 2; ++run) {
+      std::map<std::string, int64_t> moved;
+      std::vector<c10::IValue> inputs;
+      for (const Node* ph : module_.graph().placeholders()) {
+        const TensorMeta* meta = ph->tensor_meta();
+        const InputGuard* guard = ph->meta().get(kGuard);
+        if (meta == nullptr) {
+          throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
+                                        " is not a tensor: ONNX inputs are tensors"));
         }
-        moved.emplace(d.symbol, other);
-        sizes[d.dim] = moved.at(d.symbol);
+        std::vector<int64_t> sizes = meta->sizes;
+        for (const DynamicDim& d : guard ? guard->dynamic : std::vector<DynamicDim>{}) {
+          if (!moved.count(d.symbol)) moved[d.symbol] = other_size(d, meta->sizes.at(d.dim),
+                                                                  run, symbols);
+          sizes[d.dim] = moved.at(d.symbol);
+        }
+        inputs.emplace_back(at::zeros(sizes, at::TensorOptions().dtype(meta->dtype)));
       }
-      inputs.emplace_back(at::zeros(sizes, at::TensorOptions().dtype(meta->dtype)));
-    }
-    std::shared_ptr<GraphModuleImpl> copy = module_.copy();
-    copy->eval();
-    try {
-      ShapeProp(GraphModule(copy)).propagate(inputs);
-    } catch (const std::exception& e) {
-      throw GraphError(absl::StrCat(
-          "to_onnx: the graph did not run at other sizes of its dynamic "
-          "dimensions (to find which sizes vary): ", e.what()));
-    }
-    absl::flat_hash_map<std::string, const Node*> originals;
-    for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
-    for (const Node* n : copy->graph().nodes()) {
-      const TensorMeta* other = n->tensor_meta();
-      auto original = originals.find(n->name());
-      const TensorMeta* example =
-          original == originals.end() ? nullptr : original->second->tensor_meta();
-      if (other == nullptr || example == nullptr) continue;
-      std::vector<bool> varies(example->sizes.size(), false);
-      for (size_t d = 0; d < varies.size() && d < other->sizes.size(); ++d) {
-        varies[d] = other->sizes[d] != example->sizes[d];
+      std::shared_ptr<GraphModuleImpl> copy = module_.copy();
+      copy->eval();
+      try {
+        ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
+      } catch (const std::exception& e) {
+        throw GraphError(absl::StrCat(
+            "to_onnx: the graph did not run at other sizes of its dynamic "
+            "dimensions (zeros as inputs, to find which sizes vary): ", e.what()));
       }
-      varying_[n->name()] = std::move(varies);
+      absl::flat_hash_map<std::string, const Node*> originals;
+      for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
+      for (const Node* n : copy->graph().nodes()) {
+        const TensorMeta* other = n->tensor_meta();
+        auto original = originals.find(n->name());
+        const TensorMeta* example =
+            original == originals.end() ? nullptr : original->second->tensor_meta();
+        if (other == nullptr || example == nullptr) continue;
+        std::vector<bool>& varies = varying_[n->name()];
+        varies.resize(example->sizes.size(), false);
+        for (size_t d = 0; d < varies.size() && d < other->sizes.size(); ++d) {
+          varies[d] = varies[d] || other->sizes[d] != example->sizes[d];
+        }
+      }
     }
+  }
+
+  // Another size of dimension `d` (of example size `example`) within its
+  // bounds and multiple: run 0 doubles it, run 1 adds the symbol's index + 1
+  // multiples; either goes down instead when up is out of bounds.
+  static int64_t other_size(const DynamicDim& d, int64_t example, int run,
+                            const std::vector<std::string>& symbols) {
+    const int64_t index =
+        std::find(symbols.begin(), symbols.end(), d.symbol) - symbols.begin();
+    const int64_t step =
+        run == 0 ? std::max<int64_t>(example, d.multiple_of) : (index + 1) * d.multiple_of;
+    for (int64_t candidate : {example + step, example - step, example + d.multiple_of,
+                              example - d.multiple_of}) {
+      if (candidate != example && candidate >= d.min && candidate <= d.max &&
+          candidate % d.multiple_of == 0) {
+        return candidate;
+      }
+    }
+    throw GraphError(absl::StrCat("to_onnx: dynamic dimension ", d.symbol, " (",
+                                  d.relation(), ") takes one size only"));
   }
 
   // An operator that writes its input in place maps to its functional form,
