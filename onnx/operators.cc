@@ -199,13 +199,35 @@ void dropout(OnnxBuilder& b) {
 }
 
 // Reshapes to the node's own (example) output shape.
+// x reshaped to [Shape(x)[:first], middle, Shape(x)[last + 1:]], read at
+// run time: flatten's and unflatten's middle dimensions replaced.
+void reshape_middle(OnnxBuilder& b, const Argument& x, int64_t first, int64_t last,
+                    const std::string& middle) {
+  const std::string& name = b.node().name();
+  const int64_t rank = rank_of(b, x);
+  std::vector<std::string> pieces;
+  if (first > 0) {
+    const std::string before = b.fresh(name + "_before");
+    set_int(b.add("Shape", {b.value(x)}, before), "end", first);
+    pieces.push_back(before);
+  }
+  pieces.push_back(middle);
+  if (last + 1 < rank) {
+    const std::string after = b.fresh(name + "_after");
+    set_int(b.add("Shape", {b.value(x)}, after), "start", last + 1);
+    pieces.push_back(after);
+  }
+  const std::string shape = b.fresh(name + "_shape");
+  set_int(b.add("Concat", pieces, shape), "axis", 0);
+  b.add("Reshape", {b.value(x), shape}, b.output());
+}
+
 // A shape computed at run time (dynamic dimensions): what the node asks
 // for, its sizes read from the graph's own size values.
 void reshape_dynamic(OnnxBuilder& b) {
   const Node& n = b.node();
   const Argument& x = n.args()[0];
   const int64_t rank = rank_of(b, x);
-  const std::string& name = n.name();
   if (n.is_call_to({"aten::view", "aten::reshape", "aten::_reshape_alias"})) {
     b.add("Reshape", {b.value(x), b.value(n.args().at(1))}, b.output());
     return;
@@ -218,47 +240,16 @@ void reshape_dynamic(OnnxBuilder& b) {
   }
   if (n.is_call_to({"aten::flatten.using_ints"})) {
     // The dimensions before start_dim and after end_dim kept, those between
-    // multiplied: [Shape[:start], -1, Shape[end + 1:]].
+    // multiplied.
     CallArguments args(n);
-    const int64_t start = axis(args["start_dim"].to_int(), rank);
-    const int64_t end = axis(args["end_dim"].to_int(), rank);
-    std::vector<std::string> pieces;
-    if (start > 0) {
-      const std::string before = b.fresh(name + "_before");
-      onnx::NodeProto& shape = b.add("Shape", {b.value(x)}, before);
-      set_int(shape, "end", start);
-      pieces.push_back(before);
-    }
-    pieces.push_back(b.int64s({-1}));
-    if (end + 1 < rank) {
-      const std::string after = b.fresh(name + "_after");
-      set_int(b.add("Shape", {b.value(x)}, after), "start", end + 1);
-      pieces.push_back(after);
-    }
-    const std::string shape = b.fresh(name + "_shape");
-    set_int(b.add("Concat", pieces, shape), "axis", 0);
-    b.add("Reshape", {b.value(x), shape}, b.output());
+    reshape_middle(b, x, axis(args["start_dim"].to_int(), rank),
+                   axis(args["end_dim"].to_int(), rank), b.int64s({-1}));
     return;
   }
   if (n.is_call_to({"aten::unflatten.int"})) {
-    // [Shape[:dim], sizes, Shape[dim + 1:]]
     CallArguments args(n);
     const int64_t dim = axis(args["dim"].to_int(), rank);
-    std::vector<std::string> pieces;
-    if (dim > 0) {
-      const std::string before = b.fresh(name + "_before");
-      set_int(b.add("Shape", {b.value(x)}, before), "end", dim);
-      pieces.push_back(before);
-    }
-    pieces.push_back(b.value(args["sizes"]));
-    if (dim + 1 < rank) {
-      const std::string after = b.fresh(name + "_after");
-      set_int(b.add("Shape", {b.value(x)}, after), "start", dim + 1);
-      pieces.push_back(after);
-    }
-    const std::string shape = b.fresh(name + "_shape");
-    set_int(b.add("Concat", pieces, shape), "axis", 0);
-    b.add("Reshape", {b.value(x), shape}, b.output());
+    reshape_middle(b, x, dim, dim, b.value(args["sizes"]));
     return;
   }
   if (!n.is_call_to({"aten::squeeze", "aten::squeeze.dim"})) {
