@@ -180,3 +180,20 @@ TEST_CASE("unflatten and global pooling over dynamic sizes export") {
   fx::to_onnx(*gm, file.string());
   check_against_ort(gm, file, {torch::randn({3, 8, 9, 5})});
 }
+
+TEST_CASE("positions 0 .. T-1 of a dynamic length (arange) export as Range") {
+  auto fn = [](at::Tensor x) {
+    const at::Tensor positions = torch::arange(x.size(1), torch::kLong);
+    return x * positions.to(torch::kFloat) +
+           torch::arange(1, x.size(1) + 1, torch::TensorOptions().dtype(torch::kFloat));
+  };
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 1, .symbol = "T", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({2, 10})}, options);
+  const fs::path file = scratch() / "arange.onnx";
+  fx::to_onnx(*gm, file.string());
+  for (int64_t t : {3, 17}) {
+    INFO("length " << t);
+    check_against_ort(gm, file, {torch::randn({2, t})});
+  }
+}

@@ -169,6 +169,24 @@ std::string value_as(OnnxBuilder& b, const Argument& a, int32_t type) {
   return cast;
 }
 
+// arange(end), arange.start(start, end), arange.start_step(start, end,
+// step) as Range, its bounds constants or sizes the graph computes
+// (positions 0 .. T-1 of a dynamic length).
+void arange(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int32_t type = onnx_type(b, own_meta(b).dtype);
+  auto bound = [&](const char* name, int64_t fallback) -> std::string {
+    const Argument a = args.has(name) ? args[name] : Argument(fallback);
+    if (!a.is_node()) return b.value(a, type);
+    // A computed size: an int64 scalar.
+    if (type == onnx::TensorProto::INT64) return b.value(a);
+    const std::string cast = b.fresh(a.to_node()->name() + "_cast");
+    set_int(b.add("Cast", {b.value(a)}, cast), "to", type);
+    return cast;
+  };
+  b.add("Range", {bound("start", 0), bound("end", 0), bound("step", 1)}, b.output());
+}
+
 OnnxMapping binary(std::string op_type) {
   return [op_type](OnnxBuilder& b) {
     CallArguments args(b.node());
@@ -1331,6 +1349,9 @@ void add_operator_mappings(Mappings* m) {
   }
   (*m)["aten::expand"] = expand;
   (*m)["aten::unbind.int"] = unbind;
+  for (const char* name : {"aten::arange", "aten::arange.start", "aten::arange.start_step"}) {
+    (*m)[name] = arange;
+  }
 
   for (const char* name : {"aten::conv1d", "aten::conv2d", "aten::conv3d",
                            "aten::conv1d.padding", "aten::conv2d.padding",
