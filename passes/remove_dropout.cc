@@ -54,6 +54,11 @@ Node* dropout_input(const Node& node) {
 
 }  // namespace
 
+bool is_dropout(const Node& node) {
+  return node.op() == Opcode::kCallFunction && node.target().is_operator() &&
+         is_dropout(node.target().op().schema());
+}
+
 bool remove_dropout(GraphModuleImpl& module) {
   Graph& graph = module.graph();
   bool changed = false;

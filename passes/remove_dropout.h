@@ -25,8 +25,14 @@
 
 namespace fx {
 
+class Node;
+
 // Returns whether any dropout was removed.
 bool remove_dropout(GraphModuleImpl& module);
+
+// Whether `node` calls one of aten's dropouts (dropout, feature_dropout,
+// alpha_dropout, feature_alpha_dropout, in place or not).
+bool is_dropout(const Node& node);
 
 class RemoveDropout : public Pass {
  public:

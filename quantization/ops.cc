@@ -76,7 +76,7 @@ at::Tensor fake_quantize_op(const at::Tensor& self,
   const ObserverSpec spec = spec_from_arguments(
       scheme.rfind("per_channel", 0) == 0 ? "moving_average_per_channel_min_max"
                                           : "moving_average_min_max",
-      dtype, scheme, quant_min, quant_max, 1.1920928955078125e-07,
+      dtype, scheme, quant_min, quant_max, ObserverSpec().eps,
       averaging_constant, ch_axis);
   TORCH_CHECK(self.scalar_type() == at::kFloat,
               "fx_quant::fake_quantize: the value must be float32, got ",

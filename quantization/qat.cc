@@ -17,6 +17,7 @@
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
 #include "passes/patterns.h"
+#include "passes/remove_dropout.h"
 #include "quantization/internal/plan.h"
 #include "quantization/observer.h"
 #include "quantization/ops.h"
@@ -70,12 +71,7 @@ void set_inference_mode(Graph& graph) {
       const auto var = operator_argument(*n, "running_var");
       if (!mean || !var || !mean->is_node() || !var->is_node()) continue;
       set_argument(*n, "training", false);
-    } else if (n->is_call_to({"aten::dropout", "aten::dropout_",
-                              "aten::feature_dropout", "aten::feature_dropout_",
-                              "aten::alpha_dropout", "aten::alpha_dropout_",
-                              "aten::feature_alpha_dropout",
-                              "aten::feature_alpha_dropout_"}) &&
-               literal_true(operator_argument(*n, "train"))) {
+    } else if (is_dropout(*n) && literal_true(operator_argument(*n, "train"))) {
       set_argument(*n, "train", false);
     } else if (n->is_call_to({"aten::add_.Scalar", "aten::add_.Tensor"}) &&
                n->users().empty() && n->args()[0].is_node() &&
@@ -192,6 +188,15 @@ std::optional<Block> match_block(Node& conv) {
   if (next == nullptr || !next->is_call_to({"aten::batch_norm"})) return std::nullopt;
   b.batch_norm = next;
   return b;
+}
+
+// The weight `root`, a convolution or linear layer, reads.
+std::optional<Weight> weight_of(const GraphModuleImpl& module, Node& root) {
+  PatternOptions untyped;
+  untyped.typed = false;
+  if (auto c = match_convolution(module, root, untyped)) return c->weight;
+  if (auto l = match_linear(module, root, untyped)) return l->weight;
+  return std::nullopt;
 }
 
 std::vector<Block> blocks(Graph& graph) {
@@ -329,13 +334,14 @@ class QatPreparer {
     bn->replace_input_with(conv, input);
   }
 
+  // `bn_of_conv`: the convolutions the inference graph folded, with their
+  // batch norms, whose values they stand for there.
   void run(const std::vector<PlannedObserver>& planned,
-           const absl::flat_hash_map<std::string, std::string>& renamed,
            const absl::flat_hash_map<std::string, std::string>& bn_of_conv) {
     absl::flat_hash_map<const Node*, Node*> fake_quantized;
     auto name_in_training = [&](const Node* n) {
-      auto it = renamed.find(n->name());
-      return it == renamed.end() ? n->name() : it->second;
+      auto it = bn_of_conv.find(n->name());
+      return it == bn_of_conv.end() ? n->name() : it->second;
     };
     for (const PlannedObserver& p : planned) {
       check_spec(p);
@@ -346,11 +352,7 @@ class QatPreparer {
           continue;
         }
         // The weight as the training graph's operator reads it.
-        std::optional<Weight> weight;
-        PatternOptions untyped;
-        untyped.typed = false;
-        if (auto c = match_convolution(module_, *root, untyped)) weight = c->weight;
-        if (auto l = match_linear(module_, *root, untyped)) weight = l->weight;
+        const std::optional<Weight> weight = weight_of(module_, *root);
         if (!weight) {
           throw QuantizationError(absl::StrCat(
               "prepare_qat_fx: ", root->format_node(),
@@ -361,8 +363,8 @@ class QatPreparer {
         Node* fq = add_fake_quantize(weight->attr, p.spec,
                                      absl::StrCat("weight_fake_quant_", count_++),
                                      "weight", w.sizes(), root);
-        Node* user = weight->use == weight->attr ? root : weight->use;
-        user->replace_input_with(weight->attr, fq);
+        quantization_internal::weight_reader(*weight, root)->replace_input_with(
+            weight->attr, fq);
         continue;
       }
       Node* value = node(name_in_training(p.value));
@@ -420,24 +422,30 @@ absl::flat_hash_map<std::string, std::string> conv_bn_pairs(
   return pairs;
 }
 
-// A copy of `module` whose tensors are its own (training changes them).
-GraphModule own_copy(const GraphModuleImpl& module) {
-  absl::flat_hash_set<std::string> made;
+// A module running `graph` on `module`'s tensors (copies of them with
+// `own`: training changes them), leaf modules and init steps, traced in
+// `traced_training`.
+GraphModule rebuilt(const GraphModuleImpl& module, const Graph& graph,
+                    std::optional<bool> traced_training, bool own) {
+  absl::flat_hash_set<std::string> made;  // what the init steps make again
   for (const auto& step : module.init_steps()) {
     made.insert(step.outputs.begin(), step.outputs.end());
   }
   Attributes attributes;
-  attributes.traced_training = module.traced_training();
+  attributes.traced_training = traced_training;
   attributes.modules = module.leaf_modules();
   for (const auto& [path, tensor] : module.tensor_attributes()) {
     if (made.contains(path)) continue;
-    at::Tensor own = tensor.detach().clone();
-    own.set_requires_grad(tensor.requires_grad());
+    at::Tensor kept = tensor;
+    if (own) {
+      kept = tensor.detach().clone();
+      kept.set_requires_grad(tensor.requires_grad());
+    }
     (module.is_parameter(path) ? attributes.parameters : attributes.buffers)
-        .emplace(path, own);
+        .emplace(path, kept);
   }
   return GraphModule(std::make_shared<GraphModuleImpl>(
-      module.graph().clone(), std::move(attributes), module.init_steps()));
+      graph.clone(), std::move(attributes), module.init_steps()));
 }
 
 // --- The controls ---------------------------------------------------------------
@@ -490,11 +498,7 @@ int set_bn_training(GraphModule& module, const std::string& scope, bool training
 GraphModule prepare_qat_fx(const GraphModule& module,
                            const QConfigMapping& mapping,
                            const std::vector<c10::IValue>& example_inputs) {
-  bool prepared_already = quantization_internal::is_qat_module(*module);
-  for (const Node* n : module->graph().nodes()) {
-    prepared_already |= n->is_call_to({"fx_quant::observe"});
-  }
-  if (prepared_already) {
+  if (quantization_internal::is_prepared(*module)) {
     throw QuantizationError(
         "prepare_qat_fx: the module has observers or fake quantizers already "
         "(it was prepared): train or calibrate it and give it to convert_fx");
@@ -521,7 +525,8 @@ GraphModule prepare_qat_fx(const GraphModule& module,
     if (!names.contains(bn)) bn_of_conv[conv] = bn;
   }
 
-  GraphModule qat = own_copy(*module);
+  GraphModule qat =
+      rebuilt(*module, module->graph(), module->traced_training(), /*own=*/true);
   // Metadata the trace lacked (a parsed graph, a list output) that the
   // inference graph got from the example inputs.
   absl::flat_hash_map<std::string, const Node*> inferred;
@@ -538,7 +543,7 @@ GraphModule prepare_qat_fx(const GraphModule& module,
       }
     }
   }
-  QatPreparer(*qat).run(planned, bn_of_conv, bn_of_conv);
+  QatPreparer(*qat).run(planned, bn_of_conv);
   qat->graph().lint();
   qat->recompile();
   // Traced in eval mode, it trains in eval mode: batch norms frozen, no
@@ -639,6 +644,17 @@ bool is_qat_module(const GraphModuleImpl& module) {
   return false;
 }
 
+bool is_prepared(const GraphModuleImpl& module) {
+  for (const Node* n : module.graph().nodes()) {
+    if (is_fake_quantize(*n) || n->is_call_to({"fx_quant::observe"})) return true;
+  }
+  return false;
+}
+
+Node* weight_reader(const Weight& weight, Node* root) {
+  return weight.use == weight.attr ? root : weight.use;
+}
+
 GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   struct Record {
     ObserverSpec spec;
@@ -663,16 +679,15 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
     fake_quantizers.push_back(n);
     const CallArguments args(*n);
     const std::string qscheme = args["qscheme"].to_string_ref();
-    // The qparams training simulated: the fake quantizer's own scale and
-    // zero point. (torch.ao's convert recomputes them from the range by
-    // its observers' formula, which for symmetric schemes differs from the
-    // fused fake quantizer's by up to a step.)
+    // The qparams training simulated, held by a fixed_qparams observer
+    // (simulated_qparams). torch.ao's convert recomputes them from the range
+    // by its observers' formula, which for symmetric schemes differs from
+    // the fused fake quantizer's by up to a step.
     Record r;
     r.spec = spec_from_arguments(
         "fixed_qparams", args["dtype"].to_dtype(), qscheme,
-        args["quant_min"].to_int(), args["quant_max"].to_int(),
-        1.1920928955078125e-07, args["averaging_constant"].to_double(),
-        args["ch_axis"].to_int());
+        args["quant_min"].to_int(), args["quant_max"].to_int(), ObserverSpec().eps,
+        args["averaging_constant"].to_double(), args["ch_axis"].to_int());
     r.role = args["role"].to_string_ref();
     Node* value = n->args()[0].to_node();
     auto buffer = [&](const char* name) {
@@ -716,18 +731,10 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   graph.eliminate_dead_code();
 
   // In inference mode: a module like the one traced in eval mode.
-  Attributes attributes;
-  attributes.traced_training = false;
-  attributes.modules = copy->leaf_modules();
-  for (const auto& [path, tensor] : copy->tensor_attributes()) {
-    (copy->is_parameter(path) ? attributes.parameters : attributes.buffers)
-        .emplace(path, tensor);
-  }
-  auto inference = std::make_shared<GraphModuleImpl>(
-      graph.clone(), std::move(attributes), copy->init_steps());
+  GraphModule inference = rebuilt(*copy, graph, /*traced_training=*/false, /*own=*/false);
   inference->eval();
   GraphModule prepared =
-      inference_copy(GraphModule(inference), {}, "convert_fx", /*fold_linear=*/false);
+      inference_copy(inference, {}, "convert_fx", /*fold_linear=*/false);
 
   // Observers where the fake quantizers were.
   Graph& g = prepared->graph();
@@ -743,22 +750,17 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
                                 r.role);
     value->replace_all_uses_with(obs, [obs](Node* user) { return user != obs; });
   }
-  PatternOptions untyped;
-  untyped.typed = false;
   for (const auto& [name, r] : weights) {
     auto it = by_name.find(name);
     if (it == by_name.end()) continue;
     Node* root = it->second;
-    std::optional<Weight> weight;
-    if (auto c = match_convolution(*prepared, *root, untyped)) weight = c->weight;
-    if (auto l = match_linear(*prepared, *root, untyped)) weight = l->weight;
+    const std::optional<Weight> weight = weight_of(*prepared, *root);
     if (!weight) continue;
     // convert_fx quantizes the weight by the fake quantizer's qparams.
     Node* obs = insert_observer(*prepared, weight->attr, r.spec, r.state,
                                 absl::StrCat("weight_post_process_", count++),
                                 "weight");
-    Node* user = weight->use == weight->attr ? root : weight->use;
-    user->replace_input_with(weight->attr, obs);
+    weight_reader(*weight, root)->replace_input_with(weight->attr, obs);
   }
   g.lint();
   prepared->recompile();

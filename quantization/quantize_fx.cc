@@ -254,8 +254,8 @@ class Preparer {
     for (const PlannedObserver& p : plan()) {
       if (p.role == "weight") {
         Node* obs = add_observer(p.value, p.spec, "weight_post_process_", "weight");
-        Node* user = p.weight.use == p.weight.attr ? p.root : p.weight.use;
-        user->replace_input_with(p.value, obs);
+        quantization_internal::weight_reader(p.weight, p.root)
+            ->replace_input_with(p.value, obs);
       } else {
         Node* obs = add_observer(p.value, p.spec, "activation_post_process_",
                                  p.role.c_str());
@@ -548,12 +548,8 @@ class Converter {
           source = graph_->call_function(op("aten::contiguous"), {source});
           set_quantized_meta(source, input, it->second->tensor_meta()->dtype);
           if (TensorMeta* m = source->meta().get_mutable(kTensorMeta)) {
-            int64_t stride = 1;
-            for (size_t d = m->sizes.size(); d-- > 0;) {
-              m->strides[d] = stride;
-              stride *= std::max<int64_t>(m->sizes[d], 1);
-            }
             m->memory_format = c10::MemoryFormat::Contiguous;
+            m->strides = strides_for(m->sizes, m->memory_format);
           }
           // An in-place clamp now writes the copy: later readers of the
           // input read that.
@@ -880,9 +876,7 @@ std::vector<PlannedObserver> plan_observers(GraphModuleImpl& module,
 
 GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
                        const std::vector<c10::IValue>& example_inputs) {
-  bool prepared_already = quantization_internal::is_qat_module(*module);
-  for (const Node* n : module->graph().nodes()) prepared_already |= is_observer(*n);
-  if (prepared_already) {
+  if (quantization_internal::is_prepared(*module)) {
     throw QuantizationError(
         "prepare_fx: the module has observers or fake quantizers already (it "
         "was prepared): calibrate or train it and give it to convert_fx");

@@ -45,6 +45,13 @@ Node* insert_observer(GraphModuleImpl& module, Node* value,
                       const ObserverSpec& spec, const at::Tensor& state,
                       const std::string& path, const std::string& role);
 
+// The node that reads `weight` for the operator `root`: root itself, or the
+// aten::t between them; an observer of the weight goes before it.
+Node* weight_reader(const Weight& weight, Node* root);
+
+// Whether `module` holds observers or fake quantizers (it was prepared).
+bool is_prepared(const GraphModuleImpl& module);
+
 // Whether `module` holds fake quantizers (prepare_qat_fx's).
 bool is_qat_module(const GraphModuleImpl& module);
 
