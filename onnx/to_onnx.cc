@@ -608,6 +608,8 @@ class Exporter : public OnnxBuilder {
   // multiples (so that symbols moving together do not cancel).
   void find_varying_dimensions() {
     std::vector<std::string> symbols = dynamic_symbols(module_.graph());
+    absl::flat_hash_map<std::string, const Node*> originals;
+    for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
     for (int run = 0; run < 2; ++run) {
       std::map<std::string, int64_t> moved;
       std::vector<c10::IValue> inputs;
@@ -635,8 +637,6 @@ class Exporter : public OnnxBuilder {
             "to_onnx: the graph did not run at other sizes of its dynamic "
             "dimensions (zeros as inputs, to find which sizes vary): ", e.what()));
       }
-      absl::flat_hash_map<std::string, const Node*> originals;
-      for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
       for (const Node* n : copy->graph().nodes()) {
         const TensorMeta* other = n->tensor_meta();
         auto original = originals.find(n->name());
