@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "lowering/activation_cache.h"
+
 namespace fx::onednn {
 namespace {
 
@@ -123,7 +125,7 @@ bool is_channels_last_dense(const at::Tensor& t) {
 
 at::Tensor empty_channels_last(at::IntArrayRef sizes,
                                const at::TensorOptions& options) {
-  return at::empty_strided(sizes, channels_last_strides(sizes.vec()), options);
+  return empty_activation(sizes, channels_last_strides(sizes.vec()), options);
 }
 
 at::Tensor to_channels_last(const at::Tensor& t) {
@@ -220,7 +222,7 @@ at::Tensor add_scratchpad(const PrimitiveDesc& pd,
   const size_t size = desc.get_size();
   if (size == 0) return at::Tensor();
   at::Tensor scratchpad =
-      at::empty({static_cast<int64_t>(size)}, at::kByte);
+      empty_activation({static_cast<int64_t>(size)}, at::kByte);
   args->emplace(DNNL_ARG_SCRATCHPAD,
                 memory(desc, cpu_engine(), scratchpad.data_ptr()));
   return scratchpad;
@@ -877,8 +879,8 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   const int64_t out_features = weight.size(0);
   const int64_t rows = rows_of(op, input.sizes(), in_features);
   const bool has_bias = bias.has_value() && bias->defined();
-  at::Tensor dst = at::empty(linear_output_size(input.sizes(), out_features),
-                             input.options());
+  at::Tensor dst = empty_activation(
+      linear_output_size(input.sizes(), out_features), input.options());
   if (rows == 0) return dst;
 
   std::string key;
@@ -978,7 +980,7 @@ at::Tensor matmul(const at::Tensor& self, const at::Tensor& other,
   }
   const std::vector<int64_t> out_size =
       matmul_output_size(op, self.sizes(), other.sizes());
-  at::Tensor dst = at::empty(out_size, self.options());
+  at::Tensor dst = empty_activation(out_size, self.options());
   if (dst.numel() == 0) return dst;
   if (self.size(-1) == 0) return dst.zero_();
 
@@ -1134,7 +1136,8 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
   at::Tensor x = input.contiguous();
   if (z.steps == 0 || z.batch == 0) {
     for (size_t i = 0; i < first.size(); ++i) out[i + 1].copy_(first[i]);
-    out[0] = at::empty(rnn_output_size(input, z.hidden), input.options());
+    out[0] = empty_activation(rnn_output_size(input, z.hidden),
+                              input.options());
     return out;
   }
   const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
@@ -1142,7 +1145,8 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
   dnnl::engine& engine = cpu_engine();
   for (int64_t l = 0; l < num_layers; ++l) {
     const int64_t in = x.size(2);
-    at::Tensor y = at::empty(rnn_output_size(x, z.hidden), input.options());
+    at::Tensor y =
+        empty_activation(rnn_output_size(x, z.hidden), input.options());
     std::string key;
     const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
     append_key(&key, shape);

@@ -597,3 +597,51 @@ TEST_CASE("conv_transpose matches aten's transposed convolution") {
                           int64_t{1}}),
                     Catch::Contains("fx_onednn::pack_conv_transpose_weight"));
 }
+
+TEST_CASE("large outputs reuse the blocks earlier outputs freed, up to a limit") {
+  at::manual_seed(0);
+  // A 1x1 convolution whose output (1x64x64x64 float32) is 1 MiB.
+  const at::Tensor x = at::randn({1, 16, 64, 64});
+  const at::Tensor w = at::randn({64, 16, 1, 1});
+  const at::Tensor packed = pack_conv(w, x.sizes(), {1, 1}, {0, 0}, {1, 1}, 1);
+  const at::Tensor want = at::conv2d(x, w);
+  auto run = [&] {
+    return call("fx_onednn::conv", {x, packed, c10::IValue(), std::vector<int64_t>{1, 1},
+                                    std::vector<int64_t>{0, 0},
+                                    std::vector<int64_t>{1, 1}, int64_t{1}});
+  };
+  fx::onednn::release_activation_cache();
+  {
+    const at::Tensor first = run();
+    check_close(first, want);
+  }
+  const auto freed = fx::onednn::activation_cache_stats();
+  CHECK(freed.cached_bytes >= 64 * 64 * 64 * 4);
+  CHECK(freed.limit_bytes == int64_t{512} << 20);
+  const void* block = nullptr;
+  {
+    const at::Tensor second = run();  // the first's block, reused
+    check_close(second, want);
+    block = second.data_ptr();
+    const auto now = fx::onednn::activation_cache_stats();
+    CHECK(now.reused == freed.reused + 1);
+    CHECK(now.cached_bytes == freed.cached_bytes - 64 * 64 * 64 * 4);
+    // Held by a live tensor, a block is not handed out twice.
+    const at::Tensor third = run();
+    CHECK(third.data_ptr() != block);
+    check_close(third, want);
+  }
+  // Limit 0: freed blocks go back to the system at once.
+  fx::onednn::set_activation_cache_limit(0);
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes == 0);
+  { const at::Tensor out = run(); }
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes == 0);
+  fx::onednn::set_activation_cache_limit(int64_t{512} << 20);
+  { const at::Tensor out = run(); }
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes > 0);
+  fx::onednn::release_activation_cache();
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes == 0);
+  CHECK(fx::onednn::activation_cache_stats().limit_bytes == int64_t{512} << 20);
+  CHECK_THROWS_WITH(fx::onednn::set_activation_cache_limit(-1),
+                    Catch::Matchers::Contains("the limit must be 0"));
+}
