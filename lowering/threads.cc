@@ -1,0 +1,125 @@
+#include "lowering/threads.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include <absl/strings/str_join.h>
+
+// libgomp, the OpenMP runtime Debian's libtorch and oneDNN run on: a
+// parallel region as gcc compiles `#pragma omp parallel num_threads(n)`,
+// called directly so that the region is libgomp's team whichever compiler
+// builds this file (clang's -fopenmp would bring LLVM's runtime and a team
+// of its own).
+extern "C" {
+void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
+                   unsigned flags);
+int omp_get_thread_num();
+}
+
+namespace fx {
+namespace {
+
+// What each of this thread's intra-op threads could run on before it was
+// first pinned (none while unpinned).
+thread_local std::optional<std::vector<cpu_set_t>> masks_before_pinning;
+
+std::vector<int> cpus_of(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+cpu_set_t mask_of_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+  return set;
+}
+
+// Runs `f(i)` on each of the calling thread's intra-op threads, i being the
+// thread's number in the team libtorch and oneDNN run on (thread 0 is the
+// calling thread).
+template <typename F>
+void on_each_thread(int threads, const F& f) {
+  GOMP_parallel(
+      [](void* data) {
+        (*static_cast<const F*>(data))(omp_get_thread_num());
+      },
+      const_cast<F*>(&f), static_cast<unsigned>(threads), 0);
+}
+
+// Sets thread i's mask to masks[i]; false if any thread's failed.
+bool set_masks(const std::vector<cpu_set_t>& masks) {
+  std::atomic<int> failed{0};
+  on_each_thread(static_cast<int>(masks.size()), [&](int i) {
+    if (pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t),
+                               &masks[i]) != 0) {
+      ++failed;
+    }
+  });
+  return failed == 0;
+}
+
+}  // namespace
+
+void pin_intra_op_threads(const std::vector<int>& cpus) {
+  const int threads = at::get_num_threads();
+  // The CPUs this thread could run on before any pinning of ours.
+  const std::vector<int> allowed =
+      cpus_of(masks_before_pinning ? masks_before_pinning->front()
+                                   : mask_of_this_thread());
+  const std::vector<int>& chosen = cpus.empty() ? allowed : cpus;
+  for (int cpu : chosen) {
+    TORCH_CHECK(std::count(allowed.begin(), allowed.end(), cpu) == 1,
+                "fx::pin_intra_op_threads: CPU ", cpu,
+                " is not one this thread may run on (",
+                absl::StrJoin(allowed, ", "),
+                "); give CPUs of its affinity mask");
+  }
+  TORCH_CHECK(static_cast<int>(chosen.size()) >= threads,
+              "fx::pin_intra_op_threads: ", threads, " intra-op threads but ",
+              chosen.size(), " CPUs (", absl::StrJoin(chosen, ", "),
+              "): give a CPU per thread, or set fewer threads first "
+              "(at::set_num_threads)");
+  std::vector<cpu_set_t> before(threads);
+  on_each_thread(threads, [&](int i) { before[i] = mask_of_this_thread(); });
+  std::vector<cpu_set_t> pinned(threads);
+  for (int i = 0; i < threads; ++i) {
+    CPU_ZERO(&pinned[i]);
+    CPU_SET(chosen[i], &pinned[i]);
+  }
+  if (!set_masks(pinned)) {
+    set_masks(before);
+    TORCH_CHECK(false, "fx::pin_intra_op_threads: the system refused to pin "
+                       "a thread; nothing is pinned");
+  }
+  if (!masks_before_pinning) masks_before_pinning = std::move(before);
+}
+
+void unpin_intra_op_threads() {
+  if (!masks_before_pinning) return;
+  std::vector<cpu_set_t> masks = *masks_before_pinning;
+  // Threads the team has gained since take thread 0's mask.
+  masks.resize(std::max<size_t>(masks.size(), at::get_num_threads()),
+               masks.front());
+  set_masks(masks);
+  masks_before_pinning.reset();
+}
+
+std::vector<std::vector<int>> intra_op_thread_cpus() {
+  const int threads = at::get_num_threads();
+  std::vector<std::vector<int>> cpus(threads);
+  on_each_thread(threads,
+                 [&](int i) { cpus[i] = cpus_of(mask_of_this_thread()); });
+  return cpus;
+}
+
+}  // namespace fx
