@@ -404,6 +404,18 @@ void docs_deploying::check_lower() {
   CHECK(count_calls(t.gm, "aten::conv2d") == 20);  // gm is left as it was
 }
 
+void docs_deploying::check_pin() {
+  const std::vector<std::vector<int>> where = serve_on_pinned_threads();
+  REQUIRE(where.size() == 2);
+  CHECK(where[0].size() == 1);
+  CHECK(where[1].size() == 1);
+  CHECK(where[0] != where[1]);
+  // Unpinned again: each thread may run on more than its one CPU.
+  for (const std::vector<int>& cpus : fx::intra_op_thread_cpus()) {
+    CHECK(cpus.size() > 1);
+  }
+}
+
 void docs_deploying::check_quantize() {
   Traced t = trace_zoo("lenet");
   std::vector<at::Tensor> calibration;

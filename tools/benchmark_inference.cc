@@ -32,6 +32,9 @@
 //    ONNX Runtime (tools/ort_timer.h) and traced to TorchScript for us;
 //    interleaved round by round, with TorchScript-optimized and the
 //    unlowered graph beside the sequence models.
+// 7. Isolated requests at batch 1: each call alone after a pause, ours
+//    with the intra-op threads unpinned and pinned
+//    (fx::pin_intra_op_threads), and ONNX Runtime's.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
 #include <array>
@@ -61,6 +64,7 @@
 #include "interpreter/interpreter.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/optimize_for_inference.h"
+#include "lowering/threads.h"
 #include "models/zoo.h"
 #include "passes/cost_model.h"
 #include "testdata/resnet18_lowered.h"
@@ -123,6 +127,8 @@ constexpr std::chrono::milliseconds kPause(50);
 // Rounds are cut to fit each model and batch size into about this long
 // (TorchScript-optimized ConvNeXt takes seconds per call), at least 3.
 constexpr double kBudgetMs = 30000;
+// Isolated requests timed per model at batch 1 (section 7).
+constexpr int kIsolatedRounds = 15;
 
 // --- 1. The machine's limit --------------------------------------------------
 
@@ -555,6 +561,11 @@ struct OrtRun {
   // layers timed as they run (MatmulsAlone), their GFLOP, and the matmul
   // peak timed beside them.
   double matmuls_ms = 0, matmul_gflop = 0, matmul_peak_gflops = 0;
+  // Batch 1: one call after each pause (an isolated request), ours with
+  // the intra-op threads unpinned and pinned (fx::pin_intra_op_threads),
+  // and ONNX Runtime's; per-round ratios to ONNX Runtime's.
+  double isolated_ms = 0, isolated_pinned_ms = 0, isolated_ort_ms = 0;
+  double isolated_ratio = 0, isolated_pinned_ratio = 0;
   int rounds = 0;
   std::string report;
   std::string failure;
@@ -714,18 +725,55 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     // variants: idle threads spin after a run (ONNX Runtime's pool,
     // OpenBLAS's, OpenMP's) and took a core from whichever ran next (with
     // 2 ms between them, ours and ONNX Runtime's times each rose by
-    // 30-70%).
+    // 30-70%). Our intra-op threads are pinned, as docs/deploying.md
+    // advises a deployment: unpinned, the calls after each pause waited
+    // for the scheduler (section 7), mobilenet_v3_small 1.3 ms or 13 ms
+    // from one run to the next.
     std::vector<std::vector<double>> samples(variants.size());
-    for (int round = 0; round < r.rounds; ++round) {
-      for (size_t k = 0; k < variants.size(); ++k) {
-        const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
-        std::this_thread::sleep_for(kPause);
-        samples[v].push_back(variants[v](calls));
+    fx::pin_intra_op_threads();
+    try {
+      for (int round = 0; round < r.rounds; ++round) {
+        for (size_t k = 0; k < variants.size(); ++k) {
+          const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+          std::this_thread::sleep_for(kPause);
+          samples[v].push_back(variants[v](calls));
+        }
       }
+    } catch (...) {
+      fx::unpin_intra_op_threads();
+      throw;
     }
+    fx::unpin_intra_op_threads();
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
+    if (batch == 1) {
+      // Isolated requests: each variant called once after the pause, in
+      // turn, the pinned one pinned only for its own call.
+      std::vector<std::function<double()>> isolated = {
+          [&] { return per_call([&] { lowered(x); })(1); },
+          [&] { return ort.run(1).front(); },
+          [&] {
+            fx::pin_intra_op_threads();
+            std::this_thread::sleep_for(kPause);
+            const double ms = per_call([&] { lowered(x); })(1);
+            fx::unpin_intra_op_threads();
+            return ms;
+          }};
+      std::vector<std::vector<double>> alone(isolated.size());
+      for (int round = 0; round < kIsolatedRounds; ++round) {
+        for (size_t k = 0; k < isolated.size(); ++k) {
+          const size_t v = round % 2 == 0 ? k : isolated.size() - 1 - k;
+          std::this_thread::sleep_for(kPause);
+          alone[v].push_back(isolated[v]());
+        }
+      }
+      r.isolated_ms = median(alone[0]);
+      r.isolated_ort_ms = median(alone[1]);
+      r.isolated_pinned_ms = median(alone[2]);
+      r.isolated_ratio = median_paired_ratio(alone[0], alone[1]);
+      r.isolated_pinned_ratio = median_paired_ratio(alone[2], alone[1]);
+    }
     if (name == kMatmulModel && batch == kMatmulBatch) {
       MatmulsAlone matmuls(lowered);
       std::vector<double> runs, peaks;
@@ -778,7 +826,8 @@ void print_ort(const std::vector<OrtRun>& runs) {
       "(onnxruntime-node) on torch.onnx's export of the same module (opset "
       "14, fixed shapes, all graph optimizations), kept loaded in a Node.js "
       "process (tools/ort_timer.js) and run on the same input; the same "
-      "thread count on both sides, the same BLAS under libtorch (OpenBLAS); "
+      "thread count on both sides (ours pinned, fx::pin_intra_op_threads: "
+      "see section 7), the same BLAS under libtorch (OpenBLAS); "
       "interleaved round by round, medians; ratios are medians of "
       "per-round ratios (below 1: ours is faster).",
       "rel. error: max |ours - TorchScript as loaded| / max |TorchScript|; "
@@ -790,6 +839,27 @@ void print_ort(const std::vector<OrtRun>& runs) {
   }
   print_section("6. Against ONNX Runtime (C++ deployment's other choice)",
                 table, notes);
+
+  Table isolated({"model", "back to back ms", "isolated ms",
+                  "pinned, isolated ms", "ONNX Runtime isolated ms",
+                  "isolated / ORT", "pinned / ORT"},
+                 1);
+  for (const OrtRun& r : runs) {
+    if (!r.failure.empty() || r.batch != 1) continue;
+    isolated.add_row({r.model, fixed(r.ours_ms, 2), fixed(r.isolated_ms, 2),
+                      fixed(r.isolated_pinned_ms, 2),
+                      fixed(r.isolated_ort_ms, 2), times(r.isolated_ratio),
+                      times(r.isolated_pinned_ratio)});
+  }
+  print_section(
+      "7. Isolated requests (batch 1)", isolated,
+      {absl::StrCat(
+          "each call alone after a ", kPause.count(),
+          " ms pause, as a control loop or an idle server calls: ours with "
+          "the intra-op threads as libtorch leaves them and pinned by "
+          "fx::pin_intra_op_threads (pinned for its own calls only), and "
+          "ONNX Runtime's, in turn, ",
+          kIsolatedRounds, " rounds, medians; back to back: section 6.")});
 }
 
 void check_ort_targets(const std::vector<OrtRun>& runs,
