@@ -1463,6 +1463,44 @@ std::string last_kernel() { return last_kernel_name; }
 
 void register_operators() {}
 
+// The float32 weight a pack_*_weight call was given, in aten's layout:
+// the packed data reordered back (bfloat16 packings widened).
+at::Tensor unpack_weight(const at::Tensor& packed, c10::string_view kind,
+                         int64_t groups) {
+  const char* op = "fx_onednn::unpack_weight";
+  const char* packer = kind == "conv"             ? "fx_onednn::pack_conv_weight"
+                       : kind == "conv_transpose" ? "fx_onednn::pack_conv_transpose_weight"
+                       : kind == "linear"         ? "fx_onednn::pack_linear_weight"
+                                                  : nullptr;
+  TORCH_CHECK(packer != nullptr, op, ": kind must be conv, conv_transpose or "
+              "linear, got '", std::string(kind), "'");
+  TORCH_CHECK(groups >= 1, op, ": groups must be 1 or more, got ", groups);
+  const Header& header = header_of(packed, op, packer);
+  const at::IntArrayRef sizes = packed.sizes();
+  memory::desc plain;
+  if (kind == "conv") {
+    plain = conv_weight_desc(sizes, groups,
+                             plain_weight_tag(packed.dim(), groups > 1));
+  } else if (kind == "conv_transpose") {
+    plain = deconv_weight_desc(
+        sizes, groups, plain_deconv_weight_tag(packed.dim(), groups > 1));
+  } else {
+    TORCH_CHECK(packed.dim() == 2, op, ": a linear weight is 2-d, got ",
+                sizes);
+    plain = memory::desc(linear_weight_dims(packed), DataType::f32, Tag::ba);
+  }
+  const memory::desc from_desc(header.desc);
+  TORCH_CHECK(from_desc.dims() == plain.dims(), op, ": the weight was packed "
+              "for other sizes or groups than ", sizes, " in ", groups,
+              " groups (kind ", std::string(kind), ")");
+  at::Tensor weight = at::empty(sizes, packed.options());
+  memory from(from_desc, cpu_engine(), const_cast<void*>(packed_data(packed)));
+  memory to(plain, cpu_engine(), weight.data_ptr());
+  dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+  cpu_stream().wait();
+  return weight;
+}
+
 TORCH_LIBRARY(fx_onednn, m) {
   m.def(
       "pack_conv_weight(Tensor weight, int[] input_size, int[] stride, "
@@ -1493,6 +1531,7 @@ TORCH_LIBRARY(fx_onednn, m) {
       "int groups, str activation=\"none\", float alpha=0., float beta=0.) "
       "-> Tensor");
   m.def("matmul(Tensor self, Tensor other, float scale=1.) -> Tensor");
+  m.def("unpack_weight(Tensor packed, str kind, int groups=1) -> Tensor");
   m.def(
       "lstm(Tensor input, Tensor[] hx, Tensor[] params, int num_layers, "
       "bool batch_first) -> (Tensor, Tensor, Tensor)");
@@ -1517,6 +1556,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight);
   m.impl("conv_transpose", &conv_transpose);
   m.impl("matmul", &matmul);
+  m.impl("unpack_weight", &unpack_weight);
   m.impl("lstm", &lstm);
   m.impl("gru", &gru);
   m.impl("max_pool2d", &max_pool2d);
@@ -1528,7 +1568,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
-        "matmul", "lstm", "gru", "max_pool2d", "avg_pool2d"}) {
+        "matmul", "unpack_weight", "lstm", "gru", "max_pool2d",
+        "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }

@@ -25,6 +25,8 @@
 //       int groups, str activation="none", float alpha=0., float beta=0.)
 //       -> Tensor
 //   fx_onednn::matmul(Tensor self, Tensor other, float scale=1.) -> Tensor
+//   fx_onednn::unpack_weight(Tensor packed, str kind, int groups=1)
+//       -> Tensor
 //   fx_onednn::lstm(Tensor input, Tensor[] hx, Tensor[] params,
 //       int num_layers, bool batch_first) -> (Tensor, Tensor, Tensor)
 //   fx_onednn::gru(Tensor input, Tensor hx, Tensor[] params,
@@ -39,6 +41,9 @@
 // (so shapes are inferred as usual) but holds oneDNN's preferred blocked
 // layout for the given input size, behind a header that describes it;
 // it lives only in the process that packed it (fx::load packs again).
+// unpack_weight gives back the float32 weight a pack call was given (kind:
+// conv, conv_transpose or linear; the groups it was packed with), as
+// exporting a lowered graph to ONNX needs.
 // Packed with bf16=True, the weight is bfloat16 and the operator computes in
 // bfloat16 with float32 accumulation (AVX-512 BF16): a bfloat16 input gives
 // a bfloat16 output, a float32 input is converted and its output stays

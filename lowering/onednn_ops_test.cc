@@ -645,3 +645,48 @@ TEST_CASE("large outputs reuse the blocks earlier outputs freed, up to a limit")
   CHECK_THROWS_WITH(fx::onednn::set_activation_cache_limit(-1),
                     Catch::Matchers::Contains("the limit must be 0"));
 }
+
+TEST_CASE("unpack_weight gives back the weight a pack call was given") {
+  at::manual_seed(0);
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {{1, 3, 17, 19}, {8, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+           {{1, 32, 12, 12}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 32},
+           {{1, 8, 10, 10}, {12, 2, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 4},
+           {{2, 4, 20}, {6, 4, 5}, {2}, {2}, {1}, 1},
+           {{1, 4, 6, 7, 8}, {5, 4, 3, 3, 3}, {1, 1, 2}, {1, 0, 1}, {1, 1, 1}, 1}}) {
+    const at::Tensor w = at::randn(c.weight);
+    const at::Tensor packed =
+        pack_conv(w, c.input, c.stride, c.padding, c.dilation, c.groups);
+    CHECK(at::equal(call("fx_onednn::unpack_weight",
+                         {packed, std::string("conv"), c.groups}),
+                    w));
+  }
+  const at::Tensor lw = at::randn({24, 40});
+  const at::Tensor lpacked = call("fx_onednn::pack_linear_weight",
+                                  {lw, std::vector<int64_t>{3, 40}});
+  CHECK(at::equal(call("fx_onednn::unpack_weight", {lpacked, std::string("linear")}),
+                  lw));
+  // Transposed: aten's [in, out / groups, kernel...], grouped.
+  const at::Tensor tw = at::randn({8, 3, 4, 4});
+  const at::Tensor tpacked = call(
+      "fx_onednn::pack_conv_transpose_weight",
+      {tw, std::vector<int64_t>{1, 8, 7, 7}, std::vector<int64_t>{2, 2},
+       std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0},
+       std::vector<int64_t>{1, 1}, int64_t{2}});
+  CHECK(at::equal(call("fx_onednn::unpack_weight",
+                       {tpacked, std::string("conv_transpose"), int64_t{2}}),
+                  tw));
+  // bfloat16 packings come back widened, rounded as bfloat16 rounds.
+  const at::Tensor bpacked = call("fx_onednn::pack_linear_weight",
+                                  {lw, std::vector<int64_t>{3, 40}, true});
+  CHECK(at::equal(call("fx_onednn::unpack_weight", {bpacked, std::string("linear")}),
+                  lw.to(at::kBFloat16).to(at::kFloat)));
+
+  CHECK_THROWS_WITH(call("fx_onednn::unpack_weight", {lw, std::string("linear")}),
+                    Catch::Matchers::Contains("fx_onednn::pack_linear_weight"));
+  CHECK_THROWS_WITH(call("fx_onednn::unpack_weight", {lpacked, std::string("lstm")}),
+                    Catch::Matchers::Contains("kind must be conv"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::unpack_weight", {tpacked, std::string("conv_transpose"), int64_t{1}}),
+      Catch::Matchers::Contains("packed for other sizes or groups"));
+}

@@ -312,7 +312,10 @@ void clip(OnnxBuilder& b, const std::optional<double>& low,
         b.output());
 }
 
-void convolution(OnnxBuilder& b) {
+// aten's convolutions; a lowered one passes its unpacked weight's value and
+// the value to write (its fused post-ops follow).
+void convolution(OnnxBuilder& b, const std::string& weight_value = "",
+                 const std::string& output = "") {
   CallArguments args(b.node());
   const Argument& input = args["input"];
   const Argument& weight = args["weight"];
@@ -339,9 +342,11 @@ void convolution(OnnxBuilder& b) {
     padding = symmetric_pads(ints(b, args["padding"], spatial));
   }
   const Argument& bias = args["bias"];
-  std::vector<std::string> inputs = {b.value(input), b.value(weight)};
+  std::vector<std::string> inputs = {
+      b.value(input), weight_value.empty() ? b.value(weight) : weight_value};
   if (!bias.is_none()) inputs.push_back(b.value(bias));
-  onnx::NodeProto& n = b.add(transposed ? "ConvTranspose" : "Conv", inputs, b.output());
+  onnx::NodeProto& n = b.add(transposed ? "ConvTranspose" : "Conv", inputs,
+                             output.empty() ? b.output() : output);
   set_ints(n, "strides", stride);
   set_ints(n, "pads", padding);
   set_ints(n, "dilations", dilation);
@@ -351,13 +356,17 @@ void convolution(OnnxBuilder& b) {
   }
 }
 
-void conv_transpose(OnnxBuilder& b) {
+void conv_transpose(OnnxBuilder& b, const std::string& weight_value = "",
+                    const std::string& output = "") {
   CallArguments args(b.node());
   const Argument& weight = args["weight"];
   const int64_t spatial = rank_of(b, weight) - 2;
-  std::vector<std::string> inputs = {b.value(args["input"]), b.value(weight)};
+  std::vector<std::string> inputs = {
+      b.value(args["input"]),
+      weight_value.empty() ? b.value(weight) : weight_value};
   if (!args["bias"].is_none()) inputs.push_back(b.value(args["bias"]));
-  onnx::NodeProto& n = b.add("ConvTranspose", inputs, b.output());
+  onnx::NodeProto& n = b.add("ConvTranspose", inputs,
+                             output.empty() ? b.output() : output);
   set_ints(n, "strides", ints(b, args["stride"], spatial));
   set_ints(n, "pads", symmetric_pads(ints(b, args["padding"], spatial)));
   set_ints(n, "dilations", ints(b, args["dilation"], spatial));
@@ -493,27 +502,30 @@ void adaptive_avg_pool(OnnxBuilder& b) {
   set_ints(n, "strides", kernel);
 }
 
-void linear(OnnxBuilder& b) {
+void linear(OnnxBuilder& b, const std::string& weight_value = "",
+            const std::string& output = "") {
   CallArguments args(b.node());
   const Argument& input = args["input"];
-  const Argument& weight = args["weight"];
+  const std::string weight =
+      weight_value.empty() ? b.value(args["weight"]) : weight_value;
   const Argument& bias = args["bias"];
+  const std::string& out = output.empty() ? b.output() : output;
   if (rank_of(b, input) == 2) {
-    std::vector<std::string> inputs = {b.value(input), b.value(weight)};
+    std::vector<std::string> inputs = {b.value(input), weight};
     if (!bias.is_none()) inputs.push_back(b.value(bias));
-    onnx::NodeProto& n = b.add("Gemm", inputs, b.output());
+    onnx::NodeProto& n = b.add("Gemm", inputs, out);
     set_int(n, "transB", 1);
     return;
   }
   const std::string t = b.fresh(b.node().name() + "_weight_t");
-  set_ints(b.add("Transpose", {b.value(weight)}, t), "perm", {1, 0});
+  set_ints(b.add("Transpose", {weight}, t), "perm", {1, 0});
   if (bias.is_none()) {
-    b.add("MatMul", {b.value(input), t}, b.output());
+    b.add("MatMul", {b.value(input), t}, out);
     return;
   }
   const std::string product = b.fresh(b.node().name() + "_matmul");
   b.add("MatMul", {b.value(input), t}, product);
-  b.add("Add", {product, b.value(bias)}, b.output());
+  b.add("Add", {product, b.value(bias)}, out);
 }
 
 void addmm(OnnxBuilder& b) {
@@ -589,12 +601,12 @@ void softmax(const char* op_type, OnnxBuilder& b) {
           axis(args["dim"].to_int(), rank));
 }
 
-void gelu(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const Argument& x = args["self"];
+// gelu of value `in` into `out`: erf's, or with `tanh` the tanh
+// approximation.
+void gelu_into(OnnxBuilder& b, const std::string& in, bool tanh,
+               const std::string& out) {
   const std::string& name = b.node().name();
-  const std::string in = b.value(x);
-  if (args["approximate"].to_string_ref() == "tanh") {
+  if (tanh) {
     // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
     const std::string cube = b.fresh(name + "_cube");
     b.add("Pow", {in, b.floats({3.0f}, true)}, cube);
@@ -610,7 +622,7 @@ void gelu(OnnxBuilder& b) {
     b.add("Add", {t, b.floats({1.0f}, true)}, one_plus);
     const std::string half_x = b.fresh(name + "_half_x");
     b.add("Mul", {in, b.floats({0.5f}, true)}, half_x);
-    b.add("Mul", {half_x, one_plus}, b.output());
+    b.add("Mul", {half_x, one_plus}, out);
     return;
   }
   // 0.5 x (1 + erf(x / sqrt(2)))
@@ -622,7 +634,13 @@ void gelu(OnnxBuilder& b) {
   b.add("Add", {e, b.floats({1.0f}, true)}, one_plus);
   const std::string half_x = b.fresh(name + "_half_x");
   b.add("Mul", {in, b.floats({0.5f}, true)}, half_x);
-  b.add("Mul", {half_x, one_plus}, b.output());
+  b.add("Mul", {half_x, one_plus}, out);
+}
+
+void gelu(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  gelu_into(b, b.value(args["self"]),
+            args["approximate"].to_string_ref() == "tanh", b.output());
 }
 
 void silu(OnnxBuilder& b) {
@@ -822,19 +840,20 @@ void reduce_sum(OnnxBuilder& b) {
 // aten::lstm.input and aten::gru.input as ONNX LSTM / GRU, one per layer
 // (torch.onnx's _lstm / _gru): the gates reordered (torch's i, f, g, o to
 // ONNX's i, o, f, c; r, z, n to z, r, h), each layer's output [seq, dirs,
-// batch, hidden] made [seq, batch, dirs * hidden] for the next.
-void recurrent(OnnxBuilder& b, bool lstm) {
+// batch, hidden] made [seq, batch, dirs * hidden] for the next. `lowered`:
+// fx_onednn::lstm / gru, whose parameters are aten's rearranged.
+void recurrent(OnnxBuilder& b, bool lstm, bool lowered = false) {
   CallArguments args(b.node());
-  const bool has_biases = args["has_biases"].to_bool();
+  const bool has_biases = lowered || args["has_biases"].to_bool();
   const int64_t layers = args["num_layers"].to_int();
-  const bool bidirectional = args["bidirectional"].to_bool();
+  const bool bidirectional = !lowered && args["bidirectional"].to_bool();
   const bool batch_first = args["batch_first"].to_bool();
-  if (args["train"].to_bool() && number(b, args["dropout"]) != 0.0) {
+  if (!lowered && args["train"].to_bool() && number(b, args["dropout"]) != 0.0) {
     refuse(b, "a recurrent layer with dropout in training mode: trace in eval mode");
   }
   const int64_t dirs = bidirectional ? 2 : 1;
   const std::vector<Argument>& params = args["params"].elements();
-  const size_t per = has_biases ? 4 : 2;
+  const size_t per = lowered ? 3 : has_biases ? 4 : 2;
   if (params.size() != per * layers * dirs) {
     refuse(b, "the parameter list does not match the layers");
   }
@@ -842,6 +861,30 @@ void recurrent(OnnxBuilder& b, bool lstm) {
     std::optional<at::Tensor> t = b.constant(params[i]);
     if (!t) refuse(b, "recurrent weights must be attributes (get_attr) to map");
     return t->detach();
+  };
+  // Layer l's weights and biases of direction d in aten's layout and gate
+  // order: w_ih, w_hh, b_ih, b_hh.
+  auto aten_params = [&](int64_t l, int64_t d) -> std::vector<at::Tensor> {
+    const size_t base = (l * dirs + d) * per;
+    if (!lowered) {
+      const at::Tensor w = weight(base), r = weight(base + 1);
+      if (has_biases) return {w, r, weight(base + 2), weight(base + 3)};
+      const at::Tensor zero = at::zeros({w.size(0)}, w.options());
+      return {w, r, zero, zero};
+    }
+    // fx_onednn's: the weights transposed and an LSTM's two biases summed;
+    // a GRU's gates z, r, n, its bias [b_iz + b_hz, b_ir + b_hr, b_in,
+    // b_hn].
+    const at::Tensor w = weight(base).t(), r = weight(base + 1).t();
+    const at::Tensor bias = weight(base + 2);
+    if (lstm) return {w.contiguous(), r.contiguous(), bias, at::zeros_like(bias)};
+    auto rzn = [](const at::Tensor& t) {
+      const std::vector<at::Tensor> g = t.chunk(3, 0);
+      return at::cat({g[1], g[0], g[2]}, 0);
+    };
+    const std::vector<at::Tensor> g = bias.chunk(4, 0);
+    const at::Tensor zero = at::zeros_like(g[0]);
+    return {rzn(w), rzn(r), at::cat({g[1], g[0], g[2]}), at::cat({zero, zero, g[3]})};
   };
   auto reorder = [&](const at::Tensor& w) {
     if (lstm) {
@@ -866,17 +909,15 @@ void recurrent(OnnxBuilder& b, bool lstm) {
     set_ints(b.add("Transpose", {x}, t), "perm", {1, 0, 2});
     x = t;
   }
-  const int64_t hidden = weight(1).size(1);
+  const int64_t hidden = aten_params(0, 0)[1].size(1);
   std::vector<std::string> last_h, last_c;
   for (int64_t l = 0; l < layers; ++l) {
     std::vector<at::Tensor> w, r, bias;
     for (int64_t d = 0; d < dirs; ++d) {
-      const size_t base = (l * dirs + d) * per;
-      w.push_back(reorder(weight(base)));
-      r.push_back(reorder(weight(base + 1)));
-      bias.push_back(has_biases
-                         ? at::cat({reorder(weight(base + 2)), reorder(weight(base + 3))})
-                         : at::zeros({2 * w.back().size(0)}, w.back().options()));
+      const std::vector<at::Tensor> p = aten_params(l, d);
+      w.push_back(reorder(p[0]));
+      r.push_back(reorder(p[1]));
+      bias.push_back(at::cat({reorder(p[2]), reorder(p[3])}));
     }
     const std::string layer = absl::StrCat(name, "_l", l);
     std::vector<std::string> inputs = {
@@ -1224,6 +1265,132 @@ std::optional<int32_t> onnx_element_type(c10::ScalarType dtype) {
   }
 }
 
+// --- Graphs lowered to oneDNN ---------------------------------------------------
+// Each fx_onednn operator as the standard operators it replaced: its packed
+// weight unpacked (fx_onednn::unpack_weight) into an initializer, the
+// residual add and the activation it fused after it.
+
+// The initializer of a lowered operator's packed weight, in aten's layout.
+std::string unpacked_weight(OnnxBuilder& b, const Argument& weight,
+                            const char* kind, int64_t groups) {
+  const std::optional<at::Tensor> packed = b.constant(weight);
+  if (!packed) {
+    refuse(b, "its weight is not a packed weight attribute (a get_attr of "
+              "what fx_onednn's pack operators made)");
+  }
+  const at::Tensor w =
+      call_operator("fx_onednn::unpack_weight",
+                    {*packed, std::string(kind), groups})[0].toTensor();
+  return b.tensor(weight.to_node()->name() + "_unpacked", w);
+}
+
+// `value` + `other` (none: "") and then `activation` (alpha, beta as
+// fx_onednn's operators take them) into b.output().
+void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
+              const std::string& activation, double alpha, double beta) {
+  const std::string& name = b.node().name();
+  if (!other.empty()) {
+    const std::string sum =
+        activation == "none" ? b.output() : b.fresh(name + "_sum");
+    b.add("Add", {value, other}, sum);
+    value = sum;
+  }
+  if (activation == "none") return;
+  const std::string& out = b.output();
+  if (activation == "relu" && alpha == 0) {
+    b.add("Relu", {value}, out);
+  } else if (activation == "relu") {
+    set_float(b.add("LeakyRelu", {value}, out), "alpha", alpha);
+  } else if (activation == "clip") {
+    b.add("Clip",
+          {value, b.floats({static_cast<float>(alpha)}, true),
+           b.floats({static_cast<float>(beta)}, true)},
+          out);
+  } else if (activation == "hardswish") {
+    b.add("HardSwish", {value}, out);
+  } else if (activation == "sigmoid") {
+    b.add("Sigmoid", {value}, out);
+  } else if (activation == "tanh") {
+    b.add("Tanh", {value}, out);
+  } else if (activation == "silu") {
+    const std::string s = b.fresh(name + "_sigmoid");
+    b.add("Sigmoid", {value}, s);
+    b.add("Mul", {value, s}, out);
+  } else if (activation == "gelu" || activation == "gelu_tanh") {
+    gelu_into(b, value, activation == "gelu_tanh", out);
+  } else {
+    refuse(b, "its fused activation '" + activation + "' does not map");
+  }
+}
+
+// The value a lowered operator writes before its post-ops: b.output() when
+// it has none.
+std::string before_post_ops(OnnxBuilder& b, bool sum,
+                            const std::string& activation) {
+  return !sum && activation == "none" ? b.output()
+                                      : b.fresh(b.node().name() + "_op");
+}
+
+void lowered_conv(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string activation = args["activation"].to_string_ref();
+  const bool sum = !args["other"].is_none();
+  const std::string conv = before_post_ops(b, sum, activation);
+  convolution(b,
+              unpacked_weight(b, args["weight"], "conv",
+                              args["groups"].to_int()),
+              conv);
+  post_ops(b, conv, sum ? b.value(args["other"]) : "", activation,
+           number(b, args["alpha"]), number(b, args["beta"]));
+}
+
+// self = activation(self + conv(input)): as a value, what conv_add_ writes
+// (to_onnx checks that nothing reads the old self afterwards).
+void lowered_conv_add(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string activation = args["activation"].to_string_ref();
+  const std::string conv = b.fresh(b.node().name() + "_op");
+  convolution(b,
+              unpacked_weight(b, args["weight"], "conv",
+                              args["groups"].to_int()),
+              conv);
+  post_ops(b, conv, b.value(args["self"]), activation,
+           number(b, args["alpha"]), number(b, args["beta"]));
+}
+
+void lowered_conv_transpose(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string activation = args["activation"].to_string_ref();
+  const std::string deconv = before_post_ops(b, false, activation);
+  conv_transpose(b,
+                 unpacked_weight(b, args["weight"], "conv_transpose",
+                                 args["groups"].to_int()),
+                 deconv);
+  post_ops(b, deconv, "", activation, number(b, args["alpha"]),
+           number(b, args["beta"]));
+}
+
+void lowered_linear(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string activation = args["activation"].to_string_ref();
+  const std::string product = before_post_ops(b, false, activation);
+  linear(b, unpacked_weight(b, args["weight"], "linear", 1), product);
+  post_ops(b, product, "", activation, number(b, args["alpha"]),
+           number(b, args["beta"]));
+}
+
+void lowered_matmul(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const double scale = number(b, args["scale"]);
+  const std::string product =
+      scale == 1 ? b.output() : b.fresh(b.node().name() + "_product");
+  b.add("MatMul", {b.value(args["self"]), b.value(args["other"])}, product);
+  if (scale != 1) {
+    b.add("Mul", {product, b.floats({static_cast<float>(scale)}, true)},
+          b.output());
+  }
+}
+
 void add_operator_mappings(Mappings* m) {
   (*m)["aten::quantize_per_tensor"] = quantize_per_tensor;
   (*m)["aten::dequantize.self"] = dequantize;
@@ -1357,11 +1524,11 @@ void add_operator_mappings(Mappings* m) {
                            "aten::conv1d.padding", "aten::conv2d.padding",
                            "aten::conv3d.padding", "aten::convolution",
                            "aten::_convolution"}) {
-    (*m)[name] = convolution;
+    (*m)[name] = [](OnnxBuilder& b) { convolution(b); };
   }
   for (const char* name : {"aten::conv_transpose1d", "aten::conv_transpose2d.input",
                            "aten::conv_transpose3d.input"}) {
-    (*m)[name] = conv_transpose;
+    (*m)[name] = [](OnnxBuilder& b) { conv_transpose(b); };
   }
   (*m)["aten::batch_norm"] = batch_norm;
   (*m)["aten::layer_norm"] = layer_norm;
@@ -1375,7 +1542,16 @@ void add_operator_mappings(Mappings* m) {
                            "aten::adaptive_avg_pool3d"}) {
     (*m)[name] = adaptive_avg_pool;
   }
-  (*m)["aten::linear"] = linear;
+  (*m)["aten::linear"] = [](OnnxBuilder& b) { linear(b); };
+  (*m)["fx_onednn::conv"] = lowered_conv;
+  (*m)["fx_onednn::conv_add_"] = lowered_conv_add;
+  (*m)["fx_onednn::conv_transpose"] = lowered_conv_transpose;
+  (*m)["fx_onednn::linear"] = lowered_linear;
+  (*m)["fx_onednn::matmul"] = lowered_matmul;
+  (*m)["fx_onednn::lstm"] = [](OnnxBuilder& b) { recurrent(b, true, true); };
+  (*m)["fx_onednn::gru"] = [](OnnxBuilder& b) { recurrent(b, false, true); };
+  (*m)["fx_onednn::max_pool2d"] = max_pool;
+  (*m)["fx_onednn::avg_pool2d"] = avg_pool;
   (*m)["aten::addmm"] = addmm;
   for (const char* name : {"aten::matmul", "aten::mm", "aten::bmm"}) {
     (*m)[name] = [](OnnxBuilder& b) {

@@ -24,6 +24,7 @@
 
 #include "fx/fx.h"
 #include "interpreter/shape_prop.h"
+#include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
@@ -115,6 +116,80 @@ TEST_CASE("C++ LSTM and GRU layers (stacked, bidirectional, batch first) export"
   const fs::path file = scratch() / "recurrent.onnx";
   fx::to_onnx(*gm, file.string());
   check_against_ort(gm, file, {x});
+}
+
+TEST_CASE("graphs lowered to oneDNN export as the operators they replaced") {
+  // Each fx_onednn operator as the standard ones: convolutions with their
+  // residual adds and activations (resnet18, mobilenet_v2's clip, the
+  // U-Net's transposed convolutions), max pooling, linear layers and
+  // attention's matmuls (the TransformerEncoder), an LSTM; the weights
+  // unpacked, so the file holds what the unlowered export holds.
+  for (const char* name : {"resnet18", "mobilenet_v2", "unet",
+                           "transformer_encoder", "lstm_tagger"}) {
+    INFO(name);
+    models::ZooModel model = models::make_zoo_model(name);
+    fx::GraphModule gm = models::trace_zoo_model(model);
+    fx::GraphModule lowered(gm->copy());
+    const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+    REQUIRE(report.convolutions + report.linear + report.recurrent > 0);
+    const fs::path file = scratch() / (std::string(name) + "_lowered.onnx");
+    fx::to_onnx(*lowered, file.string());
+    onnx::ModelProto proto;
+    std::ifstream in(file, std::ios::binary);
+    REQUIRE(proto.ParseFromIstream(&in));
+    for (const auto& node : proto.graph().node()) CHECK(node.domain().empty());
+    check_against_ort(lowered, file, model.example_inputs);
+    // As large as the unlowered graph's export, within its layout's
+    // rounding (packed weights are not exported as they are stored).
+    const std::string plain = fx::to_onnx_string(*gm);
+    CHECK(std::abs(static_cast<double>(fs::file_size(file)) -
+                   static_cast<double>(plain.size())) <
+          0.01 * static_cast<double>(plain.size()));
+  }
+}
+
+namespace {
+
+// An upsampling decoder: grouped transposed convolutions and activations.
+struct DecoderImpl : torch::nn::Module {
+  torch::nn::ConvTranspose2d up1{register_module(
+      "up1", torch::nn::ConvTranspose2d(
+                 torch::nn::ConvTranspose2dOptions(8, 6, 4).stride(2).padding(1).groups(2)))};
+  torch::nn::ConvTranspose2d up2{register_module(
+      "up2", torch::nn::ConvTranspose2d(
+                 torch::nn::ConvTranspose2dOptions(6, 3, 3).stride(2).output_padding(1)))};
+  at::Tensor forward(at::Tensor x) {
+    return torch::sigmoid(up2(torch::relu(up1(x))));
+  }
+};
+TORCH_MODULE(Decoder);
+
+}  // namespace
+
+TEST_CASE("lowered transposed convolutions export with their activations") {
+  Decoder decoder;
+  decoder->eval();
+  at::Tensor x = torch::randn({2, 8, 5, 5});
+  fx::GraphModule gm = fx::symbolic_trace(decoder, x);
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
+  REQUIRE(lowered->graph().to_string().find("fx_onednn::conv_transpose") !=
+          std::string::npos);
+  const fs::path file = scratch() / "decoder_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  check_against_ort(lowered, file, {x});
+}
+
+TEST_CASE("lowered GRU layers export with aten's gates and biases restored") {
+  torch::nn::GRU gru(torch::nn::GRUOptions(8, 16).num_layers(2));
+  gru->eval();
+  at::Tensor x = torch::randn({5, 3, 8});
+  fx::GraphModule gm = fx::symbolic_trace(gru, x);
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).recurrent == 1);
+  const fs::path file = scratch() / "gru_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  check_against_ort(lowered, file, {x});
 }
 
 namespace {
