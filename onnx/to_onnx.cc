@@ -24,6 +24,7 @@
 #include "onnx/internal/operators.h"
 #include "interpreter/shape_prop.h"
 #include "passes/aliasing.h"
+#include "passes/decompose.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
@@ -845,8 +846,19 @@ class Exporter : public OnnxBuilder {
 std::string to_onnx_string(const GraphModuleImpl& module,
                            const OnnxOptions& options) {
   std::shared_ptr<GraphModuleImpl> folded;
+  // PyTorch's fused transformer ops (nn.TransformerEncoderLayer and
+  // nn.MultiheadAttention in eval mode without autograd, as a traced
+  // TorchScript file holds them) as their parts, which map.
+  for (const Node* n : module.graph().nodes()) {
+    if (n->is_call_to({"aten::_native_multi_head_attention",
+                       "aten::_transformer_encoder_layer_fwd"})) {
+      folded = module.copy();
+      decompose(*folded, fused_attention_decompositions());
+      break;
+    }
+  }
   if (options.fold && !module.traced_training().value_or(false)) {
-    folded = module.copy();
+    if (!folded) folded = module.copy();
     fuse_conv_bn(*folded);
     fold_constants(*folded);
     eliminate_dead_code(*folded);

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "fx/torchscript/torchscript.h"
 #include "interpreter/shape_prop.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
@@ -146,6 +148,32 @@ TEST_CASE("graphs lowered to oneDNN export as the operators they replaced") {
                    static_cast<double>(plain.size())) <
           0.01 * static_cast<double>(plain.size()));
   }
+}
+
+TEST_CASE("PyTorch's fused transformer ops export as their parts") {
+  // A BERT-style encoder of nn.TransformerEncoderLayer traced in eval mode
+  // without autograd: its TorchScript file holds
+  // aten::_transformer_encoder_layer_fwd, split for the export.
+  const std::string dir = scratch().string();
+  REQUIRE(std::system(("/usr/bin/python3 testdata/onnx_runtime_models.py " + dir +
+                       " bert_encoder:1 > /dev/null 2>&1")
+                          .c_str()) == 0);
+  torch::jit::Module script = torch::jit::load(dir + "/bert_encoder.pt");
+  script.eval();
+  torch::manual_seed(0);
+  const std::vector<c10::IValue> inputs = {torch::randint(1000, {1, 128}, torch::kLong)};
+  fx::GraphModule gm = fx::symbolic_trace(script, inputs);
+  REQUIRE(gm->graph().to_string().find("aten::_transformer_encoder_layer_fwd") !=
+          std::string::npos);
+  const fs::path file = scratch() / "bert_encoder.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, inputs);
+  // Lowered, the same: its parts on oneDNN, exported as the standard ones.
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).attention == 4);
+  const fs::path lowered_file = scratch() / "bert_encoder_lowered.onnx";
+  fx::to_onnx(*lowered, lowered_file.string());
+  check_against_ort(lowered, lowered_file, inputs);
 }
 
 namespace {
