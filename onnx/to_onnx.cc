@@ -857,20 +857,24 @@ std::string to_onnx_string(const GraphModuleImpl& module,
       break;
     }
   }
-  if (options.fold && !module.traced_training().value_or(false)) {
-    if (!folded) folded = module.copy();
-    fuse_conv_bn(*folded);
-    fold_constants(*folded);
-    eliminate_dead_code(*folded);
-  }
   // Sizes computed from the inputs (a TorchScript file's size arithmetic)
   // are written as the example's, as torch.onnx writes fixed shapes unless
   // asked otherwise; dynamic dimensions asked for are refused (Exporter).
+  // First, so that folding sees the sizes as literals.
   bool sizes = false;
   for (const Node* n : module.graph().nodes()) sizes = sizes || is_sym_call(*n);
   if (sizes && dynamic_symbols(module.graph()).empty()) {
     if (!folded) folded = module.copy();
     specialize_sizes(*folded);
+  }
+  if (options.fold && !module.traced_training().value_or(false)) {
+    if (!folded) folded = module.copy();
+    fuse_conv_bn(*folded);
+    // Masks built by writes into zeros (Swin's) become constants too.
+    FoldOptions fold_options;
+    fold_options.writes = true;
+    fold_constants(*folded, fold_options);
+    eliminate_dead_code(*folded);
   }
   onnx::ModelProto model = Exporter(folded ? *folded : module, options).run();
   std::string bytes;

@@ -8,6 +8,7 @@
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
+#include "passes/aliasing.h"
 
 namespace fx {
 namespace {
@@ -68,16 +69,91 @@ struct FoldPlan {
   absl::flat_hash_set<const Node*> foldable;
 };
 
+// FoldOptions::writes: an operator that writes in place only into tensors
+// operators of the graph made (their storage roots), and draws no random
+// numbers. It folds when those makers fold.
+bool writes_only_made_tensors(const Node& n, StorageRoots& roots) {
+  if (n.op() != Opcode::kCallFunction || !n.target().is_operator() ||
+      n.target().op().hasTag(at::Tag::nondeterministic_seeded)) {
+    return false;
+  }
+  const std::vector<Node*> written = written_in_place(n);
+  if (written.empty()) return false;
+  for (Node* w : written) {
+    const Node* root = roots(w);
+    if (root->op() != Opcode::kCallFunction || !root->target().is_operator()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// new_zeros / new_ones / new_full of a literal size, which read their input
+// for its dtype only, as the call of zeros / ones / full of that dtype that
+// the init graph makes instead (FoldOptions::writes); nullopt for any other
+// node.
+struct Call {
+  Target target;
+  std::vector<Argument> args;
+  Kwargs kwargs;
+};
+std::optional<Call> unbound_new_tensor(const Node& n) {
+  const bool full = n.is_call_to({"aten::new_full"});
+  if (!full && !n.is_call_to({"aten::new_zeros", "aten::new_ones"})) {
+    return std::nullopt;
+  }
+  CallArguments args(n);
+  const Argument& size = args["size"];
+  bool literal = size.is_list();
+  if (literal) {
+    for (const Argument& d : size.elements()) literal = literal && d.is_int();
+  }
+  const TensorMeta* self = args["self"].is_node()
+                               ? args["self"].to_node()->tensor_meta()
+                               : nullptr;
+  if (!literal || (full && args["fill_value"].is_node()) ||
+      (args["dtype"].is_none() && self == nullptr) ||
+      (!args["device"].is_none() && args["device"].is_node())) {
+    return std::nullopt;
+  }
+  Call call{op(full ? "aten::full"
+                    : n.is_call_to({"aten::new_zeros"}) ? "aten::zeros"
+                                                          : "aten::ones"),
+            {size},
+            {{"dtype", args["dtype"].is_none() ? Argument(self->dtype)
+                                               : args["dtype"]},
+             {"layout", args["layout"]},
+             {"device", args["device"]},
+             {"pin_memory", args["pin_memory"]}}};
+  if (full) call.args.push_back(args["fill_value"]);
+  return call;
+}
+
 FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   FoldPlan plan;
   const Graph& graph = module.graph();
 
+  // FoldOptions::writes: writers into tensors the graph makes, and the
+  // position of each node (for reads after the last write).
+  StorageRoots roots;
+  absl::flat_hash_set<const Node*> made_writers;
+  absl::flat_hash_map<const Node*, int64_t> position;
+  if (options.writes) {
+    int64_t i = 0;
+    for (Node* n : graph.nodes()) {
+      position[n] = i++;
+      if (writes_only_made_tensors(*n, roots)) made_writers.insert(n);
+    }
+  }
+
   // Values changed between runs: written by something impure, directly or
-  // through a view.
+  // through a view (but by writers into made tensors, which fold with what
+  // they write or the whole plan is given up below).
   absl::flat_hash_set<const Node*> mutated;
   for (Node* n : graph.nodes().reversed()) {
     for (Node* user : n->users()) {
-      if (may_write(*user, n) || (mutated.contains(user) && may_alias(*user, n))) {
+      if ((!made_writers.contains(user) && may_write(*user, n)) ||
+          (mutated.contains(user) && may_alias(*user, n))) {
         mutated.insert(n);
         break;
       }
@@ -116,7 +192,12 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
         break;
       case Opcode::kCallFunction:
       case Opcode::kCallMethod: {
-        ok = !n->is_impure() && produces_tensor(*n);
+        if (options.writes && unbound_new_tensor(*n)) {
+          ok = true;  // reads its input's dtype only
+          break;
+        }
+        ok = (!n->is_impure() || made_writers.contains(n)) &&
+             produces_tensor(*n);
         for (Node* input : n->all_input_nodes()) {
           ok = ok && foldable.contains(input);
         }
@@ -140,21 +221,73 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
     }
   }
 
-  // The init graph: the foldable nodes the boundary needs, in order.
+  // Writes into made tensors fold only all together with what they write,
+  // and only when what stays reads those tensors after the last write.
+  if (!made_writers.empty()) {
+    absl::flat_hash_map<const Node*, int64_t> last_write;
+    for (const Node* w : made_writers) {
+      for (Node* written : written_in_place(*w)) {
+        const Node* root = roots(written);
+        if (!foldable.contains(w) || !foldable.contains(root)) {
+          FoldOptions without = options;
+          without.writes = false;
+          return plan_folding(module, without);
+        }
+        last_write[root] = std::max(last_write[root], position.at(w));
+      }
+    }
+    for (Node* n : graph.nodes()) {
+      if (foldable.contains(n)) continue;
+      for (Node* input : n->all_input_nodes()) {
+        auto it = last_write.find(roots(input));
+        if (foldable.contains(input) && it != last_write.end() &&
+            position.at(n) < it->second) {
+          FoldOptions without = options;
+          without.writes = false;
+          return plan_folding(module, without);
+        }
+      }
+    }
+  }
+
+  // The init graph: the foldable nodes the boundary needs, in order, and the
+  // writes into them.
   absl::flat_hash_set<const Node*> copied;
   {
     std::vector<const Node*> work(boundary.begin(), boundary.end());
-    while (!work.empty()) {
-      const Node* n = work.back();
-      work.pop_back();
-      if (!copied.insert(n).second) continue;
-      for (Node* input : n->all_input_nodes()) work.push_back(input);
+    bool grew = true;
+    while (grew) {
+      while (!work.empty()) {
+        const Node* n = work.back();
+        work.pop_back();
+        if (!copied.insert(n).second) continue;
+        if (options.writes && unbound_new_tensor(*n)) continue;
+        for (Node* input : n->all_input_nodes()) work.push_back(input);
+      }
+      grew = false;
+      for (const Node* w : made_writers) {
+        if (copied.contains(w)) continue;
+        for (Node* written : written_in_place(*w)) {
+          if (copied.contains(roots(written))) {
+            work.push_back(w);
+            grew = true;
+            break;
+          }
+        }
+      }
     }
   }
   auto init = std::make_shared<Graph>();
   NodeMap map;
   for (Node* n : graph.nodes()) {
     if (!copied.contains(n)) continue;
+    if (std::optional<Call> call =
+            options.writes ? unbound_new_tensor(*n) : std::nullopt) {
+      map[n] = init->call_function(call->target, std::move(call->args),
+                                   std::move(call->kwargs));
+      map[n]->meta() = n->meta();
+      continue;
+    }
     map[n] = init->node_copy(*n, [&](Node* input) -> Argument {
       return map.at(input);
     });

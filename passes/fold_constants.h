@@ -45,6 +45,21 @@ struct FoldOptions {
   // Fold only what these nodes need (themselves and their foldable
   // inputs). Empty: fold every foldable node.
   std::vector<const Node*> only;
+  // Also fold in-place writes into tensors the folded part makes itself:
+  // a mask built as zeros filled slice by slice (Swin's shifted windows),
+  // its zeros made by new_zeros / new_ones / new_full of a literal size
+  // (which read their input's dtype only). Folded only when nothing else
+  // writes those tensors and everything else reads them after the last
+  // write; otherwise folding goes on as without this.
+  //   before:
+  //       %new_zeros = call_function[target=aten::new_zeros](args = (%x, [4, 4]), kwargs = {dtype: torch.float32})
+  //       %slice = call_function[target=aten::slice.Tensor](args = (%new_zeros, 0, 0, 2))
+  //       %fill_ = call_function[target=aten::fill_.Scalar](args = (%slice, 1.0))
+  //       %add = call_function[target=aten::add.Tensor](args = (%x, %new_zeros))
+  //   after:
+  //       %new_zeros = get_attr[target=_folded.zeros]
+  //       %add = call_function[target=aten::add.Tensor](args = (%x, %new_zeros))
+  bool writes = false;
 };
 
 // Rewrites module's graph to read the folded values as attributes
