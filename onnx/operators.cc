@@ -6,9 +6,11 @@
 // read from the input (a resize's batch), and a mapping that needs a size
 // that varies as a constant refuses (fixed_size).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -1431,6 +1433,39 @@ void add_operator_mappings(Mappings* m) {
   (*m)["aten::index_select"] = index_select;
   (*m)["aten::stack"] = stack;
   (*m)["aten::baddbmm"] = baddbmm;
+  (*m)["aten::einsum"] = [](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    if (args.has("path") && !args["path"].is_none()) {
+      refuse(b, "einsum with a contraction path does not map yet");
+    }
+    // Without spaces, each letter renamed to a lowercase one in order of
+    // appearance: ONNX 1.12's shape inference reads lowercase letters only.
+    std::string equation;
+    std::map<char, char> renamed;
+    for (char c : args["equation"].to_string_ref()) {
+      if (c == ' ') continue;
+      if (std::isalpha(static_cast<unsigned char>(c))) {
+        auto it = renamed.find(c);
+        if (it == renamed.end()) {
+          if (renamed.size() == 26) refuse(b, "einsum of more than 26 subscripts");
+          it = renamed.emplace(c, static_cast<char>('a' + renamed.size())).first;
+        }
+        c = it->second;
+      }
+      equation.push_back(c);
+    }
+    std::vector<std::string> inputs;
+    for (const Argument& t : args["tensors"].elements()) inputs.push_back(b.value(t));
+    // ONNX 1.12's shape inference gives an Einsum its rank only: a reshape
+    // to its fixed sizes (none with dynamic ones) restores them.
+    const bool fixed = !any_varies(b, &b.node());
+    const std::string product =
+        fixed ? b.fresh(b.node().name() + "_einsum") : b.output();
+    set_string(b.add("Einsum", inputs, product), "equation", equation);
+    if (fixed) {
+      b.add("Reshape", {product, b.int64s(own_meta(b).sizes)}, b.output());
+    }
+  };
   (*m)["aten::unflatten.int"] = reshape_to_output;
   (*m)["aten::lstm.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/true); };
   (*m)["aten::gru.input"] = [](OnnxBuilder& b) { recurrent(b, /*lstm=*/false); };

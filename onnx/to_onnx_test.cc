@@ -150,6 +150,29 @@ TEST_CASE("graphs lowered to oneDNN export as the operators they replaced") {
   }
 }
 
+namespace {
+
+// MaxViT's relative attention: einsum with spaces and capitals.
+struct EinsumImpl : torch::nn::Module {
+  at::Tensor forward(at::Tensor q, at::Tensor k) {
+    return torch::einsum("B H I D, B H J D -> B H I J", {q, k}).softmax(-1);
+  }
+};
+TORCH_MODULE(Einsum);
+
+}  // namespace
+
+TEST_CASE("einsum exports as ONNX's Einsum") {
+  Einsum model;
+  model->eval();
+  const at::Tensor q = torch::randn({2, 3, 5, 4}), k = torch::randn({2, 3, 6, 4});
+  const std::vector<c10::IValue> inputs = {q, k};
+  fx::GraphModule gm = fx::symbolic_trace(model, q, k);
+  const fs::path file = scratch() / "einsum.onnx";
+  fx::to_onnx(*gm, file.string());
+  check_against_ort(gm, file, inputs);
+}
+
 TEST_CASE("PyTorch's fused transformer ops export as their parts") {
   // A BERT-style encoder of nn.TransformerEncoderLayer traced in eval mode
   // without autograd: its TorchScript file holds
