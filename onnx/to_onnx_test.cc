@@ -197,6 +197,19 @@ TEST_CASE("PyTorch's fused transformer ops export as their parts") {
   const fs::path lowered_file = scratch() / "bert_encoder_lowered.onnx";
   fx::to_onnx(*lowered, lowered_file.string());
   check_against_ort(lowered, lowered_file, inputs);
+  // Traced with a dynamic batch and length, the file's own size arithmetic
+  // exports as ONNX's: one model for every shape in range.
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 8},
+                     {.input = 0, .dim = 1, .symbol = "T", .max = 128}};
+  fx::GraphModule dynamic = fx::symbolic_trace(script, inputs, options);
+  const fs::path dynamic_file = scratch() / "bert_encoder_dynamic.onnx";
+  fx::to_onnx(*dynamic, dynamic_file.string());
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{3, 64}, {1, 128}}) {
+    INFO(b << " x " << t);
+    check_against_ort(dynamic, dynamic_file,
+                      {torch::randint(1000, {b, t}, torch::kLong)});
+  }
 }
 
 namespace {
