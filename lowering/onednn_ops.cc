@@ -365,6 +365,7 @@ memory weights_for_call(const at::Tensor& packed, const Header& header,
 // weight (or when the weights are reordered for the call).
 struct CallMemories {
   memory src, dst, bias, scratchpad;
+  size_t scratchpad_bytes = 0;
   const void* weights_data = nullptr;
   std::unordered_map<int, memory> args;
   const char* kernel = "";
@@ -393,7 +394,8 @@ CallMemories& call_memories(const void* made, const PrimitiveDesc& pd,
     m->args.emplace(DNNL_ARG_BIAS, m->bias);
   }
   const memory::desc scratch = pd.scratchpad_desc();
-  if (scratch.get_size() > 0) {
+  m->scratchpad_bytes = scratch.get_size();
+  if (m->scratchpad_bytes > 0) {
     m->scratchpad = memory(scratch, engine, nullptr);
     m->args.emplace(DNNL_ARG_SCRATCHPAD, m->scratchpad);
   }
@@ -404,9 +406,8 @@ CallMemories& call_memories(const void* made, const PrimitiveDesc& pd,
 
 // Points a call's scratchpad at this thread's buffer, grown to fit.
 void point_scratchpad(CallMemories* m) {
-  if (!m->scratchpad) return;
-  m->scratchpad.set_data_handle(
-      thread_scratchpad(m->scratchpad.get_desc().get_size()));
+  if (m->scratchpad_bytes == 0) return;
+  m->scratchpad.set_data_handle(thread_scratchpad(m->scratchpad_bytes));
 }
 
 // Runs a primitive made for a packed weight (`made`: its pd, primitive and
