@@ -8,8 +8,8 @@
 // on the CPU of the thread that woke it, where the two spin against each
 // other until it moves one away (milliseconds). Measured here, 2 threads,
 // each call after a 50 ms pause, medians (tools/benchmark_inference,
-// section 7): MobileNetV2 lowered 13.7 ms unpinned, 3.4 ms pinned (ONNX
-// Runtime 4.0 ms); an LSTM language model 13.8 ms, 4.7 pinned (4.2).
+// section 7): MobileNetV2 lowered 12.9 ms unpinned, 2.9 ms pinned (ONNX
+// Runtime 6.4 ms); an LSTM language model 13.7 ms, 4.0 pinned (6.3).
 // Binding the team (OMP_PROC_BIND=true in the environment before the
 // process starts) does the same; this call does it from code, for the
 // calling thread's team only:
