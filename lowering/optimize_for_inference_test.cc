@@ -510,3 +510,55 @@ TEST_CASE("gelu after a linear layer fuses, exact or tanh") {
       at::gelu(at::linear(at::gelu(at::linear(x, w)), w), "tanh");
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
 }
+
+namespace {
+
+// DenseNet's layer: batch norm and relu before the convolution, over the
+// concatenation of what came before.
+struct DenseLayerImpl : torch::nn::Module {
+  DenseLayerImpl() {
+    stem = register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    norm = register_module("norm", torch::nn::BatchNorm2d(16));
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 8, 1)));
+    tail = register_module("tail", torch::nn::BatchNorm2d(24));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor a = stem(x);
+    at::Tensor features = torch::cat({a, torch::relu(a) * 2}, 1);
+    at::Tensor b = conv(torch::relu(norm(features)));
+    // A batch norm no convolution reads stays aten's.
+    return tail(torch::cat({features, b}, 1)).mean();
+  }
+  torch::nn::Conv2d stem{nullptr}, conv{nullptr};
+  torch::nn::BatchNorm2d norm{nullptr}, tail{nullptr};
+};
+TORCH_MODULE(DenseLayer);
+
+}  // namespace
+
+TEST_CASE("a batch norm and relu before a convolution lower to one depthwise pass") {
+  torch::manual_seed(0);
+  DenseLayer model;
+  // Statistics other than the initial ones, so the fold is exercised.
+  for (auto* bn : {&model->norm, &model->tail}) {
+    (*bn)->running_mean.uniform_(-1, 1);
+    (*bn)->running_var.uniform_(0.5, 2);
+    (*bn)->weight.data().uniform_(0.5, 1.5);
+    (*bn)->bias.data().uniform_(-0.5, 0.5);
+  }
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 9, 9});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::GraphModule lowered(gm->copy());
+  const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  CHECK(report.convolutions == 3);  // stem, the batch norm, conv
+  const std::string printed = lowered->graph().to_string();
+  INFO(printed);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::conv](args = (%cat, %{{.*}}, %{{.*}}, [1, 1], [0, 0], [1, 1], 16, None, 'relu', 0.0, 0.0)
+    CHECK: aten::batch_norm
+    CHECK-NOT: aten::batch_norm
+  )", printed));
+  const at::Tensor want = model->forward(x);
+  CHECK(torch::allclose(lowered(x).toTensor(), want, 1e-5, 1e-5));
+}
