@@ -107,10 +107,6 @@ class Lowering {
         lower_conv(*match_fusion(module_, *n, conv_fusions()));
         continue;
       }
-      if (options_.lower_convolutions && !options_.bf16 &&
-          lower_batch_norm(n, chosen)) {
-        continue;
-      }
       if (options_.lower_convolutions && !options_.bf16) {
         if (auto m = match_fusion(module_, *n, conv_transpose_fusions())) {
           lower_conv_transpose(*m);
@@ -436,71 +432,6 @@ class Lowering {
           replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
     }
     ++report_.convolutions;
-  }
-
-  // A batch norm (and the activation after it) that no convolution before
-  // it absorbed, read by convolutions being lowered: DenseNet's
-  // pre-activation, batch_norm -> relu -> conv. As a 1x1 depthwise
-  // convolution (weight gamma / sqrt(var + eps), bias beta - mean * weight,
-  // computed by the init step that packs it) with the activation fused:
-  // one pass over channels-last memory instead of aten's two.
-  bool lower_batch_norm(Node* n, const absl::flat_hash_set<const Node*>& convs) {
-    const std::optional<BatchNorm> bn = match_batch_norm(module_, *n);
-    if (!bn) return false;
-    const TensorMeta* in = bn->input->tensor_meta();
-    if (in == nullptr || in->sizes.size() != 4 || in->sizes[1] < 1) {
-      return false;
-    }
-    std::optional<Activation> act;
-    if (n->users().size() == 1) {
-      act = match_activation(*n->users().to_vector().front(), n);
-    }
-    const Node* tail = act ? act->node : n;
-    if (tail->users().empty()) return false;
-    for (const Node* user : tail->users()) {
-      if (!convs.contains(user)) return false;
-    }
-    const int64_t channels = in->sizes[1];
-    Node *scale, *weight, *shift;
-    {
-      auto guard = graph_.inserting_before(n);
-      Node* inverse = graph_.call_function(
-          fx::op("aten::rsqrt"),
-          {graph_.call_function(fx::op("aten::add.Scalar"),
-                                {bn->running_var, bn->eps})});
-      scale = bn->weight == nullptr
-                  ? inverse
-                  : graph_.call_function(fx::op("aten::mul.Tensor"),
-                                         {bn->weight, inverse});
-      weight = graph_.call_function(
-          fx::op("aten::reshape"),
-          {scale, std::vector<int64_t>{channels, 1, 1, 1}});
-      Node* moved = graph_.call_function(fx::op("aten::mul.Tensor"),
-                                         {bn->running_mean, scale});
-      shift = bn->bias == nullptr
-                  ? graph_.call_function(fx::op("aten::neg"), {moved})
-                  : graph_.call_function(fx::op("aten::sub.Tensor"),
-                                         {bn->bias, moved});
-    }
-    TensorMeta weight_meta;
-    weight_meta.sizes = {channels, 1, 1, 1};
-    weight_meta.strides = {1, 1, 1, 1};
-    weight->meta().set(kTensorMeta, weight_meta);
-    const std::vector<int64_t> one = {1, 1}, zero = {0, 0};
-    Node* pack = pack_weight(n, "fx_onednn::pack_conv_weight",
-                             {weight, in->sizes, one, zero, one, channels},
-                             weight);
-    std::vector<Argument> args = {bn->input, pack,    shift,   one,
-                                  zero,      one,     channels};
-    const PostOp post = post_op(act);
-    for (Argument& a : post_op_arguments(nullptr, post)) args.push_back(a);
-    std::vector<Node*> absorbed;
-    if (act) absorbed.push_back(act->node);
-    lowered_convs_.insert(
-        replace(n, absorbed, "fx_onednn::conv", std::move(args), true));
-    ++report_.convolutions;
-    if (act) ++report_.fused_activations;
-    return true;
   }
 
   // aten's transposed convolution on CPU (col2im over the system BLAS) takes

@@ -14,10 +14,7 @@
 //      oneDNN's blocked layout, absorbing the residual add and the
 //      activation after it (relu, leaky_relu, relu6 / hardtanh / clamp,
 //      hardswish, silu, sigmoid, tanh, gelu) when nothing else reads what
-//      they replace; a batch norm no convolution before it absorbed, read
-//      (through its activation) only by convolutions being lowered
-//      (DenseNet's batch_norm -> relu -> conv), becomes a 1x1 depthwise
-//      fx_onednn::conv with the activation fused;
+//      they replace;
 //      the products of two activations (attention's q @ k^T and
 //      weights @ v: matmul, bmm) become fx_onednn::matmul, the scale after
 //      them fused; LSTM and GRU layers become fx_onednn::lstm / gru
