@@ -12,6 +12,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <iterator>
+#include <list>
 #include <map>
 #include <mutex>
 
@@ -41,12 +43,13 @@ class BlockCache final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mutex_);
       // The smallest free block that fits without wasting more than an
       // eighth: repeated calls ask for the same sizes again.
-      auto it = free_.lower_bound(bytes);
-      if (it != free_.end() && it->first <= bytes + bytes / 8) {
-        data = it->second;
+      auto it = by_size_.lower_bound(bytes);
+      if (it != by_size_.end() && it->first <= bytes + bytes / 8) {
+        data = it->second->data;
         size = it->first;
         cached_ -= static_cast<int64_t>(size);
-        free_.erase(it);
+        oldest_first_.erase(it->second);
+        by_size_.erase(it);
         ++reused_;
       } else {
         ++allocated_;
@@ -95,30 +98,43 @@ class BlockCache final : public c10::Allocator {
     delete block;
   }
 
+  // Keeps the block, making room by freeing the blocks freed longest ago
+  // (sizes no call asks for any more: a warm-up at another batch size).
   void give_back(void* data, size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + static_cast<int64_t>(bytes) <= limit_) {
-        free_.emplace(bytes, data);
+      if (static_cast<int64_t>(bytes) <= limit_) {
+        oldest_first_.push_back(Block{data, bytes});
+        by_size_.emplace(bytes, std::prev(oldest_first_.end()));
         cached_ += static_cast<int64_t>(bytes);
+        trim_locked();
         return;
       }
     }
     c10::free_cpu(data);
   }
 
-  // Frees the largest blocks until the cache is within its limit.
+  // Frees the blocks freed longest ago until the cache is within its limit.
   void trim_locked() {
-    while (cached_ > limit_ && !free_.empty()) {
-      auto last = std::prev(free_.end());
-      cached_ -= static_cast<int64_t>(last->first);
-      c10::free_cpu(last->second);
-      free_.erase(last);
+    while (cached_ > limit_ && !oldest_first_.empty()) {
+      const Block oldest = oldest_first_.front();
+      auto range = by_size_.equal_range(oldest.bytes);
+      for (auto it = range.first; it != range.second; ++it) {
+        if (it->second == oldest_first_.begin()) {
+          by_size_.erase(it);
+          break;
+        }
+      }
+      oldest_first_.pop_front();
+      cached_ -= static_cast<int64_t>(oldest.bytes);
+      c10::free_cpu(oldest.data);
     }
   }
 
   mutable std::mutex mutex_;
-  mutable std::multimap<size_t, void*> free_;
+  // Free blocks, the longest free first, and by size.
+  mutable std::list<Block> oldest_first_;
+  mutable std::multimap<size_t, std::list<Block>::iterator> by_size_;
   mutable int64_t cached_ = 0;
   mutable int64_t reused_ = 0;
   mutable int64_t allocated_ = 0;

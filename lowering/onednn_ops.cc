@@ -32,9 +32,14 @@ using Tag = memory::format_tag;
 constexpr int64_t kHeaderBytes = 4096;
 constexpr uint64_t kMagic = 0x6678'6f6e'6564'6e6eULL;  // "fxonednn"
 
+// Which pack operator made a packed weight (unpack_weight reads it back in
+// that operator's layout).
+enum class PackKind : uint64_t { kConv = 1, kConvTranspose = 2, kLinear = 3 };
+
 struct Header {
   uint64_t magic;
   uint64_t data_bytes;
+  PackKind kind;
   dnnl_memory_desc_t desc;
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header outgrew its room");
@@ -52,7 +57,8 @@ dnnl::stream& cpu_stream() {
 // Reorders `plain` (described by `plain_desc`) into `packed_desc`, behind a
 // header, as a tensor of `logical` sizes.
 at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
-                const memory::desc& packed_desc, at::IntArrayRef logical) {
+                const memory::desc& packed_desc, at::IntArrayRef logical,
+                PackKind kind) {
   const int64_t data_bytes = static_cast<int64_t>(packed_desc.get_size());
   // The storage also holds the float32 view of the logical sizes (a bfloat16
   // packing is half as large).
@@ -62,7 +68,8 @@ at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
                                  plain.options().dtype(at::kFloat));
   char* base = static_cast<char*>(storage.data_ptr());
   std::memset(base, 0, kHeaderBytes);
-  Header header{kMagic, static_cast<uint64_t>(data_bytes), packed_desc.data};
+  Header header{kMagic, static_cast<uint64_t>(data_bytes), kind,
+                packed_desc.data};
   std::memcpy(base, &header, sizeof(Header));
   at::Tensor source = plain.contiguous();
   memory from(plain_desc, cpu_engine(), source.data_ptr());
@@ -276,8 +283,9 @@ class PrimitiveCache {
       ++cache_generation;  // before any entry can be freed
       entries_.clear();
     }
-    entries_.emplace(key, made);
-    return made;
+    // A thread that made the same primitive first wins: every caller then
+    // shares its entry.
+    return entries_.emplace(key, std::move(made)).first->second;
   }
 
  private:
@@ -364,6 +372,10 @@ memory weights_for_call(const at::Tensor& packed, const Header& header,
 // a small convolution's time. The weights' is made again for another
 // weight (or when the weights are reordered for the call).
 struct CallMemories {
+  // The primitive these were made for: another made later at the same
+  // address (an entry freed when its cache cleared, or when its maker lost
+  // a race) gets memories of its own.
+  std::weak_ptr<const void> owner;
   memory src, dst, bias, scratchpad;
   size_t scratchpad_bytes = 0;
   const void* weights_data = nullptr;
@@ -373,8 +385,8 @@ struct CallMemories {
 };
 
 template <typename PrimitiveDesc>
-CallMemories& call_memories(const void* made, const PrimitiveDesc& pd,
-                            bool has_bias) {
+CallMemories& call_memories(const std::shared_ptr<const void>& made,
+                            const PrimitiveDesc& pd, bool has_bias) {
   thread_local absl::flat_hash_map<const void*, std::unique_ptr<CallMemories>>
       kept;
   thread_local uint64_t generation = 0;
@@ -382,9 +394,10 @@ CallMemories& call_memories(const void* made, const PrimitiveDesc& pd,
     kept.clear();
     generation = cache_generation.load();
   }
-  std::unique_ptr<CallMemories>& m = kept[made];
-  if (m) return *m;
+  std::unique_ptr<CallMemories>& m = kept[made.get()];
+  if (m && m->owner.lock() == made) return *m;
   m = std::make_unique<CallMemories>();
+  m->owner = made;
   dnnl::engine& engine = cpu_engine();
   m->src = memory(pd.src_desc(), engine, nullptr);
   m->dst = memory(pd.dst_desc(), engine, nullptr);
@@ -414,7 +427,8 @@ void point_scratchpad(CallMemories* m) {
 // weights reorder, or none) from `src` into `dst`, with the bias when there
 // is one (checked to have one value per output channel, `channels`).
 template <typename Made>
-void run_with_weights(const char* op, const Made& made, const at::Tensor& src,
+void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_ptr,
+                      const at::Tensor& src,
                       const at::Tensor& weight, const Header& header,
                       const c10::optional<at::Tensor>& bias, int64_t channels,
                       const at::Tensor& dst) {
@@ -425,7 +439,8 @@ void run_with_weights(const char* op, const Made& made, const at::Tensor& src,
                 channels, " values, got ", bias->sizes());
     bias_values = bias->to(at::kFloat).contiguous();
   }
-  CallMemories& m = call_memories(&made, made.pd, has_bias);
+  const Made& made = *made_ptr;
+  CallMemories& m = call_memories(made_ptr, made.pd, has_bias);
   m.src.set_data_handle(src.data_ptr());
   m.dst.set_data_handle(dst.data_ptr());
   if (has_bias) m.bias.set_data_handle(bias_values.data_ptr());
@@ -553,7 +568,8 @@ at::Tensor pack_conv_weight(const at::Tensor& weight,
       /*bias=*/true, dnnl::primitive_attr(), type, type);
   const memory::desc plain = conv_weight_desc(
       weight.sizes(), groups, plain_weight_tag(weight.dim(), groups > 1));
-  return pack(weight, plain, pd.weights_desc(), weight.sizes());
+  return pack(weight, plain, pd.weights_desc(), weight.sizes(),
+              PackKind::kConv);
 }
 
 struct Conv {
@@ -607,7 +623,7 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
   });
 
   at::Tensor src = to_channels_last(input.to(scalar_type_of(compute)));
-  run_with_weights(op, *made, src, weight, header, bias, g.output_size[1], dst);
+  run_with_weights(op, made, src, weight, header, bias, g.output_size[1], dst);
 }
 
 void check_input(const char* op, const at::Tensor& input) {
@@ -803,7 +819,8 @@ at::Tensor pack_conv_transpose_weight(const at::Tensor& weight,
   const memory::desc plain = deconv_weight_desc(
       weight.sizes(), groups,
       plain_deconv_weight_tag(weight.dim(), groups > 1));
-  return pack(weight, plain, pd.weights_desc(), weight.sizes());
+  return pack(weight, plain, pd.weights_desc(), weight.sizes(),
+              PackKind::kConvTranspose);
 }
 
 struct Deconv {
@@ -860,7 +877,7 @@ at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
   const at::Tensor src = to_channels_last(input);
   at::Tensor dst = empty_channels_last(g.output_size, input.options());
   if (dst.numel() == 0) return dst;
-  run_with_weights(op, *made, src, weight, header, bias, g.output_size[1], dst);
+  run_with_weights(op, made, src, weight, header, bias, g.output_size[1], dst);
   return dst;
 }
 
@@ -933,7 +950,8 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
       /*bias=*/true, dnnl::primitive_attr(), type, type);
   // [out, in] row-major is [in, out] with the second dimension outer (ba).
   return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::ba),
-              pd.weights_desc(), weight.sizes());
+              pd.weights_desc(), weight.sizes(),
+              PackKind::kLinear);
 }
 
 struct Linear {
@@ -993,7 +1011,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   });
 
   at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
-  run_with_weights(op, *made, src, weight, header, bias, out_features, dst);
+  run_with_weights(op, made, src, weight, header, bias, out_features, dst);
   return dst;
 }
 
@@ -1559,6 +1577,11 @@ at::Tensor unpack_weight(const at::Tensor& packed, c10::string_view kind,
               "linear, got '", std::string(kind), "'");
   TORCH_CHECK(groups >= 1, op, ": groups must be 1 or more, got ", groups);
   const Header& header = header_of(packed, op, packer);
+  const PackKind wanted = kind == "conv"             ? PackKind::kConv
+                          : kind == "conv_transpose" ? PackKind::kConvTranspose
+                                                     : PackKind::kLinear;
+  TORCH_CHECK(header.kind == wanted, op, ": the weight was not made by ",
+              packer, "; give the kind of the pack operator that made it");
   const at::IntArrayRef sizes = packed.sizes();
   memory::desc plain;
   if (kind == "conv") {

@@ -108,14 +108,15 @@ const std::vector<std::string>& activation_names();
 // by reordering them for the call.
 std::string last_kernel();
 
-// Activation memory. The operators take their outputs and scratchpads of
-// 1 MiB or more from the blocks such tensors left when they were freed, as
-// ONNX Runtime's arena does, rather than from the system: glibc maps a
-// block over 32 MiB afresh on every call and unmaps it when freed, so every
-// call paid a page fault and the zeroing of each of its pages again
-// (MobileNetV2 at batch 8: a third of its time). The blocks a model's calls
-// freed stay cached, up to a limit (512 MiB unless set; 0: none), for the
-// next calls; release_activation_cache() returns them to the system.
+// Activation memory. The operators take their outputs of 1 MiB or more from
+// the blocks such tensors left when they were freed, rather than from the
+// system, as ONNX Runtime's arena does: glibc maps a block over 32 MiB
+// afresh on every call and unmaps it when freed, so every call paid a page
+// fault and the zeroing of each of its pages again (MobileNetV2 at batch 8:
+// a third of its time). Freed blocks stay cached up to a limit (512 MiB
+// unless set; 0: none), the ones freed longest ago given back to the
+// system first to make room; release_activation_cache() gives back all.
+// (Scratchpads are one buffer per thread, kept.)
 struct ActivationCacheStats {
   int64_t cached_bytes = 0;  // free blocks held now
   int64_t limit_bytes = 0;

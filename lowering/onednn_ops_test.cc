@@ -644,6 +644,25 @@ TEST_CASE("large outputs reuse the blocks earlier outputs freed, up to a limit")
   CHECK(fx::onednn::activation_cache_stats().limit_bytes == int64_t{512} << 20);
   CHECK_THROWS_WITH(fx::onednn::set_activation_cache_limit(-1),
                     Catch::Matchers::Contains("the limit must be 0"));
+
+  // Full, the cache gives back the blocks freed longest ago: a size no call
+  // asks for any more does not keep the cache from holding the new one.
+  const at::Tensor w2 = at::randn({128, 16, 1, 1});
+  const at::Tensor packed2 = pack_conv(w2, x.sizes(), {1, 1}, {0, 0}, {1, 1}, 1);
+  auto run2 = [&] {
+    return call("fx_onednn::conv", {x, packed2, c10::IValue(), std::vector<int64_t>{1, 1},
+                                    std::vector<int64_t>{0, 0},
+                                    std::vector<int64_t>{1, 1}, int64_t{1}});
+  };
+  fx::onednn::set_activation_cache_limit((int64_t{5} << 20) / 2);  // 2.5 MiB
+  { const at::Tensor one = run(); }    // 1 MiB freed first
+  { const at::Tensor two = run2(); }   // 2 MiB: the 1 MiB block goes
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes == 128 * 64 * 64 * 4);
+  const auto before = fx::onednn::activation_cache_stats();
+  { const at::Tensor two = run2(); }
+  CHECK(fx::onednn::activation_cache_stats().reused == before.reused + 1);
+  fx::onednn::set_activation_cache_limit(int64_t{512} << 20);
+  fx::onednn::release_activation_cache();
 }
 
 TEST_CASE("unpack_weight gives back the weight a pack call was given") {
@@ -689,4 +708,14 @@ TEST_CASE("unpack_weight gives back the weight a pack call was given") {
   CHECK_THROWS_WITH(
       call("fx_onednn::unpack_weight", {tpacked, std::string("conv_transpose"), int64_t{1}}),
       Catch::Matchers::Contains("packed for other sizes or groups"));
+  // A transposed convolution's square weight read as a convolution's would
+  // come back transposed: the kind is checked.
+  const at::Tensor square = at::randn({4, 4, 3, 3});
+  const at::Tensor square_packed = call(
+      "fx_onednn::pack_conv_transpose_weight",
+      {square, std::vector<int64_t>{1, 4, 5, 5}, std::vector<int64_t>{1, 1},
+       std::vector<int64_t>{1, 1}, std::vector<int64_t>{0, 0},
+       std::vector<int64_t>{1, 1}, int64_t{1}});
+  CHECK_THROWS_WITH(call("fx_onednn::unpack_weight", {square_packed, std::string("conv")}),
+                    Catch::Matchers::Contains("was not made by fx_onednn::pack_conv_weight"));
 }

@@ -47,25 +47,35 @@ cpu_set_t mask_of_this_thread() {
 // Runs `f(i)` on each of the calling thread's intra-op threads, i being the
 // thread's number in the team libtorch and oneDNN run on (thread 0 is the
 // calling thread).
+// Returns how many threads ran it: fewer than asked inside a parallel
+// region, or when the runtime may give fewer (OMP_DYNAMIC).
 template <typename F>
-void on_each_thread(int threads, const F& f) {
+int on_each_thread(int threads, const F& f) {
+  struct Call {
+    const F* f;
+    std::atomic<int> ran{0};
+  } call{&f};
   GOMP_parallel(
       [](void* data) {
-        (*static_cast<const F*>(data))(omp_get_thread_num());
+        auto* c = static_cast<Call*>(data);
+        ++c->ran;
+        (*c->f)(omp_get_thread_num());
       },
-      const_cast<F*>(&f), static_cast<unsigned>(threads), 0);
+      &call, static_cast<unsigned>(threads), 0);
+  return call.ran.load();
 }
 
-// Sets thread i's mask to masks[i]; false if any thread's failed.
+// Sets thread i's mask to masks[i]; false if any thread's failed, or if
+// fewer threads than masks ran.
 bool set_masks(const std::vector<cpu_set_t>& masks) {
   std::atomic<int> failed{0};
-  on_each_thread(static_cast<int>(masks.size()), [&](int i) {
+  const int ran = on_each_thread(static_cast<int>(masks.size()), [&](int i) {
     if (pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t),
                                &masks[i]) != 0) {
       ++failed;
     }
   });
-  return failed == 0;
+  return failed == 0 && ran == static_cast<int>(masks.size());
 }
 
 }  // namespace
@@ -78,6 +88,9 @@ void pin_intra_op_threads(const std::vector<int>& cpus) {
                                    : mask_of_this_thread());
   const std::vector<int>& chosen = cpus.empty() ? allowed : cpus;
   for (int cpu : chosen) {
+    TORCH_CHECK(std::count(chosen.begin(), chosen.end(), cpu) == 1,
+                "fx::pin_intra_op_threads: CPU ", cpu,
+                " is given twice; give each thread a CPU of its own");
     TORCH_CHECK(std::count(allowed.begin(), allowed.end(), cpu) == 1,
                 "fx::pin_intra_op_threads: CPU ", cpu,
                 " is not one this thread may run on (",
@@ -90,7 +103,13 @@ void pin_intra_op_threads(const std::vector<int>& cpus) {
               "): give a CPU per thread, or set fewer threads first "
               "(at::set_num_threads)");
   std::vector<cpu_set_t> before(threads);
-  on_each_thread(threads, [&](int i) { before[i] = mask_of_this_thread(); });
+  const int ran =
+      on_each_thread(threads, [&](int i) { before[i] = mask_of_this_thread(); });
+  TORCH_CHECK(ran == threads, "fx::pin_intra_op_threads: ", ran, " of ",
+              threads,
+              " intra-op threads ran (called inside a parallel region, or "
+              "with OMP_DYNAMIC set?); pin from the thread that runs the "
+              "model, outside parallel regions; nothing is pinned");
   std::vector<cpu_set_t> pinned(threads);
   for (int i = 0; i < threads; ++i) {
     CPU_ZERO(&pinned[i]);
@@ -99,7 +118,7 @@ void pin_intra_op_threads(const std::vector<int>& cpus) {
   if (!set_masks(pinned)) {
     set_masks(before);
     TORCH_CHECK(false, "fx::pin_intra_op_threads: the system refused to pin "
-                       "a thread; nothing is pinned");
+                       "a thread, or a thread did not run; nothing is pinned");
   }
   if (!masks_before_pinning) masks_before_pinning = std::move(before);
 }
@@ -117,8 +136,9 @@ void unpin_intra_op_threads() {
 std::vector<std::vector<int>> intra_op_thread_cpus() {
   const int threads = at::get_num_threads();
   std::vector<std::vector<int>> cpus(threads);
-  on_each_thread(threads,
-                 [&](int i) { cpus[i] = cpus_of(mask_of_this_thread()); });
+  const int ran = on_each_thread(
+      threads, [&](int i) { cpus[i] = cpus_of(mask_of_this_thread()); });
+  cpus.resize(ran);
   return cpus;
 }
 

@@ -22,7 +22,12 @@
 //
 // It pins the calling thread too (it is the team's thread 0): pin from the
 // thread that runs the model, after setting the thread count, and give two
-// such threads CPUs of their own.
+// such threads CPUs of their own. It pins the team's threads as they are:
+// libgomp ends a team's surplus threads when a smaller team runs (oneDNN
+// starts one for small work with 3 or more threads) and makes new ones
+// later, which inherit thread 0's CPU. Measured with 2 threads, where no
+// smaller team runs; with more, bind in the environment instead
+// (OMP_PLACES=cores OMP_PROC_BIND=close before the process starts).
 #pragma once
 
 #include <vector>
@@ -32,7 +37,8 @@ namespace fx {
 // Pins the calling thread's intra-op threads (at::get_num_threads() of
 // them), thread i to cpus[i]; with no CPUs given, to the process's allowed
 // CPUs in order. Throws, pinning nothing, when a CPU is not one the process
-// may run on, or when there are fewer CPUs than threads.
+// may run on or is given twice, when there are fewer CPUs than threads, or
+// when called inside a parallel region.
 void pin_intra_op_threads(const std::vector<int>& cpus = {});
 
 // Lets the calling thread's intra-op threads run on every CPU the process

@@ -51,6 +51,8 @@ TEST_CASE("pin_intra_op_threads puts thread i on the i-th CPU, and unpins") {
                     Catch::Matchers::Contains("is not one this thread may run "
                                               "on"));
   if (threads == 2) {
+    CHECK_THROWS_WITH(fx::pin_intra_op_threads({cpus[0], cpus[0]}),
+                      Catch::Matchers::Contains("is given twice"));
     CHECK_THROWS_WITH(fx::pin_intra_op_threads({cpus[0]}),
                       Catch::Matchers::Contains(
                           "2 intra-op threads but 1 CPUs") &&

@@ -1438,11 +1438,28 @@ void add_operator_mappings(Mappings* m) {
     if (args.has("path") && !args["path"].is_none()) {
       refuse(b, "einsum with a contraction path does not map yet");
     }
-    // Without spaces, each letter renamed to a lowercase one in order of
-    // appearance: ONNX 1.12's shape inference reads lowercase letters only.
+    // Without spaces; torch's implicit output (no "->": the subscripts
+    // that appear once, in alphabetical order, after any ellipsis) written
+    // out; each letter renamed to a lowercase one in order of appearance:
+    // ONNX 1.12's shape inference reads lowercase letters only.
+    std::string given;
+    for (char c : args["equation"].to_string_ref()) {
+      if (c != ' ') given.push_back(c);
+    }
+    if (given.find("->") == std::string::npos) {
+      std::map<char, int> count;
+      for (char c : given) {
+        if (std::isalpha(static_cast<unsigned char>(c))) ++count[c];
+      }
+      given += "->";
+      if (given.find("...") != std::string::npos) given += "...";
+      for (const auto& [c, n] : count) {  // std::map: ASCII order, as torch
+        if (n == 1) given.push_back(c);
+      }
+    }
     std::string equation;
     std::map<char, char> renamed;
-    for (char c : args["equation"].to_string_ref()) {
+    for (char c : given) {
       if (c == ' ') continue;
       if (std::isalpha(static_cast<unsigned char>(c))) {
         auto it = renamed.find(c);

@@ -155,7 +155,11 @@ namespace {
 // MaxViT's relative attention: einsum with spaces and capitals.
 struct EinsumImpl : torch::nn::Module {
   at::Tensor forward(at::Tensor q, at::Tensor k) {
-    return torch::einsum("B H I D, B H J D -> B H I J", {q, k}).softmax(-1);
+    at::Tensor scores =
+        torch::einsum("B H I D, B H J D -> B H I J", {q, k}).softmax(-1);
+    // Implicit output: the subscripts seen once, in alphabetical order
+    // ("hjz,hiz": ij, where the order first seen would give ji).
+    return scores + torch::einsum("hjz,hiz", {k[0], q[0]}).unsqueeze(0);
   }
 };
 TORCH_MODULE(Einsum);

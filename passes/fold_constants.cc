@@ -69,9 +69,26 @@ struct FoldPlan {
   absl::flat_hash_set<const Node*> foldable;
 };
 
+// Whether `n` makes a tensor of its own storage (a factory, or a clone):
+// what a write into its value changes nothing else. An operator that may
+// return its input without saying so (dropout in inference mode, type_as to
+// the same dtype) is not one.
+bool makes_new_tensor(const Node& n) {
+  if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
+    return false;
+  }
+  static const absl::flat_hash_set<std::string> kFactories = {
+      "aten::zeros",     "aten::ones",       "aten::full",
+      "aten::empty",     "aten::zeros_like", "aten::ones_like",
+      "aten::full_like", "aten::empty_like", "aten::new_zeros",
+      "aten::new_ones",  "aten::new_full",   "aten::new_empty",
+      "aten::clone",     "aten::arange",     "aten::eye"};
+  return kFactories.contains(n.target().op().operator_name().name);
+}
+
 // FoldOptions::writes: an operator that writes in place only into tensors
-// operators of the graph made (their storage roots), and draws no random
-// numbers. It folds when those makers fold.
+// the graph's factories made (their storage roots, through views), and
+// draws no random numbers. It folds when those factories fold.
 bool writes_only_made_tensors(const Node& n, StorageRoots& roots) {
   if (n.op() != Opcode::kCallFunction || !n.target().is_operator() ||
       n.target().op().hasTag(at::Tag::nondeterministic_seeded)) {
@@ -80,10 +97,7 @@ bool writes_only_made_tensors(const Node& n, StorageRoots& roots) {
   const std::vector<Node*> written = written_in_place(n);
   if (written.empty()) return false;
   for (Node* w : written) {
-    const Node* root = roots(w);
-    if (root->op() != Opcode::kCallFunction || !root->target().is_operator()) {
-      return false;
-    }
+    if (!makes_new_tensor(*roots(w))) return false;
   }
   return true;
 }

@@ -197,3 +197,34 @@ TEST_CASE("writes into tensors the graph makes fold with them when asked") {
     CHECK(torch::equal(gm(y).toTensor(), model(y)));
   }
 }
+
+namespace {
+
+// A write through what dropout returns in inference mode (its input, though
+// its schema does not say so) into a buffer of the module.
+struct WriteThroughDropoutImpl : torch::nn::Module {
+  WriteThroughDropoutImpl() { buffer = register_buffer("buffer", torch::zeros({4})); }
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor d = torch::dropout(buffer, 0.1, false);
+    d.slice(0, 0, 2).fill_(1.0);
+    return x + d;
+  }
+  torch::Tensor buffer;
+};
+TORCH_MODULE(WriteThroughDropout);
+
+}  // namespace
+
+TEST_CASE("writes fold only into tensors a factory of the graph made") {
+  WriteThroughDropout model;
+  model->eval();
+  const torch::Tensor x = torch::randn({4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::GraphModule copy(gm->copy());  // shares the buffer, as to_onnx's copy
+  fx::FoldOptions options;
+  options.writes = true;
+  fx::fold_constants(*copy, options);
+  // Nothing ran: the module's buffer is as it was, and the write stays.
+  CHECK(torch::equal(model->buffer, torch::zeros({4})));
+  CHECK(calls_to(copy->graph(), "aten::fill_.Scalar") == 1);
+}

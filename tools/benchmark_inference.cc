@@ -661,6 +661,17 @@ at::Tensor ort_input(const std::string& spec, int64_t batch) {
   return torch::randn(sizes);
 }
 
+// Pins the intra-op threads (fx::pin_intra_op_threads) when there is a CPU
+// per thread; whether it did.
+bool try_pin() {
+  try {
+    fx::pin_intra_op_threads();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
                            const std::string& name, const std::string& spec,
                            int64_t batch, int rounds, int threads) {
@@ -730,7 +741,8 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     // for the scheduler (section 7), mobilenet_v3_small 1.3 ms or 13 ms
     // from one run to the next.
     std::vector<std::vector<double>> samples(variants.size());
-    fx::pin_intra_op_threads();
+    // Pinned when there is a CPU per thread (else unpinned).
+    const bool pinned = try_pin();
     try {
       for (int round = 0; round < r.rounds; ++round) {
         for (size_t k = 0; k < variants.size(); ++k) {
@@ -740,10 +752,10 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
         }
       }
     } catch (...) {
-      fx::unpin_intra_op_threads();
+      if (pinned) fx::unpin_intra_op_threads();
       throw;
     }
-    fx::unpin_intra_op_threads();
+    if (pinned) fx::unpin_intra_op_threads();
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
@@ -754,10 +766,16 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
           [&] { return per_call([&] { lowered(x); })(1); },
           [&] { return ort.run(1).front(); },
           [&] {
-            fx::pin_intra_op_threads();
+            const bool pin = try_pin();
             std::this_thread::sleep_for(kPause);
-            const double ms = per_call([&] { lowered(x); })(1);
-            fx::unpin_intra_op_threads();
+            double ms = 0;
+            try {
+              ms = per_call([&] { lowered(x); })(1);
+            } catch (...) {
+              if (pin) fx::unpin_intra_op_threads();
+              throw;
+            }
+            if (pin) fx::unpin_intra_op_threads();
             return ms;
           }};
       std::vector<std::vector<double>> alone(isolated.size());
@@ -827,7 +845,8 @@ void print_ort(const std::vector<OrtRun>& runs) {
       "14, fixed shapes, all graph optimizations), kept loaded in a Node.js "
       "process (tools/ort_timer.js) and run on the same input; the same "
       "thread count on both sides (ours pinned, fx::pin_intra_op_threads: "
-      "see section 7), the same BLAS under libtorch (OpenBLAS); "
+      "see section 7; unpinned when the threads outnumber the CPUs), the "
+      "same BLAS under libtorch (OpenBLAS); "
       "interleaved round by round, medians; ratios are medians of "
       "per-round ratios (below 1: ours is faster).",
       "rel. error: max |ours - TorchScript as loaded| / max |TorchScript|; "
