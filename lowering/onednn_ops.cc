@@ -36,6 +36,11 @@ constexpr uint64_t kMagic = 0x6678'6f6e'6564'6e6eULL;  // "fxonednn"
 // that operator's layout).
 enum class PackKind : uint64_t { kConv = 1, kConvTranspose = 2, kLinear = 3 };
 
+// The layout a pack operator reads its weight in, and unpack_weight gives it
+// back in: aten's, float32 (defined with the layouts below).
+memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
+                               int64_t groups);
+
 struct Header {
   uint64_t magic;
   uint64_t data_bytes;
@@ -380,7 +385,6 @@ struct CallMemories {
   size_t scratchpad_bytes = 0;
   const void* weights_data = nullptr;
   std::unordered_map<int, memory> args;
-  const char* kernel = "";
   std::string kernel_name;
 };
 
@@ -413,7 +417,6 @@ CallMemories& call_memories(const std::shared_ptr<const void>& made,
     m->args.emplace(DNNL_ARG_SCRATCHPAD, m->scratchpad);
   }
   m->kernel_name = pd.impl_info_str();
-  m->kernel = m->kernel_name.c_str();
   return *m;
 }
 
@@ -452,7 +455,7 @@ void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_pt
     m.weights_data = made.weights_reorder ? nullptr : packed_data(weight);
   }
   point_scratchpad(&m);
-  last_kernel_name = m.kernel;
+  last_kernel_name = m.kernel_name;
   made.primitive.execute(cpu_stream(), m.args);
   cpu_stream().wait();
 }
@@ -566,10 +569,8 @@ at::Tensor pack_conv_weight(const at::Tensor& weight,
   const auto pd = conv_descriptor(
       input_size, g, conv_weight_desc(weight.sizes(), groups, Tag::any, type),
       /*bias=*/true, dnnl::primitive_attr(), type, type);
-  const memory::desc plain = conv_weight_desc(
-      weight.sizes(), groups, plain_weight_tag(weight.dim(), groups > 1));
-  return pack(weight, plain, pd.weights_desc(), weight.sizes(),
-              PackKind::kConv);
+  return pack(weight, plain_weight_desc(PackKind::kConv, weight.sizes(), groups),
+              pd.weights_desc(), weight.sizes(), PackKind::kConv);
 }
 
 struct Conv {
@@ -816,11 +817,10 @@ at::Tensor pack_conv_transpose_weight(const at::Tensor& weight,
   const auto pd = deconv_descriptor(
       input_size, g, deconv_weight_desc(weight.sizes(), groups, Tag::any),
       /*bias=*/true, dnnl::primitive_attr());
-  const memory::desc plain = deconv_weight_desc(
-      weight.sizes(), groups,
-      plain_deconv_weight_tag(weight.dim(), groups > 1));
-  return pack(weight, plain, pd.weights_desc(), weight.sizes(),
-              PackKind::kConvTranspose);
+  return pack(weight,
+              plain_weight_desc(PackKind::kConvTranspose, weight.sizes(),
+                                groups),
+              pd.weights_desc(), weight.sizes(), PackKind::kConvTranspose);
 }
 
 struct Deconv {
@@ -922,8 +922,24 @@ dnnl::matmul::primitive_desc linear_descriptor(
 }
 
 // A linear weight [out, in] as the matmul reads it: [in, out].
-memory::dims linear_weight_dims(const at::Tensor& weight) {
-  return {weight.size(1), weight.size(0)};
+memory::dims linear_weight_dims(at::IntArrayRef weight) {
+  return {weight[1], weight[0]};
+}
+
+memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
+                               int64_t groups) {
+  const int64_t dim = static_cast<int64_t>(sizes.size());
+  switch (kind) {
+    case PackKind::kConv:
+      return conv_weight_desc(sizes, groups, plain_weight_tag(dim, groups > 1));
+    case PackKind::kConvTranspose:
+      return deconv_weight_desc(sizes, groups,
+                                plain_deconv_weight_tag(dim, groups > 1));
+    case PackKind::kLinear:
+      // [out, in] row-major is [in, out] with the second dimension outer.
+      return memory::desc(linear_weight_dims(sizes), DataType::f32, Tag::ba);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown PackKind");
 }
 
 int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
@@ -943,15 +959,13 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
               op, ": the weight must be a 2-d float32 CPU tensor, got ",
               weight.toString(), " ", weight.sizes());
   const int64_t rows = std::max<int64_t>(rows_of(op, input_size, weight.size(1)), 1);
-  const memory::dims dims = linear_weight_dims(weight);
+  const memory::dims dims = linear_weight_dims(weight.sizes());
   const DataType type = bf16 ? DataType::bf16 : DataType::f32;
   const auto pd = linear_descriptor(
       rows, weight.size(1), weight.size(0), memory::desc(dims, type, Tag::any),
       /*bias=*/true, dnnl::primitive_attr(), type, type);
-  // [out, in] row-major is [in, out] with the second dimension outer (ba).
-  return pack(weight, memory::desc(dims, memory::data_type::f32, Tag::ba),
-              pd.weights_desc(), weight.sizes(),
-              PackKind::kLinear);
+  return pack(weight, plain_weight_desc(PackKind::kLinear, weight.sizes(), 1),
+              pd.weights_desc(), weight.sizes(), PackKind::kLinear);
 }
 
 struct Linear {
@@ -1005,7 +1019,8 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
                                    has_bias, attr, compute, output);
         },
         memory::desc(header.desc),
-        memory::desc(linear_weight_dims(weight), compute, Tag::any), &reorder);
+        memory::desc(linear_weight_dims(weight.sizes()), compute, Tag::any),
+        &reorder);
     return std::make_shared<const Linear>(
         Linear{pd, dnnl::matmul(pd), reorder});
   });
@@ -1569,32 +1584,32 @@ void register_operators() {}
 at::Tensor unpack_weight(const at::Tensor& packed, c10::string_view kind,
                          int64_t groups) {
   const char* op = "fx_onednn::unpack_weight";
-  const char* packer = kind == "conv"             ? "fx_onednn::pack_conv_weight"
-                       : kind == "conv_transpose" ? "fx_onednn::pack_conv_transpose_weight"
-                       : kind == "linear"         ? "fx_onednn::pack_linear_weight"
-                                                  : nullptr;
+  struct Packer {
+    const char* kind;
+    PackKind pack_kind;
+    const char* name;
+  };
+  static constexpr Packer kPackers[] = {
+      {"conv", PackKind::kConv, "fx_onednn::pack_conv_weight"},
+      {"conv_transpose", PackKind::kConvTranspose,
+       "fx_onednn::pack_conv_transpose_weight"},
+      {"linear", PackKind::kLinear, "fx_onednn::pack_linear_weight"}};
+  const Packer* packer = nullptr;
+  for (const Packer& p : kPackers) {
+    if (kind == p.kind) packer = &p;
+  }
   TORCH_CHECK(packer != nullptr, op, ": kind must be conv, conv_transpose or "
               "linear, got '", std::string(kind), "'");
   TORCH_CHECK(groups >= 1, op, ": groups must be 1 or more, got ", groups);
-  const Header& header = header_of(packed, op, packer);
-  const PackKind wanted = kind == "conv"             ? PackKind::kConv
-                          : kind == "conv_transpose" ? PackKind::kConvTranspose
-                                                     : PackKind::kLinear;
-  TORCH_CHECK(header.kind == wanted, op, ": the weight was not made by ",
-              packer, "; give the kind of the pack operator that made it");
+  const Header& header = header_of(packed, op, packer->name);
+  TORCH_CHECK(header.kind == packer->pack_kind, op,
+              ": the weight was not made by ", packer->name,
+              "; give the kind of the pack operator that made it");
   const at::IntArrayRef sizes = packed.sizes();
-  memory::desc plain;
-  if (kind == "conv") {
-    plain = conv_weight_desc(sizes, groups,
-                             plain_weight_tag(packed.dim(), groups > 1));
-  } else if (kind == "conv_transpose") {
-    plain = deconv_weight_desc(
-        sizes, groups, plain_deconv_weight_tag(packed.dim(), groups > 1));
-  } else {
-    TORCH_CHECK(packed.dim() == 2, op, ": a linear weight is 2-d, got ",
-                sizes);
-    plain = memory::desc(linear_weight_dims(packed), DataType::f32, Tag::ba);
-  }
+  TORCH_CHECK(packer->pack_kind != PackKind::kLinear || packed.dim() == 2, op,
+              ": a linear weight is 2-d, got ", sizes);
+  const memory::desc plain =
+      plain_weight_desc(packer->pack_kind, sizes, groups);
   const memory::desc from_desc(header.desc);
   TORCH_CHECK(from_desc.dims() == plain.dims(), op, ": the weight was packed "
               "for other sizes or groups than ", sizes, " in ", groups,
