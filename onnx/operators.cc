@@ -645,11 +645,15 @@ void gelu(OnnxBuilder& b) {
             args["approximate"].to_string_ref() == "tanh", b.output());
 }
 
-void silu(OnnxBuilder& b) {
-  const std::string in = b.value(b.node().args()[0]);
+// silu of value `in` into `out`: x * sigmoid(x).
+void silu_into(OnnxBuilder& b, const std::string& in, const std::string& out) {
   const std::string s = b.fresh(b.node().name() + "_sigmoid");
   b.add("Sigmoid", {in}, s);
-  b.add("Mul", {in, s}, b.output());
+  b.add("Mul", {in, s}, out);
+}
+
+void silu(OnnxBuilder& b) {
+  silu_into(b, b.value(b.node().args()[0]), b.output());
 }
 
 void embedding(OnnxBuilder& b) {
@@ -1315,9 +1319,7 @@ void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
   } else if (activation == "tanh") {
     b.add("Tanh", {value}, out);
   } else if (activation == "silu") {
-    const std::string s = b.fresh(name + "_sigmoid");
-    b.add("Sigmoid", {value}, s);
-    b.add("Mul", {value, s}, out);
+    silu_into(b, value, out);
   } else if (activation == "gelu" || activation == "gelu_tanh") {
     gelu_into(b, value, activation == "gelu_tanh", out);
   } else {
@@ -1333,30 +1335,19 @@ std::string before_post_ops(OnnxBuilder& b, bool sum,
                                       : b.fresh(b.node().name() + "_op");
 }
 
-void lowered_conv(OnnxBuilder& b) {
+// conv, its residual the argument `residual` (None: none); conv_add_'s
+// is `self` (self = activation(self + conv(input)), as a value: to_onnx
+// checks that nothing reads the old self afterwards).
+void lowered_conv(OnnxBuilder& b, const char* residual) {
   CallArguments args(b.node());
   const std::string activation = args["activation"].to_string_ref();
-  const bool sum = !args["other"].is_none();
+  const bool sum = !args[residual].is_none();
   const std::string conv = before_post_ops(b, sum, activation);
   convolution(b,
               unpacked_weight(b, args["weight"], "conv",
                               args["groups"].to_int()),
               conv);
-  post_ops(b, conv, sum ? b.value(args["other"]) : "", activation,
-           number(b, args["alpha"]), number(b, args["beta"]));
-}
-
-// self = activation(self + conv(input)): as a value, what conv_add_ writes
-// (to_onnx checks that nothing reads the old self afterwards).
-void lowered_conv_add(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::string activation = args["activation"].to_string_ref();
-  const std::string conv = b.fresh(b.node().name() + "_op");
-  convolution(b,
-              unpacked_weight(b, args["weight"], "conv",
-                              args["groups"].to_int()),
-              conv);
-  post_ops(b, conv, b.value(args["self"]), activation,
+  post_ops(b, conv, sum ? b.value(args[residual]) : "", activation,
            number(b, args["alpha"]), number(b, args["beta"]));
 }
 
@@ -1595,8 +1586,8 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = adaptive_avg_pool;
   }
   (*m)["aten::linear"] = [](OnnxBuilder& b) { linear(b); };
-  (*m)["fx_onednn::conv"] = lowered_conv;
-  (*m)["fx_onednn::conv_add_"] = lowered_conv_add;
+  (*m)["fx_onednn::conv"] = [](OnnxBuilder& b) { lowered_conv(b, "other"); };
+  (*m)["fx_onednn::conv_add_"] = [](OnnxBuilder& b) { lowered_conv(b, "self"); };
   (*m)["fx_onednn::conv_transpose"] = lowered_conv_transpose;
   (*m)["fx_onednn::linear"] = lowered_linear;
   (*m)["fx_onednn::matmul"] = lowered_matmul;
