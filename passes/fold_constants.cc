@@ -147,18 +147,29 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   FoldPlan plan;
   const Graph& graph = module.graph();
 
-  // FoldOptions::writes: writers into tensors the graph makes, and the
+  // FoldOptions::writes: writers into tensors the graph makes, the
+  // new_zeros-like calls the init graph makes without their input, and the
   // position of each node (for reads after the last write).
   StorageRoots roots;
   absl::flat_hash_set<const Node*> made_writers;
+  absl::flat_hash_map<const Node*, Call> unbound;
   absl::flat_hash_map<const Node*, int64_t> position;
   if (options.writes) {
     int64_t i = 0;
     for (Node* n : graph.nodes()) {
       position[n] = i++;
       if (writes_only_made_tensors(*n, roots)) made_writers.insert(n);
+      if (std::optional<Call> call = unbound_new_tensor(*n)) {
+        unbound.emplace(n, std::move(*call));
+      }
     }
   }
+  // What the writes need, given up: the plan without them.
+  auto without_writes = [&] {
+    FoldOptions without = options;
+    without.writes = false;
+    return plan_folding(module, without);
+  };
 
   // Values changed between runs: written by something impure, directly or
   // through a view (but by writers into made tensors, which fold with what
@@ -206,7 +217,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
         break;
       case Opcode::kCallFunction:
       case Opcode::kCallMethod: {
-        if (options.writes && unbound_new_tensor(*n)) {
+        if (unbound.contains(n)) {
           ok = true;  // reads its input's dtype only
           break;
         }
@@ -243,9 +254,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
       for (Node* written : written_in_place(*w)) {
         const Node* root = roots(written);
         if (!foldable.contains(w) || !foldable.contains(root)) {
-          FoldOptions without = options;
-          without.writes = false;
-          return plan_folding(module, without);
+          return without_writes();
         }
         last_write[root] = std::max(last_write[root], position.at(w));
       }
@@ -256,9 +265,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
         auto it = last_write.find(roots(input));
         if (foldable.contains(input) && it != last_write.end() &&
             position.at(n) < it->second) {
-          FoldOptions without = options;
-          without.writes = false;
-          return plan_folding(module, without);
+          return without_writes();
         }
       }
     }
@@ -275,7 +282,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
         const Node* n = work.back();
         work.pop_back();
         if (!copied.insert(n).second) continue;
-        if (options.writes && unbound_new_tensor(*n)) continue;
+        if (unbound.contains(n)) continue;
         for (Node* input : n->all_input_nodes()) work.push_back(input);
       }
       grew = false;
@@ -295,10 +302,9 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   NodeMap map;
   for (Node* n : graph.nodes()) {
     if (!copied.contains(n)) continue;
-    if (std::optional<Call> call =
-            options.writes ? unbound_new_tensor(*n) : std::nullopt) {
-      map[n] = init->call_function(call->target, std::move(call->args),
-                                   std::move(call->kwargs));
+    if (auto it = unbound.find(n); it != unbound.end()) {
+      const Call& call = it->second;
+      map[n] = init->call_function(call.target, call.args, call.kwargs);
       map[n]->meta() = n->meta();
       continue;
     }
