@@ -661,16 +661,26 @@ at::Tensor ort_input(const std::string& spec, int64_t batch) {
   return torch::randn(sizes);
 }
 
-// Pins the intra-op threads (fx::pin_intra_op_threads) when there is a CPU
-// per thread; whether it did.
-bool try_pin() {
-  try {
-    fx::pin_intra_op_threads();
-    return true;
-  } catch (const std::exception&) {
-    return false;
+// The intra-op threads pinned (fx::pin_intra_op_threads) while it lives,
+// when there is a CPU per thread (else left as they are).
+class PinnedThreads {
+ public:
+  PinnedThreads() {
+    try {
+      fx::pin_intra_op_threads();
+      pinned_ = true;
+    } catch (const std::exception&) {
+    }
   }
-}
+  ~PinnedThreads() {
+    if (pinned_) fx::unpin_intra_op_threads();
+  }
+  PinnedThreads(const PinnedThreads&) = delete;
+  PinnedThreads& operator=(const PinnedThreads&) = delete;
+
+ private:
+  bool pinned_ = false;
+};
 
 OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
                            const std::string& name, const std::string& spec,
@@ -741,9 +751,8 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     // for the scheduler (section 7), mobilenet_v3_small 1.3 ms or 13 ms
     // from one run to the next.
     std::vector<std::vector<double>> samples(variants.size());
-    // Pinned when there is a CPU per thread (else unpinned).
-    const bool pinned = try_pin();
-    try {
+    {
+      const PinnedThreads pinned;
       for (int round = 0; round < r.rounds; ++round) {
         for (size_t k = 0; k < variants.size(); ++k) {
           const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
@@ -751,11 +760,7 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
           samples[v].push_back(variants[v](calls));
         }
       }
-    } catch (...) {
-      if (pinned) fx::unpin_intra_op_threads();
-      throw;
     }
-    if (pinned) fx::unpin_intra_op_threads();
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
@@ -766,17 +771,9 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
           [&] { return per_call([&] { lowered(x); })(1); },
           [&] { return ort.run(1).front(); },
           [&] {
-            const bool pin = try_pin();
+            const PinnedThreads pinned;
             std::this_thread::sleep_for(kPause);
-            double ms = 0;
-            try {
-              ms = per_call([&] { lowered(x); })(1);
-            } catch (...) {
-              if (pin) fx::unpin_intra_op_threads();
-              throw;
-            }
-            if (pin) fx::unpin_intra_op_threads();
-            return ms;
+            return per_call([&] { lowered(x); })(1);
           }};
       std::vector<std::vector<double>> alone(isolated.size());
       for (int round = 0; round < kIsolatedRounds; ++round) {
