@@ -844,8 +844,8 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
   }
   if (options.split_attention) {
     for (const Node* n : module.graph().nodes()) {
-      if (n->is_call_to({"aten::_transformer_encoder_layer_fwd",
-                         "aten::_native_multi_head_attention"})) {
+      if (n->op() == Opcode::kCallFunction &&
+          fused_attention_decompositions().find(n->target()) != nullptr) {
         ++report.attention;
       }
     }

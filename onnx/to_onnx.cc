@@ -850,8 +850,8 @@ std::string to_onnx_string(const GraphModuleImpl& module,
   // nn.MultiheadAttention in eval mode without autograd, as a traced
   // TorchScript file holds them) as their parts, which map.
   for (const Node* n : module.graph().nodes()) {
-    if (n->is_call_to({"aten::_native_multi_head_attention",
-                       "aten::_transformer_encoder_layer_fwd"})) {
+    if (n->op() == Opcode::kCallFunction &&
+        fused_attention_decompositions().find(n->target()) != nullptr) {
       folded = module.copy();
       decompose(*folded, fused_attention_decompositions());
       break;
