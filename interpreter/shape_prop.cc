@@ -2,32 +2,55 @@
 
 #include <utility>
 
+#include <ATen/core/grad_mode.h>
+
+#include "fx/runtime/guards.h"
+
 namespace fx {
 
-ShapeProp::ShapeProp(GraphModule module) : Interpreter(std::move(module)) {}
+namespace {
+
+// The module's buffers' values, to put back after runs that must leave no
+// trace (what running writes into them: observers' ranges, batch-norm
+// statistics, counters).
+class BufferSnapshot {
+ public:
+  explicit BufferSnapshot(const GraphModule& module) {
+    for (const auto& [path, tensor] : module->tensor_attributes()) {
+      if (!module->is_parameter(path)) saved_.emplace_back(tensor, tensor.clone());
+    }
+  }
+  void restore() {
+    at::NoGradGuard no_grad;
+    for (auto& [buffer, values] : saved_) buffer.copy_(values);
+  }
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;  // the buffer, its values
+};
+
+}  // namespace
+
+ShapeProp::ShapeProp(GraphModule module, ShapePropOptions options)
+    : Interpreter(std::move(module)), options_(options) {}
 
 c10::IValue ShapeProp::propagate_keeping_buffers(std::vector<c10::IValue> inputs) {
-  std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // the buffer, its values
-  for (const auto& [path, tensor] : module_->tensor_attributes()) {
-    if (!module_->is_parameter(path)) saved.emplace_back(tensor, tensor.clone());
-  }
-  auto restore = [&] {
-    at::NoGradGuard no_grad;
-    for (auto& [buffer, values] : saved) buffer.copy_(values);
-  };
+  BufferSnapshot snapshot(module_);
   c10::IValue result;
   try {
     result = propagate(std::move(inputs));
   } catch (...) {
-    restore();
+    snapshot.restore();
     throw;
   }
-  restore();
+  snapshot.restore();
   return result;
 }
 
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
   recorded_.clear();
+  std::vector<c10::IValue> example;
+  if (options_.symbolic) example = inputs;
   c10::IValue result;
   try {
     result = run(std::move(inputs));
@@ -35,9 +58,12 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
     recorded_.clear();
     throw;
   }
+  Recording recorded = std::move(recorded_);
+  recorded_.clear();
+  if (options_.symbolic) fit_symbolic(recorded, example);
   for (Node* n : module_->graph().nodes()) {
-    auto it = recorded_.find(n);
-    if (it == recorded_.end()) continue;
+    auto it = recorded.find(n);
+    if (it == recorded.end()) continue;
     Recorded& r = it->second;
     n->meta().erase(kTensorMeta.name);
     n->meta().erase(kTensorMetaList.name);
@@ -51,8 +77,67 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
       case Recorded::Kind::kNone: break;
     }
   }
-  recorded_.clear();
   return result;
+}
+
+void ShapeProp::fit_symbolic(Recording& example,
+                             const std::vector<c10::IValue>& inputs) {
+  const std::vector<DynamicDim> dims = dynamic_dims(module_->graph());
+  if (dims.empty()) return;
+  SymbolSizes sizes;
+  for (const DynamicDim& d : dims) {
+    if (d.input >= inputs.size() || !inputs[d.input].isTensor() ||
+        d.dim >= inputs[d.input].toTensor().dim()) {
+      return;
+    }
+    const int64_t size = inputs[d.input].toTensor().size(d.dim);
+    auto [it, added] = sizes.emplace(d.symbol, size);
+    if (!added && it->second != size) return;
+  }
+  std::vector<SymbolSizes> all = {sizes};
+  std::vector<Recording> runs;
+  BufferSnapshot snapshot(module_);
+  try {
+    for (SymbolSizes& other : sample_sizes(dims, sizes)) {
+      recorded_.clear();
+      run(resized_inputs(inputs, dims, other));
+      runs.push_back(std::move(recorded_));
+      all.push_back(std::move(other));
+    }
+  } catch (const std::exception&) {
+    // Sizes the graph does not run at: the example's metadata only.
+    runs.clear();
+  }
+  snapshot.restore();
+  recorded_.clear();
+  if (runs.empty()) return;
+  auto find = [](Recording& run, const Node* n) -> Recorded* {
+    auto it = run.find(n);
+    return it == run.end() ? nullptr : &it->second;
+  };
+  for (auto& [node, r] : example) {
+    if (r.kind == Recorded::Kind::kTensor) {
+      std::vector<TensorMeta*> metas = {&r.tensor};
+      for (Recording& run : runs) {
+        Recorded* other = find(run, node);
+        metas.push_back(other && other->kind == Recorded::Kind::kTensor ? &other->tensor
+                                                                        : nullptr);
+      }
+      fit_symbolic_shape(metas, all);
+    } else if (r.kind == Recorded::Kind::kTensorList) {
+      for (size_t k = 0; k < r.tensors.size(); ++k) {
+        std::vector<TensorMeta*> metas = {&r.tensors[k]};
+        for (Recording& run : runs) {
+          Recorded* other = find(run, node);
+          metas.push_back(other && other->kind == Recorded::Kind::kTensorList &&
+                                  k < other->tensors.size()
+                              ? &other->tensors[k]
+                              : nullptr);
+        }
+        fit_symbolic_shape(metas, all);
+      }
+    }
+  }
 }
 
 c10::IValue ShapeProp::run_node(const Node& node) {

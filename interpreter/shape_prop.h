@@ -23,6 +23,15 @@
 //   tuple holding non-tensors)      kTensorMetaList left from before is
 //                                   erased, so no stale shape survives
 // The output node is recorded too, as torch.fx does.
+//
+// A graph with dynamic dimensions (TraceOptions::dynamic) is also run at two
+// other sizes of its symbols (on zeros, its buffers restored after), and
+// each size and stride fitted as a function of them (TensorMeta's
+// symbolic_sizes; "?" where none fits), as torch.export's symbolic shapes:
+//
+//   %x : f32[B, T, 64] = placeholder[target=x]
+//   %view : f32[B*T, 64] = call_function[target=aten::view](args = (%x, [%sym_mul, 64]), ...)
+//   %chunk : (f32[B, T, 32]{64*T, 64, 1}, ...) = call_function[target=aten::chunk](...)
 #pragma once
 
 #include <vector>
@@ -36,9 +45,14 @@
 
 namespace fx {
 
+struct ShapePropOptions {
+  // Symbolic sizes for graphs with dynamic dimensions (two more runs).
+  bool symbolic = true;
+};
+
 class ShapeProp : public Interpreter {
  public:
-  explicit ShapeProp(GraphModule module);
+  explicit ShapeProp(GraphModule module, ShapePropOptions options = {});
 
   // Runs the graph on one value per placeholder, records every node's
   // metadata and returns the graph's output. Throws fx::ExecutionError
@@ -62,7 +76,14 @@ class ShapeProp : public Interpreter {
     TensorMeta tensor;
     std::vector<TensorMeta> tensors;
   };
-  absl::flat_hash_map<const Node*, Recorded> recorded_;
+  using Recording = absl::flat_hash_map<const Node*, Recorded>;
+  // Fits `example`'s metadata (recorded on `inputs`) over runs at other
+  // sizes of the dynamic dimensions; leaves it as it is when the inputs do
+  // not bind them or a run fails.
+  void fit_symbolic(Recording& example, const std::vector<c10::IValue>& inputs);
+
+  ShapePropOptions options_;
+  Recording recorded_;
 };
 
 }  // namespace fx

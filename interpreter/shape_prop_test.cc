@@ -198,4 +198,93 @@ TEST_CASE("ShapeProp on a traced zoo model with another batch size") {
   check_against_fresh_trace("resnet18", torch::randn({3, 3, 64, 64}), 3);
 }
 
+// Attention over [B, T, 16] tokens that reads its sizes, with a batch norm
+// whose statistics a run changes.
+struct AttentionImpl : torch::nn::Module {
+  AttentionImpl() {
+    norm = register_module("norm", torch::nn::BatchNorm1d(16));
+    qkv = register_module("qkv", torch::nn::Linear(16, 48));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    torch::Tensor h = norm(x.view({B * T, 16})).view({B, T, 16});
+    std::vector<torch::Tensor> parts = qkv(h).chunk(3, -1);
+    torch::Tensor q = parts[0].view({B, T, 4, 4}).transpose(1, 2);
+    torch::Tensor k = parts[1].view({B, T, 4, 4}).transpose(1, 2);
+    return torch::softmax(q.matmul(k.transpose(-2, -1)), -1);
+  }
+  torch::nn::BatchNorm1d norm{nullptr};
+  torch::nn::Linear qkv{nullptr};
+};
+TORCH_MODULE(Attention);
+
+TEST_CASE("ShapeProp gives a dynamic graph's sizes as functions of its symbols") {
+  Attention model;
+  fx::TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B"},
+                     {.input = 0, .dim = 1, .symbol = "T", .max = 64}};
+  fx::GraphModule gm = fx::symbolic_trace(model, {torch::randn({2, 8, 16})}, options);
+  const fx::PrintOptions print{.tensor_meta = true};
+  const std::string traced = gm->graph().to_string(print);
+  CHECK_THAT(traced, Catch::Contains("%x : f32[B, T, 16]") &&
+                         Catch::Contains("%view : f32[B*T, 16]") &&
+                         Catch::Contains("%getitem : f32[B, T, 16]{48*T, 48, 1}") &&
+                         Catch::Contains("%softmax : f32[B, 4, T, T]"));
+
+  // Erased and propagated again, at other sizes, in training mode: the same
+  // functions, the new example's sizes, and the batch norm's statistics
+  // moved by the one run the caller asked for only.
+  for (Node* n : gm->graph().nodes()) n->meta().erase(fx::kTensorMeta.name);
+  gm->train();
+  model->train();
+  torch::Tensor x = torch::randn({3, 5, 16});
+  c10::IValue out = fx::ShapeProp(gm).propagate({x});
+  CHECK(torch::allclose(out.toTensor(), model->forward(x)));
+  CHECK(torch::allclose(gm->tensor_attributes().at("norm.running_mean"),
+                        model->norm->running_mean));
+  const std::string propagated = gm->graph().to_string(print);
+  CHECK_THAT(propagated, Catch::Contains("%x : f32[B, T, 16]") &&
+                             Catch::Contains("%view : f32[B*T, 16]") &&
+                             Catch::Contains("(f32[B, T, 16]{48*T, 48, 1}, f32[B, T, 16]"
+                                             "{48*T, 48, 1}, f32[B, T, 16]{48*T, 48, 1})") &&
+                             Catch::Contains("%softmax : f32[B, 4, T, T]"));
+  const fx::TensorMeta& softmax = meta_of(by_name(gm->graph(), "softmax"));
+  CHECK(softmax.sizes == std::vector<int64_t>{3, 4, 5, 5});
+  CHECK(softmax.symbolic_strides.at(0).to_string() == "4*T*T");
+  CHECK(softmax.symbolic_sizes.at(3).at({{"B", 7}, {"T", 11}}) == 11);
+
+  // Without symbols, or turned off: the example's sizes only.
+  fx::ShapeProp(gm, fx::ShapePropOptions{.symbolic = false}).propagate({x});
+  CHECK(meta_of(by_name(gm->graph(), "softmax")).symbolic_sizes.empty());
+  CHECK_THAT(gm->graph().to_string(print), Catch::Contains("%x : f32[3, 5, 16]"));
+}
+
+TEST_CASE("size expressions print, parse and fit") {
+  using fx::SizeExpr;
+  for (const char* text : {"B", "4*T", "B*T", "T + 1", "T - 3", "(T + 1)//2",
+                           "T//4", "-T + 9", "64*B*T", "?", "12", "-1"}) {
+    std::optional<SizeExpr> e = SizeExpr::parse(text);
+    REQUIRE(e.has_value());
+    CHECK(e->to_string() == text);
+  }
+  for (const char* bad : {"", "B +", "2*", "(T + 1)//0", "T//x", "3B", "B**T"}) {
+    INFO(bad);
+    CHECK_FALSE(SizeExpr::parse(bad).has_value());
+  }
+  const std::vector<fx::SymbolSizes> at = {{{"B", 2}, {"T", 8}},
+                                           {{"B", 3}, {"T", 9}},
+                                           {{"B", 9}, {"T", 23}}};
+  auto fit = [&](std::vector<int64_t> values) {
+    std::optional<SizeExpr> e = SizeExpr::fit(values, at);
+    return e ? e->to_string() : std::string("none");
+  };
+  CHECK(fit({7, 7, 7}) == "7");
+  CHECK(fit({2, 3, 9}) == "B");
+  CHECK(fit({16, 27, 207}) == "B*T");
+  CHECK(fit({4, 5, 12}) == "(T + 1)//2");  // T = 8 and 9 alone suggest T - 4
+  CHECK(fit({6, 7, 21}) == "T - 2");
+  CHECK(fit({64, 81, 529}) == "T*T");
+  CHECK(fit({65, 82, 530}) == "none");  // T*T + 1
+}
+
 }  // namespace

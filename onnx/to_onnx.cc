@@ -601,76 +601,49 @@ class Exporter : public OnnxBuilder {
     names_[&n] = name;
   }
 
-  // Which dimensions of each value vary with the dynamic ones: the graph
-  // run again (on zeros, its buffers restored after) at other sizes of its
-  // symbols, twice, and each value's sizes compared with the example's: once
-  // each symbol doubled (so that a floor division by up to the example's
-  // size still changes), once each moved by a different number of its
-  // multiples (so that symbols moving together do not cancel).
+  // Which dimensions of each value vary with the dynamic ones: ShapeProp's
+  // symbolic sizes on a copy run on zeros of the example's shapes (its
+  // buffers restored after); a size no function of the symbols explains
+  // ("?") varies too.
   void find_varying_dimensions() {
-    std::vector<std::string> symbols = dynamic_symbols(module_.graph());
-    absl::flat_hash_map<std::string, const Node*> originals;
-    for (const Node* m : module_.graph().nodes()) originals[m->name()] = m;
-    for (int run = 0; run < 2; ++run) {
-      std::map<std::string, int64_t> moved;
-      std::vector<c10::IValue> inputs;
-      for (const Node* ph : module_.graph().placeholders()) {
-        const TensorMeta* meta = ph->tensor_meta();
-        const InputGuard* guard = ph->meta().get(kGuard);
-        if (meta == nullptr) {
-          throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
-                                        " is not a tensor: ONNX inputs are tensors"));
-        }
-        std::vector<int64_t> sizes = meta->sizes;
-        for (const DynamicDim& d : guard ? guard->dynamic : std::vector<DynamicDim>{}) {
-          if (!moved.count(d.symbol)) moved[d.symbol] = other_size(d, meta->sizes.at(d.dim),
-                                                                  run, symbols);
-          sizes[d.dim] = moved.at(d.symbol);
-        }
-        inputs.emplace_back(at::zeros(sizes, at::TensorOptions().dtype(meta->dtype)));
+    std::vector<c10::IValue> inputs;
+    for (const Node* ph : module_.graph().placeholders()) {
+      const TensorMeta* meta = ph->tensor_meta();
+      if (meta == nullptr) {
+        throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
+                                      " is not a tensor: ONNX inputs are tensors"));
       }
-      std::shared_ptr<GraphModuleImpl> copy = module_.copy();
-      copy->eval();
-      try {
-        ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
-      } catch (const std::exception& e) {
+      inputs.emplace_back(at::zeros(meta->sizes, at::TensorOptions().dtype(meta->dtype)));
+    }
+    std::shared_ptr<GraphModuleImpl> copy = module_.copy();
+    copy->eval();
+    try {
+      ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
+    } catch (const std::exception& e) {
+      throw GraphError(absl::StrCat(
+          "to_onnx: the graph did not run on zeros of its example's shapes "
+          "(to find which sizes vary with its dynamic dimensions): ", e.what()));
+    }
+    for (const Node* ph : copy->graph().placeholders()) {
+      const InputGuard* guard = ph->meta().get(kGuard);
+      if (guard != nullptr && !guard->dynamic.empty() &&
+          ph->tensor_meta()->symbolic_sizes.empty()) {
         throw GraphError(absl::StrCat(
             "to_onnx: the graph did not run at other sizes of its dynamic "
-            "dimensions (zeros as inputs, to find which sizes vary): ", e.what()));
-      }
-      for (const Node* n : copy->graph().nodes()) {
-        const TensorMeta* other = n->tensor_meta();
-        auto original = originals.find(n->name());
-        const TensorMeta* example =
-            original == originals.end() ? nullptr : original->second->tensor_meta();
-        if (other == nullptr || example == nullptr) continue;
-        std::vector<bool>& varies = varying_[n->name()];
-        varies.resize(example->sizes.size(), false);
-        for (size_t d = 0; d < varies.size() && d < other->sizes.size(); ++d) {
-          varies[d] = varies[d] || other->sizes[d] != example->sizes[d];
-        }
+            "dimensions (", guard->to_string(), ", zeros as inputs), which "
+            "finding the sizes that vary needs; export it with fixed sizes "
+            "(fx::specialize_sizes) or mend the bounds"));
       }
     }
-  }
-
-  // Another size of dimension `d` (of example size `example`) within its
-  // bounds and multiple: run 0 doubles it, run 1 adds the symbol's index + 1
-  // multiples; either goes down instead when up is out of bounds.
-  static int64_t other_size(const DynamicDim& d, int64_t example, int run,
-                            const std::vector<std::string>& symbols) {
-    const int64_t index =
-        std::find(symbols.begin(), symbols.end(), d.symbol) - symbols.begin();
-    const int64_t step =
-        run == 0 ? std::max<int64_t>(example, d.multiple_of) : (index + 1) * d.multiple_of;
-    for (int64_t candidate : {example + step, example - step, example + d.multiple_of,
-                              example - d.multiple_of}) {
-      if (candidate != example && candidate >= d.min && candidate <= d.max &&
-          candidate % d.multiple_of == 0) {
-        return candidate;
+    for (const Node* n : copy->graph().nodes()) {
+      const TensorMeta* meta = n->tensor_meta();
+      if (meta == nullptr) continue;
+      std::vector<bool>& varies = varying_[n->name()];
+      varies.assign(meta->sizes.size(), false);
+      for (size_t d = 0; d < meta->symbolic_sizes.size() && d < varies.size(); ++d) {
+        varies[d] = !meta->symbolic_sizes[d].is_constant();
       }
     }
-    throw GraphError(absl::StrCat("to_onnx: dynamic dimension ", d.symbol, " (",
-                                  d.relation(), ") takes one size only"));
   }
 
   // An operator that writes its input in place maps to its functional form,

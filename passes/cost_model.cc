@@ -888,7 +888,8 @@ CostReport estimate_cost_at(const GraphModuleImpl& module,
     }
   }
   std::shared_ptr<GraphModuleImpl> copy = module.copy();
-  ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
+  ShapeProp(GraphModule(copy), ShapePropOptions{.symbolic = false})
+      .propagate_keeping_buffers(inputs);
   CostReport report = estimate_cost(copy->graph());
   report.priced = copy;
   return report;

@@ -113,6 +113,18 @@ bool specialize_sizes(GraphModuleImpl& module) {
     }
     for (InputGuard& e : guard->elements) e.check_sizes = true;
   }
+  for (Node* n : graph.nodes()) {
+    if (TensorMeta* meta = n->meta().get_mutable(kTensorMeta)) {
+      meta->symbolic_sizes.clear();
+      meta->symbolic_strides.clear();
+    }
+    if (auto* list = n->meta().get_mutable(kTensorMetaList)) {
+      for (TensorMeta& meta : *list) {
+        meta.symbolic_sizes.clear();
+        meta.symbolic_strides.clear();
+      }
+    }
+  }
   module.recompile();
   return true;
 }

@@ -366,6 +366,19 @@ class Parser {
     TensorMeta meta;
     meta.dtype = it->second;
     expect("[");
+    const size_t close = text_.find(']', pos_);
+    const std::string_view dims = text_.substr(pos_, close == std::string_view::npos
+                                                        ? std::string_view::npos
+                                                        : close - pos_);
+    if (std::any_of(dims.begin(), dims.end(), [](char c) {
+          return absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '?' || c == '(';
+        })) {
+      fail(pos_, absl::StrCat(
+                     "symbolic sizes ('", std::string(dims), "') cannot be read back: the "
+                     "text holds no example sizes for them. Print the graph "
+                     "without tensor metadata, or keep it with fx::save, "
+                     "which does"));
+    }
     meta.sizes = parse_ints(']');
     // Strides are products of sizes (size-0 dimensions counting as 1).
     int64_t extent = 1;

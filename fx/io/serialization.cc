@@ -34,12 +34,21 @@ c10::IValue int_list(const std::vector<int64_t>& values) {
 }
 
 // --- Meta to IValues --------------------------------------------------------
-// tensor_meta: (sizes, strides, dtype, device, requires_grad, memory_format)
+// tensor_meta: (sizes, strides, dtype, device, requires_grad,
+// memory_format[, symbolic_sizes, symbolic_strides]); the last two, lists of
+// SizeExpr strings ("B", "4*T"), when a size varies with a dynamic one.
 c10::IValue encode(const TensorMeta& m) {
-  return c10::ivalue::Tuple::create(
-      {int_list(m.sizes), int_list(m.strides), format_dtype(m.dtype),
-       m.device.str(), m.requires_grad,
-       format_memory_format(m.memory_format)});
+  std::vector<c10::IValue> fields = {
+      int_list(m.sizes), int_list(m.strides), format_dtype(m.dtype),
+      m.device.str(), m.requires_grad, format_memory_format(m.memory_format)};
+  if (!m.symbolic_sizes.empty()) {
+    for (const auto* exprs : {&m.symbolic_sizes, &m.symbolic_strides}) {
+      c10::List<std::string> texts;
+      for (const SizeExpr& e : *exprs) texts.push_back(e.to_string());
+      fields.emplace_back(texts);
+    }
+  }
+  return c10::ivalue::Tuple::create(std::move(fields));
 }
 
 const char* guard_kind_name(InputGuard::Kind kind) {
@@ -128,6 +137,19 @@ class Reader {
     for (const c10::IValue& e : list(v, where)) out.push_back(integer(e, where));
     return out;
   }
+  std::vector<SizeExpr> size_exprs(const c10::IValue& v,
+                                   const std::string& where) const {
+    std::vector<SizeExpr> out;
+    for (const c10::IValue& e : list(v, where)) {
+      std::optional<SizeExpr> expr = SizeExpr::parse(string(e, where));
+      if (!expr) {
+        fail(where, absl::StrCat("has '", e.toStringRef(),
+                                 "', which is no symbolic size"));
+      }
+      out.push_back(*expr);
+    }
+    return out;
+  }
   std::vector<c10::IValue> list(const c10::IValue& v,
                                 const std::string& where) const {
     if (!v.isList()) fail(where, absl::StrCat("is a ", v.tagKind(), ", not a list"));
@@ -172,7 +194,8 @@ class Reader {
   }
 
   TensorMeta tensor_meta(const c10::IValue& v, const std::string& where) const {
-    const auto& t = tuple(v, 6, where);
+    const bool symbolic = v.isTuple() && v.toTupleRef().elements().size() == 8;
+    const auto& t = tuple(v, symbolic ? 8 : 6, where);
     TensorMeta m;
     m.sizes = ints(t[0], where);
     m.strides = ints(t[1], where);
@@ -182,6 +205,14 @@ class Reader {
     m.memory_format = memory_format(t[5], where);
     if (m.sizes.size() != m.strides.size()) {
       fail(where, "has sizes and strides of different lengths");
+    }
+    if (symbolic) {
+      m.symbolic_sizes = size_exprs(t[6], where);
+      m.symbolic_strides = size_exprs(t[7], where);
+      if (m.symbolic_sizes.size() != m.sizes.size() ||
+          m.symbolic_strides.size() != m.strides.size()) {
+        fail(where, "has symbolic sizes or strides of another rank");
+      }
     }
     return m;
   }

@@ -1,11 +1,17 @@
 #include "fx/ir/meta.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <numeric>
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "fx/ir/function.h"
 
 namespace fx {
 
@@ -20,6 +26,37 @@ TensorMeta tensor_meta_of(const at::Tensor& tensor) {
   return m;
 }
 
+void fit_symbolic_shape(const std::vector<TensorMeta*>& runs,
+                        const std::vector<SymbolSizes>& sizes) {
+  if (runs.size() < 3 || runs.size() != sizes.size() || runs[0] == nullptr) return;
+  TensorMeta& meta = *runs[0];
+  meta.symbolic_sizes.clear();
+  meta.symbolic_strides.clear();
+  for (const TensorMeta* run : runs) {
+    if (run == nullptr || run->sizes.size() != meta.sizes.size() ||
+        run->strides.size() != meta.strides.size()) {
+      return;
+    }
+  }
+  bool varies = false;
+  auto fit = [&](auto field) {
+    std::vector<SizeExpr> out;
+    for (size_t d = 0; d < (meta.*field).size(); ++d) {
+      std::vector<int64_t> values;
+      for (const TensorMeta* run : runs) values.push_back((run->*field)[d]);
+      std::optional<SizeExpr> e = SizeExpr::fit(values, sizes);
+      out.push_back(e ? *e : SizeExpr::unknown());
+      varies = varies || !out.back().is_constant();
+    }
+    return out;
+  };
+  std::vector<SizeExpr> symbolic_sizes = fit(&TensorMeta::sizes);
+  std::vector<SizeExpr> symbolic_strides = fit(&TensorMeta::strides);
+  if (!varies) return;
+  meta.symbolic_sizes = std::move(symbolic_sizes);
+  meta.symbolic_strides = std::move(symbolic_strides);
+}
+
 int64_t TensorMeta::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
@@ -27,10 +64,17 @@ int64_t TensorMeta::numel() const {
 }
 
 std::string TensorMeta::to_string() const {
-  std::string out =
-      absl::StrCat(short_dtype_name(dtype), "[", absl::StrJoin(sizes, ", "), "]");
+  auto join = [](const std::vector<int64_t>& values,
+                 const std::vector<SizeExpr>& symbolic) {
+    if (symbolic.empty()) return absl::StrJoin(values, ", ");
+    std::vector<std::string> parts;
+    for (const SizeExpr& e : symbolic) parts.push_back(e.to_string());
+    return absl::StrJoin(parts, ", ");
+  };
+  std::string out = absl::StrCat(short_dtype_name(dtype), "[",
+                                 join(sizes, symbolic_sizes), "]");
   if (memory_format != c10::MemoryFormat::Contiguous) {
-    absl::StrAppend(&out, "{", absl::StrJoin(strides, ", "), "}");
+    absl::StrAppend(&out, "{", join(strides, symbolic_strides), "}");
   }
   return out;
 }
@@ -38,7 +82,214 @@ std::string TensorMeta::to_string() const {
 bool operator==(const TensorMeta& a, const TensorMeta& b) {
   return a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype &&
          a.device == b.device && a.requires_grad == b.requires_grad &&
-         a.memory_format == b.memory_format;
+         a.memory_format == b.memory_format &&
+         a.symbolic_sizes == b.symbolic_sizes &&
+         a.symbolic_strides == b.symbolic_strides;
+}
+
+namespace {
+
+bool is_identifier(std::string_view s) {
+  return !s.empty() && !absl::ascii_isdigit(static_cast<unsigned char>(s[0])) &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+         });
+}
+
+}  // namespace
+
+SizeExpr SizeExpr::constant(int64_t value) {
+  SizeExpr e;
+  e.q = value;
+  return e;
+}
+
+SizeExpr SizeExpr::symbol(const std::string& name) {
+  SizeExpr e;
+  e.symbols = {name};
+  e.p = 1;
+  return e;
+}
+
+SizeExpr SizeExpr::unknown() {
+  SizeExpr e;
+  e.known = false;
+  return e;
+}
+
+std::optional<int64_t> SizeExpr::at(const SymbolSizes& sizes) const {
+  if (!known) return std::nullopt;
+  int64_t m = 1;
+  for (const std::string& s : symbols) {
+    auto it = sizes.find(s);
+    if (it == sizes.end()) return std::nullopt;
+    m *= it->second;
+  }
+  return floor_divide(p * m + q, r);
+}
+
+std::string SizeExpr::to_string() const {
+  if (!known) return "?";
+  if (symbols.empty()) return absl::StrCat(q);
+  std::string out = absl::StrJoin(symbols, "*");
+  if (p == -1) {
+    out = "-" + out;
+  } else if (p != 1) {
+    out = absl::StrCat(p, "*", out);
+  }
+  if (q > 0) absl::StrAppend(&out, " + ", q);
+  if (q < 0) absl::StrAppend(&out, " - ", -q);
+  if (r != 1) out = q != 0 ? absl::StrCat("(", out, ")//", r) : absl::StrCat(out, "//", r);
+  return out;
+}
+
+std::optional<SizeExpr> SizeExpr::parse(std::string_view text) {
+  std::string s;
+  for (char c : text) {
+    if (c != ' ') s.push_back(c);
+  }
+  if (s == "?") return unknown();
+  int64_t value = 0;
+  if (absl::SimpleAtoi(s, &value)) return constant(value);
+  SizeExpr e;
+  std::string body = s;
+  const size_t div = s.rfind("//");
+  if (div != std::string::npos) {
+    if (!absl::SimpleAtoi(s.substr(div + 2), &e.r) || e.r < 1) return std::nullopt;
+    body = s.substr(0, div);
+    if (body.size() >= 2 && body.front() == '(' && body.back() == ')') {
+      body = body.substr(1, body.size() - 2);
+    }
+  }
+  const size_t sign = body.find_first_of("+-", 1);
+  if (sign != std::string::npos) {
+    if (!absl::SimpleAtoi(body.substr(sign + 1), &e.q) || e.q < 0) return std::nullopt;
+    if (body[sign] == '-') e.q = -e.q;
+    body = body.substr(0, sign);
+  }
+  e.p = 1;
+  if (!body.empty() && body[0] == '-') {
+    e.p = -1;
+    body = body.substr(1);
+  }
+  for (const std::string& factor :
+       std::vector<std::string>(absl::StrSplit(body, '*'))) {
+    int64_t coefficient = 0;
+    if (e.symbols.empty() && e.p == 1 && absl::SimpleAtoi(factor, &coefficient) &&
+        coefficient != 0) {
+      e.p = coefficient;
+    } else if (is_identifier(factor)) {
+      e.symbols.emplace_back(factor);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (e.symbols.empty()) return std::nullopt;
+  std::sort(e.symbols.begin(), e.symbols.end());
+  return e;
+}
+
+std::optional<SizeExpr> SizeExpr::fit(const std::vector<int64_t>& values,
+                                      const std::vector<SymbolSizes>& sizes) {
+  if (values.size() < 2 || values.size() != sizes.size()) return std::nullopt;
+  auto fits = [&](const SizeExpr& e) {
+    for (size_t t = 0; t < values.size(); ++t) {
+      if (e.at(sizes[t]) != values[t]) return false;
+    }
+    return true;
+  };
+  if (std::all_of(values.begin(), values.end(),
+                  [&](int64_t v) { return v == values[0]; })) {
+    return constant(values[0]);
+  }
+  const SymbolSizes& s0 = sizes[0];
+  const SymbolSizes& s1 = sizes[1];
+  for (const auto& [symbol, size] : s0) {
+    auto other = s1.find(symbol);
+    if (other == s1.end()) continue;
+    const int64_t ds = other->second - size;
+    if (ds == 0) continue;
+    const int64_t dl = values[1] - values[0];
+    int64_t g = std::gcd(std::abs(dl), std::abs(ds));
+    if (g == 0) g = 1;
+    SizeExpr e = SizeExpr::symbol(symbol);
+    e.p = dl / g;
+    e.r = ds / g;
+    if (e.r < 0) {
+      e.p = -e.p;
+      e.r = -e.r;
+    }
+    e.q = e.r * values[0] - e.p * size;
+    if (e.p != 0 && fits(e)) return e;
+  }
+  // Two sizes leave the rounding of a division open ((T + 1)//2 at T = 8
+  // and 9 looks like T - 4): small divisors, each with the slopes near the
+  // first two traces' and every offset that rounds to the first value,
+  // smallest first, checked on the others.
+  for (int64_t r = 2; r <= 8 && values.size() >= 3; ++r) {
+    for (const auto& [symbol, size] : s0) {
+      auto other = s1.find(symbol);
+      if (other == s1.end() || other->second == size) continue;
+      const int64_t ds = other->second - size;
+      const int64_t slope = (values[1] - values[0]) * r / ds;
+      for (int64_t p : {slope, slope - 1, slope + 1}) {
+        if (p == 0) continue;
+        const int64_t low = r * values[0] - p * size;  // q in [low, low + r)
+        std::vector<int64_t> offsets;
+        for (int64_t q = low; q < low + r; ++q) offsets.push_back(q);
+        std::stable_sort(offsets.begin(), offsets.end(), [](int64_t a, int64_t b) {
+          return std::abs(a) < std::abs(b);
+        });
+        for (int64_t q : offsets) {
+          SizeExpr e = SizeExpr::symbol(symbol);
+          e.p = p;
+          e.q = q;
+          e.r = r;
+          if (fits(e)) return e;
+        }
+      }
+    }
+  }
+  // Products of symbols, each at most squared (attention's T*T), fewest
+  // factors first.
+  std::vector<std::string> symbols;
+  for (const auto& item : s0) symbols.push_back(item.first);
+  const size_t n = std::min<size_t>(symbols.size(), 8);
+  std::vector<std::vector<int>> powers;
+  std::vector<int> power(n, 0);
+  while (true) {
+    const int degree = std::accumulate(power.begin(), power.end(), 0);
+    if (degree >= 2) powers.push_back(power);
+    size_t i = 0;
+    while (i < n && power[i] == 2) power[i++] = 0;
+    if (i == n) break;
+    ++power[i];
+  }
+  std::stable_sort(powers.begin(), powers.end(),
+                   [](const std::vector<int>& a, const std::vector<int>& b) {
+                     return std::accumulate(a.begin(), a.end(), 0) <
+                            std::accumulate(b.begin(), b.end(), 0);
+                   });
+  for (const std::vector<int>& p : powers) {
+    SizeExpr e;
+    int64_t m = 1;
+    for (size_t i = 0; i < n; ++i) {
+      for (int k = 0; k < p[i]; ++k) {
+        e.symbols.push_back(symbols[i]);
+        m *= s0.at(symbols[i]);
+      }
+    }
+    if (m == 0 || values[0] % m != 0) continue;
+    e.p = values[0] / m;
+    if (e.p != 0 && fits(e)) return e;
+  }
+  return std::nullopt;
+}
+
+bool operator==(const SizeExpr& a, const SizeExpr& b) {
+  if (a.known != b.known) return false;
+  return !a.known || (a.symbols == b.symbols && a.p == b.p && a.q == b.q &&
+                      a.r == b.r);
 }
 
 namespace {

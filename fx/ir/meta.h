@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,40 @@ class Meta {
   std::map<std::string, std::any, std::less<>> entries_;
 };
 
+// The size each symbol of the dynamic dimensions takes ("B" -> 8).
+using SymbolSizes = std::map<std::string, int64_t>;
+
+// A size or stride as a function of the symbols of the graph's dynamic
+// dimensions (fx::TraceOptions::dynamic): (p * S1 * S2 ... + q) // r, the
+// constant q when there is no symbol, or unknown ("?": no such function
+// explains it). Printed as Python would write it: "B", "4*T", "B*T",
+// "T + 1", "(H + 1)//2", "64*B*T".
+struct SizeExpr {
+  std::vector<std::string> symbols;  // sorted; may repeat (T*T)
+  int64_t p = 0, q = 0, r = 1;
+  bool known = true;
+
+  static SizeExpr constant(int64_t value);
+  static SizeExpr symbol(const std::string& name);
+  static SizeExpr unknown();
+  bool is_constant() const { return known && symbols.empty(); }
+  // The value at `sizes` (every symbol given); nullopt when unknown.
+  std::optional<int64_t> at(const SymbolSizes& sizes) const;
+  std::string to_string() const;
+  // Reads to_string's form back; nullopt when `text` is not one.
+  static std::optional<SizeExpr> parse(std::string_view text);
+  // The simplest expression that gives values[t] at sizes[t] for every t
+  // (at least three traces: affine in one symbol with floor division, fitted
+  // to the first two and checked on the rest, then products of symbols);
+  // nullopt when none does.
+  static std::optional<SizeExpr> fit(const std::vector<int64_t>& values,
+                                     const std::vector<SymbolSizes>& sizes);
+  friend bool operator==(const SizeExpr& a, const SizeExpr& b);
+  friend bool operator!=(const SizeExpr& a, const SizeExpr& b) {
+    return !(a == b);
+  }
+};
+
 // Shape, strides, dtype and device of a tensor value, as torch.fx's
 // ShapeProp records (its TensorMetadata).
 struct TensorMeta {
@@ -82,10 +117,17 @@ struct TensorMeta {
   // The format the strides follow (contiguous, channels_last, ...), or
   // Preserve when they follow none.
   c10::MemoryFormat memory_format = c10::MemoryFormat::Contiguous;
+  // In a graph with dynamic dimensions, each size and stride as a function
+  // of their symbols (ShapeProp, and the tracer, fit them over runs at
+  // several sizes); `sizes` and `strides` are then the example's. Empty
+  // when every size is fixed.
+  std::vector<SizeExpr> symbolic_sizes;
+  std::vector<SizeExpr> symbolic_strides;
 
   int64_t numel() const;
   // "f32[1, 3, 224, 224]"; strides are shown when not contiguous:
-  // "f32[3, 2]{1, 3}".
+  // "f32[3, 2]{1, 3}"; symbolic sizes in place of the example's:
+  // "f32[B, 4*T, 16]{16, 64*B, 1}".
   std::string to_string() const;
   friend bool operator==(const TensorMeta& a, const TensorMeta& b);
   friend bool operator!=(const TensorMeta& a, const TensorMeta& b) {
@@ -95,6 +137,13 @@ struct TensorMeta {
 
 // The metadata of a tensor (torch.fx's _extract_tensor_metadata).
 TensorMeta tensor_meta_of(const at::Tensor& tensor);
+
+// Sets runs[0]'s symbolic sizes and strides from the same value's metadata
+// in runs at other sizes of the symbols (runs[t] at sizes[t]; at least
+// three): each fitted by SizeExpr::fit, "?" where no fit explains it. Left
+// empty when nothing varies, or when a run has no metadata or another rank.
+void fit_symbolic_shape(const std::vector<TensorMeta*>& runs,
+                        const std::vector<SymbolSizes>& sizes);
 
 // The memory format `strides` follow for `sizes`, or Preserve if none.
 c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,

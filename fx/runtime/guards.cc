@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "absl/strings/str_cat.h"
@@ -165,6 +166,84 @@ std::vector<std::string> dynamic_symbols(const Graph& graph) {
         out.push_back(d.symbol);
       }
     }
+  }
+  return out;
+}
+
+std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
+                                      const SymbolSizes& example) {
+  std::vector<SymbolSizes> out(2);
+  int64_t k = 0;
+  for (const auto& [symbol, e] : example) {
+    const DynamicDim* d = nullptr;
+    for (const DynamicDim& candidate : dims) {
+      if (candidate.symbol == symbol) d = &candidate;
+    }
+    const int64_t m = d->multiple_of;
+    auto aligned_down = [&](int64_t v) { return v / m * m; };
+    auto aligned_up = [&](int64_t v) { return (v + m - 1) / m * m; };
+    // A near size and a far one (a size read only through a division
+    // changes between them), then whatever the bounds leave.
+    std::vector<int64_t> candidates = {
+        e + (k + 1) * m,
+        2 * e + (2 * k + 5) * m,
+        aligned_down(d->max),
+        e - (k + 1) * m,
+        aligned_up(std::max<int64_t>(d->min, 1)),
+    };
+    for (int64_t j = 1; j <= 4; ++j) {
+      candidates.push_back(e + j * m);
+      candidates.push_back(e - j * m);
+    }
+    std::vector<int64_t> picked;
+    for (int64_t v : candidates) {
+      if (v < d->min || v > d->max || v < 1 || v == e ||
+          std::find(picked.begin(), picked.end(), v) != picked.end()) {
+        continue;
+      }
+      picked.push_back(v);
+      if (picked.size() == 2) break;
+    }
+    if (picked.size() < 2) {
+      throw TraceError(absl::StrCat(
+          "the dynamic dimension ", symbol, " (", d->relation(),
+          ") leaves fewer than two sizes besides the example's ", e,
+          " to trace at, which generalizing needs: widen its bounds, or "
+          "leave it static"));
+    }
+    out[0][symbol] = picked[0];
+    out[1][symbol] = picked[1];
+    ++k;
+  }
+  return out;
+}
+
+std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
+                                        const std::vector<DynamicDim>& dims,
+                                        const SymbolSizes& sizes) {
+  std::vector<c10::IValue> out = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int64_t> shape;
+    for (const DynamicDim& d : dims) {
+      if (d.input != i) continue;
+      const at::Tensor& t = inputs[i].toTensor();
+      if (shape.empty()) shape = t.sizes().vec();
+      shape[d.dim] = sizes.at(d.symbol);
+    }
+    if (shape.empty()) continue;
+    const at::Tensor& t = inputs[i].toTensor();
+    out[i] = at::zeros(shape, t.options().memory_format(
+                                  t.suggest_memory_format()));
+  }
+  return out;
+}
+
+std::vector<DynamicDim> dynamic_dims(const Graph& graph) {
+  std::vector<DynamicDim> out;
+  for (const Node* ph : graph.placeholders()) {
+    const InputGuard* guard = ph->meta().get(kGuard);
+    if (guard == nullptr) continue;
+    out.insert(out.end(), guard->dynamic.begin(), guard->dynamic.end());
   }
   return out;
 }

@@ -73,6 +73,20 @@ void check_input(const InputGuard& guard, const c10::IValue& value,
 // The symbols of the graph's dynamic dimensions (TraceOptions::dynamic), in
 // order of first appearance; empty for a graph specialized to its shapes.
 std::vector<std::string> dynamic_symbols(const Graph& graph);
+// The dynamic dimensions of the graph's inputs, as their guards hold them.
+std::vector<DynamicDim> dynamic_dims(const Graph& graph);
+// Two further sizes of each symbol of `dims` besides the example's, within
+// its bounds and multiples (a near size and a far one, so that a size read
+// only through a division changes between them): where the tracer traces
+// again, and ShapeProp runs again for symbolic sizes. Throws fx::TraceError
+// when the bounds leave fewer than two.
+std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
+                                      const SymbolSizes& example);
+// Zero-filled inputs like `inputs` with the dynamic dimensions at `sizes`
+// (memory format kept).
+std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
+                                        const std::vector<DynamicDim>& dims,
+                                        const SymbolSizes& sizes);
 
 // A comparison of sizes that held while tracing (`relation` is "==", "!=",
 // "<", "<=", ">" or ">="): a TorchScript branch or assert on sizes, kept in

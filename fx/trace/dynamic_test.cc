@@ -81,18 +81,48 @@ TEST_CASE("sizes, affine functions, products and floor divisions are fitted") {
   }
 }
 
-TEST_CASE("a program that reads no size needs one trace") {
+TEST_CASE("a program that reads no size is traced again for its metadata") {
   fx::Tracer tracer([] {
     fx::TraceOptions options;
     options.dynamic = {dim(0, 0, "B")};
     return options;
   }());
-  tracer.trace(nullptr,
-               [](const std::vector<c10::IValue>& in) {
-                 return c10::IValue(in[0].toTensor().relu());
-               },
-               {torch::randn({2, 3})});
-  CHECK(tracer.stats().traces == 1);
+  std::unique_ptr<fx::Graph> graph = tracer.trace(
+      nullptr,
+      [](const std::vector<c10::IValue>& in) {
+        return c10::IValue(in[0].toTensor().relu().flatten());
+      },
+      {torch::randn({2, 3})});
+  CHECK(tracer.stats().traces == 3);
+  CHECK_FALSE(tracer.stats().read_sizes);
+  CHECK_THAT(graph->to_string(fx::PrintOptions{.tensor_meta = true}),
+             Catch::Contains("%x : f32[B, 3]") &&
+                 Catch::Contains("%relu : f32[B, 3]") &&
+                 Catch::Contains("%flatten : f32[3*B]"));
+}
+
+TEST_CASE("metadata gives sizes as functions of the dynamic ones") {
+  // x.view({B * T, -1}), a strided slice and a transpose: products, floor
+  // division and symbolic strides.
+  auto f = [](torch::Tensor x) {
+    auto flat = x.view({x.size(0) * x.size(1), -1});
+    auto half = x.slice(1, 0, x.size(1), 2);
+    return std::make_tuple(flat, half.transpose(0, 1));
+  };
+  fx::GraphModule gm =
+      trace(f, {torch::randn({2, 8, 4})}, {dim(0, 0, "B"), dim(0, 1, "T")});
+  const std::string printed =
+      gm->graph().to_string(fx::PrintOptions{.tensor_meta = true});
+  CHECK_THAT(printed, Catch::Contains("f32[B*T, 4]") &&
+                          Catch::Contains("f32[B, (T + 1)//2, 4]{4*T, 8, 1}") &&
+                          Catch::Contains("f32[(T + 1)//2, B, 4]{8, 4*T, 1}"));
+  // The example's sizes stay in `sizes`.
+  for (const fx::Node* n : gm->graph().nodes()) {
+    if (n->name() != "view") continue;
+    REQUIRE(n->tensor_meta() != nullptr);
+    CHECK((n->tensor_meta()->sizes == std::vector<int64_t>{16, 4}));
+    CHECK(n->tensor_meta()->symbolic_sizes.at(0).at({{"B", 3}, {"T", 5}}) == 15);
+  }
 }
 
 TEST_CASE("what the generalizer refuses, by name") {
@@ -103,7 +133,7 @@ TEST_CASE("what the generalizer refuses, by name") {
                     Catch::Contains("cannot be generalized") &&
                         Catch::Contains("aten::mul"));
   auto square = [](torch::Tensor x) {
-    return x.sum() + torch::zeros({x.size(0) * x.size(0)});
+    return x.sum() + torch::zeros({x.size(0) * x.size(0) + 1});
   };
   CHECK_THROWS_WITH(trace(square, {torch::randn({3})}, {dim(0, 0, "N")}),
                     Catch::Contains("cannot express as a function"));

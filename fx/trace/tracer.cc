@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
+#include "fx/runtime/guards.h"
 #include "fx/trace/internal/generalize.h"
 #include "fx/trace/internal/proxy.h"
 #include "fx/trace/internal/session.h"
@@ -360,22 +361,23 @@ std::unique_ptr<Graph> Tracer::trace(
   internal::Trace base;
   base.sizes = internal::example_sizes(dims, example_inputs);
   base.graph = trace_once(root, named, forward, example_inputs);
-  if (!stats_.read_sizes) {
-    // Nothing was specialized to the example's sizes.
-    internal::mark_dynamic(*base.graph, dims);
-    return std::move(base.graph);
-  }
   base.attributes = std::move(attributes_);
   const TraceStats stats = stats_;
   std::vector<internal::Trace> others;
   for (internal::SymbolSizes& sizes :
-       internal::sample_sizes(dims, base.sizes)) {
+       sample_sizes(dims, base.sizes)) {
     internal::Trace other;
     try {
       other.graph = trace_once(
           root, named, forward,
-          internal::resized_inputs(example_inputs, dims, sizes));
+          resized_inputs(example_inputs, dims, sizes));
     } catch (const TraceError& e) {
+      if (!stats.read_sizes) {
+        // Nothing was specialized to the example's sizes, so the graph
+        // holds as traced; only its metadata stays the example's.
+        others.clear();
+        break;
+      }
       throw TraceError(absl::StrCat(
           "tracing again at ", internal::describe(sizes),
           " (other sizes of the dynamic dimensions, to generalize the graph) "
@@ -387,7 +389,14 @@ std::unique_ptr<Graph> Tracer::trace(
     other.sizes = std::move(sizes);
     others.push_back(std::move(other));
   }
-  internal::generalize(base, others, dims);
+  if (!stats.read_sizes) {
+    // Nothing was specialized to the example's sizes: the other traces give
+    // only the metadata's symbolic sizes.
+    if (!others.empty()) internal::fit_metadata(base, others);
+    internal::mark_dynamic(*base.graph, dims);
+  } else {
+    internal::generalize(base, others, dims);
+  }
   attributes_ = std::move(base.attributes);
   stats_ = stats;
   stats_.traces = 1 + static_cast<int64_t>(others.size());

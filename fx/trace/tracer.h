@@ -118,7 +118,8 @@ struct TraceStats {
   // What specialized it, when the tracer knows: the TorchScript node that
   // used a size as a constant ("aten::eq at model.py:12").
   std::string specialized_by;
-  // Traces run: 1, or 3 with dynamic dimensions whose sizes were read.
+  // Traces run: 1, or 3 with dynamic dimensions (the other two give the
+  // metadata's symbolic sizes even when the program read no size).
   int64_t traces = 1;
 };
 

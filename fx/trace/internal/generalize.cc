@@ -60,74 +60,6 @@ std::string describe_literal(const Node& n, const Position& p) {
                       ")");
 }
 
-// The value of a literal: (p * product(symbols) + q) // r. One symbol: an
-// affine function with floor division; several: a product (q = 0, r = 1).
-struct Fit {
-  std::vector<std::string> symbols;
-  int64_t p = 1, q = 0, r = 1;
-
-  int64_t at(const SymbolSizes& sizes) const {
-    int64_t m = 1;
-    for (const std::string& s : symbols) m *= sizes.at(s);
-    return floor_divide(p * m + q, r);
-  }
-  std::string key() const {
-    return absl::StrCat(absl::StrJoin(symbols, "*"), "|", p, "|", q, "|", r);
-  }
-};
-
-bool fits(const Fit& fit, const std::vector<int64_t>& values,
-          const std::vector<SymbolSizes>& sizes) {
-  for (size_t t = 0; t < values.size(); ++t) {
-    if (fit.at(sizes[t]) != values[t]) return false;
-  }
-  return true;
-}
-
-// The first fit, in order of simplicity, that explains `values` in every
-// trace. The affine fits are made from the first two traces and checked on
-// the others; the products from the first and checked on the others.
-std::optional<Fit> fit(const std::vector<int64_t>& values,
-                       const std::vector<SymbolSizes>& sizes) {
-  const SymbolSizes& s0 = sizes[0];
-  const SymbolSizes& s1 = sizes[1];
-  for (const auto& [symbol, size] : s0) {
-    const int64_t ds = s1.at(symbol) - size;
-    if (ds == 0) continue;
-    const int64_t dl = values[1] - values[0];
-    int64_t g = std::gcd(std::abs(dl), std::abs(ds));
-    if (g == 0) g = 1;
-    Fit f;
-    f.symbols = {symbol};
-    f.p = dl / g;
-    f.r = ds / g;
-    if (f.r < 0) {
-      f.p = -f.p;
-      f.r = -f.r;
-    }
-    f.q = f.r * values[0] - f.p * size;
-    if (f.p != 0 && fits(f, values, sizes)) return f;
-  }
-  std::vector<std::string> symbols;
-  for (const auto& item : s0) symbols.push_back(item.first);
-  const size_t n = symbols.size();
-  for (size_t mask = 1; mask < (size_t{1} << n); ++mask) {
-    if (__builtin_popcountll(mask) < 2) continue;
-    Fit f;
-    int64_t m = 1;
-    for (size_t i = 0; i < n; ++i) {
-      if (mask & (size_t{1} << i)) {
-        f.symbols.push_back(symbols[i]);
-        m *= s0.at(symbols[i]);
-      }
-    }
-    if (m == 0 || values[0] % m != 0) continue;
-    f.p = values[0] / m;
-    if (f.p != 0 && fits(f, values, sizes)) return f;
-  }
-  return std::nullopt;
-}
-
 // Compares the graph of one trace with the base's, node for node.
 class Comparison {
  public:
@@ -278,8 +210,9 @@ class Builder {
   Builder(Graph& graph, const std::vector<DynamicDim>& dims)
       : graph_(graph), dims_(dims), placeholders_(graph.placeholders()) {}
 
-  Node* build(const Fit& f) {
-    auto it = fits_.find(f.key());
+  Node* build(const SizeExpr& f) {
+    const std::string key = f.to_string();
+    auto it = fits_.find(key);
     if (it != fits_.end()) return it->second;
     Node* n = symbol(f.symbols[0]);
     for (size_t i = 1; i < f.symbols.size(); ++i) {
@@ -288,7 +221,7 @@ class Builder {
     if (f.p != 1) n = graph_.call_function(Target(sym_mul()), {n, f.p});
     if (f.q != 0) n = graph_.call_function(Target(sym_add()), {n, f.q});
     if (f.r != 1) n = graph_.call_function(Target(sym_floordiv()), {n, f.r});
-    fits_[f.key()] = n;
+    fits_[key] = n;
     return n;
   }
 
@@ -382,74 +315,6 @@ SymbolSizes example_sizes(const std::vector<DynamicDim>& dims,
   return sizes;
 }
 
-std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
-                                      const SymbolSizes& example) {
-  std::vector<SymbolSizes> out(2);
-  int64_t k = 0;
-  for (const auto& [symbol, e] : example) {
-    const DynamicDim* d = nullptr;
-    for (const DynamicDim& candidate : dims) {
-      if (candidate.symbol == symbol) d = &candidate;
-    }
-    const int64_t m = d->multiple_of;
-    auto aligned_down = [&](int64_t v) { return v / m * m; };
-    auto aligned_up = [&](int64_t v) { return (v + m - 1) / m * m; };
-    // A near size and a far one (a size read only through a division
-    // changes between them), then whatever the bounds leave.
-    std::vector<int64_t> candidates = {
-        e + (k + 1) * m,
-        2 * e + (2 * k + 5) * m,
-        aligned_down(d->max),
-        e - (k + 1) * m,
-        aligned_up(std::max<int64_t>(d->min, 1)),
-    };
-    for (int64_t j = 1; j <= 4; ++j) {
-      candidates.push_back(e + j * m);
-      candidates.push_back(e - j * m);
-    }
-    std::vector<int64_t> picked;
-    for (int64_t v : candidates) {
-      if (v < d->min || v > d->max || v < 1 || v == e ||
-          std::find(picked.begin(), picked.end(), v) != picked.end()) {
-        continue;
-      }
-      picked.push_back(v);
-      if (picked.size() == 2) break;
-    }
-    if (picked.size() < 2) {
-      throw TraceError(absl::StrCat(
-          "the dynamic dimension ", symbol, " (", d->relation(),
-          ") leaves fewer than two sizes besides the example's ", e,
-          " to trace at, which generalizing needs: widen its bounds, or "
-          "leave it static"));
-    }
-    out[0][symbol] = picked[0];
-    out[1][symbol] = picked[1];
-    ++k;
-  }
-  return out;
-}
-
-std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
-                                        const std::vector<DynamicDim>& dims,
-                                        const SymbolSizes& sizes) {
-  std::vector<c10::IValue> out = inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<int64_t> shape;
-    for (const DynamicDim& d : dims) {
-      if (d.input != i) continue;
-      const at::Tensor& t = inputs[i].toTensor();
-      if (shape.empty()) shape = t.sizes().vec();
-      shape[d.dim] = sizes.at(d.symbol);
-    }
-    if (shape.empty()) continue;
-    const at::Tensor& t = inputs[i].toTensor();
-    out[i] = at::zeros(shape, t.options().memory_format(
-                                  t.suggest_memory_format()));
-  }
-  return out;
-}
-
 void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims) {
   std::vector<Node*> placeholders = graph.placeholders();
   for (size_t i = 0; i < placeholders.size(); ++i) {
@@ -474,6 +339,41 @@ void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims) {
   }
 }
 
+void fit_metadata(const std::vector<Node*>& nodes,
+                  const std::vector<std::vector<Node*>>& other_nodes,
+                  const std::vector<SymbolSizes>& sizes) {
+  for (const auto& graph_nodes : other_nodes) {
+    if (graph_nodes.size() != nodes.size()) return;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::vector<TensorMeta*> runs = {nodes[i]->meta().get_mutable(kTensorMeta)};
+    for (const auto& graph_nodes : other_nodes) {
+      runs.push_back(graph_nodes[i]->meta().get_mutable(kTensorMeta));
+    }
+    fit_symbolic_shape(runs, sizes);
+    auto* list = nodes[i]->meta().get_mutable(kTensorMetaList);
+    if (list == nullptr) continue;
+    for (size_t k = 0; k < list->size(); ++k) {
+      std::vector<TensorMeta*> elements = {&(*list)[k]};
+      for (const auto& graph_nodes : other_nodes) {
+        auto* other = graph_nodes[i]->meta().get_mutable(kTensorMetaList);
+        elements.push_back(other && k < other->size() ? &(*other)[k] : nullptr);
+      }
+      fit_symbolic_shape(elements, sizes);
+    }
+  }
+}
+
+void fit_metadata(Trace& base, const std::vector<Trace>& others) {
+  std::vector<std::vector<Node*>> other_nodes;
+  std::vector<SymbolSizes> sizes = {base.sizes};
+  for (const Trace& other : others) {
+    other_nodes.push_back(other.graph->nodes().to_vector());
+    sizes.push_back(other.sizes);
+  }
+  fit_metadata(base.graph->nodes().to_vector(), other_nodes, sizes);
+}
+
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims) {
   const std::vector<Node*> nodes = base.graph->nodes().to_vector();
@@ -487,13 +387,13 @@ void generalize(Trace& base, const std::vector<Trace>& others,
     sizes.push_back(other.sizes);
   }
   // Every fit first; the graph changes only once all are found.
-  std::vector<std::pair<Position, Fit>> fitted;
+  std::vector<std::pair<Position, SizeExpr>> fitted;
   for (const Position& p : changed) {
     std::vector<int64_t> values = {argument_at(*nodes[p.node], p).to_int()};
     for (const auto& graph_nodes : other_nodes) {
       values.push_back(argument_at(*graph_nodes[p.node], p).to_int());
     }
-    std::optional<Fit> f = fit(values, sizes);
+    std::optional<SizeExpr> f = SizeExpr::fit(values, sizes);
     if (!f) {
       std::vector<std::string> seen;
       for (size_t t = 0; t < values.size(); ++t) {
@@ -503,12 +403,14 @@ void generalize(Trace& base, const std::vector<Trace>& others,
           "the dynamic dimensions cannot be generalized: the size in ",
           describe_literal(*nodes[p.node], p), " is ", absl::StrJoin(seen, "; "),
           ", which fx cannot express as a function of the dynamic sizes "
-          "(it tries a * S + b with floor division, and products of sizes). "
+          "(it tries a * S + b with floor division, and products of sizes, each "
+          "at most squared). "
           "Make the dimension static, or give it DynamicDim::multiple_of if "
           "the program divides it"));
     }
     fitted.emplace_back(p, *f);
   }
+  fit_metadata(nodes, other_nodes, sizes);
   mark_dynamic(*base.graph, dims);
   if (fitted.empty()) return;
   Node* first = nullptr;

@@ -31,8 +31,7 @@
 
 namespace fx::internal {
 
-// The size of each symbol in one trace.
-using SymbolSizes = std::map<std::string, int64_t>;
+using fx::SymbolSizes;
 
 // "B=2, T=8".
 std::string describe(const SymbolSizes& sizes);
@@ -43,15 +42,6 @@ std::string describe(const SymbolSizes& sizes);
 SymbolSizes example_sizes(const std::vector<DynamicDim>& dims,
                           const std::vector<c10::IValue>& inputs);
 
-// Two further sizes of each symbol, within its bounds, to trace at.
-std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
-                                      const SymbolSizes& example);
-
-// Zero-filled inputs like `inputs` with the dynamic dimensions at `sizes`
-// (memory format kept).
-std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
-                                        const std::vector<DynamicDim>& dims,
-                                        const SymbolSizes& sizes);
 
 // One trace: its graph, its constants and the sizes it was traced at.
 struct Trace {
@@ -67,6 +57,15 @@ struct Trace {
 // explains; `base` is then unchanged.
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims);
+
+// Each node's metadata in `base` given its sizes and strides as functions
+// of the symbols (TensorMeta::symbolic_sizes), fitted over the traces node
+// for node; nothing when the traces differ in length. generalize() does
+// this too.
+void fit_metadata(Trace& base, const std::vector<Trace>& others);
+void fit_metadata(const std::vector<Node*>& nodes,
+                  const std::vector<std::vector<Node*>>& other_nodes,
+                  const std::vector<SymbolSizes>& sizes);
 
 // Records `dims` in the placeholders' guards of a graph that never read a
 // size (nothing to generalize).
