@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
+#include <map>
 #include <limits>
 #include <memory>
 #include <set>
@@ -19,7 +21,9 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
+#include "fx/runtime/guards.h"
 #include "interpreter/interpreter.h"
+#include "interpreter/shape_prop.h"
 #include "passes/aliasing.h"
 #include "passes/timing.h"
 
@@ -70,8 +74,12 @@ NodePrice price(const PipelineOptions& options, const Node& n) {
 struct Cut {
   // Cut before calls[index].
   int64_t index = 0;
-  // The values live across it, in program order.
+  // The tensors live across it, in program order.
   std::vector<Node*> live;
+  // The sizes live across it (sym_* nodes of a graph with dynamic
+  // dimensions): not sent, but read again in the next stage from the
+  // dimensions of the tensors that cross.
+  std::vector<Node*> sizes;
   double bytes = 0;
   // Empty when the cut may be used; else why not.
   std::string refusal;
@@ -181,8 +189,22 @@ class Splitter {
       absl::flat_hash_map<Node*, Node*> seen_root;
       for (const auto& entry : live) {
         Node* v = entry.second;
+        if (is_sym_call(*v)) {
+          cut.sizes.push_back(v);
+          continue;
+        }
         cut.live.push_back(v);
         const TensorMeta* meta = v->meta().get(kTensorMeta);
+        if (cut.refusal.empty() && meta != nullptr) {
+          for (const SizeExpr& e : meta->symbolic_sizes) {
+            if (e.known) continue;
+            cut.refusal = absl::StrCat(
+                "%", v->name(), " would cross it with a size no function of "
+                "the dynamic dimensions gives (", meta->to_string(),
+                "), so the next stage could not size its buffers");
+            break;
+          }
+        }
         if (cut.refusal.empty() &&
             (meta == nullptr || v->meta().get(kTensorMetaList) != nullptr)) {
           cut.refusal = absl::StrCat(
@@ -208,8 +230,73 @@ class Splitter {
               calls_[w->second]->name(), " writes in place after it");
         }
       }
+      for (Node* size : cut.sizes) {
+        if (!cut.refusal.empty()) break;
+        for (const std::string& symbol : symbols_read(size)) {
+          if (symbol.empty()) {
+            cut.refusal = absl::StrCat(
+                "the size %", size->name(), " would cross it, and it is "
+                "read from a dimension that is not one of the graph's "
+                "dynamic ones (TraceOptions::dynamic)");
+          } else if (find_dimension(cut.live, symbol).first == nullptr) {
+            cut.refusal = absl::StrCat(
+                "the size %", size->name(), " would cross it, and no tensor "
+                "crossing it has a dimension of size ", symbol,
+                " to read it from again");
+          }
+          if (!cut.refusal.empty()) break;
+        }
+      }
       cuts_.push_back(std::move(cut));
     }
+  }
+
+  // The symbols a size node reads (through sym_size calls, the dimensions'
+  // symbolic sizes); "" for a dimension that is no symbol.
+  std::set<std::string> symbols_read(Node* size) const {
+    std::set<std::string> out;
+    std::vector<Node*> pending = {size};
+    while (!pending.empty()) {
+      Node* n = pending.back();
+      pending.pop_back();
+      if (!is_sym_call(*n)) continue;
+      if (&n->target().function() == sym_size()) {
+        out.insert(symbol_of(*n));
+        continue;
+      }
+      for (Node* input : n->all_input_nodes()) pending.push_back(input);
+    }
+    return out;
+  }
+
+  // The symbol sym_size(%x, d) reads: %x's dimension d, when its symbolic
+  // size is a symbol alone.
+  static std::string symbol_of(const Node& sym_size_call) {
+    const Node* tensor = sym_size_call.args().at(0).to_node();
+    const TensorMeta* meta = tensor->meta().get(kTensorMeta);
+    int64_t d = sym_size_call.args().at(1).to_int();
+    if (meta == nullptr) return "";
+    if (d < 0) d += static_cast<int64_t>(meta->symbolic_sizes.size());
+    if (d < 0 || d >= static_cast<int64_t>(meta->symbolic_sizes.size())) return "";
+    const SizeExpr& e = meta->symbolic_sizes[d];
+    return e.known && e.symbols.size() == 1 && e.p == 1 && e.q == 0 && e.r == 1
+               ? e.symbols[0]
+               : "";
+  }
+
+  // A tensor among `values` and its dimension of size `symbol`.
+  static std::pair<Node*, int64_t> find_dimension(const std::vector<Node*>& values,
+                                                  const std::string& symbol) {
+    for (Node* v : values) {
+      const TensorMeta* meta = v->meta().get(kTensorMeta);
+      if (meta == nullptr) continue;
+      for (size_t d = 0; d < meta->symbolic_sizes.size(); ++d) {
+        if (meta->symbolic_sizes[d] == SizeExpr::symbol(symbol)) {
+          return {v, static_cast<int64_t>(d)};
+        }
+      }
+    }
+    return {nullptr, 0};
   }
 
   const Cut& cut_at(int64_t index) const { return cuts_[index - 1]; }
@@ -498,11 +585,27 @@ class Splitter {
         stage.bytes_in += meta_bytes(*meta);
       }
     }
-    auto lookup = [&](Node* n) -> Argument {
+    std::map<std::string, Node*> symbols;
+    std::function<Argument(Node*)> lookup = [&](Node* n) -> Argument {
       if (n->op() == Opcode::kGetAttr && !env.contains(n)) {
         env[n] = g->node_copy(*n, [](Node*) -> Argument {
           throw GraphError("split_pipeline: a get_attr with arguments");
         });
+      }
+      if (begin > 0 && is_sym_call(*n) && !env.contains(n) &&
+          call_index_.at(n) < begin) {
+        // A size from an earlier stage, read again here.
+        if (&n->target().function() == sym_size()) {
+          const std::string symbol = symbol_of(*n);
+          Node*& read = symbols[symbol];
+          if (read == nullptr) {
+            auto [tensor, d] = find_dimension(cut_at(begin).live, symbol);
+            read = g->call_function(Target(sym_size()), {env.at(tensor), d});
+          }
+          env[n] = read;
+        } else {
+          env[n] = g->node_copy(*n, lookup);
+        }
       }
       return env.at(n);
     };
@@ -588,17 +691,48 @@ class ProfilingInterpreter : public Interpreter {
 std::string shapes(const std::vector<TensorMeta>& metas) {
   std::vector<std::string> parts;
   for (const TensorMeta& meta : metas) {
+    std::vector<std::string> sizes;
+    for (const SizeExpr& e : meta.symbolic_sizes) sizes.push_back(e.to_string());
     parts.push_back(absl::StrCat(
-        c10::toString(meta.dtype), "[", absl::StrJoin(meta.sizes, ", "), "]"));
+        c10::toString(meta.dtype), "[",
+        sizes.empty() ? absl::StrJoin(meta.sizes, ", ") : absl::StrJoin(sizes, ", "),
+        "]"));
   }
   return absl::StrJoin(parts, " ");
+}
+
+// A graph with dynamic dimensions is split from a copy whose metadata
+// ShapeProp gave symbolic sizes afresh (on zeros of the example's shapes,
+// buffers kept), so that each stage's inputs and outputs say how their
+// sizes follow the dynamic ones, whatever passes ran since the trace.
+Pipeline split(const GraphModule& module, const PipelineOptions& options) {
+  if (dynamic_dims(module->graph()).empty()) return Splitter(*module, options).split();
+  std::vector<c10::IValue> inputs;
+  for (const Node* ph : module->graph().placeholders()) {
+    const TensorMeta* meta = ph->meta().get(kTensorMeta);
+    if (meta == nullptr) {
+      throw GraphError(absl::StrCat(
+          "split_pipeline: the graph has dynamic dimensions and its input %",
+          ph->name(), " has no tensor metadata to run it on"));
+    }
+    inputs.emplace_back(at::zeros(meta->sizes, at::TensorOptions().dtype(meta->dtype)));
+  }
+  GraphModule copy(module->copy());
+  try {
+    ShapeProp(copy).propagate_keeping_buffers(inputs);
+  } catch (const std::exception& e) {
+    throw GraphError(absl::StrCat(
+        "split_pipeline: the graph did not run on zeros of its example's "
+        "shapes, which its stages' symbolic sizes need: ", e.what()));
+  }
+  return Splitter(*copy, options).split();
 }
 
 }  // namespace
 
 Pipeline split_pipeline(const GraphModule& module,
                         const PipelineOptions& options) {
-  return Splitter(*module, options).split();
+  return split(module, options);
 }
 
 Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,

@@ -31,9 +31,20 @@
 //   stage returns the graph's output. Running the stages in turn, each on
 //   the previous one's output, computes exactly what the graph computes.
 // - Only tensors with known metadata (kTensorMeta: shape and dtype, so a
-//   receiver allocates its buffers once) may cross a cut. A cut where a size,
-//   a list or a tensor without metadata is live is never chosen, and is an
+//   receiver knows its buffers) may cross a cut. A cut where a list or a
+//   tensor without metadata is live is never chosen, and is an
 //   fx::GraphError when asked for.
+// - A graph with dynamic dimensions (TraceOptions::dynamic) is split from a
+//   copy ShapeProp gave symbolic sizes, so every stage runs every shape the
+//   graph runs: what crosses a cut says how its sizes follow the symbols
+//   (f32[B, T, 768]), and a size the program computed (sym_size and its
+//   arithmetic) is not sent but read again in the next stage from a
+//   dimension of that symbol of a tensor it receives:
+//     stage 0: ... %view = aten::view(%x, [%B, %T, 12, 64]) ...
+//     stage 1: %B = sym_size(%layer_norm, 0); %T = sym_size(%layer_norm, 1)
+//   A cut where no tensor crossing has such a dimension, or where a tensor
+//   crossing has a size no function of the symbols gives ("?"), is never
+//   chosen (and named when asked for).
 // - A cut is also refused when a later node writes in place to a value
 //   whose storage two live values share (each stage gets its own copy, so
 //   the other would miss the write), or to a graph input (the caller would).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/meta.h"
+#include "fx/runtime/guards.h"
 
 namespace fx {
 namespace {
@@ -36,9 +39,38 @@ int data_tag(int64_t round, int64_t micro_batch) {
   return static_cast<int>(1 + (round & 1) * kMaxMicroBatches + micro_batch);
 }
 
+constexpr int64_t kHeaderFields = 3;  // round, micro-batches, symbols
+constexpr int64_t kMaxSymbols = 16;
+
 std::string meta_text(const TensorMeta& meta) {
-  return absl::StrCat(c10::toString(meta.dtype), "[",
-                      absl::StrJoin(meta.sizes, ", "), "]");
+  if (meta.symbolic_sizes.empty()) {
+    return absl::StrCat(c10::toString(meta.dtype), "[",
+                        absl::StrJoin(meta.sizes, ", "), "]");
+  }
+  std::vector<std::string> sizes;
+  for (const SizeExpr& e : meta.symbolic_sizes) sizes.push_back(e.to_string());
+  return absl::StrCat(c10::toString(meta.dtype), "[", absl::StrJoin(sizes, ", "), "]");
+}
+
+// The metas with their sizes at `sizes` of the dynamic dimensions'
+// symbols (contiguous, as messages carry them).
+std::vector<TensorMeta> at_sizes(std::vector<TensorMeta> metas,
+                                 const SymbolSizes& sizes) {
+  for (TensorMeta& meta : metas) {
+    for (size_t d = 0; d < meta.symbolic_sizes.size(); ++d) {
+      std::optional<int64_t> size = meta.symbolic_sizes[d].at(sizes);
+      if (!size || *size < 0) {
+        throw PipelineError(absl::StrCat(
+            "a stage's tensor ", meta_text(meta), " has no size at ",
+            absl::StrJoin(sizes, ", ", absl::PairFormatter("=")),
+            ": its dimension ", d, " is no function of the dynamic ones"));
+      }
+      meta.sizes[d] = *size;
+    }
+    meta.symbolic_sizes.clear();
+    meta.symbolic_strides.clear();
+  }
+  return metas;
 }
 
 std::string metas_text(const std::vector<TensorMeta>& metas) {
@@ -64,6 +96,13 @@ struct Layout {
 
   at::Tensor allocate() const {
     return at::empty({std::max<int64_t>(bytes, 1)}, at::kByte);
+  }
+  // `buffer` grown to hold a message of this layout, as a view of exactly
+  // its size (what is sent and received).
+  at::Tensor message(at::Tensor& buffer) const {
+    const int64_t size = std::max<int64_t>(bytes, 1);
+    if (!buffer.defined() || buffer.numel() < size) buffer = allocate();
+    return buffer.narrow(0, 0, size);
   }
 
   // The tensors of `buffer`, as views.
@@ -165,21 +204,28 @@ struct Description {
   std::string outputs;
   bool tuple = false;
   std::vector<TensorMeta> output_metas;
+  // Stage 0's: the dynamic dimensions' symbols whose sizes each batch's
+  // header carries, in this order.
+  std::vector<std::string> symbols;
 
   std::string encode() const {
     std::vector<std::string> metas;
     for (const TensorMeta& meta : output_metas) {
+      std::vector<std::string> symbolic;
+      for (const SizeExpr& e : meta.symbolic_sizes) symbolic.push_back(e.to_string());
       metas.push_back(absl::StrCat(static_cast<int>(meta.dtype), ":",
-                                   absl::StrJoin(meta.sizes, ",")));
+                                   absl::StrJoin(meta.sizes, ","), ":",
+                                   absl::StrJoin(symbolic, ",")));
     }
     return absl::StrCat(world, "\n", inputs, "\n", outputs, "\n",
-                        tuple ? 1 : 0, "\n", absl::StrJoin(metas, ";"));
+                        tuple ? 1 : 0, "\n", absl::StrJoin(metas, ";"), "\n",
+                        absl::StrJoin(symbols, ","));
   }
 
   static Description decode(const std::string& text) {
     std::vector<std::string> lines = absl::StrSplit(text, '\n');
     Description d;
-    if (lines.size() != 5 || !absl::SimpleAtoi(lines[0], &d.world)) {
+    if (lines.size() != 6 || !absl::SimpleAtoi(lines[0], &d.world)) {
       throw PipelineError(
           "a rank published a description this build cannot read: is "
           "every rank the same fx build?");
@@ -189,23 +235,30 @@ struct Description {
     d.tuple = lines[3] == "1";
     for (absl::string_view part :
          absl::StrSplit(lines[4], ';', absl::SkipEmpty())) {
-      std::pair<std::string, std::string> fields = absl::StrSplit(part, ':');
+      std::vector<std::string> fields = absl::StrSplit(part, ':');
       TensorMeta meta;
       int dtype = 0;
-      if (!absl::SimpleAtoi(fields.first, &dtype)) {
+      if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &dtype)) {
         throw PipelineError("a rank published an unreadable description");
       }
       meta.dtype = static_cast<c10::ScalarType>(dtype);
       for (absl::string_view size :
-           absl::StrSplit(fields.second, ',', absl::SkipEmpty())) {
+           absl::StrSplit(fields[1], ',', absl::SkipEmpty())) {
         int64_t value = 0;
         if (!absl::SimpleAtoi(size, &value)) {
           throw PipelineError("a rank published an unreadable description");
         }
         meta.sizes.push_back(value);
       }
+      for (absl::string_view text :
+           absl::StrSplit(fields[2], ',', absl::SkipEmpty())) {
+        std::optional<SizeExpr> e = SizeExpr::parse(std::string(text));
+        if (!e) throw PipelineError("a rank published an unreadable description");
+        meta.symbolic_sizes.push_back(*e);
+      }
       d.output_metas.push_back(std::move(meta));
     }
+    d.symbols = absl::StrSplit(lines[5], ',', absl::SkipEmpty());
     return d;
   }
 };
@@ -453,7 +506,28 @@ Description describe(const GraphModuleImpl& stage, int64_t world) {
   d.outputs = metas_text(outputs.metas);
   d.tuple = outputs.tuple;
   d.output_metas = outputs.metas;
+  d.symbols = dynamic_symbols(stage.graph());
+  std::sort(d.symbols.begin(), d.symbols.end());
+  if (static_cast<int64_t>(d.symbols.size()) > kMaxSymbols) {
+    throw PipelineError(absl::StrCat("the stage has ", d.symbols.size(),
+                                     " dynamic dimensions' symbols; a "
+                                     "pipeline carries at most ", kMaxSymbols));
+  }
   return d;
+}
+
+// A batch's header: its round, its number of micro-batches and the sizes
+// of the dynamic dimensions' symbols, in the driver's order.
+at::Tensor make_header() { return at::zeros({kHeaderFields + kMaxSymbols}, at::kLong); }
+
+SymbolSizes header_sizes(const at::Tensor& header,
+                         const std::vector<std::string>& symbols) {
+  SymbolSizes sizes;
+  const int64_t count = header[2].item<int64_t>();
+  for (int64_t i = 0; i < count && i < static_cast<int64_t>(symbols.size()); ++i) {
+    sizes[symbols[i]] = header[kHeaderFields + i].item<int64_t>();
+  }
+  return sizes;
 }
 
 std::vector<c10::IValue> as_inputs(const std::vector<at::Tensor>& tensors) {
@@ -467,7 +541,7 @@ class PipelineDriver::Impl {
   Impl(GraphModule stage, const PipelineGroup& group)
       : stage_(std::move(stage)),
         inputs_(input_metas(*stage_)),
-        outputs_(output_metas(*stage_).metas),
+        output_metas_(output_metas(*stage_).metas),
         group_(group, describe(*stage_, group.world)) {
     if (group.rank != 0) {
       throw PipelineError(absl::StrCat(
@@ -486,12 +560,12 @@ class PipelineDriver::Impl {
     }
     if (group_.world() > 1) {
       const Description& last = group_.description(group_.world() - 1);
-      results_ = Layout(last.output_metas);
+      result_metas_ = last.output_metas;
       tuple_result_ = last.tuple;
+      symbols_ = group_.description(0).symbols;
     } else {
       tuple_result_ = output_metas(*stage_).tuple;
     }
-    for (auto& buffer : send_buffers_) buffer = outputs_.allocate();
   }
 
   ~Impl() {
@@ -507,18 +581,20 @@ class PipelineDriver::Impl {
   void stop() {
     if (stopped_) return;
     stopped_ = true;
-    if (group_.world() > 1) send_header(0);
+    if (group_.world() > 1) send_header(0, {});
   }
 
   std::vector<c10::IValue> run_all(
       const std::vector<std::vector<at::Tensor>>& batches) {
     if (stopped_) throw PipelineError("run() after stop()");
     std::vector<std::vector<at::Tensor>> pieces;
+    std::vector<SymbolSizes> sizes;
     std::vector<int64_t> counts;
     for (const std::vector<at::Tensor>& batch : batches) {
       counts.push_back(count_micro_batches(batch));
       for (int64_t m = 0; m < counts.back(); ++m) {
         pieces.push_back(slice(batch, m));
+        sizes.push_back(bind(pieces.back()));
       }
     }
     if (static_cast<int64_t>(pieces.size()) >= kMaxMicroBatches) {
@@ -526,7 +602,17 @@ class PipelineDriver::Impl {
                                        " micro-batches at once; at most ",
                                        kMaxMicroBatches - 1));
     }
-    std::vector<std::vector<at::Tensor>> results = run_pieces(pieces);
+    // One round per run of micro-batches with the same sizes (a header
+    // gives a round's sizes).
+    std::vector<std::vector<at::Tensor>> results;
+    for (size_t start = 0; start < pieces.size();) {
+      size_t end = start + 1;
+      while (end < pieces.size() && sizes[end] == sizes[start]) ++end;
+      std::vector<std::vector<at::Tensor>> round = run_pieces(
+          {pieces.begin() + start, pieces.begin() + end}, sizes[start]);
+      for (auto& result : round) results.push_back(std::move(result));
+      start = end;
+    }
     std::vector<c10::IValue> outputs;
     size_t next = 0;
     for (int64_t count : counts) {
@@ -543,7 +629,7 @@ class PipelineDriver::Impl {
   // them in turn, each sent on as soon as it is done, while the last
   // stage's outputs come back.
   std::vector<std::vector<at::Tensor>> run_pieces(
-      const std::vector<std::vector<at::Tensor>>& pieces) {
+      const std::vector<std::vector<at::Tensor>>& pieces, const SymbolSizes& sizes) {
     const int64_t micro_batches = static_cast<int64_t>(pieces.size());
     ++round_;
     std::vector<std::vector<at::Tensor>> results(micro_batches);
@@ -553,12 +639,14 @@ class PipelineDriver::Impl {
       }
       return results;
     }
-    send_header(micro_batches);
+    const Layout outputs(at_sizes(output_metas_, sizes));
+    const Layout results_layout(at_sizes(result_metas_, sizes));
+    send_header(micro_batches, sizes);
     const int64_t last = group_.world() - 1;
     std::vector<at::Tensor> result_buffers;
     std::vector<c10::intrusive_ptr<c10d::Work>> receiving;
     for (int64_t m = 0; m < micro_batches; ++m) {
-      result_buffers.push_back(results_.allocate());
+      result_buffers.push_back(results_layout.allocate());
       receiving.push_back(
           group_.recv(result_buffers.back(), last, data_tag(round_, m)));
     }
@@ -568,8 +656,9 @@ class PipelineDriver::Impl {
           output_tensors(stage_->forward(as_inputs(pieces[m])));
       auto& slot = sending[m % 2];
       if (slot) group_.wait(slot, 1, "receive a micro-batch", group_.timeout());
-      outputs_.pack(out, send_buffers_[m % 2], "stage 0");
-      slot = group_.send(send_buffers_[m % 2], 1, data_tag(round_, m));
+      at::Tensor message = outputs.message(send_buffers_[m % 2]);
+      outputs.pack(out, message, "stage 0");
+      slot = group_.send(message, 1, data_tag(round_, m));
     }
     for (auto& slot : sending) {
       if (slot) group_.wait(slot, 1, "receive a micro-batch", group_.timeout());
@@ -578,15 +667,35 @@ class PipelineDriver::Impl {
       group_.wait(receiving[m], last,
                   absl::StrCat("send the outputs of micro-batch ", m),
                   group_.timeout());
-      results[m] = results_.views(result_buffers[m]);
+      results[m] = results_layout.views(result_buffers[m]);
     }
     return results;
   }
 
-  void send_header(int64_t micro_batches) {
-    at::Tensor header = at::empty({2}, at::kLong);
+  // The sizes of the dynamic dimensions' symbols in a micro-batch, checked
+  // against stage 0's guards (GuardError naming the relation broken).
+  SymbolSizes bind(const std::vector<at::Tensor>& piece) const {
+    SymbolBindings bindings;
+    const std::vector<Node*> placeholders = stage_->graph().placeholders();
+    for (size_t i = 0; i < piece.size() && i < placeholders.size(); ++i) {
+      if (const InputGuard* guard = placeholders[i]->meta().get(kGuard)) {
+        check_input(*guard, piece[i], placeholders[i]->name(), i, &bindings);
+      }
+    }
+    SymbolSizes sizes;
+    for (const auto& [symbol, value] : bindings.values) sizes[symbol] = value.first;
+    return sizes;
+  }
+
+  void send_header(int64_t micro_batches, const SymbolSizes& sizes) {
+    at::Tensor header = make_header();
     header[0] = round_;
     header[1] = micro_batches;
+    header[2] = static_cast<int64_t>(symbols_.size());
+    for (size_t i = 0; i < symbols_.size(); ++i) {
+      auto it = sizes.find(symbols_[i]);
+      header[kHeaderFields + static_cast<int64_t>(i)] = it == sizes.end() ? 0 : it->second;
+    }
     auto work = group_.send(header, 1, kHeaderTag);
     group_.wait(work, 1, "receive the next batch's header", group_.timeout());
   }
@@ -603,9 +712,14 @@ class PipelineDriver::Impl {
       const int64_t micro = meta.sizes[0];
       const at::Tensor& t = inputs[i];
       std::vector<int64_t> rest(meta.sizes.begin() + 1, meta.sizes.end());
+      std::vector<int64_t> given =
+          t.dim() > 0 ? t.sizes().slice(1).vec() : std::vector<int64_t>{};
+      // Dynamic dimensions past the batch take any size their guard allows.
+      for (size_t d = 1; d < meta.symbolic_sizes.size() && d - 1 < given.size(); ++d) {
+        if (!meta.symbolic_sizes[d].is_constant()) given[d - 1] = rest[d - 1];
+      }
       if (t.dim() != static_cast<int64_t>(meta.sizes.size()) ||
-          t.size(0) % micro != 0 || t.size(0) == 0 ||
-          t.sizes().slice(1) != c10::IntArrayRef(rest) ||
+          t.size(0) % micro != 0 || t.size(0) == 0 || given != rest ||
           t.scalar_type() != meta.dtype) {
         throw PipelineError(absl::StrCat(
             "input ", i, " is ", c10::toString(t.scalar_type()), "[",
@@ -655,9 +769,10 @@ class PipelineDriver::Impl {
 
   GraphModule stage_;
   Layout inputs_;
-  Layout outputs_;
+  std::vector<TensorMeta> output_metas_;
   Group group_;
-  Layout results_{{}};
+  std::vector<TensorMeta> result_metas_;
+  std::vector<std::string> symbols_;
   bool tuple_result_ = false;
   std::array<at::Tensor, 2> send_buffers_;
   int64_t round_ = 0;
@@ -684,16 +799,18 @@ void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group) {
     throw PipelineError(
         "rank 0 is the driver (PipelineDriver); serve ranks 1 to world - 1");
   }
-  Layout inputs(input_metas(*stage));
-  Layout outputs(output_metas(*stage).metas);
+  const std::vector<TensorMeta> input_meta = input_metas(*stage);
+  const std::vector<TensorMeta> output_meta = output_metas(*stage).metas;
   Group g(group, describe(*stage, group.world));
   const int64_t rank = g.rank();
   const bool last = rank == g.world() - 1;
   const int64_t next = last ? 0 : rank + 1;
   const std::string what = absl::StrCat("stage ", rank);
-  std::array<at::Tensor, 2> received{inputs.allocate(), inputs.allocate()};
-  std::array<at::Tensor, 2> sent{outputs.allocate(), outputs.allocate()};
-  at::Tensor header = at::empty({2}, at::kLong);
+  const std::vector<std::string> symbols = g.description(0).symbols;
+  // Buffers grown to the largest message seen.
+  std::array<at::Tensor, 2> received;
+  std::array<at::Tensor, 2> sent;
+  at::Tensor header = make_header();
   while (true) {
     g.wait(g.recv(header, rank - 1, kHeaderTag), rank - 1,
            "send the next batch", kIdle);
@@ -704,25 +821,30 @@ void serve_pipeline_stage(GraphModule stage, const PipelineGroup& group) {
              "receive the next batch's header", g.timeout());
     }
     if (micro_batches == 0) return;
+    const SymbolSizes sizes = header_sizes(header, symbols);
+    const Layout inputs(at_sizes(input_meta, sizes));
+    const Layout outputs(at_sizes(output_meta, sizes));
+    std::array<at::Tensor, 2> in;
     std::array<c10::intrusive_ptr<c10d::Work>, 2> receiving;
     std::array<c10::intrusive_ptr<c10d::Work>, 2> sending;
     for (int64_t m = 0; m < std::min<int64_t>(micro_batches, 2); ++m) {
-      receiving[m] = g.recv(received[m], rank - 1, data_tag(round, m));
+      in[m] = inputs.message(received[m]);
+      receiving[m] = g.recv(in[m], rank - 1, data_tag(round, m));
     }
     for (int64_t m = 0; m < micro_batches; ++m) {
       const size_t slot = static_cast<size_t>(m % 2);
       g.wait(receiving[slot], rank - 1,
              absl::StrCat("send micro-batch ", m), g.timeout());
       std::vector<at::Tensor> out = output_tensors(
-          stage->forward(as_inputs(inputs.views(received[slot]))));
+          stage->forward(as_inputs(inputs.views(in[slot]))));
       if (sending[slot]) {
         g.wait(sending[slot], next, "receive a micro-batch", g.timeout());
       }
-      outputs.pack(out, sent[slot], what);
-      sending[slot] = g.send(sent[slot], next, data_tag(round, m));
+      at::Tensor message = outputs.message(sent[slot]);
+      outputs.pack(out, message, what);
+      sending[slot] = g.send(message, next, data_tag(round, m));
       if (m + 2 < micro_batches) {
-        receiving[slot] =
-            g.recv(received[slot], rank - 1, data_tag(round, m + 2));
+        receiving[slot] = g.recv(in[slot], rank - 1, data_tag(round, m + 2));
       }
     }
     for (auto& slot : sending) {

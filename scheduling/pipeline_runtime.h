@@ -26,8 +26,14 @@
 //   micro-batch in one process.
 // - Buffers: each stage knows the shapes and dtypes it receives and sends
 //   from its graph's metadata; all tensors of a micro-batch travel in one
-//   message, received into buffers allocated once (two per stage, so that
-//   the next micro-batch arrives while this one computes).
+//   message, received into two buffers per stage (so that the next
+//   micro-batch arrives while this one computes).
+// - Dynamic dimensions: stages split from a graph with them take every
+//   shape its guards allow (stage 0's guards check each micro-batch). Each
+//   batch's header carries the sizes of the symbols (B, T, ...), from which
+//   every rank sizes its messages (its metadata's symbolic sizes); buffers
+//   grow to the largest message seen. Batches of different sizes in one
+//   run_all go as one round each.
 // - Before any data moves, every rank publishes what it receives and sends
 //   in the store and checks every neighbour against it: a rank missing
 //   after the timeout, a rank started twice, different world sizes, and a
@@ -82,7 +88,9 @@ class PipelineDriver {
 
   // Runs one batch through the pipeline: each input tensor is cut into
   // micro-batches along dim 0 (its size must be a multiple of stage 0's
-  // traced size), and each output is the last stage's outputs concatenated.
+  // traced size; its other dimensions as traced, or any its guard allows
+  // where they are dynamic), and each output is the last stage's outputs
+  // concatenated.
   // Returns a tensor, or a tuple of them, as the last stage does.
   c10::IValue run(const std::vector<at::Tensor>& inputs);
   // Several batches back to back, as a server's stream of requests: the

@@ -141,6 +141,48 @@ TEST_CASE("2 and 3 ranks compute bitwise what the stages do in one process") {
   }
 }
 
+TEST_CASE("a graph with dynamic dimensions runs other lengths across ranks") {
+  // [B, T, 8] tokens, B and T dynamic; the sizes are read late.
+  TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B"},
+                     {.input = 0, .dim = 1, .symbol = "T", .max = 64}};
+  GraphModule gm = symbolic_trace(
+      [](at::Tensor x) {
+        const int64_t B = x.size(0), T = x.size(1);
+        at::Tensor q = torch::tanh(x * 2);
+        at::Tensor att = torch::softmax(q.matmul(q.transpose(1, 2)), -1);
+        at::Tensor y = torch::relu(att.matmul(q) + x);
+        return y.reshape({B * T, 8}).view({B, T, 8}).sum(-1);
+      },
+      std::vector<c10::IValue>{torch::randn({2, 6, 8})}, options);
+  const int64_t world = 3;
+  Pipeline p = split_pipeline(gm, stages(world));
+  const std::string master = local_master();
+  Servers servers(p, master, world);
+  {
+    PipelineDriver driver(p.stages[0].module, group(master, 0, world));
+    CHECK(driver.micro_batch_size() == 2);
+    // Batches of several lengths, one after another and as one stream
+    // (each length its own round), longer ones growing the buffers.
+    std::vector<std::vector<at::Tensor>> stream;
+    for (int64_t t : {6, 3, 17, 17, 1, 40}) stream.push_back({torch::randn({4, t, 8})});
+    for (const auto& batch : stream) {
+      CHECK(torch::equal(driver.run(batch).toTensor(), gm->forward({batch[0]}).toTensor()));
+    }
+    std::vector<c10::IValue> ys = driver.run_all(stream);
+    REQUIRE(ys.size() == stream.size());
+    for (size_t b = 0; b < stream.size(); ++b) {
+      CHECK(torch::equal(ys[b].toTensor(), gm->forward({stream[b][0]}).toTensor()));
+    }
+    // A length out of bounds is refused by name, and the pipeline goes on.
+    CHECK_THROWS_WITH(driver.run({torch::randn({2, 65, 8})}), Catch::Contains("T <= 64"));
+    at::Tensor x = torch::randn({2, 9, 8});
+    CHECK(torch::equal(driver.run({x}).toTensor(), gm->forward({x}).toTensor()));
+  }
+  servers.join();
+  for (const std::string& error : servers.errors) CHECK(error.empty());
+}
+
 TEST_CASE("stages that do not fit are named on every rank") {
   Pipeline p = split_pipeline(chain(), stages(2));
   GraphModule other_model = trace_function(

@@ -166,6 +166,55 @@ TEST_CASE("bad split points and impossible cuts are named errors") {
   CHECK(gm->graph().to_string() == text);
 }
 
+// Attention over [B, T, 8] that reads its sizes late (a reshape to B * T
+// and back), traced with B and T dynamic.
+GraphModule dynamic_attention() {
+  TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B"},
+                     {.input = 0, .dim = 1, .symbol = "T", .max = 64}};
+  return symbolic_trace(
+      [](at::Tensor x) {
+        const int64_t B = x.size(0), T = x.size(1);
+        at::Tensor q = torch::tanh(x * 2);
+        at::Tensor att = torch::softmax(q.matmul(q.transpose(1, 2)) / 2, -1);
+        at::Tensor y = att.matmul(q) + x;
+        at::Tensor flat = torch::relu(y.reshape({B * T, 8}));
+        return flat.view({B, T, 8}).sum(-1);
+      },
+      std::vector<c10::IValue>{torch::randn({2, 6, 8})}, options);
+}
+
+TEST_CASE("a graph with dynamic dimensions splits into stages that run every shape") {
+  GraphModule gm = dynamic_attention();
+  for (const PipelineOptions& options :
+       {with_stages(2), with_stages(3), at_points({"softmax"})}) {
+    Pipeline p = split_pipeline(gm, options);
+    const int64_t stages = static_cast<int64_t>(p.stages.size());
+    CHECK(stages == (options.split_points.empty() ? options.stages : 2));
+    CHECK_THAT(format_pipeline(p), Catch::Contains("[B, T, 8]"));
+    if (!options.split_points.empty()) {
+      // The reshape and view past the cut read B and T again from what the
+      // stage receives.
+      const std::string last = p.stages.back().module->graph().to_string();
+      CHECK_THAT(last, Catch::Contains("call_function[target=sym_size]"));
+      CHECK_THAT(last, Catch::Contains("aten::view"));
+    }
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{2, 6}, {1, 5}, {3, 12}, {4, 1}}) {
+      INFO(stages << " stages at B=" << b << ", T=" << t);
+      at::Tensor x = torch::randn({b, t, 8});
+      CHECK(torch::equal(run_pipeline_locally(p, {x}).toTensor(),
+                         gm->forward({x}).toTensor()));
+    }
+    // Stage 0 keeps the graph's guards.
+    CHECK_THROWS_WITH(run_pipeline_locally(p, {torch::randn({2, 65, 8})}),
+                      Catch::Contains("T <= 64"));
+  }
+  // After the reshape to B * T, nothing crossing has a dimension B or T to
+  // read the view's sizes from again.
+  CHECK_THROWS_WITH(split_pipeline(gm, at_points({"relu"})),
+                    Catch::Contains("no tensor crossing it has a dimension of size B"));
+}
+
 TEST_CASE("a cut is refused where a later in-place write would be lost") {
   at::Tensor x = torch::randn({4, 8});
   GraphModule gm = trace_function(

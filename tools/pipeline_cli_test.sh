@@ -111,6 +111,21 @@ check "rank 0 drives rank 1" 0 "rank 0: 3 batches" -- \
 expect_exit "rank 1 exits 0 after rank 0 stopped" "${pids[-1]}" 0
 expect_log "rank 1 returns when rank 0 stops" "$out/r1.log" "rank 1 done"
 
+# Traced with a dynamic batch (the encoder's dimension 1), split once and
+# served at batches other than the example's.
+check "split with a dynamic dimension" 0 "wrote $out/dyn/stage_1.fx" -- \
+  "$fx" pipeline split transformer_encoder --dynamic=N:0:1:64 --stages=2 \
+  --output="$out/dyn"
+for n in 5 1; do
+  p="$(port)"
+  serve "$out/d1_$n.log" --rank=1 --world=2 --master="127.0.0.1:$p" \
+    "$out/dyn/stage_1.fx"
+  check "the dynamic stages at N=$n" 0 "rank 0: 2 batches" -- \
+    "$fx" pipeline serve --rank=0 --world=2 --master="127.0.0.1:$p" \
+    --input="12x$n:int64" --rounds=2 "$out/dyn/stage_0.fx"
+  expect_exit "its rank 1 exits 0" "${pids[-1]}" 0
+done
+
 # A rank killed mid-run: rank 0 fails at once, naming it.
 p="$(port)"
 serve "$out/k1.log" --rank=1 --world=2 --master="127.0.0.1:$p" "$out/two/stage_1.fx"

@@ -39,6 +39,7 @@ struct SplitFlags {
   MachineFlags machine;
   int64_t micro_batches = 8;
   std::vector<std::string> input;
+  ShapeFlags shapes;
 
   void add_to(Flags& flags, const char* micro_batches_help) {
     flags.add("stages", &stages,
@@ -55,6 +56,7 @@ struct SplitFlags {
     machine.add_to(flags);
     flags.add("micro_batches", &micro_batches, micro_batches_help);
     add_input_flag(flags, &input);
+    shapes.add_to(flags);
   }
 
   void check() const {
@@ -123,7 +125,7 @@ class PipelineSplit : public Command {
     split_.check();
     std::vector<c10::IValue> inputs;
     fx::GraphModule module =
-        open_model_in_eval_mode(args[0], split_.input, &inputs);
+        open_model_in_eval_mode(args[0], split_.input, &inputs, split_.shapes);
     fx::Pipeline pipeline = split_from_flags(module, inputs, split_);
     std::filesystem::create_directories(output_);
     print_plan(pipeline, split_.micro_batches);
@@ -266,7 +268,7 @@ int PipelineRun::run(const std::vector<std::string>& args) {
   const int64_t micro_batches = split_.micro_batches;
   std::vector<c10::IValue> inputs;
   fx::GraphModule module =
-      open_model_in_eval_mode(args[0], split_.input, &inputs);
+      open_model_in_eval_mode(args[0], split_.input, &inputs, split_.shapes);
   at::set_num_threads(static_cast<int>(threads));
   fx::Pipeline pipeline = split_from_flags(module, inputs, split_);
   const int64_t world = static_cast<int64_t>(pipeline.stages.size());

@@ -241,14 +241,24 @@ fx::GraphModule open_model(const std::string& name,
 
 fx::GraphModule open_model_in_eval_mode(const std::string& name,
                                         const std::vector<std::string>& input,
-                                        std::vector<c10::IValue>* inputs) {
+                                        std::vector<c10::IValue>* inputs,
+                                        const ShapeFlags& shapes) {
   if (is_zoo_model(name)) {
+    if (shapes.specialize) {
+      throw UsageError("--specialize applies to TorchScript files: " + name +
+                       " is C++, whose sizes are always specialized unless "
+                       "--dynamic names them");
+    }
     models::ZooModel model = models::make_zoo_model(name);
     model.module->eval();
     *inputs = model.example_inputs;
-    return models::trace_zoo_model(model);
+    fx::TraceOptions options;
+    options.leaf_modules = model.leaf_modules;
+    options.dynamic = shapes.dynamic_dims();
+    return fx::symbolic_trace(model.module, model.forward, model.example_inputs,
+                              options);
   }
-  return open_file(name, input, inputs);
+  return open_file(name, input, inputs, shapes);
 }
 
 std::function<fx::GraphModule(const std::vector<c10::IValue>&)> retracer(

@@ -63,11 +63,12 @@ fx::GraphModule open_model(const std::string& name,
                            std::vector<c10::IValue>* inputs,
                            const ShapeFlags& shapes = {});
 
-// The same, but a bundled model is traced in eval mode through
-// models::trace_zoo_model, quietly (what pipeline stages and branches cut).
+// The same, but a bundled model is traced in eval mode, quietly (what
+// pipeline stages and branches cut).
 fx::GraphModule open_model_in_eval_mode(const std::string& name,
                                         const std::vector<std::string>& input,
-                                        std::vector<c10::IValue>* inputs);
+                                        std::vector<c10::IValue>* inputs,
+                                        const ShapeFlags& shapes = {});
 
 // What a cache of specializations (--calls) traces for each new shape: the
 // bundled model or TorchScript file `name` traced on those inputs (with
