@@ -123,6 +123,14 @@ TEST_CASE("metadata gives sizes as functions of the dynamic ones") {
     CHECK((n->tensor_meta()->sizes == std::vector<int64_t>{16, 4}));
     CHECK(n->tensor_meta()->symbolic_sizes.at(0).at({{"B", 3}, {"T", 5}}) == 15);
   }
+  // fx::save keeps them; the printed text has no example sizes to give
+  // them back, and says so.
+  std::stringstream file;
+  fx::save(gm, file);
+  CHECK(fx::load(file)->graph().to_string(fx::PrintOptions{.tensor_meta = true}) ==
+        printed);
+  CHECK_THROWS_WITH(fx::parse_graph(printed),
+                    Catch::Contains("symbolic sizes ('B, T, 4') cannot be read back"));
 }
 
 TEST_CASE("what the generalizer refuses, by name") {
