@@ -111,6 +111,7 @@ void ShapeProp::fit_symbolic(Recording& example,
   snapshot.restore();
   recorded_.clear();
   if (runs.empty()) return;
+  SymbolicShapeFitter fitter(all);
   auto find = [](Recording& run, const Node* n) -> Recorded* {
     auto it = run.find(n);
     return it == run.end() ? nullptr : &it->second;
@@ -123,7 +124,7 @@ void ShapeProp::fit_symbolic(Recording& example,
         metas.push_back(other && other->kind == Recorded::Kind::kTensor ? &other->tensor
                                                                         : nullptr);
       }
-      fit_symbolic_shape(metas, all);
+      fitter.fit(metas);
     } else if (r.kind == Recorded::Kind::kTensorList) {
       for (size_t k = 0; k < r.tensors.size(); ++k) {
         std::vector<TensorMeta*> metas = {&r.tensors[k]};
@@ -134,7 +135,7 @@ void ShapeProp::fit_symbolic(Recording& example,
                               ? &other->tensors[k]
                               : nullptr);
         }
-        fit_symbolic_shape(metas, all);
+        fitter.fit(metas);
       }
     }
   }

@@ -26,9 +26,11 @@ TensorMeta tensor_meta_of(const at::Tensor& tensor) {
   return m;
 }
 
-void fit_symbolic_shape(const std::vector<TensorMeta*>& runs,
-                        const std::vector<SymbolSizes>& sizes) {
-  if (runs.size() < 3 || runs.size() != sizes.size() || runs[0] == nullptr) return;
+SymbolicShapeFitter::SymbolicShapeFitter(std::vector<SymbolSizes> sizes)
+    : sizes_(std::move(sizes)) {}
+
+void SymbolicShapeFitter::fit(const std::vector<TensorMeta*>& runs) {
+  if (runs.size() < 3 || runs.size() != sizes_.size() || runs[0] == nullptr) return;
   TensorMeta& meta = *runs[0];
   meta.symbolic_sizes.clear();
   meta.symbolic_strides.clear();
@@ -39,19 +41,31 @@ void fit_symbolic_shape(const std::vector<TensorMeta*>& runs,
     }
   }
   bool varies = false;
-  auto fit = [&](auto field) {
+  std::vector<int64_t> values(runs.size());
+  auto fit_all = [&](auto field) {
     std::vector<SizeExpr> out;
     for (size_t d = 0; d < (meta.*field).size(); ++d) {
-      std::vector<int64_t> values;
-      for (const TensorMeta* run : runs) values.push_back((run->*field)[d]);
-      std::optional<SizeExpr> e = SizeExpr::fit(values, sizes);
-      out.push_back(e ? *e : SizeExpr::unknown());
-      varies = varies || !out.back().is_constant();
+      bool constant = true;
+      for (size_t t = 0; t < runs.size(); ++t) {
+        values[t] = (runs[t]->*field)[d];
+        constant = constant && values[t] == values[0];
+      }
+      if (constant) {
+        out.push_back(SizeExpr::constant(values[0]));
+        continue;
+      }
+      varies = true;
+      auto it = fitted_.find(values);
+      if (it == fitted_.end()) {
+        std::optional<SizeExpr> e = SizeExpr::fit(values, sizes_);
+        it = fitted_.emplace(values, e ? *e : SizeExpr::unknown()).first;
+      }
+      out.push_back(it->second);
     }
     return out;
   };
-  std::vector<SizeExpr> symbolic_sizes = fit(&TensorMeta::sizes);
-  std::vector<SizeExpr> symbolic_strides = fit(&TensorMeta::strides);
+  std::vector<SizeExpr> symbolic_sizes = fit_all(&TensorMeta::sizes);
+  std::vector<SizeExpr> symbolic_strides = fit_all(&TensorMeta::strides);
   if (!varies) return;
   meta.symbolic_sizes = std::move(symbolic_sizes);
   meta.symbolic_strides = std::move(symbolic_strides);

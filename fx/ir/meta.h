@@ -138,12 +138,22 @@ struct TensorMeta {
 // The metadata of a tensor (torch.fx's _extract_tensor_metadata).
 TensorMeta tensor_meta_of(const at::Tensor& tensor);
 
-// Sets runs[0]'s symbolic sizes and strides from the same value's metadata
-// in runs at other sizes of the symbols (runs[t] at sizes[t]; at least
-// three): each fitted by SizeExpr::fit, "?" where no fit explains it. Left
-// empty when nothing varies, or when a run has no metadata or another rank.
-void fit_symbolic_shape(const std::vector<TensorMeta*>& runs,
-                        const std::vector<SymbolSizes>& sizes);
+// Fits metadata over runs of one graph at several sizes of its symbols
+// (runs[t] at sizes[t]; at least three), remembering each sequence of
+// values it fitted: a graph's sizes repeat (B, T, 4*T, ...).
+class SymbolicShapeFitter {
+ public:
+  explicit SymbolicShapeFitter(std::vector<SymbolSizes> sizes);
+  // Sets runs[0]'s symbolic sizes and strides from the same value's
+  // metadata in the other runs: each fitted by SizeExpr::fit, "?" where no
+  // fit explains it. Left empty when nothing varies, or when a run has no
+  // metadata or another rank.
+  void fit(const std::vector<TensorMeta*>& runs);
+
+ private:
+  std::vector<SymbolSizes> sizes_;
+  std::map<std::vector<int64_t>, SizeExpr> fitted_;
+};
 
 // The memory format `strides` follow for `sizes`, or Preserve if none.
 c10::MemoryFormat memory_format_of(const std::vector<int64_t>& sizes,

@@ -345,12 +345,13 @@ void fit_metadata(const std::vector<Node*>& nodes,
   for (const auto& graph_nodes : other_nodes) {
     if (graph_nodes.size() != nodes.size()) return;
   }
+  SymbolicShapeFitter fitter(sizes);
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::vector<TensorMeta*> runs = {nodes[i]->meta().get_mutable(kTensorMeta)};
     for (const auto& graph_nodes : other_nodes) {
       runs.push_back(graph_nodes[i]->meta().get_mutable(kTensorMeta));
     }
-    fit_symbolic_shape(runs, sizes);
+    fitter.fit(runs);
     auto* list = nodes[i]->meta().get_mutable(kTensorMetaList);
     if (list == nullptr) continue;
     for (size_t k = 0; k < list->size(); ++k) {
@@ -359,7 +360,7 @@ void fit_metadata(const std::vector<Node*>& nodes,
         auto* other = graph_nodes[i]->meta().get_mutable(kTensorMetaList);
         elements.push_back(other && k < other->size() ? &(*other)[k] : nullptr);
       }
-      fit_symbolic_shape(elements, sizes);
+      fitter.fit(elements);
     }
   }
 }
