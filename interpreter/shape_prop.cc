@@ -3,7 +3,10 @@
 #include <utility>
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros.h>
 
+#include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
 #include "fx/runtime/guards.h"
 
 namespace fx {
@@ -18,6 +21,11 @@ class BufferSnapshot {
   explicit BufferSnapshot(const GraphModule& module) {
     for (const auto& [path, tensor] : module->tensor_attributes()) {
       if (!module->is_parameter(path)) saved_.emplace_back(tensor, tensor.clone());
+    }
+    for (const auto& [path, leaf] : module->leaf_modules()) {
+      for (const at::Tensor& buffer : leaf.module->buffers(/*recurse=*/true)) {
+        if (buffer.defined()) saved_.emplace_back(buffer, buffer.clone());
+      }
     }
   }
   void restore() {
@@ -100,7 +108,16 @@ void ShapeProp::fit_symbolic(Recording& example,
   try {
     for (SymbolSizes& other : sample_sizes(dims, sizes)) {
       recorded_.clear();
-      run(resized_inputs(inputs, dims, other));
+      // Inputs without dynamic dimensions are cloned: a graph that writes
+      // into one must not write the caller's twice more.
+      std::vector<c10::IValue> resized = resized_inputs(inputs, dims, other);
+      for (size_t i = 0; i < resized.size(); ++i) {
+        if (resized[i].isTensor() && inputs[i].isTensor() &&
+            resized[i].toTensor().is_same(inputs[i].toTensor())) {
+          resized[i] = resized[i].toTensor().clone();
+        }
+      }
+      run(std::move(resized));
       runs.push_back(std::move(recorded_));
       all.push_back(std::move(other));
     }
@@ -111,7 +128,7 @@ void ShapeProp::fit_symbolic(Recording& example,
   snapshot.restore();
   recorded_.clear();
   if (runs.empty()) return;
-  SymbolicShapeFitter fitter(all);
+  SymbolicShapeFitter fitter(all, symbol_multiples(dims));
   auto find = [](Recording& run, const Node* n) -> Recorded* {
     auto it = run.find(n);
     return it == run.end() ? nullptr : &it->second;
@@ -163,6 +180,37 @@ c10::IValue ShapeProp::run_node(const Node& node) {
   }
   recorded_[&node] = std::move(r);
   return value;
+}
+
+void propagate_symbolic_shapes(GraphModule module, const std::string& who) {
+  std::vector<c10::IValue> inputs;
+  for (const Node* ph : module->graph().placeholders()) {
+    const TensorMeta* meta = ph->meta().get(kTensorMeta);
+    if (meta == nullptr) {
+      throw GraphError(absl::StrCat(who, ": input %", ph->name(),
+                                    " has no tensor metadata (shape and dtype) "
+                                    "to run the graph on"));
+    }
+    inputs.emplace_back(at::zeros(meta->sizes, at::TensorOptions().dtype(meta->dtype)));
+  }
+  try {
+    ShapeProp(module).propagate_keeping_buffers(inputs);
+  } catch (const std::exception& e) {
+    throw GraphError(absl::StrCat(
+        who, ": the graph did not run on zeros of its example's shapes, which "
+        "finding how its sizes follow its dynamic dimensions needs: ", e.what()));
+  }
+  for (const Node* ph : module->graph().placeholders()) {
+    const InputGuard* guard = ph->meta().get(kGuard);
+    if (guard != nullptr && !guard->dynamic.empty() &&
+        ph->tensor_meta()->symbolic_sizes.empty()) {
+      throw GraphError(absl::StrCat(
+          who, ": the graph did not run at other sizes of its dynamic "
+          "dimensions (", guard->to_string(), ", zeros as inputs), which "
+          "finding how its sizes follow them needs; specialize its sizes "
+          "(fx::specialize_sizes) or mend the bounds"));
+    }
+  }
 }
 
 }  // namespace fx

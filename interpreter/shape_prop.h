@@ -34,6 +34,7 @@
 //   %chunk : (f32[B, T, 32]{64*T, 64, 1}, ...) = call_function[target=aten::chunk](...)
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -85,5 +86,12 @@ class ShapeProp : public Interpreter {
   ShapePropOptions options_;
   Recording recorded_;
 };
+
+// Gives a graph with dynamic dimensions its symbolic sizes afresh (after
+// passes that made nodes without them): ShapeProp on zeros of its inputs'
+// example shapes (their metadata), buffers kept. Throws fx::GraphError,
+// starting with `who`, when the graph does not run there, or not at the
+// other sizes ShapeProp tries (then nothing would say how sizes follow).
+void propagate_symbolic_shapes(GraphModule module, const std::string& who);
 
 }  // namespace fx

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "fx/fx.h"
+#include "fx/runtime/guards.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
 
@@ -262,12 +263,14 @@ TEST_CASE("ShapeProp gives a dynamic graph's sizes as functions of its symbols")
 TEST_CASE("size expressions print, parse and fit") {
   using fx::SizeExpr;
   for (const char* text : {"B", "4*T", "B*T", "T + 1", "T - 3", "(T + 1)//2",
-                           "T//4", "-T + 9", "64*B*T", "?", "12", "-1"}) {
+                           "T//4", "-T + 9", "-2*T + 40", "(-3*B + 7)//2",
+                           "64*B*T", "T*T", "?", "12", "-1"}) {
     std::optional<SizeExpr> e = SizeExpr::parse(text);
     REQUIRE(e.has_value());
     CHECK(e->to_string() == text);
   }
-  for (const char* bad : {"", "B +", "2*", "(T + 1)//0", "T//x", "3B", "B**T"}) {
+  for (const char* bad : {"", "B +", "2*", "(T + 1)//0", "T//x", "3B", "B**T",
+                          "B + 1//2", "(T)//2", "T + 0", "0*T", "1*T"}) {
     INFO(bad);
     CHECK_FALSE(SizeExpr::parse(bad).has_value());
   }
@@ -281,10 +284,43 @@ TEST_CASE("size expressions print, parse and fit") {
   CHECK(fit({7, 7, 7}) == "7");
   CHECK(fit({2, 3, 9}) == "B");
   CHECK(fit({16, 27, 207}) == "B*T");
-  CHECK(fit({4, 5, 12}) == "(T + 1)//2");  // T = 8 and 9 alone suggest T - 4
   CHECK(fit({6, 7, 21}) == "T - 2");
   CHECK(fit({64, 81, 529}) == "T*T");
   CHECK(fit({65, 82, 530}) == "none");  // T*T + 1
+  // (T + 1)//2 is 4, 5, 12: three traces cannot pin down the rounding of a
+  // division by what does not divide every size T takes; no guess.
+  CHECK(fit({4, 5, 12}) == "none");
+  // (T + 2)//4 at T = 16, 17, 37 (4, 4, 9) looks like T//4.
+  CHECK(SizeExpr::fit({4, 4, 9}, {{{"T", 16}}, {{"T", 17}}, {{"T", 37}}}) ==
+        std::nullopt);
+  // With T a multiple of 4, T//4 is exact on every size T takes.
+  CHECK(SizeExpr::fit({4, 5, 9}, {{{"T", 16}}, {{"T", 20}}, {{"T", 36}}},
+                      {{"T", 4}})
+            ->to_string() == "T//4");
+  // Sizes where T = 2*B + 3 in every run cannot tell T from 2*B + 3.
+  CHECK(SizeExpr::fit({5, 7, 17}, {{{"B", 1}, {"T", 5}},
+                                   {{"B", 2}, {"T", 7}},
+                                   {{"B", 7}, {"T", 17}}}) == std::nullopt);
+}
+
+TEST_CASE("the sizes traced and run at leave no two symbols on one line") {
+  // B = 1, T = 5: the near and far sizes used to put T at 2*B + 3 each time.
+  std::vector<fx::DynamicDim> dims = {{.input = 0, .dim = 0, .symbol = "B"},
+                                      {.input = 0, .dim = 1, .symbol = "T"}};
+  const fx::SymbolSizes example = {{"B", 1}, {"T", 5}};
+  std::vector<fx::SymbolSizes> samples = fx::sample_sizes(dims, example);
+  REQUIRE(samples.size() == 2);
+  const int64_t b1 = samples[0].at("B") - 1, b2 = samples[1].at("B") - 1;
+  const int64_t t1 = samples[0].at("T") - 5, t2 = samples[1].at("T") - 5;
+  CHECK(b1 * t2 != b2 * t1);
+  // And a C++ program reading T there generalizes to T.
+  fx::TraceOptions options;
+  options.dynamic = dims;
+  fx::GraphModule gm = fx::symbolic_trace(
+      [](torch::Tensor x) { return x.narrow(1, 0, x.size(1) - 1); },
+      std::vector<c10::IValue>{torch::randn({1, 5})}, options);
+  torch::Tensor x = torch::randn({1, 10});
+  CHECK(torch::equal(gm->forward({x}).toTensor(), x.narrow(1, 0, 9)));
 }
 
 }  // namespace

@@ -606,35 +606,15 @@ class Exporter : public OnnxBuilder {
   // buffers restored after); a size no function of the symbols explains
   // ("?") varies too.
   void find_varying_dimensions() {
-    std::vector<c10::IValue> inputs;
     for (const Node* ph : module_.graph().placeholders()) {
-      const TensorMeta* meta = ph->tensor_meta();
-      if (meta == nullptr) {
+      if (ph->tensor_meta() == nullptr) {
         throw GraphError(absl::StrCat("to_onnx: input ", describe(*ph),
                                       " is not a tensor: ONNX inputs are tensors"));
       }
-      inputs.emplace_back(at::zeros(meta->sizes, at::TensorOptions().dtype(meta->dtype)));
     }
     std::shared_ptr<GraphModuleImpl> copy = module_.copy();
     copy->eval();
-    try {
-      ShapeProp(GraphModule(copy)).propagate_keeping_buffers(inputs);
-    } catch (const std::exception& e) {
-      throw GraphError(absl::StrCat(
-          "to_onnx: the graph did not run on zeros of its example's shapes "
-          "(to find which sizes vary with its dynamic dimensions): ", e.what()));
-    }
-    for (const Node* ph : copy->graph().placeholders()) {
-      const InputGuard* guard = ph->meta().get(kGuard);
-      if (guard != nullptr && !guard->dynamic.empty() &&
-          ph->tensor_meta()->symbolic_sizes.empty()) {
-        throw GraphError(absl::StrCat(
-            "to_onnx: the graph did not run at other sizes of its dynamic "
-            "dimensions (", guard->to_string(), ", zeros as inputs), which "
-            "finding the sizes that vary needs; export it with fixed sizes "
-            "(fx::specialize_sizes) or mend the bounds"));
-      }
-    }
+    propagate_symbolic_shapes(GraphModule(copy), "to_onnx");
     for (const Node* n : copy->graph().nodes()) {
       const TensorMeta* meta = n->tensor_meta();
       if (meta == nullptr) continue;

@@ -707,23 +707,20 @@ std::string shapes(const std::vector<TensorMeta>& metas) {
 // sizes follow the dynamic ones, whatever passes ran since the trace.
 Pipeline split(const GraphModule& module, const PipelineOptions& options) {
   if (dynamic_dims(module->graph()).empty()) return Splitter(*module, options).split();
-  std::vector<c10::IValue> inputs;
-  for (const Node* ph : module->graph().placeholders()) {
-    const TensorMeta* meta = ph->meta().get(kTensorMeta);
-    if (meta == nullptr) {
-      throw GraphError(absl::StrCat(
-          "split_pipeline: the graph has dynamic dimensions and its input %",
-          ph->name(), " has no tensor metadata to run it on"));
-    }
-    inputs.emplace_back(at::zeros(meta->sizes, at::TensorOptions().dtype(meta->dtype)));
-  }
   GraphModule copy(module->copy());
-  try {
-    ShapeProp(copy).propagate_keeping_buffers(inputs);
-  } catch (const std::exception& e) {
-    throw GraphError(absl::StrCat(
-        "split_pipeline: the graph did not run on zeros of its example's "
-        "shapes, which its stages' symbolic sizes need: ", e.what()));
+  propagate_symbolic_shapes(copy, "split_pipeline");
+  // The last stage's message is sized from the outputs' symbolic sizes.
+  for (const Node* n : copy->graph().output_node()->all_input_nodes()) {
+    const TensorMeta* meta = n->meta().get(kTensorMeta);
+    if (meta == nullptr) continue;
+    for (const SizeExpr& e : meta->symbolic_sizes) {
+      if (e.known) continue;
+      throw GraphError(absl::StrCat(
+          "split_pipeline: the graph returns %", n->name(), " ", meta->to_string(),
+          ", a size no function of its dynamic dimensions gives, so the last "
+          "stage could not size what it sends back; return it in another "
+          "shape, or specialize the sizes (fx::specialize_sizes)"));
+    }
   }
   return Splitter(*copy, options).split();
 }

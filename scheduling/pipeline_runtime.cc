@@ -256,6 +256,9 @@ struct Description {
         if (!e) throw PipelineError("a rank published an unreadable description");
         meta.symbolic_sizes.push_back(*e);
       }
+      if (!meta.symbolic_sizes.empty() && meta.symbolic_sizes.size() != meta.sizes.size()) {
+        throw PipelineError("a rank published an unreadable description");
+      }
       d.output_metas.push_back(std::move(meta));
     }
     d.symbols = absl::StrSplit(lines[5], ',', absl::SkipEmpty());

@@ -213,6 +213,18 @@ TEST_CASE("a graph with dynamic dimensions splits into stages that run every sha
   // read the view's sizes from again.
   CHECK_THROWS_WITH(split_pipeline(gm, at_points({"relu"})),
                     Catch::Contains("no tensor crossing it has a dimension of size B"));
+  // An output whose size is no function of the symbols (B * (T + 1)):
+  // the last stage could not size what it sends back.
+  TraceOptions options;
+  options.dynamic = {{.input = 0, .dim = 0, .symbol = "B"},
+                     {.input = 0, .dim = 1, .symbol = "T"}};
+  GraphModule odd = symbolic_trace(
+      [](at::Tensor x) {
+        return torch::cat({torch::relu(x), x.narrow(1, 0, 1)}, 1).flatten();
+      },
+      std::vector<c10::IValue>{torch::randn({2, 6})}, options);
+  CHECK_THROWS_WITH(split_pipeline(odd, with_stages(2)),
+                    Catch::Contains("the graph returns %flatten f32[?]"));
 }
 
 TEST_CASE("a cut is refused where a later in-place write would be lost") {

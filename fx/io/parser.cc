@@ -335,6 +335,24 @@ class Parser {
     }
   }
 
+  // Symbolic sizes or strides ("B*T", "?") up to `close`, which the text
+  // cannot give back: it holds no example sizes for them.
+  void refuse_symbolic(char close) {
+    const size_t end = text_.find(close, pos_);
+    if (end == std::string_view::npos) return;  // parse_ints says what is wrong
+    const std::string_view dims = text_.substr(pos_, end - pos_);
+    if (std::any_of(dims.begin(), dims.end(), [](char c) {
+          return absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '?' ||
+                 c == '(';
+        })) {
+      fail(pos_, absl::StrCat("symbolic sizes ('", std::string(dims),
+                              "') cannot be read back: the text holds no "
+                              "example sizes for them. Print the graph "
+                              "without tensor metadata, or keep it with "
+                              "fx::save, which does"));
+    }
+  }
+
   // f32[1, 3]{3, 1} or (f32[1], i64[]).
   std::vector<TensorMeta> parse_type(bool* tuple) {
     std::vector<TensorMeta> out;
@@ -366,19 +384,7 @@ class Parser {
     TensorMeta meta;
     meta.dtype = it->second;
     expect("[");
-    const size_t close = text_.find(']', pos_);
-    const std::string_view dims = text_.substr(pos_, close == std::string_view::npos
-                                                        ? std::string_view::npos
-                                                        : close - pos_);
-    if (std::any_of(dims.begin(), dims.end(), [](char c) {
-          return absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '?' || c == '(';
-        })) {
-      fail(pos_, absl::StrCat(
-                     "symbolic sizes ('", std::string(dims), "') cannot be read back: the "
-                     "text holds no example sizes for them. Print the graph "
-                     "without tensor metadata, or keep it with fx::save, "
-                     "which does"));
-    }
+    refuse_symbolic(']');
     meta.sizes = parse_ints(']');
     // Strides are products of sizes (size-0 dimensions counting as 1).
     int64_t extent = 1;
@@ -391,6 +397,7 @@ class Parser {
     }
     skip_spaces();
     if (accept('{')) {
+      refuse_symbolic('}');
       meta.strides = parse_ints('}');
       if (meta.strides.size() != meta.sizes.size()) {
         fail(start, "the type's strides {...} need one entry per size");

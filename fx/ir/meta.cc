@@ -26,8 +26,15 @@ TensorMeta tensor_meta_of(const at::Tensor& tensor) {
   return m;
 }
 
-SymbolicShapeFitter::SymbolicShapeFitter(std::vector<SymbolSizes> sizes)
-    : sizes_(std::move(sizes)) {}
+SymbolSizes symbol_multiples(const std::vector<DynamicDim>& dims) {
+  SymbolSizes out;
+  for (const DynamicDim& d : dims) out[d.symbol] = d.multiple_of;
+  return out;
+}
+
+SymbolicShapeFitter::SymbolicShapeFitter(std::vector<SymbolSizes> sizes,
+                                         SymbolSizes multiples)
+    : sizes_(std::move(sizes)), multiples_(std::move(multiples)) {}
 
 void SymbolicShapeFitter::fit(const std::vector<TensorMeta*>& runs) {
   if (runs.size() < 3 || runs.size() != sizes_.size() || runs[0] == nullptr) return;
@@ -57,7 +64,7 @@ void SymbolicShapeFitter::fit(const std::vector<TensorMeta*>& runs) {
       varies = true;
       auto it = fitted_.find(values);
       if (it == fitted_.end()) {
-        std::optional<SizeExpr> e = SizeExpr::fit(values, sizes_);
+        std::optional<SizeExpr> e = SizeExpr::fit(values, sizes_, multiples_);
         it = fitted_.emplace(values, e ? *e : SizeExpr::unknown()).first;
       }
       out.push_back(it->second);
@@ -136,10 +143,16 @@ std::optional<int64_t> SizeExpr::at(const SymbolSizes& sizes) const {
   int64_t m = 1;
   for (const std::string& s : symbols) {
     auto it = sizes.find(s);
-    if (it == sizes.end()) return std::nullopt;
-    m *= it->second;
+    if (it == sizes.end() || __builtin_mul_overflow(m, it->second, &m)) {
+      return std::nullopt;
+    }
   }
-  return floor_divide(p * m + q, r);
+  int64_t value = 0;
+  if (r < 1 || __builtin_mul_overflow(p, m, &value) ||
+      __builtin_add_overflow(value, q, &value)) {
+    return std::nullopt;
+  }
+  return floor_divide(value, r);
 }
 
 std::string SizeExpr::to_string() const {
@@ -167,36 +180,42 @@ std::optional<SizeExpr> SizeExpr::parse(std::string_view text) {
   if (absl::SimpleAtoi(s, &value)) return constant(value);
   SizeExpr e;
   std::string body = s;
+  bool parenthesized = false;
   const size_t div = s.rfind("//");
   if (div != std::string::npos) {
-    if (!absl::SimpleAtoi(s.substr(div + 2), &e.r) || e.r < 1) return std::nullopt;
+    if (!absl::SimpleAtoi(s.substr(div + 2), &e.r) || e.r < 2) return std::nullopt;
     body = s.substr(0, div);
     if (body.size() >= 2 && body.front() == '(' && body.back() == ')') {
       body = body.substr(1, body.size() - 2);
+      parenthesized = true;
     }
   }
   const size_t sign = body.find_first_of("+-", 1);
   if (sign != std::string::npos) {
-    if (!absl::SimpleAtoi(body.substr(sign + 1), &e.q) || e.q < 0) return std::nullopt;
+    if (!absl::SimpleAtoi(body.substr(sign + 1), &e.q) || e.q <= 0) return std::nullopt;
     if (body[sign] == '-') e.q = -e.q;
     body = body.substr(0, sign);
   }
-  e.p = 1;
+  // As to_string writes it: "(S + q)//r" in parentheses, "S//r" without.
+  if (parenthesized != (e.r != 1 && e.q != 0)) return std::nullopt;
+  int64_t negative = 1;
   if (!body.empty() && body[0] == '-') {
-    e.p = -1;
+    negative = -1;
     body = body.substr(1);
   }
+  e.p = negative;
+  bool first = true;
   for (const std::string& factor :
        std::vector<std::string>(absl::StrSplit(body, '*'))) {
     int64_t coefficient = 0;
-    if (e.symbols.empty() && e.p == 1 && absl::SimpleAtoi(factor, &coefficient) &&
-        coefficient != 0) {
-      e.p = coefficient;
+    if (first && absl::SimpleAtoi(factor, &coefficient) && coefficient > 1) {
+      e.p = negative * coefficient;
     } else if (is_identifier(factor)) {
       e.symbols.emplace_back(factor);
     } else {
       return std::nullopt;
     }
+    first = false;
   }
   if (e.symbols.empty()) return std::nullopt;
   std::sort(e.symbols.begin(), e.symbols.end());
@@ -204,7 +223,8 @@ std::optional<SizeExpr> SizeExpr::parse(std::string_view text) {
 }
 
 std::optional<SizeExpr> SizeExpr::fit(const std::vector<int64_t>& values,
-                                      const std::vector<SymbolSizes>& sizes) {
+                                      const std::vector<SymbolSizes>& sizes,
+                                      const SymbolSizes& multiples) {
   if (values.size() < 2 || values.size() != sizes.size()) return std::nullopt;
   auto fits = [&](const SizeExpr& e) {
     for (size_t t = 0; t < values.size(); ++t) {
@@ -216,88 +236,74 @@ std::optional<SizeExpr> SizeExpr::fit(const std::vector<int64_t>& values,
                   [&](int64_t v) { return v == values[0]; })) {
     return constant(values[0]);
   }
+  // Every candidate that explains all the traces: an affine function of
+  // one symbol with floor division (its slope from the first trace and
+  // another where the symbol moved), and products of symbols, each at most
+  // squared (attention's T*T). Two different candidates make the sizes
+  // ambiguous (the traces cannot tell which the program computes): no fit,
+  // rather than a guess.
   const SymbolSizes& s0 = sizes[0];
-  const SymbolSizes& s1 = sizes[1];
+  std::optional<SizeExpr> found;
+  bool ambiguous = false;
+  auto consider = [&](const SizeExpr& e) {
+    if (e.p == 0 || !fits(e)) return;
+    if (found && *found != e) ambiguous = true;
+    found = e;
+  };
   for (const auto& [symbol, size] : s0) {
-    auto other = s1.find(symbol);
-    if (other == s1.end()) continue;
-    const int64_t ds = other->second - size;
-    if (ds == 0) continue;
-    const int64_t dl = values[1] - values[0];
-    int64_t g = std::gcd(std::abs(dl), std::abs(ds));
-    if (g == 0) g = 1;
-    SizeExpr e = SizeExpr::symbol(symbol);
-    e.p = dl / g;
-    e.r = ds / g;
-    if (e.r < 0) {
-      e.p = -e.p;
-      e.r = -e.r;
-    }
-    e.q = e.r * values[0] - e.p * size;
-    if (e.p != 0 && fits(e)) return e;
-  }
-  // Two sizes leave the rounding of a division open ((T + 1)//2 at T = 8
-  // and 9 looks like T - 4): small divisors, each with the slopes near the
-  // first two traces' and every offset that rounds to the first value,
-  // smallest first, checked on the others.
-  for (int64_t r = 2; r <= 8 && values.size() >= 3; ++r) {
-    for (const auto& [symbol, size] : s0) {
-      auto other = s1.find(symbol);
-      if (other == s1.end() || other->second == size) continue;
+    for (size_t t = 1; t < sizes.size() && t <= 2; ++t) {
+      auto other = sizes[t].find(symbol);
+      if (other == sizes[t].end()) continue;
       const int64_t ds = other->second - size;
-      const int64_t slope = (values[1] - values[0]) * r / ds;
-      for (int64_t p : {slope, slope - 1, slope + 1}) {
-        if (p == 0) continue;
-        const int64_t low = r * values[0] - p * size;  // q in [low, low + r)
-        std::vector<int64_t> offsets;
-        for (int64_t q = low; q < low + r; ++q) offsets.push_back(q);
-        std::stable_sort(offsets.begin(), offsets.end(), [](int64_t a, int64_t b) {
-          return std::abs(a) < std::abs(b);
-        });
-        for (int64_t q : offsets) {
-          SizeExpr e = SizeExpr::symbol(symbol);
-          e.p = p;
-          e.q = q;
-          e.r = r;
-          if (fits(e)) return e;
-        }
+      if (ds == 0) continue;
+      const int64_t dl = values[t] - values[0];
+      int64_t g = std::gcd(std::abs(dl), std::abs(ds));
+      if (g == 0) g = 1;
+      SizeExpr e = SizeExpr::symbol(symbol);
+      e.p = dl / g;
+      e.r = ds / g;
+      if (e.r < 0) {
+        e.p = -e.p;
+        e.r = -e.r;
       }
+      // A division only by what divides every size the symbol may take:
+      // (p*S + q)//r is then linear in S, so two traces fix it and the
+      // others check it. Other rounding three traces cannot pin down
+      // ((T + 1)//4 and T//4 agree at T = 9, 13, 25).
+      auto multiple = multiples.find(symbol);
+      if (e.r > 1 && (multiple == multiples.end() || multiple->second % e.r != 0)) {
+        continue;
+      }
+      if (__builtin_mul_overflow(e.r, values[0], &e.q)) continue;
+      e.q -= e.p * size;
+      consider(e);
     }
   }
-  // Products of symbols, each at most squared (attention's T*T), fewest
-  // factors first.
   std::vector<std::string> symbols;
   for (const auto& item : s0) symbols.push_back(item.first);
   const size_t n = std::min<size_t>(symbols.size(), 8);
-  std::vector<std::vector<int>> powers;
   std::vector<int> power(n, 0);
   while (true) {
-    const int degree = std::accumulate(power.begin(), power.end(), 0);
-    if (degree >= 2) powers.push_back(power);
     size_t i = 0;
     while (i < n && power[i] == 2) power[i++] = 0;
     if (i == n) break;
     ++power[i];
-  }
-  std::stable_sort(powers.begin(), powers.end(),
-                   [](const std::vector<int>& a, const std::vector<int>& b) {
-                     return std::accumulate(a.begin(), a.end(), 0) <
-                            std::accumulate(b.begin(), b.end(), 0);
-                   });
-  for (const std::vector<int>& p : powers) {
+    if (std::accumulate(power.begin(), power.end(), 0) < 2) continue;
     SizeExpr e;
     int64_t m = 1;
-    for (size_t i = 0; i < n; ++i) {
-      for (int k = 0; k < p[i]; ++k) {
-        e.symbols.push_back(symbols[i]);
-        m *= s0.at(symbols[i]);
+    bool overflow = false;
+    for (size_t k = 0; k < n; ++k) {
+      for (int j = 0; j < power[k]; ++j) {
+        e.symbols.push_back(symbols[k]);
+        overflow = overflow || __builtin_mul_overflow(m, s0.at(symbols[k]), &m);
       }
     }
-    if (m == 0 || values[0] % m != 0) continue;
+    if (overflow || m == 0 || values[0] % m != 0) continue;
     e.p = values[0] / m;
-    if (e.p != 0 && fits(e)) return e;
+    consider(e);
   }
-  return std::nullopt;
+  if (ambiguous) return std::nullopt;
+  return found;
 }
 
 bool operator==(const SizeExpr& a, const SizeExpr& b) {

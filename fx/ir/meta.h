@@ -74,6 +74,9 @@ class Meta {
 
 // The size each symbol of the dynamic dimensions takes ("B" -> 8).
 using SymbolSizes = std::map<std::string, int64_t>;
+struct DynamicDim;
+// Each symbol's multiple_of.
+SymbolSizes symbol_multiples(const std::vector<DynamicDim>& dims);
 
 // A size or stride as a function of the symbols of the graph's dynamic
 // dimensions (fx::TraceOptions::dynamic): (p * S1 * S2 ... + q) // r, the
@@ -94,12 +97,16 @@ struct SizeExpr {
   std::string to_string() const;
   // Reads to_string's form back; nullopt when `text` is not one.
   static std::optional<SizeExpr> parse(std::string_view text);
-  // The simplest expression that gives values[t] at sizes[t] for every t
-  // (at least three traces: affine in one symbol with floor division, fitted
-  // to the first two and checked on the rest, then products of symbols);
-  // nullopt when none does.
+  // The expression that gives values[t] at sizes[t] for every t (at least
+  // three traces): affine in one symbol (fitted to the first trace and
+  // another, checked on the rest), with a floor division only by a divisor
+  // of the symbol's `multiples` entry (DynamicDim::multiple_of: the
+  // division is then exact on every size it may take), or a product of
+  // symbols, each at most squared. nullopt when none does, or when two
+  // different ones do (the traces cannot tell which).
   static std::optional<SizeExpr> fit(const std::vector<int64_t>& values,
-                                     const std::vector<SymbolSizes>& sizes);
+                                     const std::vector<SymbolSizes>& sizes,
+                                     const SymbolSizes& multiples = {});
   friend bool operator==(const SizeExpr& a, const SizeExpr& b);
   friend bool operator!=(const SizeExpr& a, const SizeExpr& b) {
     return !(a == b);
@@ -143,7 +150,8 @@ TensorMeta tensor_meta_of(const at::Tensor& tensor);
 // values it fitted: a graph's sizes repeat (B, T, 4*T, ...).
 class SymbolicShapeFitter {
  public:
-  explicit SymbolicShapeFitter(std::vector<SymbolSizes> sizes);
+  // `multiples`: each symbol's DynamicDim::multiple_of (SizeExpr::fit).
+  SymbolicShapeFitter(std::vector<SymbolSizes> sizes, SymbolSizes multiples);
   // Sets runs[0]'s symbolic sizes and strides from the same value's
   // metadata in the other runs: each fitted by SizeExpr::fit, "?" where no
   // fit explains it. Left empty when nothing varies, or when a run has no
@@ -152,6 +160,7 @@ class SymbolicShapeFitter {
 
  private:
   std::vector<SymbolSizes> sizes_;
+  SymbolSizes multiples_;
   std::map<std::vector<int64_t>, SizeExpr> fitted_;
 };
 

@@ -185,7 +185,7 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
     // A near size and a far one (a size read only through a division
     // changes between them), then whatever the bounds leave.
     std::vector<int64_t> candidates = {
-        e + (k + 1) * m,
+        e + 2 * (k + 1) * m,
         2 * e + (2 * k + 5) * m,
         aligned_down(d->max),
         e - (k + 1) * m,
@@ -195,14 +195,44 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
       candidates.push_back(e + j * m);
       candidates.push_back(e - j * m);
     }
-    std::vector<int64_t> picked;
+    std::vector<int64_t> valid;
     for (int64_t v : candidates) {
       if (v < d->min || v > d->max || v < 1 || v == e ||
-          std::find(picked.begin(), picked.end(), v) != picked.end()) {
+          std::find(valid.begin(), valid.end(), v) != valid.end()) {
         continue;
       }
-      picked.push_back(v);
-      if (picked.size() == 2) break;
+      valid.push_back(v);
+    }
+    // Two symbols whose three sizes lie on one line (T = 2*B + 3 in every
+    // trace) would let a size of one pass for a function of the other: the
+    // second size is the first candidate off every earlier symbol's line.
+    std::vector<int64_t> picked(valid.begin(), valid.begin() + std::min<size_t>(valid.size(), 2));
+    // Every other symbol goes far first: a size of one then cannot follow
+    // the pattern of another's (T//2 = B + 2 at B = 2, 3, 9 and T = 8, 10,
+    // 23 when both went near first).
+    if (k % 2 == 1 && picked.size() == 2) std::swap(picked[0], picked[1]);
+    auto off_every_line = [&](int64_t second) {
+      for (const auto& [earlier, size] : example) {
+        if (earlier == symbol) break;
+        const int64_t x1 = out[0].at(earlier) - size;
+        const int64_t x2 = out[1].at(earlier) - size;
+        if (x1 * (second - e) == x2 * (picked[0] - e)) return false;
+      }
+      return true;
+    };
+    if (picked.size() == 2 && !off_every_line(picked[1])) {
+      for (int64_t j = 1; j <= 8; ++j) {
+        const int64_t up = picked[1] + j * m, down = picked[1] - j * m;
+        const int64_t choice = up <= d->max && off_every_line(up) ? up
+                               : down >= std::max<int64_t>(d->min, 1) && down != e &&
+                                         down != picked[0] && off_every_line(down)
+                                   ? down
+                                   : 0;
+        if (choice != 0 && choice != e && choice != picked[0]) {
+          picked[1] = choice;
+          break;
+        }
+      }
     }
     if (picked.size() < 2) {
       throw TraceError(absl::StrCat(

@@ -364,8 +364,14 @@ std::unique_ptr<Graph> Tracer::trace(
   base.attributes = std::move(attributes_);
   const TraceStats stats = stats_;
   std::vector<internal::Trace> others;
-  for (internal::SymbolSizes& sizes :
-       sample_sizes(dims, base.sizes)) {
+  std::vector<internal::SymbolSizes> samples;
+  try {
+    samples = sample_sizes(dims, base.sizes);
+  } catch (const TraceError&) {
+    // Bounds that leave too few sizes: fatal only where sizes were read.
+    if (stats.read_sizes) throw;
+  }
+  for (internal::SymbolSizes& sizes : samples) {
     internal::Trace other;
     try {
       other.graph = trace_once(
@@ -392,7 +398,7 @@ std::unique_ptr<Graph> Tracer::trace(
   if (!stats.read_sizes) {
     // Nothing was specialized to the example's sizes: the other traces give
     // only the metadata's symbolic sizes.
-    if (!others.empty()) internal::fit_metadata(base, others);
+    if (!others.empty()) internal::fit_metadata(base, others, dims);
     internal::mark_dynamic(*base.graph, dims);
   } else {
     internal::generalize(base, others, dims);

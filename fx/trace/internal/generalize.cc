@@ -341,11 +341,12 @@ void mark_dynamic(Graph& graph, const std::vector<DynamicDim>& dims) {
 
 void fit_metadata(const std::vector<Node*>& nodes,
                   const std::vector<std::vector<Node*>>& other_nodes,
-                  const std::vector<SymbolSizes>& sizes) {
+                  const std::vector<SymbolSizes>& sizes,
+                  const std::vector<DynamicDim>& dims) {
   for (const auto& graph_nodes : other_nodes) {
     if (graph_nodes.size() != nodes.size()) return;
   }
-  SymbolicShapeFitter fitter(sizes);
+  SymbolicShapeFitter fitter(sizes, symbol_multiples(dims));
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::vector<TensorMeta*> runs = {nodes[i]->meta().get_mutable(kTensorMeta)};
     for (const auto& graph_nodes : other_nodes) {
@@ -365,14 +366,15 @@ void fit_metadata(const std::vector<Node*>& nodes,
   }
 }
 
-void fit_metadata(Trace& base, const std::vector<Trace>& others) {
+void fit_metadata(Trace& base, const std::vector<Trace>& others,
+                  const std::vector<DynamicDim>& dims) {
   std::vector<std::vector<Node*>> other_nodes;
   std::vector<SymbolSizes> sizes = {base.sizes};
   for (const Trace& other : others) {
     other_nodes.push_back(other.graph->nodes().to_vector());
     sizes.push_back(other.sizes);
   }
-  fit_metadata(base.graph->nodes().to_vector(), other_nodes, sizes);
+  fit_metadata(base.graph->nodes().to_vector(), other_nodes, sizes, dims);
 }
 
 void generalize(Trace& base, const std::vector<Trace>& others,
@@ -394,7 +396,7 @@ void generalize(Trace& base, const std::vector<Trace>& others,
     for (const auto& graph_nodes : other_nodes) {
       values.push_back(argument_at(*graph_nodes[p.node], p).to_int());
     }
-    std::optional<SizeExpr> f = SizeExpr::fit(values, sizes);
+    std::optional<SizeExpr> f = SizeExpr::fit(values, sizes, symbol_multiples(dims));
     if (!f) {
       std::vector<std::string> seen;
       for (size_t t = 0; t < values.size(); ++t) {
@@ -411,7 +413,7 @@ void generalize(Trace& base, const std::vector<Trace>& others,
     }
     fitted.emplace_back(p, *f);
   }
-  fit_metadata(nodes, other_nodes, sizes);
+  fit_metadata(nodes, other_nodes, sizes, dims);
   mark_dynamic(*base.graph, dims);
   if (fitted.empty()) return;
   Node* first = nullptr;

@@ -62,10 +62,12 @@ void generalize(Trace& base, const std::vector<Trace>& others,
 // of the symbols (TensorMeta::symbolic_sizes), fitted over the traces node
 // for node; nothing when the traces differ in length. generalize() does
 // this too.
-void fit_metadata(Trace& base, const std::vector<Trace>& others);
+void fit_metadata(Trace& base, const std::vector<Trace>& others,
+                  const std::vector<DynamicDim>& dims);
 void fit_metadata(const std::vector<Node*>& nodes,
                   const std::vector<std::vector<Node*>>& other_nodes,
-                  const std::vector<SymbolSizes>& sizes);
+                  const std::vector<SymbolSizes>& sizes,
+                  const std::vector<DynamicDim>& dims);
 
 // Records `dims` in the placeholders' guards of a graph that never read a
 // size (nothing to generalize).
