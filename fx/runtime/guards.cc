@@ -211,12 +211,14 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
     // the pattern of another's (T//2 = B + 2 at B = 2, 3, 9 and T = 8, 10,
     // 23 when both went near first).
     if (k % 2 == 1 && picked.size() == 2) std::swap(picked[0], picked[1]);
+    const std::string& name = symbol;  // (structured bindings are not captured)
+    const int64_t example_size = e;
     auto off_every_line = [&](int64_t second) {
       for (const auto& [earlier, size] : example) {
-        if (earlier == symbol) break;
+        if (earlier == name) break;
         const int64_t x1 = out[0].at(earlier) - size;
         const int64_t x2 = out[1].at(earlier) - size;
-        if (x1 * (second - e) == x2 * (picked[0] - e)) return false;
+        if (x1 * (second - example_size) == x2 * (picked[0] - example_size)) return false;
       }
       return true;
     };
