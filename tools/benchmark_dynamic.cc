@@ -178,6 +178,10 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const RunFlags flags = run_flags();
   at::set_num_threads(flags.threads);
+  // The unlowered graphs' matmuls run on the BLAS: OpenBLAS's own threads
+  // beside libtorch's made their times bimodal from one process to the
+  // next (set_openblas_threads), which no interleaving evens out.
+  const bool openblas = set_openblas_threads(1);
   torch::NoGradGuard no_grad;
   const std::string before = machine_summary();
   std::vector<Row> rows;
@@ -261,7 +265,10 @@ int main(int argc, char** argv) {
       table,
       {absl::StrFormat("%d threads, %d interleaved rounds, medians; ratios "
                        "are medians of per-round ratios",
-                       flags.threads, flags.repeats)});
+                       flags.threads, flags.repeats),
+       openblas ? "libtorch's BLAS: OpenBLAS, at 1 thread of its own (beside "
+                  "libtorch's, its threads made the unlowered times bimodal)"
+                : "libtorch's BLAS: not OpenBLAS"});
   print_section("Tracing with dynamic dimensions (3 traces, compared and "
                 "fitted) against a plain trace",
                 trace_table);

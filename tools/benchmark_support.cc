@@ -1,5 +1,7 @@
 #include "tools/benchmark_support.h"
 
+#include <dlfcn.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,6 +210,14 @@ int print_targets(const std::vector<TargetCheck>& checks, bool quick) {
 std::string machine_summary() {
   return absl::StrCat("machine: nproc ", sysconf(_SC_NPROCESSORS_ONLN),
                       ", load average ", load_average());
+}
+
+bool set_openblas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set == nullptr) return false;
+  set(threads);
+  return true;
 }
 
 std::optional<double> PythonReference::number(const std::string& key) const {

@@ -108,6 +108,15 @@ int print_targets(const std::vector<TargetCheck>& checks, bool quick);
 // "machine: nproc 2, load average ..." for report headers.
 std::string machine_summary();
 
+// Sets OpenBLAS's own thread count (openblas_set_num_threads, looked up at
+// run time); false when libtorch's BLAS is not OpenBLAS. Debian's
+// libopenblas0-pthread runs its own threads beside libtorch's OpenMP
+// threads: with 2 of each on 2 cores, a transformer at batch 8 whose
+// matmuls run on the BLAS and the rest on OpenMP took 100-230 ms a call,
+// the same graph's time differing by up to 1.4x from one process to the
+// next, and 60 ms, steady, with OpenBLAS at 1 thread.
+bool set_openblas_threads(int threads);
+
 // --- The Python reference ----------------------------------------------------
 
 // The `key value` lines of a reference script, or why there are none.
