@@ -279,9 +279,8 @@ class Splitter {
     if (d < 0) d += static_cast<int64_t>(meta->symbolic_sizes.size());
     if (d < 0 || d >= static_cast<int64_t>(meta->symbolic_sizes.size())) return "";
     const SizeExpr& e = meta->symbolic_sizes[d];
-    return e.known && e.symbols.size() == 1 && e.p == 1 && e.q == 0 && e.r == 1
-               ? e.symbols[0]
-               : "";
+    return e.symbols.size() == 1 && e == SizeExpr::symbol(e.symbols[0]) ? e.symbols[0]
+                                                                        : "";
   }
 
   // A tensor among `values` and its dimension of size `symbol`.
