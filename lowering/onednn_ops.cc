@@ -192,6 +192,9 @@ const Activation kActivations[] = {
     {"relu", dnnl::algorithm::eltwise_relu},
     {"clip", dnnl::algorithm::eltwise_clip},
     {"hardswish", dnnl::algorithm::eltwise_hardswish},
+    // x / 6 + 0.5 clipped to [0, 1]: oneDNN 2.6 has no hardsigmoid, so two
+    // post-ops (linear, then the clip below).
+    {"hardsigmoid", dnnl::algorithm::eltwise_linear},
     {"silu", dnnl::algorithm::eltwise_swish},
     {"sigmoid", dnnl::algorithm::eltwise_logistic},
     {"tanh", dnnl::algorithm::eltwise_tanh},
@@ -212,9 +215,14 @@ dnnl::primitive_attr post_ops(const char* op, bool sum,
     TORCH_CHECK(found != nullptr, op, ": unknown activation '",
                 std::string(activation), "'; the known ones are ",
                 absl::StrJoin(activation_names(), ", "));
-    // silu is swish with alpha 1.
-    const float a = activation == "silu" ? 1.f : static_cast<float>(alpha);
-    ops.append_eltwise(1.f, found->algorithm, a, static_cast<float>(beta));
+    if (activation == "hardsigmoid") {
+      ops.append_eltwise(1.f, found->algorithm, 1.f / 6, 0.5f);
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, 1.f);
+    } else {
+      // silu is swish with alpha 1.
+      const float a = activation == "silu" ? 1.f : static_cast<float>(alpha);
+      ops.append_eltwise(1.f, found->algorithm, a, static_cast<float>(beta));
+    }
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);

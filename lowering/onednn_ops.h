@@ -97,8 +97,8 @@ std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 
 // The activations conv and linear fuse, by the name their `activation`
 // argument takes: none, relu (alpha: negative slope), clip (alpha..beta:
-// relu6, hardtanh, clamp), hardswish, silu, sigmoid, tanh, gelu (erf),
-// gelu_tanh.
+// relu6, hardtanh, clamp), hardswish, hardsigmoid, silu, sigmoid, tanh,
+// gelu (erf), gelu_tanh.
 const std::vector<std::string>& activation_names();
 
 // The oneDNN kernel (its implementation name, e.g. "brgconv:avx512_core")

@@ -107,6 +107,7 @@ TEST_CASE("conv fuses the residual sum and each activation") {
       {"relu", 0.1, 0, at::leaky_relu(summed, 0.1)},
       {"clip", 0, 6, at::hardtanh(summed, 0, 6)},
       {"hardswish", 0, 0, at::hardswish(summed)},
+      {"hardsigmoid", 0, 0, at::hardsigmoid(summed)},
       {"silu", 0, 0, at::silu(summed)},
       {"sigmoid", 0, 0, at::sigmoid(summed)},
       {"tanh", 0, 0, at::tanh(summed)},

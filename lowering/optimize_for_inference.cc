@@ -70,6 +70,7 @@ PostOp post_op(const std::optional<Activation>& activation) {
     case Kind::kTanh: return {"tanh"};
     case Kind::kGelu: return {"gelu"};
     case Kind::kGeluTanh: return {"gelu_tanh"};
+    case Kind::kHardsigmoid: return {"hardsigmoid"};
   }
   return {};
 }
@@ -323,6 +324,8 @@ class Lowering {
       y.clamp_(act.alpha, act.beta);
     } else if (act.name == "hardswish") {
       at::hardswish_(y);
+    } else if (act.name == "hardsigmoid") {
+      at::hardsigmoid_(y);
     } else if (act.name == "silu") {
       at::silu_(y);
     } else if (act.name == "sigmoid") {

@@ -13,8 +13,8 @@
 //      (lowering/onednn_ops.h) on a weight packed once by an init step into
 //      oneDNN's blocked layout, absorbing the residual add and the
 //      activation after it (relu, leaky_relu, relu6 / hardtanh / clamp,
-//      hardswish, silu, sigmoid, tanh, gelu) when nothing else reads what
-//      they replace;
+//      hardswish, hardsigmoid, silu, sigmoid, tanh, gelu) when nothing else
+//      reads what they replace;
 //      the products of two activations (attention's q @ k^T and
 //      weights @ v: matmul, bmm) become fx_onednn::matmul, the scale after
 //      them fused; LSTM and GRU layers become fx_onednn::lstm / gru

@@ -1314,6 +1314,11 @@ void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
           out);
   } else if (activation == "hardswish") {
     b.add("HardSwish", {value}, out);
+  } else if (activation == "hardsigmoid") {
+    // ONNX's default alpha (0.2) is not PyTorch's 1/6.
+    onnx::NodeProto& n = b.add("HardSigmoid", {value}, out);
+    set_float(n, "alpha", 1.0 / 6.0);
+    set_float(n, "beta", 0.5);
   } else if (activation == "sigmoid") {
     b.add("Sigmoid", {value}, out);
   } else if (activation == "tanh") {

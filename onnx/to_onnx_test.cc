@@ -232,6 +232,20 @@ struct DecoderImpl : torch::nn::Module {
 };
 TORCH_MODULE(Decoder);
 
+// MobileNetV3's squeeze-excitation: a gate of hardsigmoid.
+struct SqueezeExciteImpl : torch::nn::Module {
+  torch::nn::Conv2d conv{register_module(
+      "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 8, 3).padding(1)))};
+  torch::nn::Conv2d fc1{register_module("fc1", torch::nn::Conv2d(8, 2, 1))};
+  torch::nn::Conv2d fc2{register_module("fc2", torch::nn::Conv2d(2, 8, 1))};
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = torch::hardswish(conv(x));
+    at::Tensor s = torch::adaptive_avg_pool2d(y, {1, 1});
+    return y * torch::hardsigmoid(fc2(torch::relu(fc1(s))));
+  }
+};
+TORCH_MODULE(SqueezeExcite);
+
 }  // namespace
 
 TEST_CASE("lowered transposed convolutions export with their activations") {
@@ -244,6 +258,27 @@ TEST_CASE("lowered transposed convolutions export with their activations") {
   REQUIRE(lowered->graph().to_string().find("fx_onednn::conv_transpose") !=
           std::string::npos);
   const fs::path file = scratch() / "decoder_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  check_against_ort(lowered, file, {x});
+}
+
+TEST_CASE("a lowered squeeze-excitation exports its fused hardsigmoid gate") {
+  SqueezeExcite se;
+  se->eval();
+  at::Tensor x = torch::randn({2, 4, 6, 6});
+  fx::GraphModule gm = fx::symbolic_trace(se, x);
+  fx::GraphModule lowered(gm->copy());
+  fx::InferenceOptions options;
+  options.decision = fx::InferenceOptions::Decision::kAll;
+  REQUIRE(fx::optimize_for_inference(*lowered, options).fused_activations ==
+          3);
+  const std::string text = lowered->graph().to_string();
+  CAPTURE(text);
+  REQUIRE(text.find("aten::hardsigmoid") == std::string::npos);
+  REQUIRE(text.find("'hardsigmoid', 0.0, 0.0") != std::string::npos);
+  const at::Tensor want = gm(x).toTensor();
+  CHECK((lowered(x).toTensor() - want).abs().max().item<double>() < 1e-5);
+  const fs::path file = scratch() / "squeeze_excite_lowered.onnx";
   fx::to_onnx(*lowered, file.string());
   check_against_ort(lowered, file, {x});
 }

@@ -508,6 +508,9 @@ std::optional<Activation> match_activation(Node& n, const Node* input) {
   if (n.is_call_to({"aten::hardswish", "aten::hardswish_"})) {
     return make(Kind::kHardswish);
   }
+  if (n.is_call_to({"aten::hardsigmoid", "aten::hardsigmoid_"})) {
+    return make(Kind::kHardsigmoid);
+  }
   if (n.is_call_to({"aten::silu", "aten::silu_"})) return make(Kind::kSilu);
   if (n.is_call_to({"aten::sigmoid", "aten::sigmoid_"})) {
     return make(Kind::kSigmoid);
@@ -534,6 +537,7 @@ const char* activation_name(Activation::Kind kind) {
     case Activation::Kind::kTanh: return "tanh";
     case Activation::Kind::kGelu: return "gelu";
     case Activation::Kind::kGeluTanh: return "gelu_tanh";
+    case Activation::Kind::kHardsigmoid: return "hardsigmoid";
   }
   return "";
 }

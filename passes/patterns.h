@@ -153,7 +153,7 @@ std::optional<BatchNorm> match_batch_norm(const GraphModuleImpl& module,
 struct Activation {
   enum class Kind : uint8_t {
     kRelu, kLeakyRelu, kClamp, kHardswish, kSilu, kSigmoid, kTanh, kGelu,
-    kGeluTanh,
+    kGeluTanh, kHardsigmoid,
   };
   Node* node = nullptr;
   Kind kind = Kind::kRelu;
