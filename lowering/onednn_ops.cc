@@ -1234,6 +1234,74 @@ struct Rnn {
   Primitive primitive;
 };
 
+// A layer's weights in the layout its primitive prefers (oneDNN 2.6's
+// brgemm kernels' blocked one: the LSTM language model's layers ran in 0.7x
+// the time of its reference driver on aten's layout at batch 1), reordered
+// once per weight tensor and layout and kept while the tensor lives
+// unwritten (its version counter) and reads the same data. The weights come
+// from init steps, which make them once; a weight written in place is
+// reordered again.
+class RnnWeights {
+ public:
+  // The weight `plain` (`plain_desc`) as `wanted` describes it; *keep holds
+  // its data for the call (another thread may reorder a weight written in
+  // place meanwhile).
+  memory get(const at::Tensor& plain, const memory::desc& plain_desc,
+             const memory::desc& wanted, at::Tensor* keep) {
+    if (wanted == plain_desc) {
+      return memory(plain_desc, cpu_engine(), plain.data_ptr());
+    }
+    const auto wanted_bytes =
+        std::string(reinterpret_cast<const char*>(&wanted.data),
+                    sizeof(wanted.data));
+    c10::StorageImpl* storage = plain.storage().unsafeGetStorageImpl();
+    // Inference tensors keep no version counter, and are written only
+    // inside an InferenceMode guard.
+    const uint32_t version = plain.is_inference() ? 0 : plain._version();
+    const std::pair<const void*, std::string> key{plain.data_ptr(),
+                                                  wanted_bytes};
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.storage.lock().get() == storage &&
+        it->second.version == version) {
+      *keep = it->second.packed;
+      return memory(wanted, cpu_engine(), keep->data_ptr());
+    }
+    // Forget weights that are gone, then reorder this one.
+    for (auto e = entries_.begin(); e != entries_.end();) {
+      if (e->second.storage.expired()) {
+        entries_.erase(e++);
+      } else {
+        ++e;
+      }
+    }
+    Entry entry{plain.storage().getWeakStorageImpl(), version,
+                at::empty({static_cast<int64_t>(wanted.get_size())},
+                          at::kByte)};
+    memory from(plain_desc, cpu_engine(), plain.data_ptr());
+    memory to(wanted, cpu_engine(), entry.packed.data_ptr());
+    dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+    cpu_stream().wait();
+    *keep = entry.packed;
+    entries_.insert_or_assign(key, std::move(entry));
+    return to;
+  }
+
+  static RnnWeights& instance() {
+    static auto* weights = new RnnWeights();  // outlives every call
+    return *weights;
+  }
+
+ private:
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    uint32_t version;
+    at::Tensor packed;
+  };
+  std::mutex mutex_;
+  absl::flat_hash_map<std::pair<const void*, std::string>, Entry> entries_;
+};
+
 // The layers of an LSTM (hx = [h0, c0]) or a GRU (hx = [h0]) one after
 // another: the output, then the final states.
 template <typename Primitive>
@@ -1281,10 +1349,11 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
                                layer_tag);
       const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
                               Tag::ldnc);
+      // Weights in the layout the primitive prefers (RnnWeights).
       const memory::desc w_layer({1, 1, in, kGates, z.hidden}, DataType::f32,
-                                 Tag::ldigo);
+                                 Tag::any);
       const memory::desc w_iter({1, 1, z.hidden, kGates, z.hidden},
-                                DataType::f32, Tag::ldigo);
+                                DataType::f32, Tag::any);
       const memory::desc bias({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo);
       const memory::desc dst({z.steps, z.batch, z.hidden}, DataType::f32,
                              layer_tag);
@@ -1316,11 +1385,21 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
       return static_cast<float*>(t.data_ptr()) + l * state;
     };
     const auto& pd = made->pd;
+    RnnWeights& packed = RnnWeights::instance();
+    at::Tensor keep_layer, keep_iter;
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
         {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0]))},
-        {DNNL_ARG_WEIGHTS_LAYER, memory(pd.weights_layer_desc(), engine, w_layer.data_ptr())},
-        {DNNL_ARG_WEIGHTS_ITER, memory(pd.weights_iter_desc(), engine, w_iter.data_ptr())},
+        {DNNL_ARG_WEIGHTS_LAYER,
+         packed.get(w_layer,
+                    memory::desc({1, 1, in, kGates, z.hidden}, DataType::f32,
+                                 Tag::ldigo),
+                    pd.weights_layer_desc(), &keep_layer)},
+        {DNNL_ARG_WEIGHTS_ITER,
+         packed.get(w_iter,
+                    memory::desc({1, 1, z.hidden, kGates, z.hidden},
+                                 DataType::f32, Tag::ldigo),
+                    pd.weights_iter_desc(), &keep_iter)},
         {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
         {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
         {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1]))}};

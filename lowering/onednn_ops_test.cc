@@ -194,6 +194,38 @@ std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
           stack.at(2).toTensor()};
 }
 
+TEST_CASE("lstm reads weights written in place, and new weights, afresh") {
+  // The layers run on weights reordered once into the primitive's layout
+  // and kept: a weight written in place, or another in a freed one's
+  // memory, must not be served from what was kept.
+  at::manual_seed(5);
+  const int64_t hidden = 32;
+  std::vector<at::Tensor> flat = {at::randn({4 * hidden, 16}) * 0.2,
+                                  at::randn({4 * hidden, hidden}) * 0.2,
+                                  at::randn({4 * hidden}), at::randn({4 * hidden})};
+  const at::Tensor x = at::randn({6, 2, 16});
+  const at::Tensor h0 = at::zeros({1, 2, hidden});
+  auto want = [&] {
+    return std::get<0>(
+        at::lstm(x, {h0, h0}, flat, true, 1, 0.0, false, false, false));
+  };
+  std::vector<at::Tensor> params = lstm_params(flat);
+  auto run = [&] {
+    return call_lstm({x, std::vector<at::Tensor>{h0, h0}, params, int64_t{1},
+                      false})[0];
+  };
+  check_close(run(), want());
+  check_close(run(), want());  // kept
+  flat[0].mul_(-1.5);
+  params[0].mul_(-1.5);        // written in place
+  check_close(run(), want());
+  for (int i = 0; i < 3; ++i) {  // new tensors, perhaps at a freed one's address
+    flat[1] = at::randn({4 * hidden, hidden}) * 0.2;
+    params = lstm_params(flat);
+    check_close(run(), want());
+  }
+}
+
 TEST_CASE("lstm matches aten's LSTM, layer after layer") {
   at::manual_seed(4);
   for (bool batch_first : {false, true}) {

@@ -18,7 +18,8 @@
 //      the products of two activations (attention's q @ k^T and
 //      weights @ v: matmul, bmm) become fx_onednn::matmul, the scale after
 //      them fused; LSTM and GRU layers become fx_onednn::lstm / gru
-//      (oneDNN's RNN primitives, weights transposed once by init steps);
+//      (oneDNN's RNN primitives, weights transposed once by init steps
+//      and reordered into the primitive's layout at their first call);
 //   3. activations stay channels-last from one lowered convolution to the
 //      next, through the operators that keep that layout (pooling,
 //      elementwise, cat, batch_norm, ...); an aten::contiguous converts
