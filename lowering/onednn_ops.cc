@@ -1239,52 +1239,58 @@ struct Rnn {
 // the time of its reference driver on aten's layout at batch 1), reordered
 // once per weight tensor and layout and kept while the tensor lives
 // unwritten (its version counter) and reads the same data. The weights come
-// from init steps, which make them once; a weight written in place is
-// reordered again.
+// from init steps, which make them once; a weight written in place through
+// autograd's view of it is reordered again (one written inside an
+// InferenceMode guard, or through its raw data, is not: rerun the init
+// steps, as for packed convolution weights).
 class RnnWeights {
  public:
   // The weight `plain` (`plain_desc`) as `wanted` describes it; *keep holds
   // its data for the call (another thread may reorder a weight written in
-  // place meanwhile).
+  // place meanwhile). A temporary (`cacheable` false: a weight made
+  // contiguous for this call) is reordered for the call only.
   memory get(const at::Tensor& plain, const memory::desc& plain_desc,
-             const memory::desc& wanted, at::Tensor* keep) {
+             const memory::desc& wanted, bool cacheable, at::Tensor* keep) {
     if (wanted == plain_desc) {
       return memory(plain_desc, cpu_engine(), plain.data_ptr());
+    }
+    if (!cacheable) {
+      *keep = reordered(plain, plain_desc, wanted);
+      return memory(wanted, cpu_engine(), keep->data_ptr());
     }
     const auto wanted_bytes =
         std::string(reinterpret_cast<const char*>(&wanted.data),
                     sizeof(wanted.data));
     c10::StorageImpl* storage = plain.storage().unsafeGetStorageImpl();
-    // Inference tensors keep no version counter, and are written only
-    // inside an InferenceMode guard.
+    // Inference tensors keep no version counter.
     const uint32_t version = plain.is_inference() ? 0 : plain._version();
     const std::pair<const void*, std::string> key{plain.data_ptr(),
                                                   wanted_bytes};
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    if (it != entries_.end() && it->second.storage.lock().get() == storage &&
-        it->second.version == version) {
-      *keep = it->second.packed;
-      return memory(wanted, cpu_engine(), keep->data_ptr());
-    }
-    // Forget weights that are gone, then reorder this one.
-    for (auto e = entries_.begin(); e != entries_.end();) {
-      if (e->second.storage.expired()) {
-        entries_.erase(e++);
-      } else {
-        ++e;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Forget the weights that are gone (a destroyed model's).
+      for (auto e = entries_.begin(); e != entries_.end();) {
+        if (e->second.storage.expired()) {
+          entries_.erase(e++);
+        } else {
+          ++e;
+        }
+      }
+      auto it = entries_.find(key);
+      if (it != entries_.end() &&
+          it->second.storage.lock().get() == storage &&
+          it->second.version == version) {
+        *keep = it->second.packed;
+        return memory(wanted, cpu_engine(), keep->data_ptr());
       }
     }
+    // Reordered outside the lock: other threads' calls go on meanwhile.
     Entry entry{plain.storage().getWeakStorageImpl(), version,
-                at::empty({static_cast<int64_t>(wanted.get_size())},
-                          at::kByte)};
-    memory from(plain_desc, cpu_engine(), plain.data_ptr());
-    memory to(wanted, cpu_engine(), entry.packed.data_ptr());
-    dnnl::reorder(from, to).execute(cpu_stream(), from, to);
-    cpu_stream().wait();
+                reordered(plain, plain_desc, wanted)};
     *keep = entry.packed;
+    std::lock_guard<std::mutex> lock(mutex_);
     entries_.insert_or_assign(key, std::move(entry));
-    return to;
+    return memory(wanted, cpu_engine(), keep->data_ptr());
   }
 
   static RnnWeights& instance() {
@@ -1293,6 +1299,18 @@ class RnnWeights {
   }
 
  private:
+  static at::Tensor reordered(const at::Tensor& plain,
+                              const memory::desc& plain_desc,
+                              const memory::desc& wanted) {
+    at::Tensor out =
+        at::empty({static_cast<int64_t>(wanted.get_size())}, at::kByte);
+    memory from(plain_desc, cpu_engine(), plain.data_ptr());
+    memory to(wanted, cpu_engine(), out.data_ptr());
+    dnnl::reorder(from, to).execute(cpu_stream(), from, to);
+    cpu_stream().wait();
+    return out;
+  }
+
   struct Entry {
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;
     uint32_t version;
@@ -1380,6 +1398,9 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
     });
     const at::Tensor w_layer = weights[3 * l].contiguous();
     const at::Tensor w_iter = weights[3 * l + 1].contiguous();
+    // What .contiguous() copied lives for this call only.
+    const bool keep_layer_packed = weights[3 * l].is_contiguous();
+    const bool keep_iter_packed = weights[3 * l + 1].is_contiguous();
     const at::Tensor bias = weights[3 * l + 2].contiguous();
     auto at_layer = [&](const at::Tensor& t) {
       return static_cast<float*>(t.data_ptr()) + l * state;
@@ -1394,12 +1415,13 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
          packed.get(w_layer,
                     memory::desc({1, 1, in, kGates, z.hidden}, DataType::f32,
                                  Tag::ldigo),
-                    pd.weights_layer_desc(), &keep_layer)},
+                    pd.weights_layer_desc(), keep_layer_packed,
+                    &keep_layer)},
         {DNNL_ARG_WEIGHTS_ITER,
          packed.get(w_iter,
                     memory::desc({1, 1, z.hidden, kGates, z.hidden},
                                  DataType::f32, Tag::ldigo),
-                    pd.weights_iter_desc(), &keep_iter)},
+                    pd.weights_iter_desc(), keep_iter_packed, &keep_iter)},
         {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
         {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
         {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1]))}};

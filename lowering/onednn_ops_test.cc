@@ -224,6 +224,15 @@ TEST_CASE("lstm reads weights written in place, and new weights, afresh") {
     params = lstm_params(flat);
     check_close(run(), want());
   }
+  // A weight that is not contiguous is made so for the call, and read as it
+  // is now each time.
+  at::Tensor transposed = params[1].t().contiguous();
+  params[1] = transposed.t();
+  REQUIRE_FALSE(params[1].is_contiguous());
+  check_close(run(), want());
+  flat[1].mul_(0.5);
+  transposed.mul_(0.5);
+  check_close(run(), want());
 }
 
 TEST_CASE("lstm matches aten's LSTM, layer after layer") {

@@ -148,7 +148,7 @@ std::optional<BatchNorm> match_batch_norm(const GraphModuleImpl& module,
 //   kRelu       relu
 //   kLeakyRelu  leaky_relu            alpha: the negative slope
 //   kClamp      hardtanh, relu6, clamp (constant bounds)   alpha, beta: min, max
-//   kHardswish, kSilu, kSigmoid, kTanh
+//   kHardswish, kHardsigmoid, kSilu, kSigmoid, kTanh
 //   kGelu       gelu, approximate="none";  kGeluTanh: approximate="tanh"
 struct Activation {
   enum class Kind : uint8_t {
@@ -160,7 +160,7 @@ struct Activation {
   double alpha = 0, beta = 0;
 };
 std::optional<Activation> match_activation(Node& node, const Node* input);
-// "relu", "leaky_relu", "clamp", ..., "gelu_tanh".
+// "relu", "leaky_relu", "clamp", ..., "gelu_tanh", "hardsigmoid".
 const char* activation_name(Activation::Kind kind);
 
 // `node` as value + residual (aten::add.Tensor or add_.Tensor, alpha 1; an
