@@ -770,7 +770,8 @@ class Lowering {
     for (Node* n : graph_.nodes()) {
       if (channels_last->count(n) == 0) continue;
       const bool max = n->is_call_to({"aten::max_pool2d"});
-      if (!max && !n->is_call_to({"aten::avg_pool2d"})) continue;
+      const bool global = n->is_call_to({"aten::adaptive_avg_pool2d"});
+      if (!max && !global && !n->is_call_to({"aten::avg_pool2d"})) continue;
       const CallArguments arg(*n);
       const Argument input = arg["self"];
       const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
@@ -781,6 +782,26 @@ class Lowering {
           in->dtype != (options_.bf16 ? c10::ScalarType::BFloat16
                                       : c10::ScalarType::Float) ||
           channels_last->count(input.to_node()) == 0) {
+        continue;
+      }
+      if (global) {
+        // Global average pooling (squeeze-excitation's, a classifier's):
+        // one window over the whole image, when its size is fixed.
+        const auto output_size = constant_ints(arg["output_size"], 2);
+        const bool fixed = in->symbolic_sizes.empty() ||
+                           (in->symbolic_sizes[2].is_constant() &&
+                            in->symbolic_sizes[3].is_constant());
+        if (!output_size || *output_size != std::vector<int64_t>{1, 1} ||
+            !fixed) {
+          continue;
+        }
+        const std::vector<int64_t> window = {in->sizes[2], in->sizes[3]};
+        channels_last->erase(n);
+        channels_last->insert(replace(
+            n, {}, "fx_onednn::avg_pool2d",
+            {input, window, window, std::vector<int64_t>{0, 0}, false, false},
+            true));
+        ++report_.pooling;
         continue;
       }
       const auto kernel = constant_ints(arg["kernel_size"], 2);

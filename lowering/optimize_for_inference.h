@@ -25,7 +25,8 @@
 //      elementwise, cat, batch_norm, ...); an aten::contiguous converts
 //      back where anything else reads them, and at the graph's output;
 //   4. max and average pooling on those activations become
-//      fx_onednn::max_pool2d / avg_pool2d.
+//      fx_onednn::max_pool2d / avg_pool2d, and so does global average
+//      pooling (adaptive_avg_pool2d to 1x1) of a fixed image size.
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))

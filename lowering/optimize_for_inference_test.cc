@@ -82,7 +82,7 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
   // into the memory it reads.
   CHECK(report.in_place_sums == 0);
   CHECK(report.fused_activations == 3);  // relu, relu, hardswish
-  CHECK(report.pooling == 2);
+  CHECK(report.pooling == 3);
   const std::string printed = gm->graph().to_string();
   INFO(printed);
   CHECK(testdata::filecheck(R"(
@@ -94,6 +94,8 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
     CHECK: fx_onednn::max_pool2d](args = (%conv_1, [3, 3], [2, 2], [0, 0], [1, 1], True)
     CHECK: fx_onednn::avg_pool2d](args = (%max_pool2d{{.*}}, [2, 2], [1, 1], [0, 0], False, True)
     CHECK-NOT: aten::max_pool2d
+    CHECK: fx_onednn::avg_pool2d](args = (%{{.*}}, [4, 4], [4, 4], [0, 0], False, False)
+    CHECK-NOT: aten::adaptive_avg_pool2d
     CHECK: fx_onednn::linear
     CHECK-SAME: 'hardswish'
   )", printed));
@@ -105,6 +107,34 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
   at::Tensor got = gm(x).toTensor();
   CHECK(relative_error(got, want) < 1e-5);
   CHECK(got.is_contiguous());
+}
+
+TEST_CASE("global pooling of a dynamic image size stays aten's") {
+  // Its window would be the traced size: oneDNN's pooling takes it as a
+  // constant.
+  torch::manual_seed(0);
+  auto model = std::make_shared<Conv>();
+  model->eval();
+  fx::TraceOptions options;
+  for (int64_t d : {2, 3}) {
+    fx::DynamicDim dim;
+    dim.input = 0;
+    dim.dim = d;
+    dim.symbol = d == 2 ? "H" : "W";
+    dim.max = 64;
+    options.dynamic.push_back(dim);
+  }
+  fx::GraphModule gm =
+      fx::symbolic_trace(model, {torch::randn({2, 3, 10, 10})}, options);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.pooling == 2);
+  CHECK(count(gm->graph(), "aten::adaptive_avg_pool2d") == 1);
+  torch::NoGradGuard no_grad;
+  for (int64_t size : {10, 13, 20}) {
+    CAPTURE(size);
+    const at::Tensor x = torch::randn({2, 3, size, size});
+    CHECK(relative_error(gm(x).toTensor(), model->forward(x)) < 1e-5);
+  }
 }
 
 TEST_CASE("every zoo model lowered matches eager") {
