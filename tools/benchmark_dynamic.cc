@@ -178,10 +178,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const RunFlags flags = run_flags();
   at::set_num_threads(flags.threads);
-  // The unlowered graphs' matmuls run on the BLAS: OpenBLAS's own threads
-  // beside libtorch's made their times bimodal from one process to the
-  // next (set_openblas_threads), which no interleaving evens out.
-  const bool openblas = set_openblas_threads(1);
+  // The unlowered graphs' matmuls run on the BLAS.
+  const std::string blas = run_openblas_at_one_thread();
   torch::NoGradGuard no_grad;
   const std::string before = machine_summary();
   std::vector<Row> rows;
@@ -266,9 +264,7 @@ int main(int argc, char** argv) {
       {absl::StrFormat("%d threads, %d interleaved rounds, medians; ratios "
                        "are medians of per-round ratios",
                        flags.threads, flags.repeats),
-       openblas ? "libtorch's BLAS: OpenBLAS, at 1 thread of its own (beside "
-                  "libtorch's, its threads made the unlowered times bimodal)"
-                : "libtorch's BLAS: not OpenBLAS"});
+       blas});
   print_section("Tracing with dynamic dimensions (3 traces, compared and "
                 "fitted) against a plain trace",
                 trace_table);

@@ -39,7 +39,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <chrono>
 #include <functional>
@@ -1005,13 +1004,9 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const auto [quick, threads, repeats] = run_flags();
   at::set_num_threads(threads);
-  // TorchScript's and the unlowered graphs' matmuls and linear layers run
-  // on the BLAS: OpenBLAS's own threads beside libtorch's made their times
-  // bimodal from one process to the next (set_openblas_threads; TS-opt's
-  // LSTM at batch 8: 49-260 ms, 30 ms with one), so OpenBLAS runs at one
-  // thread of its own here and in the Python reference it starts.
-  const bool openblas = set_openblas_threads(1);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  // TorchScript's and the unlowered graphs' matmuls run on the BLAS, here
+  // and in the Python reference this starts.
+  const std::string blas = run_openblas_at_one_thread();
   torch::NoGradGuard no_grad;
   const std::string before = machine_summary();
 
@@ -1123,13 +1118,8 @@ int main(int argc, char** argv) {
   std::cout << "fx for LibTorch inference benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
             << "before: " << before << "; after: " << machine_summary()
-            << "\nthreads: " << threads << "; rounds: " << repeats
-            << "; libtorch's BLAS: "
-            << (openblas ? "OpenBLAS, at 1 thread of its own (beside "
-                           "libtorch's, its threads made the unlowered "
-                           "times bimodal)"
-                         : "not OpenBLAS")
-            << "\n";
+            << "\nthreads: " << threads << "; rounds: " << repeats << "; "
+            << blas << "\n";
   print_models(runs, peak);
   print_python(runs, py);
   print_generated(generated);

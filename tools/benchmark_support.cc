@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -212,12 +213,16 @@ std::string machine_summary() {
                       ", load average ", load_average());
 }
 
-bool set_openblas_threads(int threads) {
+std::string run_openblas_at_one_thread() {
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
   using SetThreads = void (*)(int);
-  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (set == nullptr) return false;
-  set(threads);
-  return true;
+  auto set = reinterpret_cast<SetThreads>(
+      dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set != nullptr) set(1);
+  return set != nullptr
+             ? "libtorch's BLAS: OpenBLAS, at 1 thread of its own (beside "
+               "libtorch's, its threads made the unlowered times bimodal)"
+             : "libtorch's BLAS: not OpenBLAS";
 }
 
 std::optional<double> PythonReference::number(const std::string& key) const {

@@ -108,14 +108,19 @@ int print_targets(const std::vector<TargetCheck>& checks, bool quick);
 // "machine: nproc 2, load average ..." for report headers.
 std::string machine_summary();
 
-// Sets OpenBLAS's own thread count (openblas_set_num_threads, looked up at
-// run time); false when libtorch's BLAS is not OpenBLAS. Debian's
-// libopenblas0-pthread runs its own threads beside libtorch's OpenMP
-// threads: with 2 of each on 2 cores, a transformer at batch 8 whose
-// matmuls run on the BLAS and the rest on OpenMP took 100-230 ms a call,
-// the same graph's time differing by up to 1.4x from one process to the
-// next, and 60 ms, steady, with OpenBLAS at 1 thread.
-bool set_openblas_threads(int threads);
+// OpenBLAS at one thread of its own, in this process
+// (openblas_set_num_threads, looked up at run time) and in the processes
+// it starts (OPENBLAS_NUM_THREADS), for benchmarks whose TorchScript or
+// unlowered side runs on the BLAS. Debian's libopenblas0-pthread runs its
+// own threads beside libtorch's OpenMP threads: with 2 of each on 2 cores,
+// a transformer at batch 8 whose matmuls run on the BLAS and the rest on
+// OpenMP took 100-230 ms a call, the same graph's time differing by up to
+// 1.4x from one process to the next, and 60 ms, steady, with OpenBLAS at 1
+// thread (TorchScript-optimized's LSTM at batch 8: 49-260 ms, 30 ms); no
+// interleaving evens that out. Returns what the report says of it:
+// "libtorch's BLAS: OpenBLAS, at 1 thread of its own (...)" or
+// "libtorch's BLAS: not OpenBLAS".
+std::string run_openblas_at_one_thread();
 
 // --- The Python reference ----------------------------------------------------
 
