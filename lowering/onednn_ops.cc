@@ -1245,16 +1245,19 @@ struct Rnn {
 // steps, as for packed convolution weights).
 class RnnWeights {
  public:
-  // The weight `plain` (`plain_desc`) as `wanted` describes it; *keep holds
-  // its data for the call (another thread may reorder a weight written in
-  // place meanwhile). A temporary (`cacheable` false: a weight made
-  // contiguous for this call) is reordered for the call only.
-  memory get(const at::Tensor& plain, const memory::desc& plain_desc,
-             const memory::desc& wanted, bool cacheable, at::Tensor* keep) {
+  // `weight` (aten's transposed weight: ldigo) as `wanted` describes it;
+  // *keep holds its data for the call (another thread may reorder a weight
+  // written in place meanwhile). A weight that is not contiguous is
+  // reordered from its contiguous copy, for the call only.
+  memory get(const at::Tensor& weight, const memory::desc& wanted,
+             at::Tensor* keep) {
+    const at::Tensor plain = weight.contiguous();
+    const memory::desc plain_desc(wanted.dims(), DataType::f32, Tag::ldigo);
     if (wanted == plain_desc) {
+      *keep = plain;
       return memory(plain_desc, cpu_engine(), plain.data_ptr());
     }
-    if (!cacheable) {
+    if (!weight.is_contiguous()) {
       *keep = reordered(plain, plain_desc, wanted);
       return memory(wanted, cpu_engine(), keep->data_ptr());
     }
@@ -1396,11 +1399,6 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
       return std::make_shared<const Rnn<Primitive>>(
           Rnn<Primitive>{pd, Primitive(pd)});
     });
-    const at::Tensor w_layer = weights[3 * l].contiguous();
-    const at::Tensor w_iter = weights[3 * l + 1].contiguous();
-    // What .contiguous() copied lives for this call only.
-    const bool keep_layer_packed = weights[3 * l].is_contiguous();
-    const bool keep_iter_packed = weights[3 * l + 1].is_contiguous();
     const at::Tensor bias = weights[3 * l + 2].contiguous();
     auto at_layer = [&](const at::Tensor& t) {
       return static_cast<float*>(t.data_ptr()) + l * state;
@@ -1412,16 +1410,9 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
         {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
         {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0]))},
         {DNNL_ARG_WEIGHTS_LAYER,
-         packed.get(w_layer,
-                    memory::desc({1, 1, in, kGates, z.hidden}, DataType::f32,
-                                 Tag::ldigo),
-                    pd.weights_layer_desc(), keep_layer_packed,
-                    &keep_layer)},
+         packed.get(weights[3 * l], pd.weights_layer_desc(), &keep_layer)},
         {DNNL_ARG_WEIGHTS_ITER,
-         packed.get(w_iter,
-                    memory::desc({1, 1, z.hidden, kGates, z.hidden},
-                                 DataType::f32, Tag::ldigo),
-                    pd.weights_iter_desc(), keep_iter_packed, &keep_iter)},
+         packed.get(weights[3 * l + 1], pd.weights_iter_desc(), &keep_iter)},
         {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
         {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
         {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1]))}};

@@ -763,9 +763,9 @@ class Lowering {
     }
   }
 
-  // Max and average pooling of a chain's values run on oneDNN
-  // (fx_onednn::max_pool2d / avg_pool2d: aten's results, 2-3x faster on
-  // channels-last tensors); a divisor_override stays with aten.
+  // Max, average and global average pooling of a chain's values run on
+  // oneDNN (fx_onednn::max_pool2d / avg_pool2d: aten's results, 2-3x faster
+  // on channels-last tensors); a divisor_override stays with aten.
   void lower_pooling(absl::flat_hash_set<const Node*>* channels_last) {
     for (Node* n : graph_.nodes()) {
       if (channels_last->count(n) == 0) continue;
@@ -784,56 +784,67 @@ class Lowering {
           channels_last->count(input.to_node()) == 0) {
         continue;
       }
-      if (global) {
-        // Global average pooling (squeeze-excitation's, a classifier's):
-        // one window over the whole image, when its size is fixed.
-        const auto output_size = constant_ints(arg["output_size"], 2);
-        const bool fixed = in->symbolic_sizes.empty() ||
-                           (in->symbolic_sizes[2].is_constant() &&
-                            in->symbolic_sizes[3].is_constant());
-        if (!output_size || *output_size != std::vector<int64_t>{1, 1} ||
-            !fixed) {
-          continue;
-        }
-        const std::vector<int64_t> window = {in->sizes[2], in->sizes[3]};
-        channels_last->erase(n);
-        channels_last->insert(replace(
-            n, {}, "fx_onednn::avg_pool2d",
-            {input, window, window, std::vector<int64_t>{0, 0}, false, false},
-            true));
-        ++report_.pooling;
-        continue;
-      }
-      const auto kernel = constant_ints(arg["kernel_size"], 2);
-      const Argument stride_arg = arg["stride"];
-      // An empty stride is the kernel's size.
-      const auto stride =
-          stride_arg.is_sequence() && stride_arg.elements().empty()
-              ? kernel
-              : constant_ints(stride_arg, 2);
-      const auto padding = constant_ints(arg["padding"], 2);
-      const Argument ceil_mode = arg["ceil_mode"];
-      if (!kernel || !stride || !padding || !ceil_mode.is_bool()) continue;
-      std::vector<Argument> args = {input, *kernel, *stride, *padding};
-      if (max) {
-        const auto dilation = constant_ints(arg["dilation"], 2);
-        if (!dilation) continue;
-        args.push_back(*dilation);
-        args.push_back(ceil_mode);
-      } else {
-        const Argument include_pad = arg["count_include_pad"];
-        if (!include_pad.is_bool() || !arg["divisor_override"].is_none()) {
-          continue;
-        }
-        args.push_back(ceil_mode);
-        args.push_back(include_pad);
-      }
+      const std::optional<std::vector<Argument>> args =
+          global ? global_pool_arguments(arg, *in)
+                 : pool_arguments(arg, max);
+      if (!args) continue;
       channels_last->erase(n);
       channels_last->insert(replace(
           n, {}, max ? "fx_onednn::max_pool2d" : "fx_onednn::avg_pool2d",
-          std::move(args), true));
+          *args, true));
       ++report_.pooling;
     }
+  }
+
+  // max_pool2d's or avg_pool2d's arguments as fx_onednn's operator takes
+  // them (the input's first), when each is constant.
+  static std::optional<std::vector<Argument>> pool_arguments(
+      const CallArguments& arg, bool max) {
+    const auto kernel = constant_ints(arg["kernel_size"], 2);
+    const Argument stride_arg = arg["stride"];
+    // An empty stride is the kernel's size.
+    const auto stride =
+        stride_arg.is_sequence() && stride_arg.elements().empty()
+            ? kernel
+            : constant_ints(stride_arg, 2);
+    const auto padding = constant_ints(arg["padding"], 2);
+    const Argument ceil_mode = arg["ceil_mode"];
+    if (!kernel || !stride || !padding || !ceil_mode.is_bool()) {
+      return std::nullopt;
+    }
+    std::vector<Argument> args = {arg["self"], *kernel, *stride, *padding};
+    if (max) {
+      const auto dilation = constant_ints(arg["dilation"], 2);
+      if (!dilation) return std::nullopt;
+      args.push_back(*dilation);
+      args.push_back(ceil_mode);
+    } else {
+      const Argument include_pad = arg["count_include_pad"];
+      if (!include_pad.is_bool() || !arg["divisor_override"].is_none()) {
+        return std::nullopt;
+      }
+      args.push_back(ceil_mode);
+      args.push_back(include_pad);
+    }
+    return args;
+  }
+
+  // Global average pooling (adaptive_avg_pool2d to 1x1: squeeze-
+  // excitation's, a classifier's) as avg_pool2d's arguments: one window over
+  // the whole image, when its size is fixed.
+  static std::optional<std::vector<Argument>> global_pool_arguments(
+      const CallArguments& arg, const TensorMeta& in) {
+    const auto output_size = constant_ints(arg["output_size"], 2);
+    const bool fixed = in.symbolic_sizes.empty() ||
+                       (in.symbolic_sizes[2].is_constant() &&
+                        in.symbolic_sizes[3].is_constant());
+    if (!output_size || *output_size != std::vector<int64_t>{1, 1} ||
+        !fixed) {
+      return std::nullopt;
+    }
+    const std::vector<int64_t> window = {in.sizes[2], in.sizes[3]};
+    return std::vector<Argument>{arg["self"], window, window,
+                                 std::vector<int64_t>{0, 0}, false, false};
   }
 
   GraphModuleImpl& module_;
