@@ -18,6 +18,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "lowering/activation_cache.h"
+#include "lowering/lstm_recurrence.h"
 
 namespace fx::onednn {
 namespace {
@@ -1323,6 +1324,52 @@ class RnnWeights {
   absl::flat_hash_map<std::pair<const void*, std::string>, Entry> entries_;
 };
 
+// lstm_recurrence's layout of the recurrent weights (packed[j / 16][k][g]
+// [j % 16] of w[k][g * hidden + j]) as oneDNN describes blocked layouts, so
+// that RnnWeights reorders and keeps them as it does the primitives': the
+// dims of ldigo, the unit dimension (o) in blocks of 16 outermost.
+memory::desc lstm_recurrence_weight_desc(int64_t hidden) {
+  memory::desc desc({1, 1, hidden, 4, hidden}, DataType::f32, Tag::ldigo);
+  dnnl_blocking_desc_t& blocking = desc.data.format_desc.blocking;
+  const int64_t strides[] = {4 * hidden * hidden, 4 * hidden * hidden, 64,
+                             16, 64 * hidden};
+  std::copy(std::begin(strides), std::end(strides), blocking.strides);
+  blocking.inner_nblks = 1;
+  blocking.inner_blks[0] = 16;
+  blocking.inner_idxs[0] = 4;
+  return desc;
+}
+
+// One LSTM layer at batch 1 by lstm_recurrence: every step's input
+// projection at once (a oneDNN matmul of the [steps, in] input and aten's
+// transposed weight), then the steps. Writes the layer's h_n and c_n.
+at::Tensor lstm_layer_at_batch_1(const at::Tensor& x, const at::Tensor& w_layer,
+                                 const at::Tensor& w_iter, const at::Tensor& bias,
+                                 const RnnSizes& z, const float* h0,
+                                 const float* c0, float* h_n, float* c_n) {
+  const at::Tensor input_gates =
+      matmul(x.view({z.steps, x.size(2)}), w_layer, 1.0);
+  at::Tensor keep;
+  const memory packed = RnnWeights::instance().get(
+      w_iter, lstm_recurrence_weight_desc(z.hidden), &keep);
+  at::Tensor y = empty_activation(rnn_output_size(x, z.hidden), x.options());
+  LstmRecurrence layer;
+  layer.steps = z.steps;
+  layer.hidden = z.hidden;
+  layer.input_gates = input_gates.data_ptr<float>();
+  layer.bias = bias.data_ptr<float>();
+  layer.packed_weights = static_cast<const float*>(packed.get_data_handle());
+  layer.h0 = h0;
+  layer.c0 = c0;
+  layer.output = y.data_ptr<float>();
+  layer.c_n = c_n;
+  lstm_recurrence(layer);
+  std::memcpy(h_n, layer.output + (z.steps - 1) * z.hidden,
+              z.hidden * sizeof(float));
+  last_kernel_name = "fx:lstm_recurrence:avx512f";
+  return y;
+}
+
 // The layers of an LSTM (hx = [h0, c0]) or a GRU (hx = [h0]) one after
 // another: the output, then the final states.
 template <typename Primitive>
@@ -1356,7 +1403,20 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
   const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
   const int64_t state = z.batch * z.hidden;
   dnnl::engine& engine = cpu_engine();
+  auto at_layer = [&](const at::Tensor& t, int64_t l) {
+    return static_cast<float*>(t.data_ptr()) + l * state;
+  };
   for (int64_t l = 0; l < num_layers; ++l) {
+    const at::Tensor bias = weights[3 * l + 2].contiguous();
+    if constexpr (kLstm) {
+      if (lstm_recurrence_runs(z.batch, z.hidden)) {
+        x = lstm_layer_at_batch_1(x, weights[3 * l], weights[3 * l + 1], bias,
+                                  z, at_layer(first[0], l),
+                                  at_layer(first[1], l), at_layer(out[1], l),
+                                  at_layer(out[2], l));
+        continue;
+      }
+    }
     const int64_t in = x.size(2);
     at::Tensor y =
         empty_activation(rnn_output_size(x, z.hidden), input.options());
@@ -1399,28 +1459,24 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
       return std::make_shared<const Rnn<Primitive>>(
           Rnn<Primitive>{pd, Primitive(pd)});
     });
-    const at::Tensor bias = weights[3 * l + 2].contiguous();
-    auto at_layer = [&](const at::Tensor& t) {
-      return static_cast<float*>(t.data_ptr()) + l * state;
-    };
     const auto& pd = made->pd;
     RnnWeights& packed = RnnWeights::instance();
     at::Tensor keep_layer, keep_iter;
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
-        {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0]))},
+        {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0], l))},
         {DNNL_ARG_WEIGHTS_LAYER,
          packed.get(weights[3 * l], pd.weights_layer_desc(), &keep_layer)},
         {DNNL_ARG_WEIGHTS_ITER,
          packed.get(weights[3 * l + 1], pd.weights_iter_desc(), &keep_iter)},
         {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
         {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
-        {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1]))}};
+        {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1], l))}};
     if constexpr (kLstm) {
       args.emplace(DNNL_ARG_SRC_ITER_C,
-                   memory(pd.src_iter_c_desc(), engine, at_layer(first[1])));
+                   memory(pd.src_iter_c_desc(), engine, at_layer(first[1], l)));
       args.emplace(DNNL_ARG_DST_ITER_C,
-                   memory(pd.dst_iter_c_desc(), engine, at_layer(out[2])));
+                   memory(pd.dst_iter_c_desc(), engine, at_layer(out[2], l)));
     }
     add_thread_scratchpad(pd, &args);
     last_kernel_name = pd.impl_info_str();

@@ -196,15 +196,17 @@ std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
 
 TEST_CASE("lstm reads weights written in place, and new weights, afresh") {
   // The layers run on weights reordered once into the primitive's layout
-  // and kept: a weight written in place, or another in a freed one's
-  // memory, must not be served from what was kept.
+  // (at batch 1, lstm_recurrence's) and kept: a weight written in place, or
+  // another in a freed one's memory, must not be served from what was kept.
   at::manual_seed(5);
+  const int64_t batch = GENERATE(1, 2);
+  CAPTURE(batch);
   const int64_t hidden = 32;
   std::vector<at::Tensor> flat = {at::randn({4 * hidden, 16}) * 0.2,
                                   at::randn({4 * hidden, hidden}) * 0.2,
                                   at::randn({4 * hidden}), at::randn({4 * hidden})};
-  const at::Tensor x = at::randn({6, 2, 16});
-  const at::Tensor h0 = at::zeros({1, 2, hidden});
+  const at::Tensor x = at::randn({6, batch, 16});
+  const at::Tensor h0 = at::zeros({1, batch, hidden});
   auto want = [&] {
     return std::get<0>(
         at::lstm(x, {h0, h0}, flat, true, 1, 0.0, false, false, false));
@@ -289,6 +291,60 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
       call_lstm({at::randn({4, 1, 5}), std::vector<at::Tensor>{h, h},
                  lstm_params(flat), int64_t{1}, false}),
       Catch::Contains("layer 0's weights must be [5, 8]"));
+}
+
+TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
+  // Batch 1 with hidden a multiple of 16 runs lstm_recurrence on AVX-512
+  // (each thread a slice of the units, the threads meeting after each
+  // step); other shapes, and CPUs without AVX-512, oneDNN's primitive.
+  at::manual_seed(6);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (int64_t hidden : {48, 64, 24}) {
+      for (bool batch_first : {false, true}) {
+        CAPTURE(threads, hidden, batch_first);
+        const int64_t layers = 2, steps = 9;
+        std::vector<at::Tensor> flat;
+        for (int64_t l = 0; l < layers; ++l) {
+          const int64_t in = l == 0 ? 7 : hidden;
+          flat.push_back(at::randn({4 * hidden, in}) * 0.3);
+          flat.push_back(at::randn({4 * hidden, hidden}) * 0.3);
+          flat.push_back(at::randn({4 * hidden}) * 0.3);
+          flat.push_back(at::randn({4 * hidden}) * 0.3);
+        }
+        at::Tensor x = at::randn({steps, 7}) * 2;
+        x = batch_first ? x.unsqueeze(0) : x.unsqueeze(1);
+        const at::Tensor h0 = at::randn({layers, 1, hidden});
+        const at::Tensor c0 = at::randn({layers, 1, hidden});
+        const auto want = at::lstm(x, {h0, c0}, flat, true, layers, 0.0,
+                                   false, false, batch_first);
+        const std::vector<at::Tensor> got =
+            call_lstm({x, std::vector<at::Tensor>{h0, c0}, lstm_params(flat),
+                       layers, batch_first});
+        const bool own = avx512 && hidden % 16 == 0;
+        CHECK((fx::onednn::last_kernel() == "fx:lstm_recurrence:avx512f") ==
+              own);
+        check_close(got[0], std::get<0>(want));
+        check_close(got[1], std::get<1>(want));
+        check_close(got[2], std::get<2>(want));
+        CHECK(at::equal(h0, h0.clone()));
+        // A NaN in the input is NaN in every later output, as in aten's.
+        at::Tensor poisoned = x.clone();
+        poisoned.view({steps, 7})[4][2] = NAN;
+        const at::Tensor nan_want = std::get<0>(at::lstm(
+            poisoned, {h0, c0}, flat, true, layers, 0.0, false, false,
+            batch_first));
+        const at::Tensor nan_got =
+            call_lstm({poisoned, std::vector<at::Tensor>{h0, c0},
+                       lstm_params(flat), layers, batch_first})[0];
+        REQUIRE(nan_want.isnan().any().item<bool>());
+        CHECK(at::equal(nan_got.isnan(), nan_want.isnan()));
+      }
+    }
+  }
+  at::set_num_threads(before);
 }
 
 // aten::gru's flat weights as fx_onednn::gru takes them: the gates
