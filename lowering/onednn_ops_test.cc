@@ -132,6 +132,74 @@ TEST_CASE("conv fuses the residual sum and each activation") {
   check_close(other + plain, got);
 }
 
+TEST_CASE("3x3 convolutions of 14x14 and more run on Winograd kernels") {
+  // Stride 1, no activation or relu (with or without the residual sum),
+  // an output of 14x14 or more: oneDNN's Winograd kernels, their weights
+  // made from the packed ones and kept while those live. Others, and all
+  // with Winograd off, run direct.
+  at::manual_seed(7);
+  const std::vector<int64_t> one = {1, 1};
+  auto conv = [&](const at::Tensor& x, const at::Tensor& packed,
+                  const at::Tensor& b, const c10::IValue& other,
+                  const std::string& activation, std::vector<int64_t> stride) {
+    return call("fx_onednn::conv", {x, packed, b, stride, one, one, int64_t{1},
+                                    other, activation});
+  };
+  auto winograd_ran = [] {
+    return fx::onednn::last_kernel().find("wino") != std::string::npos;
+  };
+  REQUIRE(fx::onednn::winograd_convolutions());
+  at::Tensor w = at::randn({48, 32, 3, 3}) * 0.1;
+  const at::Tensor b = at::randn({48});
+  for (int64_t batch : {1, 3}) {
+    CAPTURE(batch);
+    const at::Tensor x = at::randn({batch, 32, 16, 16});
+    const at::Tensor other = at::randn({batch, 48, 16, 16});
+    const at::Tensor plain = at::conv2d(x, w, b, 1, 1);
+    const at::Tensor packed = pack_conv(w, x.sizes(), one, one, one, 1);
+    check_close(conv(x, packed, b, c10::IValue(), "relu", one), at::relu(plain));
+    CHECK(winograd_ran());
+    check_close(conv(x, packed, b, other, "relu", one), at::relu(plain + other));
+    CHECK(winograd_ran());
+    check_close(conv(x, packed, at::Tensor(), c10::IValue(), "none", one),
+                at::conv2d(x, w, {}, 1, 1));
+    CHECK(winograd_ran());
+    // conv_add_: the residual's own memory.
+    at::Tensor residual = other.contiguous(at::MemoryFormat::ChannelsLast);
+    call("fx_onednn::conv_add_", {residual, x, packed, b, one, one, one,
+                                  int64_t{1}, "relu"});
+    check_close(residual, at::relu(plain + other));
+    CHECK(winograd_ran());
+    // Another activation, a smaller output, a stride: direct.
+    check_close(conv(x, packed, b, c10::IValue(), "silu", one), at::silu(plain));
+    CHECK_FALSE(winograd_ran());
+    const at::Tensor small = at::randn({batch, 32, 8, 8});
+    check_close(conv(small, packed, b, c10::IValue(), "relu", one),
+                at::relu(at::conv2d(small, w, b, 1, 1)));
+    CHECK_FALSE(winograd_ran());
+    const at::Tensor strided =
+        pack_conv(w, x.sizes(), {2, 2}, one, one, 1);
+    check_close(conv(x, strided, b, c10::IValue(), "relu", {2, 2}),
+                at::relu(at::conv2d(x, w, b, 2, 1)));
+    CHECK_FALSE(winograd_ran());
+    // Off: direct, and the same result within float32's rounding.
+    fx::onednn::set_winograd_convolutions(false);
+    check_close(conv(x, packed, b, c10::IValue(), "relu", one), at::relu(plain));
+    CHECK_FALSE(winograd_ran());
+    fx::onednn::set_winograd_convolutions(true);
+  }
+  // New weights packed (perhaps at a freed one's address): their own
+  // Winograd weights, not the kept ones.
+  const at::Tensor x = at::randn({1, 32, 14, 14});
+  for (int i = 0; i < 3; ++i) {
+    w = at::randn({48, 32, 3, 3}) * 0.1;
+    const at::Tensor packed = pack_conv(w, x.sizes(), one, one, one, 1);
+    check_close(conv(x, packed, b, c10::IValue(), "relu", one),
+                at::relu(at::conv2d(x, w, b, 1, 1)));
+    CHECK(winograd_ran());
+  }
+}
+
 TEST_CASE("linear matches aten's linear, with activations") {
   at::manual_seed(2);
   at::Tensor w = at::randn({10, 33});
