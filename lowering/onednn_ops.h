@@ -31,6 +31,9 @@
 //       int num_layers, bool batch_first) -> (Tensor, Tensor, Tensor)
 //   fx_onednn::gru(Tensor input, Tensor hx, Tensor[] params,
 //       int num_layers, bool batch_first) -> (Tensor, Tensor)
+//   fx_onednn::batch_norm(Tensor input, Tensor? weight, Tensor? bias,
+//       Tensor running_mean, Tensor running_var, float eps,
+//       str activation="none") -> Tensor
 //   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
 //       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
 //   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
@@ -70,7 +73,9 @@
 // a multiple of 16, AVX-512) computes its input projections on oneDNN's
 // matmul and its steps on a recurrence of ours (lowering/lstm_recurrence.h:
 // the recurrent weights streamed at twice the speed of oneDNN 2.6's LSTM
-// there). max_pool2d and avg_pool2d give
+// there). batch_norm is aten::batch_norm in eval mode of a 4-d float32
+// tensor, the relu after it fused (activation none or relu), in one pass
+// with a channels-last output (lowering/channel_affine.h). max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

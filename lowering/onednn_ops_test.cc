@@ -200,6 +200,55 @@ TEST_CASE("3x3 convolutions of 14x14 and more run on Winograd kernels") {
   }
 }
 
+TEST_CASE("batch_norm matches aten's in eval mode, relu fused") {
+  // One pass over a channels-last tensor; channel counts that are not a
+  // multiple of 16 (the vector width) included.
+  at::manual_seed(8);
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (const std::vector<int64_t>& sizes :
+         {std::vector<int64_t>{2, 37, 5, 7}, {1, 64, 8, 8}, {3, 16, 40, 40}}) {
+      const int64_t c = sizes[1];
+      const at::Tensor w = at::randn({c}), b = at::randn({c});
+      const at::Tensor mean = at::randn({c}), var = at::rand({c}) + 0.5;
+      for (bool channels_last : {true, false}) {
+        CAPTURE(threads, sizes, channels_last);
+        at::Tensor x = at::randn(sizes);
+        if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+        x.index_put_({0, 1, 2, 3}, NAN);
+        const at::Tensor plain =
+            at::batch_norm(x, w, b, mean, var, false, 0.1, 1e-3, false);
+        const at::Tensor got =
+            call("fx_onednn::batch_norm", {x, w, b, mean, var, 1e-3, "relu"});
+        CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+        // NaN stays NaN through the relu, as in aten's.
+        CHECK(at::equal(got.isnan(), at::relu(plain).isnan()));
+        check_close(got.nan_to_num(0), at::relu(plain).nan_to_num(0));
+        check_close(call("fx_onednn::batch_norm",
+                         {x, c10::IValue(), c10::IValue(), mean, var, 1e-5})
+                        .nan_to_num(0),
+                    at::batch_norm(x, {}, {}, mean, var, false, 0.1, 1e-5,
+                                   false)
+                        .nan_to_num(0));
+      }
+    }
+  }
+  at::set_num_threads(before);
+  const at::Tensor x = at::randn({1, 4, 3, 3}), v = at::ones({4});
+  CHECK_THROWS_WITH(call("fx_onednn::batch_norm", {x, v, v, v, v, 1e-5, "silu"}),
+                    Catch::Contains("the activation must be none or relu"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::batch_norm", {x, v, v, at::ones({3}), v, 1e-5}),
+      Catch::Contains("running_mean must be a float32 CPU tensor of 4 values"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::batch_norm", {x.view({4, 9}), v, v, v, v, 1e-5}),
+      Catch::Contains("the input must be a 4-d float32 CPU tensor"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::batch_norm", {x.to(at::kDouble), v, v, v, v, 1e-5}),
+      Catch::Contains("the input must be a 4-d float32 CPU tensor"));
+}
+
 TEST_CASE("linear matches aten's linear, with activations") {
   at::manual_seed(2);
   at::Tensor w = at::randn({10, 33});

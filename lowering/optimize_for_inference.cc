@@ -645,7 +645,7 @@ class Lowering {
             "aten::batch_norm", "aten::dropout", "aten::dropout_",
             "aten::feature_dropout", "aten::upsample_nearest2d",
             "aten::upsample_bilinear2d", "fx_onednn::max_pool2d",
-            "fx_onednn::avg_pool2d"});
+            "fx_onednn::avg_pool2d", "fx_onednn::batch_norm"});
   }
   // Operators that read any layout right and keep nothing of it.
   static bool reads_any_layout(const Node& n) {
@@ -700,6 +700,7 @@ class Lowering {
       }
     }
     if (options_.lower_pooling) lower_pooling(&channels_last);
+    if (options_.lower_batch_norm) lower_batch_norms(&channels_last);
     absl::flat_hash_map<Node*, Node*> converted;
     for (Node* n : graph_.nodes()) {
       // A chain's start: a lowered convolution reading another layout.
@@ -796,6 +797,47 @@ class Lowering {
     }
   }
 
+  // Batch norms of a chain's values in eval mode that no convolution before
+  // them absorbed (DenseNet's, on the block's concatenation before each
+  // layer) become fx_onednn::batch_norm, the relu after one fused when it
+  // is the batch norm's only reader.
+  void lower_batch_norms(absl::flat_hash_set<const Node*>* channels_last) {
+    for (Node* n : graph_.nodes()) {
+      if (channels_last->count(n) == 0 ||
+          !n->is_call_to({"aten::batch_norm"})) {
+        continue;
+      }
+      const CallArguments arg(*n);
+      const Argument input = arg["input"];
+      const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
+                                             : nullptr;
+      const Argument training = arg["training"], eps = arg["eps"];
+      if (in == nullptr || in->sizes.size() != 4 || !in->device.is_cpu() ||
+          in->dtype != c10::ScalarType::Float ||
+          channels_last->count(input.to_node()) == 0 || !training.is_bool() ||
+          training.to_bool() || !eps.is_double() ||
+          !arg["running_mean"].is_node() || !arg["running_var"].is_node()) {
+        continue;
+      }
+      std::vector<Node*> absorbed;
+      const std::vector<Node*> users = n->users().to_vector();
+      if (users.size() == 1 &&
+          users[0]->is_call_to({"aten::relu", "aten::relu_"})) {
+        absorbed.push_back(users[0]);
+      }
+      channels_last->erase(n);
+      for (const Node* a : absorbed) channels_last->erase(a);
+      channels_last->insert(replace(
+          n, absorbed, "fx_onednn::batch_norm",
+          {input, arg["weight"], arg["bias"], arg["running_mean"],
+           arg["running_var"], eps,
+           std::string(absorbed.empty() ? "none" : "relu")},
+          true));
+      if (!absorbed.empty()) ++report_.fused_activations;
+      ++report_.batch_norms;
+    }
+  }
+
   // max_pool2d's or avg_pool2d's arguments as fx_onednn's operator takes
   // them (the input's first), when each is constant.
   static std::optional<std::vector<Argument>> pool_arguments(
@@ -867,7 +909,8 @@ std::string InferenceReport::to_string() const {
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,
                       " layout conversions, ", pooling,
-                      " pooling operators on oneDNN, ", declined,
+                      " pooling operators and ", batch_norms,
+                      " batch norms on oneDNN, ", declined,
                       " convolutions left to aten (lowering did not pay)");
 }
 
@@ -922,6 +965,7 @@ const bool registered = [] {
   price_as("fx_onednn::lstm", "aten::lstm.input");
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
+  price_as("fx_onednn::batch_norm", "aten::batch_norm");
   register_pass({"optimize_for_inference",
                  "fold batch norms, then lower convolutions and linear layers "
                  "to oneDNN with fused activations (needs //lowering)",

@@ -26,7 +26,9 @@
 //      back where anything else reads them, and at the graph's output;
 //   4. max and average pooling on those activations become
 //      fx_onednn::max_pool2d / avg_pool2d, and so does global average
-//      pooling (adaptive_avg_pool2d to 1x1) of a fixed image size.
+//      pooling (adaptive_avg_pool2d to 1x1) of a fixed image size; batch
+//      norms no convolution absorbed become fx_onednn::batch_norm, the
+//      relu after one fused.
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))
@@ -79,6 +81,9 @@ struct InferenceOptions {
   bool lower_recurrent = true;
   // Run max and average pooling between lowered convolutions on oneDNN.
   bool lower_pooling = true;
+  // Run the batch norms there that no convolution before them absorbs
+  // (DenseNet's), the relu after one fused, on oneDNN (float32).
+  bool lower_batch_norm = true;
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
@@ -118,6 +123,7 @@ struct InferenceReport {
   int in_place_sums = 0;      // ... of them, added into the residual's memory
   int layout_conversions = 0; // aten::contiguous nodes added
   int pooling = 0;            // lowered to fx_onednn::max_pool2d / avg_pool2d
+  int batch_norms = 0;        // lowered to fx_onednn::batch_norm
   int declined = 0;           // convolutions left to aten: lowering did not pay
   std::string to_string() const;
 };

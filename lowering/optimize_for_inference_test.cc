@@ -66,7 +66,85 @@ struct Conv : torch::nn::Module {
   torch::nn::Linear fc{nullptr};
 };
 
+// DenseNet's layer: batch norm and relu on the block's concatenation so
+// far, then the convolution (no convolution before a batch norm to fold
+// it into).
+struct DenseLayers : torch::nn::Module {
+  DenseLayers() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 16, 3).padding(1)));
+    for (int i = 0; i < 2; ++i) {
+      norms.push_back(register_module(
+          "norm" + std::to_string(i), torch::nn::BatchNorm2d(16 + 8 * i)));
+      convs.push_back(register_module(
+          "conv" + std::to_string(i),
+          torch::nn::Conv2d(
+              torch::nn::Conv2dOptions(16 + 8 * i, 8, 3).padding(1))));
+    }
+    last = register_module("last", torch::nn::BatchNorm2d(32));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor features = stem(x);
+    for (size_t i = 0; i < convs.size(); ++i) {
+      at::Tensor y = convs[i](torch::relu(norms[i](features)));
+      features = torch::cat({features, y}, 1);
+    }
+    return last(features);  // no relu after this one
+  }
+  torch::nn::Conv2d stem{nullptr};
+  std::vector<torch::nn::BatchNorm2d> norms;
+  std::vector<torch::nn::Conv2d> convs;
+  torch::nn::BatchNorm2d last{nullptr};
+};
+
 }  // namespace
+
+TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
+  torch::manual_seed(3);
+  auto model = std::make_shared<DenseLayers>();
+  // Statistics and affine parameters of a trained model.
+  for (auto& p : model->named_buffers()) {
+    if (p.key().find("running_var") != std::string::npos) {
+      p.value().uniform_(0.5, 2.0);
+    } else if (p.key().find("running_mean") != std::string::npos) {
+      p.value().normal_();
+    }
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& bn : model->norms) bn->weight.normal_();
+  }
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 12, 12});
+  const at::Tensor want = model->forward(x);
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.batch_norms == 3);
+  CHECK(report.convolutions == 3);
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count(gm->graph(), "aten::relu") == 0);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::batch_norm]
+    CHECK-SAME: 'relu')
+    CHECK: fx_onednn::conv
+    CHECK: fx_onednn::batch_norm]
+    CHECK-SAME: 'relu')
+    CHECK: fx_onednn::batch_norm]
+    CHECK-SAME: 'none')
+  )", printed));
+  // Two layout conversions: the input's and the output's.
+  CHECK(report.layout_conversions == 2);
+  CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
+  // Off: aten's.
+  fx::GraphModule kept = fx::symbolic_trace(model, x);
+  fx::InferenceOptions options;
+  options.lower_batch_norm = false;
+  CHECK(fx::optimize_for_inference(*kept, options).batch_norms == 0);
+  CHECK(count(kept->graph(), "aten::batch_norm") == 3);
+  CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
+}
 
 TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
   torch::manual_seed(0);

@@ -396,9 +396,11 @@ void unbind(OnnxBuilder& b) {
   b.set_outputs(outputs);
 }
 
-void batch_norm(OnnxBuilder& b) {
+// aten::batch_norm (eval mode), and fx_onednn::batch_norm (no `training`;
+// BatchNormalization into `out`).
+void batch_norm_into(OnnxBuilder& b, const std::string& out) {
   CallArguments args(b.node());
-  if (args["training"].to_bool()) {
+  if (args.has("training") && args["training"].to_bool()) {
     refuse(b, "batch_norm in training mode: trace the model in eval mode to export it");
   }
   const Argument& input = args["input"];
@@ -414,9 +416,11 @@ void batch_norm(OnnxBuilder& b) {
       {b.value(input), or_constant(args["weight"], 1.0f),
        or_constant(args["bias"], 0.0f), b.value(args["running_mean"]),
        b.value(args["running_var"])},
-      b.output());
+      out);
   set_float(n, "epsilon", number(b, args["eps"]));
 }
+
+void batch_norm(OnnxBuilder& b) { batch_norm_into(b, b.output()); }
 
 void layer_norm(OnnxBuilder& b) {
   CallArguments args(b.node());
@@ -1356,6 +1360,15 @@ void lowered_conv(OnnxBuilder& b, const char* residual) {
            number(b, args["alpha"]), number(b, args["beta"]));
 }
 
+// fx_onednn::batch_norm: BatchNormalization, then its relu.
+void lowered_batch_norm(OnnxBuilder& b) {
+  const std::string activation =
+      CallArguments(b.node())["activation"].to_string_ref();
+  const std::string norm = before_post_ops(b, false, activation);
+  batch_norm_into(b, norm);
+  post_ops(b, norm, "", activation, 0.0, 0.0);
+}
+
 void lowered_conv_transpose(OnnxBuilder& b) {
   CallArguments args(b.node());
   const std::string activation = args["activation"].to_string_ref();
@@ -1598,6 +1611,7 @@ void add_operator_mappings(Mappings* m) {
   (*m)["fx_onednn::matmul"] = lowered_matmul;
   (*m)["fx_onednn::lstm"] = [](OnnxBuilder& b) { recurrent(b, true, true); };
   (*m)["fx_onednn::gru"] = [](OnnxBuilder& b) { recurrent(b, false, true); };
+  (*m)["fx_onednn::batch_norm"] = lowered_batch_norm;
   (*m)["fx_onednn::max_pool2d"] = max_pool;
   (*m)["fx_onednn::avg_pool2d"] = avg_pool;
   (*m)["aten::addmm"] = addmm;

@@ -5,6 +5,7 @@
 // and nothing is written.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -148,6 +149,60 @@ TEST_CASE("graphs lowered to oneDNN export as the operators they replaced") {
                    static_cast<double>(plain.size())) <
           0.01 * static_cast<double>(plain.size()));
   }
+}
+
+namespace {
+
+// A DenseNet layer: batch norm and relu before the convolution, on the
+// concatenation so far (fx_onednn::batch_norm once lowered).
+struct PreActivationImpl : torch::nn::Module {
+  PreActivationImpl() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    norm = register_module("norm", torch::nn::BatchNorm2d(8));
+    conv = register_module("conv", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(8, 4, 3).padding(1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor f = stem(x);
+    return torch::cat({f, conv(torch::relu(norm(f)))}, 1);
+  }
+  torch::nn::Conv2d stem{nullptr}, conv{nullptr};
+  torch::nn::BatchNorm2d norm{nullptr};
+};
+TORCH_MODULE(PreActivation);
+
+}  // namespace
+
+TEST_CASE("a lowered batch norm exports as BatchNormalization and Relu") {
+  torch::manual_seed(2);
+  PreActivation model;
+  {
+    torch::NoGradGuard no_grad;
+    model->norm->running_mean.normal_();
+    model->norm->running_var.uniform_(0.5, 2.0);
+    model->norm->weight.normal_();
+  }
+  model->eval();
+  const at::Tensor x = torch::randn({1, 3, 10, 10});
+  fx::GraphModule gm = fx::symbolic_trace(model.ptr(), x);
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).batch_norms == 1);
+  const fs::path file = scratch() / "pre_activation_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::vector<std::string> ops;
+  std::string listed;
+  for (const auto& node : proto.graph().node()) {
+    ops.push_back(node.op_type());
+    listed += node.op_type() + " ";
+  }
+  INFO(listed);
+  CHECK(std::count(ops.begin(), ops.end(), "BatchNormalization") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "Relu") == 1);
+  check_against_ort(lowered, file, {x});
 }
 
 namespace {

@@ -1,0 +1,86 @@
+#include "lowering/channel_affine.h"
+
+// gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors
+// they start from.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <ATen/Parallel.h>
+
+
+// libgomp's parallel region (see lowering/threads.cc).
+extern "C" {
+void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
+                   unsigned flags);
+int omp_get_thread_num();
+int omp_get_num_threads();
+}
+
+namespace fx::onednn {
+namespace {
+
+// Pixels on any x86-64 CPU. `v < 0 ? 0 : v` keeps NaN (std::fmax would
+// not).
+template <bool kRelu>
+void affine_pixels(const float* x, const float* scale, const float* shift,
+                   float* y, int64_t pixels, int64_t channels) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const float v = x[p * channels + c] * scale[c] + shift[c];
+      y[p * channels + c] = kRelu ? (v < 0.f ? 0.f : v) : v;
+    }
+  }
+}
+
+// ... and on AVX-512: 16 channels at a time, the last ones masked.
+template <bool kRelu>
+__attribute__((target("avx512f"))) void affine_pixels_avx512(
+    const float* x, const float* scale, const float* shift, float* y,
+    int64_t pixels, int64_t channels) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pixels; ++p) {
+    const float* in = x + p * channels;
+    float* out = y + p * channels;
+    for (int64_t c = 0; c < channels; c += 16) {
+      const __mmask16 m =
+          channels - c >= 16 ? 0xffff : (1u << (channels - c)) - 1;
+      __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + c),
+                                 _mm512_maskz_loadu_ps(m, scale + c),
+                                 _mm512_maskz_loadu_ps(m, shift + c));
+      // Where v < 0 (false for NaN), 0.
+      if (kRelu) {
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ),
+                               zero);
+      }
+      _mm512_mask_storeu_ps(out + c, m, v);
+    }
+  }
+}
+
+void run(void* data) {
+  const ChannelAffine& op = *static_cast<const ChannelAffine*>(data);
+  const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
+  const int64_t first = op.pixels * thread / threads;
+  const int64_t last = op.pixels * (thread + 1) / threads;
+  const int64_t offset = first * op.channels;
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  auto* kernel = avx512 ? (op.relu ? affine_pixels_avx512<true>
+                                   : affine_pixels_avx512<false>)
+                        : (op.relu ? affine_pixels<true> : affine_pixels<false>);
+  kernel(op.input + offset, op.scale, op.shift, op.output + offset,
+         last - first, op.channels);
+}
+
+}  // namespace
+
+void channel_affine(const ChannelAffine& op) {
+  // Small tensors on the calling thread alone: waking the team costs more.
+  const bool small = op.pixels * op.channels < (1 << 14);
+  GOMP_parallel(run, const_cast<ChannelAffine*>(&op),
+                small ? 1u : static_cast<unsigned>(at::get_num_threads()), 0);
+}
+
+}  // namespace fx::onednn
