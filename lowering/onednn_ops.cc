@@ -19,7 +19,7 @@
 
 #include "lowering/activation_cache.h"
 #include "lowering/channel_affine.h"
-#include "lowering/lstm_recurrence.h"
+#include "lowering/recurrence.h"
 
 namespace fx::onednn {
 namespace {
@@ -472,7 +472,7 @@ void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_pt
 
 // --- Weights reordered for a kernel, kept --------------------------------------
 // A weight in the layout a kernel wants that its tensor does not hold
-// (oneDNN's RNN primitives' and lstm_recurrence's layouts, Winograd
+// (oneDNN's RNN primitives' and run_recurrence's layouts, Winograd
 // convolutions'), reordered once per weight tensor and layout and kept
 // while the tensor lives unwritten (its version counter) and reads the same
 // data. The weights come from init steps, which make them once; a weight
@@ -1470,7 +1470,7 @@ struct Rnn {
 // A layer's weight (aten's transposed one: ldigo) in the layout its kernel
 // wants: oneDNN 2.6's brgemm RNN kernels' blocked one (the LSTM language
 // model's layers ran in 0.7x the time of its reference driver on aten's
-// layout at batch 1), or lstm_recurrence's; kept (ReorderedWeights). A
+// layout at batch 1), or run_recurrence's; kept (ReorderedWeights). A
 // weight that is not contiguous is reordered from its contiguous copy, for
 // the call only.
 memory rnn_weights(const at::Tensor& weight, const memory::desc& wanted,
@@ -1487,15 +1487,15 @@ memory rnn_weights(const at::Tensor& weight, const memory::desc& wanted,
   return memory(wanted, cpu_engine(), keep->data_ptr());
 }
 
-// lstm_recurrence's layout of the recurrent weights (packed[j / 16][k][g]
+// run_recurrence's layout of the recurrent weights (packed[j / 16][k][g]
 // [j % 16] of w[k][g * hidden + j]) as oneDNN describes blocked layouts, so
 // that rnn_weights reorders and keeps them as it does the primitives': the
 // dims of ldigo, the unit dimension (o) in blocks of 16 outermost.
-memory::desc lstm_recurrence_weight_desc(int64_t hidden) {
-  memory::desc desc({1, 1, hidden, 4, hidden}, DataType::f32, Tag::ldigo);
+memory::desc recurrence_weight_desc(int64_t hidden, int64_t gates) {
+  memory::desc desc({1, 1, hidden, gates, hidden}, DataType::f32, Tag::ldigo);
   dnnl_blocking_desc_t& blocking = desc.data.format_desc.blocking;
-  const int64_t strides[] = {4 * hidden * hidden, 4 * hidden * hidden, 64,
-                             16, 64 * hidden};
+  const int64_t strides[] = {gates * hidden * hidden, gates * hidden * hidden,
+                             16 * gates, 16, 16 * gates * hidden};
   std::copy(std::begin(strides), std::end(strides), blocking.strides);
   blocking.inner_nblks = 1;
   blocking.inner_blks[0] = 16;
@@ -1503,20 +1503,23 @@ memory::desc lstm_recurrence_weight_desc(int64_t hidden) {
   return desc;
 }
 
-// One LSTM layer at batch 1 by lstm_recurrence: every step's input
+// One LSTM or GRU layer at batch 1 by run_recurrence: every step's input
 // projection at once (a oneDNN matmul of the [steps, in] input and aten's
-// transposed weight), then the steps. Writes the layer's h_n and c_n.
-at::Tensor lstm_layer_at_batch_1(const at::Tensor& x, const at::Tensor& w_layer,
-                                 const at::Tensor& w_iter, const at::Tensor& bias,
-                                 const RnnSizes& z, const float* h0,
-                                 const float* c0, float* h_n, float* c_n) {
+// transposed weight), then the steps. Writes the layer's h_n (and an
+// LSTM's c_n; c0 and c_n are null for a GRU).
+at::Tensor layer_at_batch_1(bool lstm, const at::Tensor& x,
+                            const at::Tensor& w_layer, const at::Tensor& w_iter,
+                            const at::Tensor& bias, const RnnSizes& z,
+                            const float* h0, const float* c0, float* h_n,
+                            float* c_n) {
   const at::Tensor input_gates =
       matmul(x.view({z.steps, x.size(2)}), w_layer, 1.0);
   at::Tensor keep;
-  const memory packed =
-      rnn_weights(w_iter, lstm_recurrence_weight_desc(z.hidden), &keep);
+  const memory packed = rnn_weights(
+      w_iter, recurrence_weight_desc(z.hidden, lstm ? 4 : 3), &keep);
   at::Tensor y = empty_activation(rnn_output_size(x, z.hidden), x.options());
-  LstmRecurrence layer;
+  Recurrence layer;
+  layer.lstm = lstm;
   layer.steps = z.steps;
   layer.hidden = z.hidden;
   layer.input_gates = input_gates.data_ptr<float>();
@@ -1526,10 +1529,10 @@ at::Tensor lstm_layer_at_batch_1(const at::Tensor& x, const at::Tensor& w_layer,
   layer.c0 = c0;
   layer.output = y.data_ptr<float>();
   layer.c_n = c_n;
-  lstm_recurrence(layer);
+  run_recurrence(layer);
   std::memcpy(h_n, layer.output + (z.steps - 1) * z.hidden,
               z.hidden * sizeof(float));
-  last_kernel_name = "fx:lstm_recurrence:avx512f";
+  last_kernel_name = "fx:recurrence:avx512f";
   return y;
 }
 
@@ -1571,14 +1574,13 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
   };
   for (int64_t l = 0; l < num_layers; ++l) {
     const at::Tensor bias = weights[3 * l + 2].contiguous();
-    if constexpr (kLstm) {
-      if (lstm_recurrence_runs(z.batch, z.hidden)) {
-        x = lstm_layer_at_batch_1(x, weights[3 * l], weights[3 * l + 1], bias,
-                                  z, at_layer(first[0], l),
-                                  at_layer(first[1], l), at_layer(out[1], l),
-                                  at_layer(out[2], l));
-        continue;
-      }
+    if (recurrence_runs(z.batch, z.hidden)) {
+      x = layer_at_batch_1(kLstm, x, weights[3 * l], weights[3 * l + 1], bias,
+                           z, at_layer(first[0], l),
+                           kLstm ? at_layer(first[1], l) : nullptr,
+                           at_layer(out[1], l),
+                           kLstm ? at_layer(out[2], l) : nullptr);
+      continue;
     }
     const int64_t in = x.size(2);
     at::Tensor y =

@@ -69,13 +69,13 @@
 // linear-before-reset GRU, their params per layer the input and hidden
 // weights transposed ([in, gates * hidden], gates in oneDNN's order: a
 // GRU's u, r, o are aten's z, r, n) and one bias (an LSTM's b_ih + b_hh; a
-// GRU's [b_iz + b_hz, b_ir + b_hr, b_in, b_hn]); an LSTM at batch 1 (hidden
-// a multiple of 16, AVX-512) computes its input projections on oneDNN's
-// matmul and its steps on a recurrence of ours (lowering/lstm_recurrence.h:
-// the recurrent weights streamed at twice the speed of oneDNN 2.6's LSTM
-// there). batch_norm is aten::batch_norm in eval mode of a 4-d float32
-// tensor, the relu after it fused (activation none or relu), in one pass
-// with a channels-last output (lowering/channel_affine.h). max_pool2d and avg_pool2d give
+// GRU's [b_iz + b_hz, b_ir + b_hr, b_in, b_hn]); at batch 1 (hidden a
+// multiple of 16, AVX-512) they compute their input projections on oneDNN's
+// matmul and their steps on a recurrence of ours (lowering/recurrence.h:
+// the recurrent weights streamed at twice the speed of oneDNN 2.6's RNN
+// primitives there). batch_norm is aten::batch_norm in eval mode of a 4-d
+// float32 tensor, the relu after it fused (activation none or relu), in one
+// pass with a channels-last output (lowering/channel_affine.h). max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

@@ -313,7 +313,7 @@ std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
 
 TEST_CASE("lstm reads weights written in place, and new weights, afresh") {
   // The layers run on weights reordered once into the primitive's layout
-  // (at batch 1, lstm_recurrence's) and kept: a weight written in place, or
+  // (at batch 1, run_recurrence's) and kept: a weight written in place, or
   // another in a freed one's memory, must not be served from what was kept.
   at::manual_seed(5);
   const int64_t batch = GENERATE(1, 2);
@@ -411,7 +411,7 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
 }
 
 TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
-  // Batch 1 with hidden a multiple of 16 runs lstm_recurrence on AVX-512
+  // Batch 1 with hidden a multiple of 16 runs run_recurrence on AVX-512
   // (each thread a slice of the units, the threads meeting after each
   // step); other shapes, and CPUs without AVX-512, oneDNN's primitive.
   at::manual_seed(6);
@@ -441,7 +441,7 @@ TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
             call_lstm({x, std::vector<at::Tensor>{h0, c0}, lstm_params(flat),
                        layers, batch_first});
         const bool own = avx512 && hidden % 16 == 0;
-        CHECK((fx::onednn::last_kernel() == "fx:lstm_recurrence:avx512f") ==
+        CHECK((fx::onednn::last_kernel() == "fx:recurrence:avx512f") ==
               own);
         check_close(got[0], std::get<0>(want));
         check_close(got[1], std::get<1>(want));
@@ -511,6 +511,41 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
                         int64_t{1}, false};
   CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&bad),
                     Catch::Contains("layer 0's weights must be [6, 30]"));
+}
+
+TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
+  at::manual_seed(9);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (int64_t hidden : {32, 48, 24}) {
+      for (bool batch_first : {false, true}) {
+        CAPTURE(threads, hidden, batch_first);
+        const int64_t layers = 2, steps = 7;
+        std::vector<at::Tensor> flat;
+        for (int64_t l = 0; l < layers; ++l) {
+          const int64_t in = l == 0 ? 5 : hidden;
+          flat.push_back(at::randn({3 * hidden, in}) * 0.3);
+          flat.push_back(at::randn({3 * hidden, hidden}) * 0.3);
+          flat.push_back(at::randn({3 * hidden}) * 0.3);
+          flat.push_back(at::randn({3 * hidden}) * 0.3);
+        }
+        at::Tensor x = at::randn({steps, 5}) * 2;
+        x = batch_first ? x.unsqueeze(0) : x.unsqueeze(1);
+        const at::Tensor h0 = at::randn({layers, 1, hidden});
+        const auto want = at::gru(x, h0, flat, true, layers, 0.0, false,
+                                  false, batch_first);
+        torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first};
+        handle("fx_onednn::gru").callBoxed(&stack);
+        CHECK((fx::onednn::last_kernel() == "fx:recurrence:avx512f") ==
+              (avx512 && hidden % 16 == 0));
+        check_close(stack.at(0).toTensor(), std::get<0>(want));
+        check_close(stack.at(1).toTensor(), std::get<1>(want));
+      }
+    }
+  }
+  at::set_num_threads(before);
 }
 
 TEST_CASE("post-op parameters that differ past six digits get primitives of "

@@ -385,10 +385,13 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
       absl::StrFormat("conv peak: our own convolution at its best shapes, "
                       "not the hardware's peak: the larger of fx_onednn's "
                       "(oneDNN's) 3x3 256->256 convolution at 56x56 and 1x1 "
-                      "1024->1024 at 14x14 (batch 1, warm), timed in each "
-                      "model's interleaved rounds (the conv peak GFLOP/s "
-                      "column: medians); alone at the start: %.0f GFLOP/s "
-                      "(3x3: %.0f; 1x1: %.0f)",
+                      "1024->1024 at 14x14 (batch 1, warm) on its direct "
+                      "kernels, timed in each model's interleaved rounds "
+                      "(the conv peak GFLOP/s column: medians); alone at "
+                      "the start: %.0f GFLOP/s (3x3: %.0f; 1x1: %.0f). A "
+                      "model's 3x3 layers of 14x14 and more run on "
+                      "Winograd kernels, which do fewer multiply-adds than "
+                      "the GMACs counted",
                       peak.best(), peak.gflops_3x3, peak.gflops_1x1),
       absl::StrFormat(
           "roofline: the cost model's time for the lowered graph on the row's "

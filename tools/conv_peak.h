@@ -1,6 +1,6 @@
 // The machine's measured limits for the benchmarks that grade against them:
 // the GFLOP/s of a large oneDNN convolution (fx_onednn::conv on a packed
-// weight, channels-last), and the bandwidth of a large tensor copy, each at
+// weight, channels-last, on oneDNN's direct kernels), and the bandwidth of a large tensor copy, each at
 // the current intra-op thread count.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "lowering/lstm_recurrence.h"
+#include "lowering/recurrence.h"
 
 // gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors
 // they start from.
@@ -71,12 +71,12 @@ FX_AVX512 inline __m512 gate_sum(__m512 a, __m512 b, const float* input,
                                      _mm512_loadu_ps(bias)));
 }
 
-// One step of 16 units (j0 .. j0 + 15): the 4 gates' recurrent sums over
-// the hidden state h (two chains of accumulators over alternate k), then
-// c = f * c + i * g and h = o * tanh(c).
-FX_AVX512 void step_block(const LstmRecurrence& layer, int64_t j0,
-                          const float* h, const float* input_gates,
-                          float* c, float* h_out) {
+// One LSTM step of 16 units (j0 .. j0 + 15): the 4 gates' recurrent sums
+// over the hidden state h (two chains of accumulators over alternate k),
+// then c = f * c + i * g and h = o * tanh(c).
+FX_AVX512 void lstm_block(const Recurrence& layer, int64_t j0, const float* h,
+                          const float* input_gates, float* h_out) {
+  float* c = layer.c_n;
   const int64_t hidden = layer.hidden;
   const float* w = layer.packed_weights + j0 * hidden * 4;
   // Written out: kept in registers (gcc -O2 leaves a loop over the gates
@@ -109,14 +109,50 @@ FX_AVX512 void step_block(const LstmRecurrence& layer, int64_t j0,
   _mm512_storeu_ps(h_out + j0, _mm512_mul_ps(o, tanh16(c_new)));
 }
 
+// One GRU step of 16 units, PyTorch's (linear before reset): z and r from
+// their sums, n = tanh(x W_in + b_in + r * (h W_hn + b_hn)), then
+// h = (1 - z) * n + z * h.
+FX_AVX512 void gru_block(const Recurrence& layer, int64_t j0, const float* h,
+                         const float* input_gates, float* h_out) {
+  const int64_t hidden = layer.hidden;
+  const float* w = layer.packed_weights + j0 * hidden * 3;
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
+  __m512 b0 = a0, b1 = a0, b2 = a0;
+  for (int64_t k = 0; k < hidden; k += 2, w += 96) {
+    const __m512 x = _mm512_set1_ps(h[k]);
+    a0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w), a0);
+    a1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w + 16), a1);
+    a2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(w + 32), a2);
+    const __m512 y = _mm512_set1_ps(h[k + 1]);
+    b0 = _mm512_fmadd_ps(y, _mm512_loadu_ps(w + 48), b0);
+    b1 = _mm512_fmadd_ps(y, _mm512_loadu_ps(w + 64), b1);
+    b2 = _mm512_fmadd_ps(y, _mm512_loadu_ps(w + 80), b2);
+  }
+  const float* in = input_gates + j0;
+  const float* bias = layer.bias + j0;
+  const __m512 z = sigmoid16(gate_sum(a0, b0, in, bias));
+  const __m512 r = sigmoid16(gate_sum(a1, b1, in + hidden, bias + hidden));
+  const __m512 hidden_n =
+      _mm512_add_ps(_mm512_add_ps(a2, b2), _mm512_loadu_ps(bias + 3 * hidden));
+  const __m512 n = tanh16(_mm512_fmadd_ps(
+      r, hidden_n,
+      _mm512_add_ps(_mm512_loadu_ps(in + 2 * hidden),
+                    _mm512_loadu_ps(bias + 2 * hidden))));
+  const __m512 previous = _mm512_loadu_ps(h + j0);
+  _mm512_storeu_ps(h_out + j0,
+                   _mm512_fmadd_ps(z, _mm512_sub_ps(previous, n), n));
+}
+
 // Each thread's units for every step; the threads meet after each step (the
 // next reads every unit's h).
 void run_steps(void* data) {
-  const LstmRecurrence& layer = *static_cast<const LstmRecurrence*>(data);
+  const Recurrence& layer = *static_cast<const Recurrence*>(data);
   const int64_t blocks = layer.hidden / 16;
+  const int64_t width = (layer.lstm ? 4 : 3) * layer.hidden;
   const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
   const int64_t first = blocks * thread / threads;
   const int64_t last = blocks * (thread + 1) / threads;
+  auto* block_step = layer.lstm ? lstm_block : gru_block;
   for (int64_t t = 0; t < layer.steps; ++t) {
     const float* h =
         t == 0 ? layer.h0 : layer.output + (t - 1) * layer.hidden;
@@ -124,8 +160,7 @@ void run_steps(void* data) {
       // Forward on even steps, backward on odd ones: the blocks the last
       // step read last, still in this core's cache, come first.
       const int64_t block = t % 2 == 0 ? first + i : last - 1 - i;
-      step_block(layer, block * 16, h,
-                 layer.input_gates + t * 4 * layer.hidden, layer.c_n,
+      block_step(layer, block * 16, h, layer.input_gates + t * width,
                  layer.output + t * layer.hidden);
     }
     GOMP_barrier();
@@ -134,17 +169,20 @@ void run_steps(void* data) {
 
 }  // namespace
 
-bool lstm_recurrence_runs(int64_t batch, int64_t hidden) {
+bool recurrence_runs(int64_t batch, int64_t hidden) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512 && batch == 1 && hidden > 0 && hidden % 16 == 0;
 }
 
-void lstm_recurrence(const LstmRecurrence& layer) {
-  // c_n holds the cell state from c0 on; each thread writes its own units.
-  std::memmove(layer.c_n, layer.c0, layer.hidden * sizeof(float));
+void run_recurrence(const Recurrence& layer) {
+  // An LSTM's c_n holds the cell state from c0 on; each thread writes its
+  // own units.
+  if (layer.lstm) {
+    std::memmove(layer.c_n, layer.c0, layer.hidden * sizeof(float));
+  }
   // The whole team, as every other operator runs (a thread with no units
   // only meets the others).
-  GOMP_parallel(run_steps, const_cast<LstmRecurrence*>(&layer),
+  GOMP_parallel(run_steps, const_cast<Recurrence*>(&layer),
                 static_cast<unsigned>(at::get_num_threads()), 0);
 }
 
