@@ -60,9 +60,8 @@ __attribute__((target("avx512f"))) void affine_pixels_avx512(
   }
 }
 
-void run(void* data) {
-  const ChannelAffine& op = *static_cast<const ChannelAffine*>(data);
-  const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
+// Thread `thread` of `threads`' pixels.
+void run_slice(const ChannelAffine& op, int thread, int threads) {
   const int64_t first = op.pixels * thread / threads;
   const int64_t last = op.pixels * (thread + 1) / threads;
   const int64_t offset = first * op.channels;
@@ -74,13 +73,23 @@ void run(void* data) {
          last - first, op.channels);
 }
 
+void run(void* data) {
+  run_slice(*static_cast<const ChannelAffine*>(data), omp_get_thread_num(),
+            omp_get_num_threads());
+}
+
 }  // namespace
 
 void channel_affine(const ChannelAffine& op) {
   // Small tensors on the calling thread alone: waking the team costs more.
-  const bool small = op.pixels * op.channels < (1 << 14);
+  // (Not as a smaller team: libgomp would end the team's other threads
+  // and start new ones later, unpinned; see lowering/threads.h.)
+  if (op.pixels * op.channels < (1 << 14)) {
+    run_slice(op, 0, 1);
+    return;
+  }
   GOMP_parallel(run, const_cast<ChannelAffine*>(&op),
-                small ? 1u : static_cast<unsigned>(at::get_num_threads()), 0);
+                static_cast<unsigned>(at::get_num_threads()), 0);
 }
 
 }  // namespace fx::onednn
