@@ -82,8 +82,6 @@ void run(void* data) {
 
 void channel_affine(const ChannelAffine& op) {
   // Small tensors on the calling thread alone: waking the team costs more.
-  // (Not as a smaller team: libgomp would end the team's other threads
-  // and start new ones later, unpinned; see lowering/threads.h.)
   if (op.pixels * op.channels < (1 << 14)) {
     run_slice(op, 0, 1);
     return;

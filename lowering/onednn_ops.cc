@@ -551,6 +551,12 @@ class ReorderedWeights {
     return out;
   }
 
+  // Drops every kept weight (made again at its next call).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+  }
+
   static ReorderedWeights& instance() {
     static auto* weights = new ReorderedWeights();  // outlives every call
     return *weights;
@@ -1728,7 +1734,7 @@ at::Tensor batch_norm(const at::Tensor& input,
   TORCH_CHECK(eps >= 0, op, ": eps must not be negative, got ", eps);
   const int64_t channels = input.size(1);
   // y = x * scale + shift: scale = weight / sqrt(var + eps), shift =
-  // bias - mean * scale, as aten's batch norm computes them.
+  // bias - mean * scale, aten's formula (the scale computed in double).
   at::Tensor scale =
       (channel_values(op, running_var, "running_var", channels).to(at::kDouble) +
        eps).rsqrt();
@@ -1973,6 +1979,8 @@ const std::vector<std::string>& activation_names() {
 std::string last_kernel() { return last_kernel_name; }
 
 void set_winograd_convolutions(bool enabled) { winograd_enabled = enabled; }
+
+void release_reordered_weights() { ReorderedWeights::instance().clear(); }
 bool winograd_convolutions() { return winograd_enabled; }
 
 void register_operators() {}

@@ -121,12 +121,20 @@ std::string last_kernel();
 // 1, one group, no activation or relu, whose output is 14x14 or larger,
 // runs on oneDNN's Winograd kernels (ResNet's, DenseNet's 3x3 layers): in
 // 0.45-0.8x the time of the direct ones here, within 3e-6 of them
-// (relative to the output's largest magnitude). Their weights are made
-// from the packed ones at the first call and kept while those live: 1.8x
-// to 4x the weight's memory again. Off, every convolution runs direct
-// (for the memory, or the direct kernels' results); on unless set.
+// (relative to the output's largest magnitude; an Inf in the input spreads
+// over its tile as NaN where the direct kernels give Inf). Their weights
+// are made from the packed ones at the first call and kept while those
+// live (dropped at the next such call after they are gone): 1.8x to 4x the
+// weight's memory again, once per Winograd layout oneDNN picks (F(2x2) or
+// F(4x4), by input size). Off, every convolution runs direct (for the
+// memory, or the direct kernels' results); on unless set.
 void set_winograd_convolutions(bool enabled);
 bool winograd_convolutions();
+
+// Gives back the weights the operators reordered for a kernel and keep
+// (Winograd convolutions', LSTMs' and GRUs'; made again at their next
+// call): after turning Winograd off, or destroying a model.
+void release_reordered_weights();
 
 // Activation memory. The operators take their outputs of 1 MiB or more from
 // the blocks such tensors left when they were freed, rather than from the

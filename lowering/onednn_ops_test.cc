@@ -184,9 +184,13 @@ TEST_CASE("3x3 convolutions of 14x14 and more run on Winograd kernels") {
     CHECK_FALSE(winograd_ran());
     // Off: direct, and the same result within float32's rounding.
     fx::onednn::set_winograd_convolutions(false);
+    fx::onednn::release_reordered_weights();
     check_close(conv(x, packed, b, c10::IValue(), "relu", one), at::relu(plain));
     CHECK_FALSE(winograd_ran());
     fx::onednn::set_winograd_convolutions(true);
+    // On again: its weights made again.
+    check_close(conv(x, packed, b, c10::IValue(), "relu", one), at::relu(plain));
+    CHECK(winograd_ran());
   }
   // New weights packed (perhaps at a freed one's address): their own
   // Winograd weights, not the kept ones.

@@ -50,8 +50,11 @@ double PeakConvolution::warm_gflops(int calls) const {
   // The direct kernels' peak: a Winograd convolution does fewer
   // multiply-adds than the ones counted (a model whose 3x3 layers run on
   // them may then pass 100% of this peak).
-  const bool winograd = onednn::winograd_convolutions();
-  onednn::set_winograd_convolutions(false);
+  struct Direct {
+    const bool winograd = onednn::winograd_convolutions();
+    Direct() { onednn::set_winograd_convolutions(false); }
+    ~Direct() { onednn::set_winograd_convolutions(winograd); }
+  } direct;
   auto run = [&] {
     torch::jit::Stack stack = {s.input,   s.packed,      c10::IValue(),
                                s.one,     s.padding,     s.one,
@@ -66,7 +69,6 @@ double PeakConvolution::warm_gflops(int calls) const {
     run();
     samples.push_back(ms_since(start));
   }
-  onednn::set_winograd_convolutions(winograd);
   return s.flops / (median(samples) * 1e-3) / 1e9;
 }
 
