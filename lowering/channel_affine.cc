@@ -1,23 +1,8 @@
 #include "lowering/channel_affine.h"
 
-// gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors
-// they start from.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <ATen/Parallel.h>
 
-
-// libgomp's parallel region (see lowering/threads.cc).
-extern "C" {
-void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
-                   unsigned flags);
-int omp_get_thread_num();
-int omp_get_num_threads();
-}
+#include "lowering/kernel_support.h"
 
 namespace fx::onednn {
 namespace {

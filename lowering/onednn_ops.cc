@@ -436,6 +436,16 @@ void point_scratchpad(CallMemories* m) {
   m->scratchpad.set_data_handle(thread_scratchpad(m->scratchpad_bytes));
 }
 
+// A convolution's or linear layer's bias as float32 values (undefined for
+// none), checked to have one value per output channel (`channels`).
+at::Tensor float_bias(const char* op, const c10::optional<at::Tensor>& bias,
+                      int64_t channels) {
+  if (!bias.has_value() || !bias->defined()) return at::Tensor();
+  TORCH_CHECK(bias->numel() == channels, op, ": the bias must have ",
+              channels, " values, got ", bias->sizes());
+  return bias->to(at::kFloat).contiguous();
+}
+
 // Runs a primitive made for a packed weight (`made`: its pd, primitive and
 // weights reorder, or none) from `src` into `dst`, with the bias when there
 // is one (checked to have one value per output channel, `channels`).
@@ -445,13 +455,8 @@ void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_pt
                       const at::Tensor& weight, const Header& header,
                       const c10::optional<at::Tensor>& bias, int64_t channels,
                       const at::Tensor& dst) {
-  const bool has_bias = bias.has_value() && bias->defined();
-  at::Tensor bias_values;
-  if (has_bias) {
-    TORCH_CHECK(bias->numel() == channels, op, ": the bias must have ",
-                channels, " values, got ", bias->sizes());
-    bias_values = bias->to(at::kFloat).contiguous();
-  }
+  const at::Tensor bias_values = float_bias(op, bias, channels);
+  const bool has_bias = bias_values.defined();
   const Made& made = *made_ptr;
   CallMemories& m = call_memories(made_ptr, made.pd, has_bias);
   m.src.set_data_handle(src.data_ptr());
@@ -775,13 +780,8 @@ void run_winograd(const char* op, const Conv& made, const at::Tensor& src,
                   const at::Tensor& weight, const Header& header,
                   const c10::optional<at::Tensor>& bias, int64_t channels,
                   const at::Tensor& dst, bool sum) {
-  const bool has_bias = bias.has_value() && bias->defined();
-  at::Tensor bias_values;
-  if (has_bias) {
-    TORCH_CHECK(bias->numel() == channels, op, ": the bias must have ",
-                channels, " values, got ", bias->sizes());
-    bias_values = bias->to(at::kFloat).contiguous();
-  }
+  const at::Tensor bias_values = float_bias(op, bias, channels);
+  const bool has_bias = bias_values.defined();
   at::Tensor keep;
   const memory weights = ReorderedWeights::instance().get(
       weight, memory::desc(header.desc), made.pd.weights_desc(), &keep);

@@ -295,6 +295,20 @@ TEST_CASE("matmul matches aten's through strides, broadcast and scale") {
                     Catch::Contains("float32 CPU tensors"));
 }
 
+// aten's flat weights of an LSTM (gates 4) or GRU (gates 3) of `layers`
+// layers, `in` inputs and `hidden` units: per layer w_ih, w_hh, b_ih, b_hh.
+std::vector<at::Tensor> random_rnn_weights(int64_t gates, int64_t layers,
+                                           int64_t in, int64_t hidden) {
+  std::vector<at::Tensor> flat;
+  for (int64_t l = 0; l < layers; ++l) {
+    flat.push_back(at::randn({gates * hidden, l == 0 ? in : hidden}) * 0.3);
+    flat.push_back(at::randn({gates * hidden, hidden}) * 0.3);
+    flat.push_back(at::randn({gates * hidden}) * 0.3);
+    flat.push_back(at::randn({gates * hidden}) * 0.3);
+  }
+  return flat;
+}
+
 // aten::lstm's flat weights as fx_onednn::lstm takes them: per layer the
 // input and hidden weights transposed, and the biases summed.
 std::vector<at::Tensor> lstm_params(const std::vector<at::Tensor>& flat) {
@@ -363,14 +377,8 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
   for (bool batch_first : {false, true}) {
     CAPTURE(batch_first);
     const int64_t layers = 2, hidden = 12;
-    std::vector<at::Tensor> flat;
-    for (int64_t l = 0; l < layers; ++l) {
-      const int64_t in = l == 0 ? 7 : hidden;
-      flat.push_back(at::randn({4 * hidden, in}) * 0.3);
-      flat.push_back(at::randn({4 * hidden, hidden}) * 0.3);
-      flat.push_back(at::randn({4 * hidden}) * 0.3);
-      flat.push_back(at::randn({4 * hidden}) * 0.3);
-    }
+    const std::vector<at::Tensor> flat =
+        random_rnn_weights(4, layers, 7, hidden);
     const at::Tensor x = batch_first ? at::randn({3, 5, 7}) : at::randn({5, 3, 7});
     const at::Tensor h0 = at::randn({layers, 3, hidden});
     const at::Tensor c0 = at::randn({layers, 3, hidden});
@@ -427,14 +435,8 @@ TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
       for (bool batch_first : {false, true}) {
         CAPTURE(threads, hidden, batch_first);
         const int64_t layers = 2, steps = 9;
-        std::vector<at::Tensor> flat;
-        for (int64_t l = 0; l < layers; ++l) {
-          const int64_t in = l == 0 ? 7 : hidden;
-          flat.push_back(at::randn({4 * hidden, in}) * 0.3);
-          flat.push_back(at::randn({4 * hidden, hidden}) * 0.3);
-          flat.push_back(at::randn({4 * hidden}) * 0.3);
-          flat.push_back(at::randn({4 * hidden}) * 0.3);
-        }
+        const std::vector<at::Tensor> flat =
+            random_rnn_weights(4, layers, 7, hidden);
         at::Tensor x = at::randn({steps, 7}) * 2;
         x = batch_first ? x.unsqueeze(0) : x.unsqueeze(1);
         const at::Tensor h0 = at::randn({layers, 1, hidden});
@@ -490,14 +492,8 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
   for (bool batch_first : {false, true}) {
     CAPTURE(batch_first);
     const int64_t layers = 2, hidden = 10;
-    std::vector<at::Tensor> flat;
-    for (int64_t l = 0; l < layers; ++l) {
-      const int64_t in = l == 0 ? 6 : hidden;
-      flat.push_back(at::randn({3 * hidden, in}) * 0.3);
-      flat.push_back(at::randn({3 * hidden, hidden}) * 0.3);
-      flat.push_back(at::randn({3 * hidden}) * 0.3);
-      flat.push_back(at::randn({3 * hidden}) * 0.3);
-    }
+    const std::vector<at::Tensor> flat =
+        random_rnn_weights(3, layers, 6, hidden);
     const at::Tensor x = batch_first ? at::randn({4, 5, 6}) : at::randn({5, 4, 6});
     const at::Tensor h0 = at::randn({layers, 4, hidden});
     const auto want = at::gru(x, h0, flat, true, layers, 0.0, false, false,
@@ -527,14 +523,8 @@ TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
       for (bool batch_first : {false, true}) {
         CAPTURE(threads, hidden, batch_first);
         const int64_t layers = 2, steps = 7;
-        std::vector<at::Tensor> flat;
-        for (int64_t l = 0; l < layers; ++l) {
-          const int64_t in = l == 0 ? 5 : hidden;
-          flat.push_back(at::randn({3 * hidden, in}) * 0.3);
-          flat.push_back(at::randn({3 * hidden, hidden}) * 0.3);
-          flat.push_back(at::randn({3 * hidden}) * 0.3);
-          flat.push_back(at::randn({3 * hidden}) * 0.3);
-        }
+        const std::vector<at::Tensor> flat =
+            random_rnn_weights(3, layers, 5, hidden);
         at::Tensor x = at::randn({steps, 5}) * 2;
         x = batch_first ? x.unsqueeze(0) : x.unsqueeze(1);
         const at::Tensor h0 = at::randn({layers, 1, hidden});

@@ -1,27 +1,10 @@
 #include "lowering/recurrence.h"
 
-// gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors
-// they start from.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <ATen/Parallel.h>
 
 #include <cstring>
 
-// libgomp, the OpenMP runtime libtorch and oneDNN run on (see
-// lowering/threads.cc): one parallel region of the calling thread's team,
-// and the barrier `#pragma omp barrier` compiles to.
-extern "C" {
-void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
-                   unsigned flags);
-void GOMP_barrier();
-int omp_get_thread_num();
-int omp_get_num_threads();
-}
+#include "lowering/kernel_support.h"
 
 namespace fx::onednn {
 namespace {

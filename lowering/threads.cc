@@ -11,16 +11,7 @@
 
 #include <absl/strings/str_join.h>
 
-// libgomp, the OpenMP runtime Debian's libtorch and oneDNN run on: a
-// parallel region as gcc compiles `#pragma omp parallel num_threads(n)`,
-// called directly so that the region is libgomp's team whichever compiler
-// builds this file (clang's -fopenmp would bring LLVM's runtime and a team
-// of its own).
-extern "C" {
-void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
-                   unsigned flags);
-int omp_get_thread_num();
-}
+#include "lowering/kernel_support.h"
 
 namespace fx {
 namespace {
