@@ -236,21 +236,6 @@ dnnl::primitive_attr post_ops(const char* op, bool sum,
   return attr;
 }
 
-// The scratchpad a primitive of `pd` needs, allocated for one call and
-// added to `args` (none when it needs none).
-template <typename PrimitiveDesc>
-at::Tensor add_scratchpad(const PrimitiveDesc& pd,
-                          std::unordered_map<int, memory>* args) {
-  const memory::desc desc = pd.scratchpad_desc();
-  const size_t size = desc.get_size();
-  if (size == 0) return at::Tensor();
-  at::Tensor scratchpad =
-      empty_activation({static_cast<int64_t>(size)}, at::kByte);
-  args->emplace(DNNL_ARG_SCRATCHPAD,
-                memory(desc, cpu_engine(), scratchpad.data_ptr()));
-  return scratchpad;
-}
-
 // The scratchpad of a primitive run by this thread: one buffer per thread,
 // grown to the largest any primitive asked for, added to `args` (none when
 // it needs none). A call runs to its end before the thread makes another,
@@ -340,6 +325,26 @@ struct Reorder {
   dnnl::reorder primitive;
 };
 
+// A reorder from `from` to `to` whose scratchpad each call brings
+// (run_reorder: the thread's), as every primitive here.
+std::shared_ptr<const Reorder> make_reorder(const memory::desc& from,
+                                           const memory::desc& to) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, attr);
+  return std::make_shared<const Reorder>(Reorder{pd, dnnl::reorder(pd)});
+}
+
+// Runs a reorder on this thread's stream, with this thread's scratchpad.
+void run_reorder(const Reorder& reorder, void* from, void* to) {
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_FROM, memory(reorder.pd.src_desc(), engine, from)},
+      {DNNL_ARG_TO, memory(reorder.pd.dst_desc(), engine, to)}};
+  add_thread_scratchpad(reorder.pd, &args);
+  reorder.primitive.execute(cpu_stream(), args);
+}
+
 // The primitive descriptor `make` gives for the packed layout, unless that
 // is oneDNN's reference kernel and the preferred layout (`preferred`, a
 // Tag::any description) has a better one; *reorder is then the reorder of
@@ -353,12 +358,7 @@ PrimitiveDesc for_packed_weights(
   if (!is_reference(pd)) return pd;
   PrimitiveDesc better = make(preferred);
   if (is_reference(better) || better.weights_desc() == packed) return pd;
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::reorder::primitive_desc reorder_pd(cpu_engine(), packed, cpu_engine(),
-                                           better.weights_desc(), attr);
-  *reorder = std::make_shared<const Reorder>(
-      Reorder{reorder_pd, dnnl::reorder(reorder_pd)});
+  *reorder = make_reorder(packed, better.weights_desc());
   return better;
 }
 
@@ -373,12 +373,8 @@ memory weights_for_call(const at::Tensor& packed, const Header& header,
   if (!reorder) return from;
   storage->push_back(at::empty({static_cast<int64_t>(wanted.get_size())},
                                at::kByte));
-  memory to(wanted, cpu_engine(), storage->back().data_ptr());
-  std::unordered_map<int, memory> args{{DNNL_ARG_FROM, from},
-                                       {DNNL_ARG_TO, to}};
-  storage->push_back(add_scratchpad(reorder->pd, &args));
-  reorder->primitive.execute(cpu_stream(), args);
-  return to;
+  run_reorder(*reorder, from.get_data_handle(), storage->back().data_ptr());
+  return memory(wanted, cpu_engine(), storage->back().data_ptr());
 }
 
 // The memory objects of one primitive's calls on this thread, made once and
@@ -725,14 +721,6 @@ bool winograd_candidate(at::IntArrayRef input, at::IntArrayRef weight,
          g.output_size[2] >= 14 && g.output_size[3] >= 14;
 }
 
-std::shared_ptr<const Reorder> make_reorder(const memory::desc& from,
-                                           const memory::desc& to) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, attr);
-  return std::make_shared<const Reorder>(Reorder{pd, dnnl::reorder(pd)});
-}
-
 // The Winograd convolution for a call, or null when oneDNN has none for it
 // (an unsupported post-op, channel count or ISA).
 std::shared_ptr<const Conv> make_winograd(at::IntArrayRef input,
@@ -762,16 +750,6 @@ std::shared_ptr<const Conv> make_winograd(at::IntArrayRef input,
   } catch (const dnnl::error&) {
     return nullptr;
   }
-}
-
-// Runs a reorder on this thread's stream, with this thread's scratchpad.
-void run_reorder(const Reorder& reorder, void* from, void* to) {
-  dnnl::engine& engine = cpu_engine();
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_FROM, memory(reorder.pd.src_desc(), engine, from)},
-      {DNNL_ARG_TO, memory(reorder.pd.dst_desc(), engine, to)}};
-  add_thread_scratchpad(reorder.pd, &args);
-  reorder.primitive.execute(cpu_stream(), args);
 }
 
 // A Winograd convolution from the channels-last `src` into `dst` (which
