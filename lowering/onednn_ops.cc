@@ -498,14 +498,6 @@ class ReorderedWeights {
                                                   wanted_bytes};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // Forget the weights that are gone (a destroyed model's).
-      for (auto e = entries_.begin(); e != entries_.end();) {
-        if (e->second.storage.expired()) {
-          entries_.erase(e++);
-        } else {
-          ++e;
-        }
-      }
       auto it = entries_.find(key);
       if (it != entries_.end() &&
           it->second.storage.lock().get() == storage &&
@@ -519,6 +511,15 @@ class ReorderedWeights {
                 reordered(weight, from, wanted)};
     *keep = entry.reordered;
     std::lock_guard<std::mutex> lock(mutex_);
+    // Forget the weights that are gone (a destroyed model's), here rather
+    // than on every call.
+    for (auto e = entries_.begin(); e != entries_.end();) {
+      if (e->second.storage.expired()) {
+        entries_.erase(e++);
+      } else {
+        ++e;
+      }
+    }
     entries_.insert_or_assign(key, std::move(entry));
     return memory(wanted, cpu_engine(), keep->data_ptr());
   }

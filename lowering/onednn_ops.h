@@ -124,9 +124,9 @@ std::string last_kernel();
 // (relative to the output's largest magnitude; an Inf in the input spreads
 // over its tile as NaN where the direct kernels give Inf). Their weights
 // are made from the packed ones at the first call and kept while those
-// live (dropped at the next such call after they are gone): 1.8x to 4x the
-// weight's memory again, once per Winograd layout oneDNN picks (F(2x2) or
-// F(4x4), by input size). Off, every convolution runs direct (for the
+// live (dropped when another weight is reordered after they are gone, or
+// by release_reordered_weights): 1.8x to 4x the weight's memory again,
+// once per Winograd layout oneDNN picks (F(2x2) or F(4x4), by input size). Off, every convolution runs direct (for the
 // memory, or the direct kernels' results); on unless set.
 void set_winograd_convolutions(bool enabled);
 bool winograd_convolutions();
