@@ -764,6 +764,22 @@ class Lowering {
     }
   }
 
+  // `value`'s metadata when it is a chain's 4-d CPU value in the chain's
+  // dtype (float32, bfloat16 with bf16), as a lowered convolution leaves it
+  // (an elementwise operator may have promoted it); else null.
+  const TensorMeta* chain_value(
+      const Argument& value,
+      const absl::flat_hash_set<const Node*>& channels_last) const {
+    const TensorMeta* m =
+        value.is_node() ? value.to_node()->tensor_meta() : nullptr;
+    const bool in_chain =
+        m != nullptr && m->sizes.size() == 4 && m->device.is_cpu() &&
+        m->dtype == (options_.bf16 ? c10::ScalarType::BFloat16
+                                   : c10::ScalarType::Float) &&
+        channels_last.count(value.to_node()) > 0;
+    return in_chain ? m : nullptr;
+  }
+
   // Max, average and global average pooling of a chain's values run on
   // oneDNN (fx_onednn::max_pool2d / avg_pool2d: aten's results, 2-3x faster
   // on channels-last tensors); a divisor_override stays with aten.
@@ -774,17 +790,8 @@ class Lowering {
       const bool global = n->is_call_to({"aten::adaptive_avg_pool2d"});
       if (!max && !global && !n->is_call_to({"aten::avg_pool2d"})) continue;
       const CallArguments arg(*n);
-      const Argument input = arg["self"];
-      const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
-                                             : nullptr;
-      // A chain's value in float32 (bfloat16 with bf16), as a lowered
-      // convolution leaves it; an elementwise operator may have promoted it.
-      if (in == nullptr || in->sizes.size() != 4 || !in->device.is_cpu() ||
-          in->dtype != (options_.bf16 ? c10::ScalarType::BFloat16
-                                      : c10::ScalarType::Float) ||
-          channels_last->count(input.to_node()) == 0) {
-        continue;
-      }
+      const TensorMeta* in = chain_value(arg["self"], *channels_last);
+      if (in == nullptr) continue;
       const std::optional<std::vector<Argument>> args =
           global ? global_pool_arguments(arg, *in)
                  : pool_arguments(arg, max);
@@ -809,13 +816,10 @@ class Lowering {
       }
       const CallArguments arg(*n);
       const Argument input = arg["input"];
-      const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
-                                             : nullptr;
       const Argument training = arg["training"], eps = arg["eps"];
-      if (in == nullptr || in->sizes.size() != 4 || !in->device.is_cpu() ||
-          in->dtype != c10::ScalarType::Float ||
-          channels_last->count(input.to_node()) == 0 || !training.is_bool() ||
-          training.to_bool() || !eps.is_double() ||
+      // (With bf16, batch norms are not in a chain: in_chain.)
+      if (chain_value(input, *channels_last) == nullptr ||
+          !training.is_bool() || training.to_bool() || !eps.is_double() ||
           !arg["running_mean"].is_node() || !arg["running_var"].is_node()) {
         continue;
       }
