@@ -22,7 +22,7 @@ void affine_pixels(const float* x, const float* scale, const float* shift,
 
 // ... and on AVX-512: 16 channels at a time, the last ones masked.
 template <bool kRelu>
-__attribute__((target("avx512f"))) void affine_pixels_avx512(
+FX_AVX512 void affine_pixels_avx512(
     const float* x, const float* scale, const float* shift, float* y,
     int64_t pixels, int64_t channels) {
   const __m512 zero = _mm512_setzero_ps();
@@ -50,10 +50,10 @@ void run_slice(const ChannelAffine& op, int thread, int threads) {
   const int64_t first = op.pixels * thread / threads;
   const int64_t last = op.pixels * (thread + 1) / threads;
   const int64_t offset = first * op.channels;
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  auto* kernel = avx512 ? (op.relu ? affine_pixels_avx512<true>
-                                   : affine_pixels_avx512<false>)
-                        : (op.relu ? affine_pixels<true> : affine_pixels<false>);
+  auto* kernel =
+      has_avx512()
+          ? (op.relu ? affine_pixels_avx512<true> : affine_pixels_avx512<false>)
+          : (op.relu ? affine_pixels<true> : affine_pixels<false>);
   kernel(op.input + offset, op.scale, op.shift, op.output + offset,
          last - first, op.channels);
 }

@@ -8,8 +8,8 @@
 // builds the caller (clang's -fopenmp would bring LLVM's runtime and a team
 // of its own), and the barrier `#pragma omp barrier` compiles to.
 //
-// AVX-512 intrinsics, for functions built with
-// __attribute__((target("avx512f"))) and called after a check of the CPU.
+// AVX-512 intrinsics, for functions built for AVX-512 (FX_AVX512) and
+// called where has_avx512() says the CPU runs them.
 #pragma once
 
 extern "C" {
@@ -27,3 +27,15 @@ int omp_get_num_threads();
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
+
+#define FX_AVX512 __attribute__((target("avx512f")))
+
+namespace fx::onednn {
+
+// Whether this CPU runs AVX-512F (checked once).
+inline bool has_avx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+}  // namespace fx::onednn

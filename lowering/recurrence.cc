@@ -9,8 +9,6 @@
 namespace fx::onednn {
 namespace {
 
-#define FX_AVX512 __attribute__((target("avx512f")))
-
 // exp(x) = 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2 (Cephes' polynomial,
 // relative error ~1e-7); NaN stays NaN (the clamps take x second).
 FX_AVX512 inline __m512 exp16(__m512 x) {
@@ -153,8 +151,7 @@ void run_steps(void* data) {
 }  // namespace
 
 bool recurrence_runs(int64_t batch, int64_t hidden) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && batch == 1 && hidden > 0 && hidden % 16 == 0;
+  return has_avx512() && batch == 1 && hidden > 0 && hidden % 16 == 0;
 }
 
 void run_recurrence(const Recurrence& layer) {
