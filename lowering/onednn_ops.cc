@@ -20,6 +20,7 @@
 
 #include "lowering/activation_cache.h"
 #include "lowering/channel_affine.h"
+#include "lowering/elementwise.h"
 #include "lowering/recurrence.h"
 
 namespace fx::onednn {
@@ -821,10 +822,13 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
                          output, activation);
   key.push_back(winograd ? 'w' : 'd');
 
+  // SiLU as a pass of our own after the primitive (lowering/elementwise.h).
+  const bool silu_pass = activation == "silu" && output == DataType::f32 &&
+                         silu_pass_runs();
   static PrimitiveCache<std::shared_ptr<const Conv>> cache;
   const auto made = cache.get(key, [&] {
     const dnnl::primitive_attr attr =
-        post_ops(op, sum, activation, alpha, beta);
+        post_ops(op, sum, silu_pass ? "none" : activation, alpha, beta);
     if (winograd) {
       if (auto conv = make_winograd(input.sizes(), weight.sizes(), g,
                                     has_bias, sum, attr)) {
@@ -852,6 +856,7 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
     run_with_weights(op, made, src, weight, header, bias, g.output_size[1],
                      dst);
   }
+  if (silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
 }
 
 void check_input(const char* op, const at::Tensor& input) {
@@ -1235,10 +1240,13 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   append_key(&key, alpha);
   append_key(&key, beta);
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
+  // SiLU as a pass of our own after the primitive (lowering/elementwise.h).
+  const bool silu_pass = activation == "silu" && output == DataType::f32 &&
+                         silu_pass_runs();
   static PrimitiveCache<std::shared_ptr<const Linear>> cache;
   const auto made = cache.get(key, [&] {
-    const dnnl::primitive_attr attr =
-        post_ops(op, false, activation, alpha, beta);
+    const dnnl::primitive_attr attr = post_ops(
+        op, false, silu_pass ? "none" : activation, alpha, beta);
     std::shared_ptr<const Reorder> reorder;
     auto pd = for_packed_weights<dnnl::matmul::primitive_desc>(
         [&](const memory::desc& weights) {
@@ -1254,6 +1262,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
 
   at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
   run_with_weights(op, made, src, weight, header, bias, out_features, dst);
+  if (silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
   return dst;
 }
 

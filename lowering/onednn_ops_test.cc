@@ -253,6 +253,40 @@ TEST_CASE("batch_norm matches aten's in eval mode, relu fused") {
       Catch::Contains("the input must be a 4-d float32 CPU tensor"));
 }
 
+TEST_CASE("silu after conv and linear matches aten's on every thread's range") {
+  // Outputs of 16k values and more run the SiLU pass on the intra-op
+  // threads, each a range: sizes that split unevenly, tails that are not a
+  // multiple of 16, NaN kept.
+  at::manual_seed(11);
+  const int before = at::get_num_threads();
+  const at::Tensor w = at::randn({24, 5, 3, 3}) * 0.3, b = at::randn({24});
+  const at::Tensor lw = at::randn({301, 40}) * 0.3, lb = at::randn({301});
+  const at::Tensor packed_linear =
+      call("fx_onednn::pack_linear_weight", {lw, std::vector<int64_t>{65, 40}});
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    CAPTURE(threads);
+    at::Tensor x = at::randn({1, 5, 37, 37}) * 3;
+    x.index_put_({0, 2, 10, 11}, NAN);
+    const at::Tensor packed =
+        pack_conv(w, x.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
+    const at::Tensor want = at::silu(at::conv2d(x, w, b, {1, 1}, {1, 1}));
+    const at::Tensor got =
+        call("fx_onednn::conv",
+             {x, packed, b, std::vector<int64_t>{1, 1},
+              std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1},
+              int64_t{1}, c10::IValue(), "silu"});
+    CHECK(at::equal(got.isnan(), want.isnan()));
+    CHECK(got.isnan().sum().item<int64_t>() > 0);
+    check_close(got.nan_to_num(0), want.nan_to_num(0));
+    const at::Tensor rows = at::randn({65, 40}) * 3;
+    check_close(
+        call("fx_onednn::linear", {rows, packed_linear, lb, "silu"}),
+        at::silu(at::linear(rows, lw, lb)));
+  }
+  at::set_num_threads(before);
+}
+
 TEST_CASE("linear matches aten's linear, with activations") {
   at::manual_seed(2);
   at::Tensor w = at::randn({10, 33});
