@@ -21,6 +21,7 @@
 #include "lowering/activation_cache.h"
 #include "lowering/channel_affine.h"
 #include "lowering/elementwise.h"
+#include "lowering/squeeze_excite.h"
 #include "lowering/recurrence.h"
 
 namespace fx::onednn {
@@ -1770,6 +1771,102 @@ at::Tensor batch_norm_meta(const at::Tensor& input,
       .contiguous(at::MemoryFormat::ChannelsLast);
 }
 
+// --- Squeeze-and-excitation ----------------------------------------------------
+// torchvision's SqueezeExcitation block (MobileNetV3, EfficientNet) in one
+// call (lowering/squeeze_excite.h): input * gate(conv(act(conv(
+// global_avg_pool(input), w1, b1)), w2, b2)), the convolutions 1x1 on the
+// pooled 1x1 image. W2 is read transposed, made once per weight
+// (ReorderedWeights).
+
+// A 1x1 convolution's weight [out, in, 1, 1] (or [out, in]) as a float32
+// CPU matrix of `out` x `in`.
+at::Tensor squeeze_weight(const char* op, const at::Tensor& w, const char* what,
+                          int64_t out, int64_t in) {
+  bool one_by_one = w.dim() == 2 || w.dim() == 4;
+  for (int64_t d = 2; d < w.dim(); ++d) one_by_one &= w.size(d) == 1;
+  TORCH_CHECK(w.device().is_cpu() && w.scalar_type() == at::kFloat &&
+                  one_by_one && w.size(0) == out && w.size(1) == in,
+              op, ": ", what, " must be a float32 CPU 1x1 convolution weight of ",
+              out, " x ", in, " (sizes [", out, ", ", in, ", 1, 1]), got ",
+              w.toString(), " of sizes ", w.sizes());
+  return w.reshape({out, in}).contiguous();
+}
+
+at::Tensor squeeze_excite(const at::Tensor& input, const at::Tensor& w1,
+                          const c10::optional<at::Tensor>& b1,
+                          const at::Tensor& w2,
+                          const c10::optional<at::Tensor>& b2,
+                          c10::string_view activation,
+                          c10::string_view gate) {
+  const char* op = "fx_onednn::squeeze_excite";
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat &&
+                  input.dim() == 4,
+              op, ": the input must be a 4-d float32 CPU tensor, got ",
+              input.toString(), " of sizes ", input.sizes());
+  using Kernel = SqueezeExcite;
+  Kernel kernel;
+  if (activation == "none") {
+    kernel.activation = Kernel::Activation::kNone;
+  } else if (activation == "relu") {
+    kernel.activation = Kernel::Activation::kRelu;
+  } else if (activation == "silu") {
+    kernel.activation = Kernel::Activation::kSilu;
+  } else {
+    TORCH_CHECK(false, op, ": the activation must be none, relu or silu, got '",
+                std::string(activation), "'");
+  }
+  if (gate == "sigmoid") {
+    kernel.gate = Kernel::Gate::kSigmoid;
+  } else if (gate == "hardsigmoid") {
+    kernel.gate = Kernel::Gate::kHardsigmoid;
+  } else {
+    TORCH_CHECK(false, op, ": the gate must be sigmoid or hardsigmoid, got '",
+                std::string(gate), "'");
+  }
+  const int64_t channels = input.size(1);
+  TORCH_CHECK(w1.dim() >= 2, op, ": w1 must be a 1x1 convolution weight, got "
+              "sizes ", w1.sizes());
+  const int64_t squeezed = w1.size(0);
+  const at::Tensor first = squeeze_weight(op, w1, "w1", squeezed, channels);
+  const at::Tensor second = squeeze_weight(op, w2, "w2", channels, squeezed);
+  const bool has_b1 = b1.has_value() && b1->defined();
+  const bool has_b2 = b2.has_value() && b2->defined();
+  const at::Tensor bias1 =
+      has_b1 ? channel_values(op, *b1, "b1", squeezed) : at::Tensor();
+  const at::Tensor bias2 =
+      has_b2 ? channel_values(op, *b2, "b2", channels) : at::Tensor();
+  at::Tensor dst = empty_channels_last(input.sizes(), input.options());
+  if (dst.numel() == 0) return dst;
+  const at::Tensor src = to_channels_last(input);
+  at::Tensor second_t;
+  const memory transposed = ReorderedWeights::instance().get(
+      second, memory::desc({channels, squeezed}, DataType::f32, Tag::ab),
+      memory::desc({channels, squeezed}, DataType::f32, Tag::ba), &second_t);
+  kernel.batch = input.size(0);
+  kernel.pixels = input.size(2) * input.size(3);
+  kernel.channels = channels;
+  kernel.squeezed = squeezed;
+  kernel.input = src.data_ptr<float>();
+  kernel.w1 = first.data_ptr<float>();
+  kernel.b1 = has_b1 ? bias1.data_ptr<float>() : nullptr;
+  kernel.w2_t = static_cast<const float*>(transposed.get_data_handle());
+  kernel.b2 = has_b2 ? bias2.data_ptr<float>() : nullptr;
+  kernel.output = dst.data_ptr<float>();
+  run_squeeze_excite(kernel);
+  return dst;
+}
+
+at::Tensor squeeze_excite_meta(const at::Tensor& input, const at::Tensor&,
+                               const c10::optional<at::Tensor>&,
+                               const at::Tensor&,
+                               const c10::optional<at::Tensor>&,
+                               c10::string_view, c10::string_view) {
+  TORCH_CHECK(input.dim() == 4, "fx_onednn::squeeze_excite: the input must "
+              "be 4-d, got sizes ", input.sizes());
+  return at::empty(input.sizes(), input.options())
+      .contiguous(at::MemoryFormat::ChannelsLast);
+}
+
 // --- Pooling (2-d, max and average) -----------------------------------------
 // aten's max_pool2d and avg_pool2d, to the element, on channels-last
 // activations: oneDNN's pooling reads them in place where aten's
@@ -2067,6 +2164,9 @@ TORCH_LIBRARY(fx_onednn, m) {
       "Tensor running_mean, Tensor running_var, float eps, "
       "str activation=\"none\") -> Tensor");
   m.def(
+      "squeeze_excite(Tensor input, Tensor w1, Tensor? b1, Tensor w2, "
+      "Tensor? b2, str activation=\"relu\", str gate=\"sigmoid\") -> Tensor");
+  m.def(
       "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
       "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
   m.def(
@@ -2088,6 +2188,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("lstm", &lstm);
   m.impl("gru", &gru);
   m.impl("batch_norm", &batch_norm);
+  m.impl("squeeze_excite", &squeeze_excite);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }
@@ -2098,7 +2199,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
         "matmul", "unpack_weight", "lstm", "gru", "batch_norm",
-        "max_pool2d", "avg_pool2d"}) {
+        "squeeze_excite", "max_pool2d", "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -2115,6 +2216,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("lstm", &lstm_meta);
   m.impl("gru", &gru_meta);
   m.impl("batch_norm", &batch_norm_meta);
+  m.impl("squeeze_excite", &squeeze_excite_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);
 }

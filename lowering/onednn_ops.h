@@ -34,6 +34,9 @@
 //   fx_onednn::batch_norm(Tensor input, Tensor? weight, Tensor? bias,
 //       Tensor running_mean, Tensor running_var, float eps,
 //       str activation="none") -> Tensor
+//   fx_onednn::squeeze_excite(Tensor input, Tensor w1, Tensor? b1,
+//       Tensor w2, Tensor? b2, str activation="relu", str gate="sigmoid")
+//       -> Tensor
 //   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
 //       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
 //   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
@@ -75,7 +78,13 @@
 // the recurrent weights streamed at twice the speed of oneDNN 2.6's RNN
 // primitives there). batch_norm is aten::batch_norm in eval mode of a 4-d
 // float32 tensor, the relu after it fused (activation none or relu), in one
-// pass with a channels-last output (lowering/channel_affine.h). max_pool2d and avg_pool2d give
+// pass with a channels-last output (lowering/channel_affine.h).
+// squeeze_excite is torchvision's SqueezeExcitation block (MobileNetV3,
+// EfficientNet) of a 4-d float32 input: input * gate(conv(act(conv(
+// global_avg_pool(input), w1, b1)), w2, b2)), w1 and w2 1x1 convolution
+// weights ([S, C, 1, 1], [C, S, 1, 1]), act none, relu or silu, gate sigmoid
+// or hardsigmoid, in one call with a channels-last output
+// (lowering/squeeze_excite.h). max_pool2d and avg_pool2d give
 // aten's results (ceil_mode and count_include_pad included) with a
 // channels-last output.
 //

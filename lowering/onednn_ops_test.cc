@@ -287,6 +287,107 @@ TEST_CASE("silu after conv and linear matches aten's on every thread's range") {
   at::set_num_threads(before);
 }
 
+TEST_CASE("squeeze_excite matches the block it replaces") {
+  // x * gate(conv(act(conv(mean_hw(x), w1, b1)), w2, b2)): batches whose
+  // samples the threads split between them, channel counts that are not a
+  // multiple of 16, tensors small enough for one thread.
+  at::manual_seed(12);
+  const int before = at::get_num_threads();
+  struct Case {
+    std::vector<int64_t> sizes;
+    int64_t squeezed;
+  };
+  const std::vector<Case> cases = {
+      {{1, 64, 20, 20}, 16}, {{3, 37, 15, 15}, 9}, {{2, 96, 7, 7}, 24},
+      {{1, 8, 3, 3}, 2}};
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (const Case& c : cases) {
+      const int64_t channels = c.sizes[1];
+      const at::Tensor w1 = at::randn({c.squeezed, channels, 1, 1}) * 0.3;
+      const at::Tensor b1 = at::randn({c.squeezed});
+      const at::Tensor w2 = at::randn({channels, c.squeezed, 1, 1}) * 0.3;
+      const at::Tensor b2 = at::randn({channels});
+      for (bool channels_last : {true, false}) {
+        at::Tensor x = at::randn(c.sizes) + 0.5;
+        if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+        const at::Tensor pooled = x.mean({2, 3}, true);
+        for (const char* act : {"none", "relu", "silu"}) {
+          for (const char* gate : {"sigmoid", "hardsigmoid"}) {
+            CAPTURE(threads, c.sizes, channels_last, act, gate);
+            at::Tensor s = at::conv2d(pooled, w1, b1);
+            if (std::string(act) == "relu") s = at::relu(s);
+            if (std::string(act) == "silu") s = at::silu(s);
+            at::Tensor e = at::conv2d(s, w2, b2);
+            e = std::string(gate) == "sigmoid" ? at::sigmoid(e)
+                                               : at::hardsigmoid(e);
+            const at::Tensor got = call("fx_onednn::squeeze_excite",
+                                        {x, w1, b1, w2, b2, act, gate});
+            CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+            check_close(got, x * e);
+          }
+        }
+        // No biases.
+        check_close(
+            call("fx_onednn::squeeze_excite",
+                 {x, w1, c10::IValue(), w2, c10::IValue(), "relu"}),
+            x * at::sigmoid(at::conv2d(at::relu(at::conv2d(pooled, w1)), w2)));
+      }
+    }
+  }
+  at::set_num_threads(before);
+  // NaN in one sample's pixel makes that sample's gates (so its outputs)
+  // NaN, and leaves the other sample alone.
+  at::Tensor x = at::randn({2, 32, 9, 9});
+  x.index_put_({1, 3, 4, 4}, NAN);
+  const at::Tensor w1 = at::randn({8, 32, 1, 1}), w2 = at::randn({32, 8, 1, 1});
+  const at::Tensor got = call("fx_onednn::squeeze_excite",
+                              {x, w1, c10::IValue(), w2, c10::IValue()});
+  CHECK(got[1].isnan().all().item<bool>());
+  CHECK_FALSE(got[0].isnan().any().item<bool>());
+  // A weight written in place is read afresh (W2 is kept transposed).
+  const at::Tensor before_write =
+      call("fx_onednn::squeeze_excite", {x[0].unsqueeze(0), w1, c10::IValue(),
+                                         w2, c10::IValue()});
+  w2.mul_(-1);
+  const at::Tensor after_write =
+      call("fx_onednn::squeeze_excite", {x[0].unsqueeze(0), w1, c10::IValue(),
+                                         w2, c10::IValue()});
+  check_close(after_write,
+              x[0].unsqueeze(0) *
+                  at::sigmoid(at::conv2d(
+                      at::relu(at::conv2d(x[0].unsqueeze(0).mean({2, 3}, true),
+                                          w1)),
+                      w2)));
+  CHECK_FALSE(at::allclose(before_write, after_write));
+  // Errors name what is wrong.
+  const at::Tensor y = at::randn({1, 32, 4, 4});
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite", {y, w1, c10::IValue(), w2,
+                                         c10::IValue(), "tanh"}),
+      Catch::Contains("the activation must be none, relu or silu"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite", {y, w1, c10::IValue(), w2,
+                                         c10::IValue(), "relu", "relu"}),
+      Catch::Contains("the gate must be sigmoid or hardsigmoid"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite",
+           {y, at::randn({8, 31, 1, 1}), c10::IValue(), w2, c10::IValue()}),
+      Catch::Contains("w1 must be a float32 CPU 1x1 convolution weight of 8 x 32"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite",
+           {y, w1, c10::IValue(), at::randn({32, 8, 3, 3}), c10::IValue()}),
+      Catch::Contains("w2 must be a float32 CPU 1x1 convolution weight of 32 x 8"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite",
+           {y, w1, at::randn({7}), w2, c10::IValue()}),
+      Catch::Contains("b1 must be a float32 CPU tensor of 8 values"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::squeeze_excite",
+           {y.view({1, 32, 16}), w1, c10::IValue(), w2, c10::IValue()}),
+      Catch::Contains("the input must be a 4-d float32 CPU tensor"));
+}
+
 TEST_CASE("linear matches aten's linear, with activations") {
   at::manual_seed(2);
   at::Tensor w = at::randn({10, 33});
