@@ -645,7 +645,8 @@ class Lowering {
             "aten::batch_norm", "aten::dropout", "aten::dropout_",
             "aten::feature_dropout", "aten::upsample_nearest2d",
             "aten::upsample_bilinear2d", "fx_onednn::max_pool2d",
-            "fx_onednn::avg_pool2d", "fx_onednn::batch_norm"});
+            "fx_onednn::avg_pool2d", "fx_onednn::batch_norm",
+            "fx_onednn::squeeze_excite"});
   }
   // Operators that read any layout right and keep nothing of it.
   static bool reads_any_layout(const Node& n) {
@@ -701,6 +702,7 @@ class Lowering {
     }
     if (options_.lower_pooling) lower_pooling(&channels_last);
     if (options_.lower_batch_norm) lower_batch_norms(&channels_last);
+    if (options_.lower_squeeze_excite) lower_squeeze_excites(&channels_last);
     absl::flat_hash_map<Node*, Node*> converted;
     for (Node* n : graph_.nodes()) {
       // A chain's start: a lowered convolution reading another layout.
@@ -842,6 +844,115 @@ class Lowering {
     }
   }
 
+  // A lowered 1x1 convolution (stride 1, no padding, one group, no
+  // residual) whose only reader is `reader`, with its activation; else
+  // null.
+  struct PointwiseConv {
+    Node* node;
+    Node* pack;
+    std::string activation;
+  };
+  std::optional<PointwiseConv> pointwise_conv(const Argument& value,
+                                              const Node* reader) const {
+    Node* n = value.is_node() ? value.to_node() : nullptr;
+    if (n == nullptr || lowered_convs_.count(n) == 0 ||
+        !n->is_call_to({"fx_onednn::conv"}) || n->users().size() != 1 ||
+        *n->users().begin() != reader) {
+      return std::nullopt;
+    }
+    const std::vector<Argument>& a = n->args();
+    const std::vector<int64_t> one = {1, 1}, zero = {0, 0};
+    Node* pack = a[1].is_node() ? a[1].to_node() : nullptr;
+    if (pack == nullptr ||
+        !pack->is_call_to({"fx_onednn::pack_conv_weight"}) ||
+        constant_ints(a[3], 2) != one || constant_ints(a[4], 2) != zero ||
+        constant_ints(a[5], 2) != one || !a[6].is_int() ||
+        a[6].to_int() != 1 || !n->kwargs().empty()) {
+      return std::nullopt;
+    }
+    const TensorMeta* w = pack->tensor_meta();
+    if (w == nullptr || w->sizes.size() != 4 || w->sizes[2] != 1 ||
+        w->sizes[3] != 1 || w->dtype != c10::ScalarType::Float) {
+      return std::nullopt;
+    }
+    if (a.size() == 7) return PointwiseConv{n, pack, "none"};
+    // other, activation, alpha, beta
+    if (a.size() != 11 || !a[7].is_none() || !a[8].is_string() ||
+        !a[9].is_double() || a[9].to_double() != 0) {
+      return std::nullopt;
+    }
+    return PointwiseConv{n, pack, a[8].to_string_ref()};
+  }
+
+  // Squeeze-and-excitation blocks (torchvision's SqueezeExcitation:
+  // MobileNetV3, EfficientNet) of a chain's value, as lowered so far:
+  //   %p = fx_onednn::avg_pool2d(%x, [H, W], [H, W], [0, 0], False, False)
+  //   %s = fx_onednn::conv(%p, %pack1, %b1, [1, 1], [0, 0], [1, 1], 1, None, relu, 0.0, 0.0)
+  //   %g = fx_onednn::conv(%s, %pack2, %b2, [1, 1], [0, 0], [1, 1], 1, None, sigmoid, 0.0, 0.0)
+  //   %y = aten::mul.Tensor(%g, %x)
+  // become one call, the convolutions' weights unpacked:
+  //   %y = fx_onednn::squeeze_excite(%x, %w1, %b1, %w2, %b2, relu, sigmoid)
+  void lower_squeeze_excites(absl::flat_hash_set<const Node*>* channels_last) {
+    for (Node* n : graph_.nodes()) {
+      if (channels_last->count(n) == 0 ||
+          !n->is_call_to({"aten::mul.Tensor"}) || n->args().size() != 2) {
+        continue;
+      }
+      for (int gate_at : {0, 1}) {
+        const Argument x = n->args()[1 - gate_at];
+        const TensorMeta* in = chain_value(x, *channels_last);
+        const auto gate = pointwise_conv(n->args()[gate_at], n);
+        if (in == nullptr || options_.bf16 || !gate ||
+            (gate->activation != "sigmoid" &&
+             gate->activation != "hardsigmoid")) {
+          continue;
+        }
+        const Node* g = gate->node;
+        const auto squeeze = pointwise_conv(g->args()[0], g);
+        if (!squeeze || (squeeze->activation != "none" &&
+                         squeeze->activation != "relu" &&
+                         squeeze->activation != "silu")) {
+          continue;
+        }
+        Node* pool = squeeze->node->args()[0].is_node()
+                         ? squeeze->node->args()[0].to_node()
+                         : nullptr;
+        const std::vector<int64_t> window = {in->sizes[2], in->sizes[3]};
+        if (pool == nullptr || !pool->is_call_to({"fx_onednn::avg_pool2d"}) ||
+            pool->users().size() != 1 || pool->args().size() != 6 ||
+            !(pool->args()[0] == x) ||
+            constant_ints(pool->args()[1], 2) != window ||
+            constant_ints(pool->args()[3], 2) !=
+                std::vector<int64_t>{0, 0} ||
+            !pool->args()[4].is_bool() || pool->args()[4].to_bool()) {
+          continue;
+        }
+        const std::vector<Argument>& s = squeeze->node->args();
+        const std::vector<Argument>& e = gate->node->args();
+        std::vector<Node*> gone = {gate->node, squeeze->node, pool};
+        Node* lowered = replace(
+            n, {}, "fx_onednn::squeeze_excite",
+            {x, squeeze->pack->args()[0], s[2], gate->pack->args()[0], e[2],
+             squeeze->activation, gate->activation},
+            true);
+        channels_last->erase(n);
+        channels_last->insert(lowered);
+        for (Node* dead : gone) {
+          channels_last->erase(dead);
+          lowered_convs_.erase(dead);
+          positions_.erase(dead);
+          graph_.erase_node(dead);
+        }
+        // The packs die with the convolutions (dead code, erased later).
+        report_.convolutions -= 2;
+        report_.fused_activations -= squeeze->activation == "none" ? 1 : 2;
+        --report_.pooling;
+        ++report_.squeeze_excites;
+        break;
+      }
+    }
+  }
+
   // max_pool2d's or avg_pool2d's arguments as fx_onednn's operator takes
   // them (the input's first), when each is constant.
   static std::optional<std::vector<Argument>> pool_arguments(
@@ -913,8 +1024,9 @@ std::string InferenceReport::to_string() const {
                       " residual adds fused (", in_place_sums,
                       " in place), ", layout_conversions,
                       " layout conversions, ", pooling,
-                      " pooling operators and ", batch_norms,
-                      " batch norms on oneDNN, ", declined,
+                      " pooling operators, ", batch_norms,
+                      " batch norms and ", squeeze_excites,
+                      " squeeze-excitation blocks on oneDNN, ", declined,
                       " convolutions left to aten (lowering did not pay)");
 }
 
@@ -970,6 +1082,7 @@ const bool registered = [] {
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
   price_as("fx_onednn::batch_norm", "aten::batch_norm");
+  price_as("fx_onednn::squeeze_excite", "aten::mul");
   register_pass({"optimize_for_inference",
                  "fold batch norms, then lower convolutions and linear layers "
                  "to oneDNN with fused activations (needs //lowering)",

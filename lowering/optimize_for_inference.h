@@ -84,6 +84,11 @@ struct InferenceOptions {
   // Run the batch norms there that no convolution before them absorbs
   // (DenseNet's), the relu after one fused, on oneDNN (float32).
   bool lower_batch_norm = true;
+  // Run squeeze-and-excitation blocks (global average pooling, two 1x1
+  // convolutions, relu or silu between, sigmoid or hardsigmoid after, the
+  // product with the input: MobileNetV3's, EfficientNet's) as one call
+  // (fx_onednn::squeeze_excite, float32).
+  bool lower_squeeze_excite = true;
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
@@ -124,6 +129,7 @@ struct InferenceReport {
   int layout_conversions = 0; // aten::contiguous nodes added
   int pooling = 0;            // lowered to fx_onednn::max_pool2d / avg_pool2d
   int batch_norms = 0;        // lowered to fx_onednn::batch_norm
+  int squeeze_excites = 0;    // lowered to fx_onednn::squeeze_excite
   int declined = 0;           // convolutions left to aten: lowering did not pay
   std::string to_string() const;
 };

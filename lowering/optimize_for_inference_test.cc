@@ -97,7 +97,96 @@ struct DenseLayers : torch::nn::Module {
   torch::nn::BatchNorm2d last{nullptr};
 };
 
+// torchvision's SqueezeExcitation in C++: global average pooling, two 1x1
+// convolutions, the product of the gate with the input.
+struct SqueezeExcitation : torch::nn::Module {
+  SqueezeExcitation(int64_t channels, int64_t squeezed, bool silu)
+      : silu(silu) {
+    fc1 = register_module("fc1", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(channels, squeezed, 1)));
+    fc2 = register_module("fc2", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(squeezed, channels, 1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor s = fc1(torch::adaptive_avg_pool2d(x, {1, 1}));
+    s = silu ? torch::silu(s) : torch::relu(s);
+    const at::Tensor e = fc2(s);
+    return (silu ? torch::sigmoid(e) : torch::hardsigmoid(e)) * x;
+  }
+  bool silu;
+  torch::nn::Conv2d fc1{nullptr}, fc2{nullptr};
+};
+
+// MobileNetV3's block (hardswish, relu and hardsigmoid) then
+// EfficientNet's (silu, silu and sigmoid).
+struct ExcitedBlocks : torch::nn::Module {
+  ExcitedBlocks() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 24, 3).padding(1)));
+    se1 = register_module("se1", std::make_shared<SqueezeExcitation>(24, 8, false));
+    mid = register_module("mid", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(24, 40, 1)));
+    se2 = register_module("se2", std::make_shared<SqueezeExcitation>(40, 10, true));
+    last = register_module("last", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(40, 16, 1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = se1->forward(torch::hardswish(stem(x)));
+    y = se2->forward(torch::silu(mid(y)));
+    return last(y);
+  }
+  torch::nn::Conv2d stem{nullptr}, mid{nullptr}, last{nullptr};
+  std::shared_ptr<SqueezeExcitation> se1, se2;
+};
+
 }  // namespace
+
+TEST_CASE("squeeze-excitation blocks run as one fx_onednn::squeeze_excite") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  auto model = std::make_shared<ExcitedBlocks>();
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 14, 14});
+  const at::Tensor want = model->forward(x);
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.squeeze_excites == 2);
+  // The blocks' own convolutions and pooling are not counted.
+  CHECK(report.convolutions == 3);
+  CHECK(report.pooling == 0);
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(count(gm->graph(), "fx_onednn::conv") == 3);
+  CHECK(count(gm->graph(), "fx_onednn::avg_pool2d") == 0);
+  CHECK(count(gm->graph(), "aten::mul.Tensor") == 0);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::conv]
+    CHECK-SAME: 'hardswish'
+    CHECK: fx_onednn::squeeze_excite]
+    CHECK-SAME: 'relu', 'hardsigmoid')
+    CHECK: fx_onednn::conv]
+    CHECK-SAME: 'silu'
+    CHECK: fx_onednn::squeeze_excite]
+    CHECK-SAME: 'silu', 'sigmoid')
+    CHECK: fx_onednn::conv]
+  )", printed));
+  CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
+  // Saved and loaded, and exported to TorchScript: the same results.
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  CHECK(at::equal(loaded(x).toTensor(), gm(x).toTensor()));
+  torch::jit::Module script = fx::to_torchscript(gm);
+  CHECK(at::equal(script.forward({x}).toTensor(), gm(x).toTensor()));
+  // Off: the five operators each.
+  fx::GraphModule kept = fx::symbolic_trace(model, x);
+  fx::InferenceOptions options;
+  options.lower_squeeze_excite = false;
+  CHECK(fx::optimize_for_inference(*kept, options).squeeze_excites == 0);
+  CHECK(count(kept->graph(), "fx_onednn::squeeze_excite") == 0);
+  CHECK(count(kept->graph(), "aten::mul.Tensor") == 2);
+  CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
+}
 
 TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   torch::manual_seed(3);

@@ -1369,6 +1369,55 @@ void lowered_batch_norm(OnnxBuilder& b) {
   post_ops(b, norm, "", activation, 0.0, 0.0);
 }
 
+// fx_onednn::squeeze_excite: GlobalAveragePool, Conv, its activation,
+// Conv, the gate, Mul: the block it replaced.
+void lowered_squeeze_excite(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string& name = b.node().name();
+  const std::string x = b.value(args["input"]);
+  auto conv = [&](const std::string& in, const char* w, const char* bias,
+                  const std::string& out) {
+    if (rank_of(b, args[w]) != 4) {
+      refuse(b, std::string(w) + " is not a 4-d 1x1 convolution weight");
+    }
+    std::vector<std::string> inputs = {in, b.value(args[w])};
+    if (!args[bias].is_none()) inputs.push_back(b.value(args[bias]));
+    b.add("Conv", inputs, out);
+  };
+  const std::string activation = args["activation"].to_string_ref();
+  const std::string gate_kind = args["gate"].to_string_ref();
+  if (activation != "none" && activation != "relu" && activation != "silu") {
+    refuse(b, "its activation '" + activation + "' is not none, relu or silu");
+  }
+  if (gate_kind != "sigmoid" && gate_kind != "hardsigmoid") {
+    refuse(b, "its gate '" + gate_kind + "' is not sigmoid or hardsigmoid");
+  }
+  const std::string pooled = b.fresh(name + "_pool");
+  b.add("GlobalAveragePool", {x}, pooled);
+  const std::string squeezed = b.fresh(name + "_squeeze");
+  conv(pooled, "w1", "b1", squeezed);
+  std::string hidden = squeezed;
+  if (activation != "none") {
+    hidden = b.fresh(name + "_" + activation);
+    if (activation == "relu") {
+      b.add("Relu", {squeezed}, hidden);
+    } else {
+      silu_into(b, squeezed, hidden);
+    }
+  }
+  const std::string excited = b.fresh(name + "_excite");
+  conv(hidden, "w2", "b2", excited);
+  const std::string gate = b.fresh(name + "_gate");
+  if (gate_kind == "sigmoid") {
+    b.add("Sigmoid", {excited}, gate);
+  } else {
+    onnx::NodeProto& n = b.add("HardSigmoid", {excited}, gate);
+    set_float(n, "alpha", 1.0 / 6.0);
+    set_float(n, "beta", 0.5);
+  }
+  b.add("Mul", {gate, x}, b.output());
+}
+
 void lowered_conv_transpose(OnnxBuilder& b) {
   CallArguments args(b.node());
   const std::string activation = args["activation"].to_string_ref();
@@ -1612,6 +1661,7 @@ void add_operator_mappings(Mappings* m) {
   (*m)["fx_onednn::lstm"] = [](OnnxBuilder& b) { recurrent(b, true, true); };
   (*m)["fx_onednn::gru"] = [](OnnxBuilder& b) { recurrent(b, false, true); };
   (*m)["fx_onednn::batch_norm"] = lowered_batch_norm;
+  (*m)["fx_onednn::squeeze_excite"] = lowered_squeeze_excite;
   (*m)["fx_onednn::max_pool2d"] = max_pool;
   (*m)["fx_onednn::avg_pool2d"] = avg_pool;
   (*m)["aten::addmm"] = addmm;

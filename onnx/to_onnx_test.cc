@@ -207,6 +207,64 @@ TEST_CASE("a lowered batch norm exports as BatchNormalization and Relu") {
 
 namespace {
 
+// MobileNetV3's and EfficientNet's squeeze-excitation after a convolution
+// (fx_onednn::squeeze_excite once lowered).
+struct ExcitedImpl : torch::nn::Module {
+  ExcitedImpl() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 16, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(16, 4, 1)));
+    fc2 = register_module("fc2", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(4, 16, 1)));
+    fc3 = register_module("fc3", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(16, 4, 1)));
+    fc4 = register_module("fc4", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(4, 16, 1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = torch::relu(stem(x));
+    y = torch::hardsigmoid(
+            fc2(torch::relu(fc1(torch::adaptive_avg_pool2d(y, {1, 1}))))) * y;
+    return torch::sigmoid(
+               fc4(torch::silu(fc3(torch::adaptive_avg_pool2d(y, {1, 1}))))) * y;
+  }
+  torch::nn::Conv2d stem{nullptr}, fc1{nullptr}, fc2{nullptr}, fc3{nullptr},
+      fc4{nullptr};
+};
+TORCH_MODULE(Excited);
+
+}  // namespace
+
+TEST_CASE("a lowered squeeze-excitation block exports as the block it replaced") {
+  torch::manual_seed(4);
+  Excited model;
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 9, 9});
+  fx::GraphModule gm = fx::symbolic_trace(model.ptr(), x);
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).squeeze_excites == 2);
+  const fs::path file = scratch() / "excited_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::vector<std::string> ops;
+  std::string listed;
+  for (const auto& node : proto.graph().node()) {
+    ops.push_back(node.op_type());
+    listed += node.op_type() + " ";
+  }
+  INFO(listed);
+  CHECK(std::count(ops.begin(), ops.end(), "GlobalAveragePool") == 2);
+  CHECK(std::count(ops.begin(), ops.end(), "Conv") == 5);
+  CHECK(std::count(ops.begin(), ops.end(), "HardSigmoid") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "Mul") >= 2);
+  check_against_ort(lowered, file, {x});
+}
+
+namespace {
+
 // MaxViT's relative attention: einsum with spaces and capitals.
 struct EinsumImpl : torch::nn::Module {
   at::Tensor forward(at::Tensor q, at::Tensor k) {
@@ -317,7 +375,7 @@ TEST_CASE("lowered transposed convolutions export with their activations") {
   check_against_ort(lowered, file, {x});
 }
 
-TEST_CASE("a lowered squeeze-excitation exports its fused hardsigmoid gate") {
+TEST_CASE("a squeeze-excitation's convolutions export their fused hardsigmoid gate") {
   SqueezeExcite se;
   se->eval();
   at::Tensor x = torch::randn({2, 4, 6, 6});
@@ -325,6 +383,8 @@ TEST_CASE("a lowered squeeze-excitation exports its fused hardsigmoid gate") {
   fx::GraphModule lowered(gm->copy());
   fx::InferenceOptions options;
   options.decision = fx::InferenceOptions::Decision::kAll;
+  // The block's convolutions each (fused whole, it exports as below).
+  options.lower_squeeze_excite = false;
   REQUIRE(fx::optimize_for_inference(*lowered, options).fused_activations ==
           3);
   const std::string text = lowered->graph().to_string();
