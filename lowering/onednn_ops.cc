@@ -21,6 +21,7 @@
 #include "lowering/activation_cache.h"
 #include "lowering/channel_affine.h"
 #include "lowering/elementwise.h"
+#include "lowering/image_layout.h"
 #include "lowering/squeeze_excite.h"
 #include "lowering/recurrence.h"
 
@@ -149,6 +150,12 @@ at::Tensor empty_channels_last(at::IntArrayRef sizes,
 at::Tensor to_channels_last(const at::Tensor& t) {
   if (is_channels_last_dense(t)) return t;
   at::Tensor out = empty_channels_last(t.sizes(), t.options());
+  if (t.dim() == 4 && t.size(1) == 3 && t.scalar_type() == at::kFloat &&
+      t.is_contiguous() && rgb_to_channels_last_runs()) {
+    rgb_to_channels_last(t.data_ptr<float>(), out.data_ptr<float>(),
+                         t.size(0), t.size(2) * t.size(3));
+    return out;
+  }
   out.copy_(t);
   return out;
 }

@@ -673,6 +673,15 @@ class Lowering {
     return reads_any_layout(user);
   }
 
+  // How many lowered convolutions read `value`.
+  int64_t lowered_readers(const Node* value) const {
+    int64_t readers = 0;
+    for (const Node* user : value->users()) {
+      readers += lowered_convs_.count(user) > 0;
+    }
+    return readers;
+  }
+
   // Activations stay channels-last between lowered convolutions; they are
   // converted where a chain starts (once per value) and where anything
   // else reads them.
@@ -706,12 +715,16 @@ class Lowering {
     absl::flat_hash_map<Node*, Node*> converted;
     for (Node* n : graph_.nodes()) {
       // A chain's start: a lowered convolution reading another layout.
+      // One convolution converts its input itself (an image of 3 channels
+      // on a kernel of ours: the first convolution of a vision model in
+      // half of aten's time); a value several read is converted once.
       if (lowered_convs_.count(n) > 0) {
         const bool in_place = n->is_call_to({"fx_onednn::conv_add_"});
         Node* input = n->args()[in_place ? 1 : 0].to_node();
         const TensorMeta* m = input->tensor_meta();
         if (channels_last.count(input) == 0 && m != nullptr &&
             m->sizes.size() == 4 &&
+            (options_.bf16 || lowered_readers(input) > 1) &&
             (options_.bf16 ||
              m->memory_format != c10::MemoryFormat::ChannelsLast)) {
           auto [it, fresh] = converted.emplace(input, nullptr);
