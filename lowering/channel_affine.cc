@@ -10,11 +10,12 @@ namespace {
 // Pixels on any x86-64 CPU. `v < 0 ? 0 : v` keeps NaN (std::fmax would
 // not).
 template <bool kRelu>
-void affine_pixels(const float* x, const float* scale, const float* shift,
-                   float* y, int64_t pixels, int64_t channels) {
+void affine_pixels(const float* x, int64_t pitch, const float* scale,
+                   const float* shift, float* y, int64_t pixels,
+                   int64_t channels) {
   for (int64_t p = 0; p < pixels; ++p) {
     for (int64_t c = 0; c < channels; ++c) {
-      const float v = x[p * channels + c] * scale[c] + shift[c];
+      const float v = x[p * pitch + c] * scale[c] + shift[c];
       y[p * channels + c] = kRelu ? (v < 0.f ? 0.f : v) : v;
     }
   }
@@ -23,11 +24,11 @@ void affine_pixels(const float* x, const float* scale, const float* shift,
 // ... and on AVX-512: 16 channels at a time, the last ones masked.
 template <bool kRelu>
 FX_AVX512 void affine_pixels_avx512(
-    const float* x, const float* scale, const float* shift, float* y,
-    int64_t pixels, int64_t channels) {
+    const float* x, int64_t pitch, const float* scale, const float* shift,
+    float* y, int64_t pixels, int64_t channels) {
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t p = 0; p < pixels; ++p) {
-    const float* in = x + p * channels;
+    const float* in = x + p * pitch;
     float* out = y + p * channels;
     for (int64_t c = 0; c < channels; c += 16) {
       const __mmask16 m =
@@ -49,12 +50,13 @@ FX_AVX512 void affine_pixels_avx512(
 void run_slice(const ChannelAffine& op, int thread, int threads) {
   const int64_t first = op.pixels * thread / threads;
   const int64_t last = op.pixels * (thread + 1) / threads;
-  const int64_t offset = first * op.channels;
+  const int64_t pitch = op.input_pitch > 0 ? op.input_pitch : op.channels;
   auto* kernel =
       has_avx512()
           ? (op.relu ? affine_pixels_avx512<true> : affine_pixels_avx512<false>)
           : (op.relu ? affine_pixels<true> : affine_pixels<false>);
-  kernel(op.input + offset, op.scale, op.shift, op.output + offset,
+  kernel(op.input + first * pitch, pitch, op.scale, op.shift,
+         op.output + first * op.channels,
          last - first, op.channels);
 }
 

@@ -17,7 +17,10 @@ namespace fx::onednn {
 
 struct ChannelAffine {
   int64_t pixels = 0, channels = 0;  // N * H * W, C
-  const float* input = nullptr;      // [pixels, channels]
+  // The input's pixels are `input_pitch` floats apart (>= channels: the
+  // first channels of a wider tensor, as concat_buffer's views are).
+  int64_t input_pitch = 0;
+  const float* input = nullptr;      // [pixels, input_pitch]
   const float* scale = nullptr;      // [channels]
   const float* shift = nullptr;      // [channels]
   float* output = nullptr;           // [pixels, channels]

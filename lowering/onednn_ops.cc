@@ -20,6 +20,7 @@
 
 #include "lowering/activation_cache.h"
 #include "lowering/channel_affine.h"
+#include "lowering/concat.h"
 #include "lowering/elementwise.h"
 #include "lowering/image_layout.h"
 #include "lowering/squeeze_excite.h"
@@ -140,6 +141,20 @@ bool is_channels_last_dense(const at::Tensor& t) {
     if (t.size(i) != 1 && t.stride(i) != expected[i]) return false;
   }
   return true;
+}
+
+// The distance in floats between the pixels of `t` when it is a 4-d
+// channels-last tensor whose pixels may lie further apart than its channels
+// (the first channels of a wider one: a concat_buffer's view); 0 otherwise.
+int64_t channels_last_pitch(const at::Tensor& t) {
+  if (t.dim() != 4 || t.size(3) < 2 || t.size(1) < 1) return 0;
+  const int64_t pitch = t.stride(3);
+  const bool strided = (t.stride(1) == 1 || t.size(1) == 1) &&
+                       pitch >= t.size(1) &&
+                       (t.size(2) == 1 || t.stride(2) == t.size(3) * pitch) &&
+                       (t.size(0) == 1 ||
+                        t.stride(0) == t.size(2) * t.size(3) * pitch);
+  return strided ? pitch : 0;
 }
 
 at::Tensor empty_channels_last(at::IntArrayRef sizes,
@@ -1755,10 +1770,14 @@ at::Tensor batch_norm(const at::Tensor& input,
   }
   at::Tensor dst = empty_channels_last(input.sizes(), input.options());
   if (dst.numel() == 0) return dst;
-  const at::Tensor src = to_channels_last(input);
+  // The first channels of a wider tensor (a concat_buffer's view) are read
+  // where they are.
+  const int64_t pitch = channels_last_pitch(input);
+  const at::Tensor src = pitch > 0 ? input : to_channels_last(input);
   ChannelAffine affine;
   affine.pixels = src.numel() / channels;
   affine.channels = channels;
+  affine.input_pitch = pitch > 0 ? pitch : channels;
   affine.input = src.data_ptr<float>();
   affine.scale = scale.data();
   affine.shift = shift.data();
@@ -1776,6 +1795,88 @@ at::Tensor batch_norm_meta(const at::Tensor& input,
               "4-d, got sizes ", input.sizes());
   return at::empty(input.sizes(), input.options())
       .contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+// --- Concatenation into one buffer -----------------------------------------
+// A chain of concatenations along the channels, each extending the last
+// (DenseNet's blocks), on one channels-last buffer (lowering/concat.h):
+// concat_buffer makes it with the first pieces in its first channels,
+// concat_write_ writes each later piece once, and each concatenation is a
+// view of the buffer's first channels (aten::slice), which later writes
+// leave as they are.
+
+// The pieces of a concatenation into `buffer` from channel `offset` on,
+// checked to fit.
+ChannelCopies channel_copies(const char* op, const at::Tensor& buffer,
+                             at::TensorList tensors, int64_t offset,
+                             std::vector<at::Tensor>* keep) {
+  TORCH_CHECK(!tensors.empty(), op, ": no tensors to concatenate");
+  ChannelCopies copies;
+  copies.pixels = buffer.size(0) * buffer.size(2) * buffer.size(3);
+  copies.output = buffer.data_ptr<float>();
+  copies.output_pitch = buffer.size(1);
+  int64_t channel = offset;
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat &&
+                    t.dim() == 4 && t.size(0) == buffer.size(0) &&
+                    t.size(2) == buffer.size(2) && t.size(3) == buffer.size(3),
+                op, ": every tensor must be a 4-d float32 CPU tensor of ",
+                buffer.size(0), " x C x ", buffer.size(2), " x ",
+                buffer.size(3), ", got ", t.toString(), " of sizes ",
+                t.sizes());
+    keep->push_back(to_channels_last(t));
+    copies.pieces.push_back({keep->back().data_ptr<float>(), t.size(1),
+                             channel});
+    channel += t.size(1);
+  }
+  TORCH_CHECK(offset >= 0 && channel <= buffer.size(1), op,
+              ": channels ", offset, " to ", channel,
+              " do not fit in a buffer of ", buffer.size(1), " channels");
+  return copies;
+}
+
+at::Tensor concat_buffer(at::TensorList tensors, int64_t channels) {
+  const char* op = "fx_onednn::concat_buffer";
+  TORCH_CHECK(!tensors.empty() && tensors[0].dim() == 4, op,
+              ": the first tensor must be 4-d");
+  const at::Tensor& first = tensors[0];
+  TORCH_CHECK(channels >= 0, op, ": channels must not be negative, got ",
+              channels);
+  at::Tensor buffer = empty_channels_last(
+      {first.size(0), channels, first.size(2), first.size(3)},
+      first.options());
+  std::vector<at::Tensor> keep;
+  const ChannelCopies copies = channel_copies(op, buffer, tensors, 0, &keep);
+  if (buffer.numel() > 0) copy_channels(copies);
+  return buffer;
+}
+
+at::Tensor& concat_write_(at::Tensor& self, at::TensorList tensors,
+                          int64_t offset) {
+  const char* op = "fx_onednn::concat_write_";
+  TORCH_CHECK(self.device().is_cpu() && self.scalar_type() == at::kFloat &&
+                  self.dim() == 4 && is_channels_last_dense(self),
+              op, ": self must be a 4-d float32 channels-last CPU tensor "
+              "(a concat_buffer), got ", self.toString(), " of sizes ",
+              self.sizes(), " and strides ", self.strides());
+  std::vector<at::Tensor> keep;
+  const ChannelCopies copies =
+      channel_copies(op, self, tensors, offset, &keep);
+  if (self.numel() > 0) copy_channels(copies);
+  return self;
+}
+
+at::Tensor concat_buffer_meta(at::TensorList tensors, int64_t channels) {
+  TORCH_CHECK(!tensors.empty() && tensors[0].dim() == 4,
+              "fx_onednn::concat_buffer: the first tensor must be 4-d");
+  const at::Tensor& first = tensors[0];
+  return at::empty({first.size(0), channels, first.size(2), first.size(3)},
+                   first.options())
+      .contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+at::Tensor& concat_write_meta(at::Tensor& self, at::TensorList, int64_t) {
+  return self;
 }
 
 // --- Squeeze-and-excitation ----------------------------------------------------
@@ -2170,6 +2271,10 @@ TORCH_LIBRARY(fx_onednn, m) {
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, "
       "Tensor running_mean, Tensor running_var, float eps, "
       "str activation=\"none\") -> Tensor");
+  m.def("concat_buffer(Tensor[] tensors, int channels) -> Tensor");
+  m.def(
+      "concat_write_(Tensor(a!) self, Tensor[] tensors, int offset) -> "
+      "Tensor(a!)");
   m.def(
       "squeeze_excite(Tensor input, Tensor w1, Tensor? b1, Tensor w2, "
       "Tensor? b2, str activation=\"relu\", str gate=\"sigmoid\") -> Tensor");
@@ -2195,6 +2300,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("lstm", &lstm);
   m.impl("gru", &gru);
   m.impl("batch_norm", &batch_norm);
+  m.impl("concat_buffer", &concat_buffer);
+  m.impl("concat_write_", &concat_write_);
   m.impl("squeeze_excite", &squeeze_excite);
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
@@ -2206,7 +2313,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
        {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
         "matmul", "unpack_weight", "lstm", "gru", "batch_norm",
-        "squeeze_excite", "max_pool2d", "avg_pool2d"}) {
+        "concat_buffer", "concat_write_", "squeeze_excite", "max_pool2d",
+        "avg_pool2d"}) {
     m.impl(name, torch::CppFunction::makeFallthrough());
   }
 }
@@ -2223,6 +2331,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("lstm", &lstm_meta);
   m.impl("gru", &gru_meta);
   m.impl("batch_norm", &batch_norm_meta);
+  m.impl("concat_buffer", &concat_buffer_meta);
+  m.impl("concat_write_", &concat_write_meta);
   m.impl("squeeze_excite", &squeeze_excite_meta);
   m.impl("max_pool2d", &max_pool2d_meta);
   m.impl("avg_pool2d", &avg_pool2d_meta);

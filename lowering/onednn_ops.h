@@ -34,6 +34,9 @@
 //   fx_onednn::batch_norm(Tensor input, Tensor? weight, Tensor? bias,
 //       Tensor running_mean, Tensor running_var, float eps,
 //       str activation="none") -> Tensor
+//   fx_onednn::concat_buffer(Tensor[] tensors, int channels) -> Tensor
+//   fx_onednn::concat_write_(Tensor(a!) self, Tensor[] tensors, int offset)
+//       -> Tensor(a!)
 //   fx_onednn::squeeze_excite(Tensor input, Tensor w1, Tensor? b1,
 //       Tensor w2, Tensor? b2, str activation="relu", str gate="sigmoid")
 //       -> Tensor
@@ -79,6 +82,14 @@
 // primitives there). batch_norm is aten::batch_norm in eval mode of a 4-d
 // float32 tensor, the relu after it fused (activation none or relu), in one
 // pass with a channels-last output (lowering/channel_affine.h).
+// concat_buffer makes a channels-last [N, channels, H, W] tensor with the
+// concatenation of `tensors` (4-d float32 of its N, H, W) in its first
+// channels, the rest left for concat_write_, which writes the concatenation
+// of `tensors` into self's channels from `offset` on: a chain of
+// concatenations that each extend the last (DenseNet's blocks) written
+// into one buffer, each piece once, each concatenation a view of the
+// buffer's first channels (lowering/concat.h); batch_norm reads such a view
+// where it is.
 // squeeze_excite is torchvision's SqueezeExcitation block (MobileNetV3,
 // EfficientNet) of a 4-d float32 input: input * gate(conv(act(conv(
 // global_avg_pool(input), w1, b1)), w2, b2)), w1 and w2 1x1 convolution

@@ -287,6 +287,63 @@ TEST_CASE("silu after conv and linear matches aten's on every thread's range") {
   at::set_num_threads(before);
 }
 
+TEST_CASE("concat_buffer and concat_write_ build a concatenation piece by piece") {
+  // Each piece written once; a view of the first channels is the
+  // concatenation so far, and later writes leave it as it was. Channel
+  // counts that are not a multiple of 16, pieces in either layout, copies
+  // large enough for every thread.
+  at::manual_seed(13);
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    CAPTURE(threads);
+    const at::Tensor a = at::randn({2, 24, 30, 31})
+                             .contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor b = at::randn({2, 5, 30, 31});  // NCHW
+    const at::Tensor c = at::randn({2, 16, 30, 31})
+                             .contiguous(at::MemoryFormat::ChannelsLast);
+    at::Tensor buffer = call("fx_onednn::concat_buffer",
+                             {std::vector<at::Tensor>{a}, int64_t{45}});
+    CHECK(buffer.sizes() == at::IntArrayRef({2, 45, 30, 31}));
+    CHECK(buffer.is_contiguous(at::MemoryFormat::ChannelsLast));
+    const at::Tensor first = buffer.slice(1, 0, 24);
+    CHECK(at::equal(first, a));
+    at::Tensor written = call("fx_onednn::concat_write_",
+                              {buffer, std::vector<at::Tensor>{b, c}, int64_t{24}});
+    CHECK(written.data_ptr() == buffer.data_ptr());
+    CHECK(at::equal(written, at::cat({a, b, c}, 1)));
+    CHECK(at::equal(first, a));
+    // A batch norm reads a view of the first channels where it is.
+    const at::Tensor mean = at::randn({29}), var = at::rand({29}) + 0.5;
+    const at::Tensor view = written.slice(1, 0, 29);
+    CHECK(at::allclose(
+        call("fx_onednn::batch_norm",
+             {view, c10::IValue(), c10::IValue(), mean, var, 1e-5, "relu"}),
+        at::relu(at::batch_norm(at::cat({a, b}, 1), {}, {}, mean, var, false,
+                                0.1, 1e-5, false)),
+        1e-5, 1e-5));
+  }
+  at::set_num_threads(before);
+  const at::Tensor a = at::randn({1, 4, 3, 3});
+  at::Tensor buffer = call("fx_onednn::concat_buffer",
+                           {std::vector<at::Tensor>{a}, int64_t{6}});
+  CHECK_THROWS_WITH(
+      call("fx_onednn::concat_write_",
+           {buffer, std::vector<at::Tensor>{a}, int64_t{4}}),
+      Catch::Contains("channels 4 to 8 do not fit in a buffer of 6 channels"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::concat_write_",
+           {buffer, std::vector<at::Tensor>{at::randn({1, 2, 3, 4})}, int64_t{4}}),
+      Catch::Contains("every tensor must be a 4-d float32 CPU tensor of 1 x C x 3 x 3"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::concat_write_",
+           {at::randn({1, 6, 3, 3}), std::vector<at::Tensor>{a}, int64_t{0}}),
+      Catch::Contains("self must be a 4-d float32 channels-last CPU tensor"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::concat_buffer", {std::vector<at::Tensor>{a}, int64_t{3}}),
+      Catch::Contains("channels 0 to 4 do not fit in a buffer of 3 channels"));
+}
+
 TEST_CASE("squeeze_excite matches the block it replaces") {
   // x * gate(conv(act(conv(mean_hw(x), w1, b1)), w2, b2)): batches whose
   // samples the threads split between them, channel counts that are not a

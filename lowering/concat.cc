@@ -1,0 +1,69 @@
+#include "lowering/concat.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "lowering/kernel_support.h"
+
+namespace fx::onednn {
+namespace {
+
+using Piece = ChannelCopies::Piece;
+
+void copy_pixels(const ChannelCopies& op, const Piece& piece, int64_t first,
+                 int64_t last) {
+  for (int64_t p = first; p < last; ++p) {
+    const float* in = piece.input + p * piece.channels;
+    std::copy(in, in + piece.channels,
+              op.output + p * op.output_pitch + piece.offset);
+  }
+}
+
+// 16 channels at a time, the last ones masked.
+FX_AVX512 void copy_pixels_avx512(const ChannelCopies& op, const Piece& piece,
+                                  int64_t first, int64_t last) {
+  const int64_t channels = piece.channels;
+  for (int64_t p = first; p < last; ++p) {
+    const float* in = piece.input + p * channels;
+    float* out = op.output + p * op.output_pitch + piece.offset;
+    int64_t c = 0;
+    for (; c + 16 <= channels; c += 16) {
+      _mm512_storeu_ps(out + c, _mm512_loadu_ps(in + c));
+    }
+    if (c < channels) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (channels - c)) - 1);
+      _mm512_mask_storeu_ps(out + c, m, _mm512_maskz_loadu_ps(m, in + c));
+    }
+  }
+}
+
+// Thread `thread` of `threads`' pixels, piece after piece.
+void run_slice(const ChannelCopies& op, int thread, int threads) {
+  const int64_t first = op.pixels * thread / threads;
+  const int64_t last = op.pixels * (thread + 1) / threads;
+  for (const Piece& piece : op.pieces) {
+    (has_avx512() ? copy_pixels_avx512 : copy_pixels)(op, piece, first, last);
+  }
+}
+
+void run(void* data) {
+  run_slice(*static_cast<const ChannelCopies*>(data), omp_get_thread_num(),
+            omp_get_num_threads());
+}
+
+}  // namespace
+
+void copy_channels(const ChannelCopies& op) {
+  int64_t values = 0;
+  for (const Piece& piece : op.pieces) values += piece.channels * op.pixels;
+  // Small copies on the calling thread alone: waking the team costs more.
+  if (values < (1 << 14)) {
+    run_slice(op, 0, 1);
+    return;
+  }
+  GOMP_parallel(run, const_cast<ChannelCopies*>(&op),
+                static_cast<unsigned>(at::get_num_threads()), 0);
+}
+
+}  // namespace fx::onednn
