@@ -13,6 +13,7 @@
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/onednn_ops.h"
+#include "passes/aliasing.h"
 #include "passes/cost_model.h"
 #include "passes/decompose.h"
 #include "passes/eliminate_dead_code.h"
@@ -777,6 +778,175 @@ class Lowering {
         user->replace_input_with(value, contiguous);
       }
     }
+    if (options_.concat_buffers) lower_concatenations(channels_last);
+  }
+
+  // A concatenation along the channels of 4-d float32 channels-last values
+  // of one fixed size but the channels, that nothing writes in place
+  // (directly or through a view): its pieces; else nothing.
+  std::optional<std::vector<Node*>> concat_pieces(
+      const Node& n,
+      const absl::flat_hash_set<const Node*>& channels_last) const {
+    if (!n.is_call_to({"aten::cat"}) || channels_last.count(&n) == 0) {
+      return std::nullopt;
+    }
+    const CallArguments arg(n);
+    const Argument dim = arg["dim"];
+    const TensorMeta* out = n.tensor_meta();
+    if (!dim.is_int() || (dim.to_int() != 1 && dim.to_int() != -3) ||
+        out == nullptr || !fixed_4d_float(*out) || !arg["tensors"].is_list()) {
+      return std::nullopt;
+    }
+    std::vector<Node*> pieces;
+    for (const Argument& a : arg["tensors"].elements()) {
+      const TensorMeta* m = a.is_node() ? a.to_node()->tensor_meta() : nullptr;
+      if (m == nullptr || !fixed_4d_float(*m) || m->sizes[0] != out->sizes[0] ||
+          m->sizes[2] != out->sizes[2] || m->sizes[3] != out->sizes[3]) {
+        return std::nullopt;
+      }
+      pieces.push_back(a.to_node());
+    }
+    if (written_through(&n)) return std::nullopt;
+    return pieces;
+  }
+
+  // Whether a user writes `value` in place, or a view of it (a user that
+  // may share its storage, followed).
+  static bool written_through(const Node* value) {
+    std::vector<const Node*> work = {value};
+    for (size_t seen = 0; !work.empty(); ++seen) {
+      const Node* v = work.back();
+      work.pop_back();
+      if (seen > 64) return true;  // too many views to follow: assume so
+      for (const Node* user : v->users()) {
+        const std::vector<Node*> written = written_in_place(*user);
+        if (std::find(written.begin(), written.end(), v) != written.end()) {
+          return true;
+        }
+        if (aliased_input(*user) == v) work.push_back(user);
+      }
+    }
+    return false;
+  }
+
+  static bool fixed_4d_float(const TensorMeta& m) {
+    if (m.sizes.size() != 4 || m.dtype != c10::ScalarType::Float ||
+        !m.device.is_cpu()) {
+      return false;
+    }
+    for (const SizeExpr& e : m.symbolic_sizes) {
+      if (!e.is_constant()) return false;
+    }
+    return true;
+  }
+
+  // Chains of concatenations along the channels, each extending the one
+  // before it by the pieces it appends (DenseNet's blocks: each layer
+  // reads the concatenation of the block's outputs so far), write each
+  // piece once into one buffer; each concatenation becomes a view of the
+  // buffer's first channels, which later writes leave as they are:
+  //   %cat = aten::cat([%a], 1)                    %a: 32 channels, %b, %c: 16
+  //   %cat_1 = aten::cat([%a, %b], 1)
+  //   %cat_2 = aten::cat([%a, %b, %c], 1)
+  // become
+  //   %concat_buffer = fx_onednn::concat_buffer([%a], 64)
+  //   %slice = aten::slice.Tensor(%concat_buffer, 1, 0, 32)
+  //   %concat_write_ = fx_onednn::concat_write_(%concat_buffer, [%b], 32)
+  //   %slice_1 = aten::slice.Tensor(%concat_write_, 1, 0, 48)
+  //   %concat_write__1 = fx_onednn::concat_write_(%concat_write_, [%c], 48)
+  // (the last the whole buffer).
+  void lower_concatenations(
+      const absl::flat_hash_set<const Node*>& channels_last) {
+    // Each concatenation's pieces, a piece that is a concatenation itself
+    // (cat([cat([a, b]), c]), as C++ code grows a tensor) replaced by its
+    // own.
+    std::vector<std::pair<Node*, std::vector<Node*>>> cats;
+    absl::flat_hash_map<Node*, std::vector<Node*>> flat;
+    absl::flat_hash_map<std::vector<Node*>, Node*> by_pieces;
+    for (Node* n : graph_.nodes()) {
+      auto pieces = concat_pieces(*n, channels_last);
+      if (!pieces) continue;
+      std::vector<Node*> all;
+      for (Node* piece : *pieces) {
+        auto it = flat.find(piece);
+        if (it == flat.end()) {
+          all.push_back(piece);
+        } else {
+          all.insert(all.end(), it->second.begin(), it->second.end());
+        }
+      }
+      flat[n] = all;
+      cats.emplace_back(n, all);
+      by_pieces.emplace(all, n);
+    }
+    // Each concatenation's longest predecessor (the one whose pieces begin
+    // its own), and how many extend each.
+    absl::flat_hash_map<Node*, Node*> before;
+    absl::flat_hash_map<Node*, int> extended;
+    for (const auto& [n, pieces] : cats) {
+      for (size_t k = pieces.size() - 1; k > 0; --k) {
+        auto it = by_pieces.find(
+            std::vector<Node*>(pieces.begin(), pieces.begin() + k));
+        if (it != by_pieces.end() && position(it->second) < position(n)) {
+          before[n] = it->second;
+          ++extended[it->second];
+          break;
+        }
+      }
+    }
+    // The chains, from the heads (concatenations extending none), each link
+    // the only extension of the one before.
+    absl::flat_hash_map<Node*, Node*> after;
+    for (const auto& [n, b] : before) {
+      if (extended[b] == 1) after[b] = n;
+    }
+    for (const auto& [head, head_pieces] : cats) {
+      if (before.count(head) > 0 && extended[before[head]] == 1) continue;
+      std::vector<Node*> chain = {head};
+      while (after.count(chain.back()) > 0) chain.push_back(after[chain.back()]);
+      if (chain.size() < 2) continue;
+      const int64_t capacity = chain.back()->tensor_meta()->sizes[1];
+      Node* buffer = nullptr;
+      int64_t filled = 0;
+      std::vector<Node*> done;
+      for (Node* cat : chain) {
+        const std::vector<Node*>& pieces = flat[cat];
+        const int64_t channels = cat->tensor_meta()->sizes[1];
+        auto guard = graph_.inserting_before(cat);
+        const TensorMeta whole = channels_last_meta([&] {
+          TensorMeta m = *cat->tensor_meta();
+          m.sizes[1] = capacity;
+          return m;
+        }());
+        if (buffer == nullptr) {
+          buffer = graph_.call_function(
+              fx::op("fx_onednn::concat_buffer"),
+              {Argument(pieces), capacity});
+        } else {
+          const std::vector<Node*> appended(pieces.begin() + done.size(),
+                                            pieces.end());
+          buffer = graph_.call_function(fx::op("fx_onednn::concat_write_"),
+                                        {buffer, Argument(appended), filled});
+        }
+        buffer->meta().set(kTensorMeta, whole);
+        done = pieces;
+        filled = channels;
+        Node* view = buffer;
+        if (channels < capacity) {
+          view = graph_.call_function(fx::op("aten::slice.Tensor"),
+                                      {buffer, int64_t{1}, int64_t{0}, channels});
+          TensorMeta m = *cat->tensor_meta();
+          m.strides = whole.strides;
+          m.memory_format = c10::MemoryFormat::Preserve;
+          view->meta().set(kTensorMeta, m);
+        }
+        cat->replace_all_uses_with(view);
+        positions_.erase(cat);
+        graph_.erase_node(cat);
+        ++report_.concatenations;
+      }
+      ++report_.concat_buffers;
+    }
   }
 
   // `value`'s metadata when it is a chain's 4-d CPU value in the chain's
@@ -1039,7 +1209,9 @@ std::string InferenceReport::to_string() const {
                       " layout conversions, ", pooling,
                       " pooling operators, ", batch_norms,
                       " batch norms and ", squeeze_excites,
-                      " squeeze-excitation blocks on oneDNN, ", declined,
+                      " squeeze-excitation blocks on oneDNN, ",
+                      concatenations, " concatenations written into ",
+                      concat_buffers, " buffers, ", declined,
                       " convolutions left to aten (lowering did not pay)");
 }
 
@@ -1096,6 +1268,8 @@ const bool registered = [] {
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
   price_as("fx_onednn::batch_norm", "aten::batch_norm");
   price_as("fx_onednn::squeeze_excite", "aten::mul");
+  price_as("fx_onednn::concat_buffer", "aten::cat");
+  price_as("fx_onednn::concat_write_", "aten::cat");
   register_pass({"optimize_for_inference",
                  "fold batch norms, then lower convolutions and linear layers "
                  "to oneDNN with fused activations (needs //lowering)",

@@ -89,6 +89,11 @@ struct InferenceOptions {
   // product with the input: MobileNetV3's, EfficientNet's) as one call
   // (fx_onednn::squeeze_excite, float32).
   bool lower_squeeze_excite = true;
+  // Write chains of concatenations along the channels that each extend
+  // the last (DenseNet's blocks) into one buffer, each piece once
+  // (fx_onednn::concat_buffer / concat_write_), each concatenation a view
+  // of its first channels, rather than copying every piece again into each.
+  bool concat_buffers = true;
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
@@ -130,6 +135,8 @@ struct InferenceReport {
   int pooling = 0;            // lowered to fx_onednn::max_pool2d / avg_pool2d
   int batch_norms = 0;        // lowered to fx_onednn::batch_norm
   int squeeze_excites = 0;    // lowered to fx_onednn::squeeze_excite
+  int concatenations = 0;     // aten::cat made views of a concat buffer
+  int concat_buffers = 0;     // ... of this many buffers
   int declined = 0;           // convolutions left to aten: lowering did not pay
   std::string to_string() const;
 };

@@ -226,6 +226,16 @@ TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   // One layout conversion, the output's: the stem converts its input
   // itself.
   CHECK(report.layout_conversions == 1);
+  // The two concatenations (cat([cat([stem, y0]), y1])) write into one
+  // buffer, each output once; the batch norm reads the first's view.
+  CHECK(report.concatenations == 2);
+  CHECK(report.concat_buffers == 1);
+  CHECK(count(gm->graph(), "aten::cat") == 0);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::concat_buffer](args = ([%conv, %conv_1], 32)
+    CHECK: aten::slice.Tensor](args = (%concat_buffer, 1, 0, 24)
+    CHECK: fx_onednn::concat_write_](args = (%concat_buffer, [%conv_2], 24)
+  )", printed));
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
   // Off: aten's.
   fx::GraphModule kept = fx::symbolic_trace(model, x);
@@ -233,6 +243,100 @@ TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   options.lower_batch_norm = false;
   CHECK(fx::optimize_for_inference(*kept, options).batch_norms == 0);
   CHECK(count(kept->graph(), "aten::batch_norm") == 3);
+  CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
+}
+
+// torchvision's dense block: every layer concatenates the list of all the
+// block's outputs so far; the block's output is the concatenation of all.
+struct DenseList : torch::nn::Module {
+  explicit DenseList(bool in_place) : in_place(in_place) {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 16, 3).padding(1)));
+    for (int i = 0; i < 3; ++i) {
+      convs.push_back(register_module(
+          "conv" + std::to_string(i),
+          torch::nn::Conv2d(
+              torch::nn::Conv2dOptions(16 + 8 * i, 8, 3).padding(1))));
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    std::vector<at::Tensor> features = {stem(x)};
+    for (auto& conv : convs) {
+      at::Tensor joined = torch::cat(features, 1);
+      // Written in place (by an operator that keeps the channels-last
+      // layout, so on the concatenation itself): a copy of its own, which a
+      // buffer's view is not.
+      if (in_place && features.size() == 2) joined.relu_();
+      features.push_back(conv(torch::relu(joined)));
+    }
+    return torch::cat(features, 1);
+  }
+  bool in_place;
+  torch::nn::Conv2d stem{nullptr};
+  std::vector<torch::nn::Conv2d> convs;
+};
+
+TEST_CASE("chained concatenations write each piece once into one buffer") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(7);
+  auto model = std::make_shared<DenseList>(false);
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 11, 11});
+  const at::Tensor want = model->forward(x);
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  CHECK(report.concatenations == 4);
+  CHECK(report.concat_buffers == 1);
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(count(gm->graph(), "aten::cat") == 0);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::concat_buffer](args = ([%conv], 40)
+    CHECK: aten::slice.Tensor](args = (%concat_buffer, 1, 0, 16)
+    CHECK: fx_onednn::concat_write_](args = (%concat_buffer, [%conv_1], 16)
+    CHECK: aten::slice.Tensor](args = (%concat_write_, 1, 0, 24)
+    CHECK: fx_onednn::concat_write_](args = (%concat_write_, [%conv_2], 24)
+    CHECK: fx_onednn::concat_write_](args = (%concat_write__1, [%conv_3], 32)
+    CHECK-NEXT: aten::contiguous](args = (%concat_write__2,)
+  )", printed));
+  CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
+  // Saved and loaded, exported to TorchScript, run from two threads at
+  // once: the same results.
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  CHECK(at::equal(loaded(x).toTensor(), gm(x).toTensor()));
+  torch::jit::Module script = fx::to_torchscript(gm);
+  CHECK(at::equal(script.forward({x}).toTensor(), gm(x).toTensor()));
+  at::Tensor other;
+  std::thread second([&] {
+    torch::NoGradGuard inner;
+    other = gm(x * 2).toTensor();
+  });
+  const at::Tensor mine = gm(x).toTensor();
+  second.join();
+  CHECK(relative_error(mine, want) < 1e-5);
+  CHECK(relative_error(other, model->forward(x * 2)) < 1e-5);
+  // A concatenation written in place keeps its own copy; the next extends
+  // the one before it (by two pieces).
+  auto writes = std::make_shared<DenseList>(true);
+  writes->eval();
+  fx::GraphModule gw = fx::symbolic_trace(writes, x);
+  const fx::InferenceReport wrote = fx::optimize_for_inference(*gw);
+  CHECK(wrote.concatenations == 3);
+  CHECK(count(gw->graph(), "aten::cat") == 1);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::concat_buffer](args = ([%conv], 40)
+    CHECK: aten::cat](args = ([%conv, %conv_1], 1)
+    CHECK: fx_onednn::concat_write_](args = (%concat_buffer, [%conv_1, %conv_2], 16)
+  )", gw->graph().to_string()));
+  CHECK(relative_error(gw(x).toTensor(), writes->forward(x)) < 1e-5);
+  // Off: aten's.
+  fx::GraphModule kept = fx::symbolic_trace(model, x);
+  fx::InferenceOptions options;
+  options.concat_buffers = false;
+  CHECK(fx::optimize_for_inference(*kept, options).concatenations == 0);
+  CHECK(count(kept->graph(), "aten::cat") == 4);
   CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
 }
 

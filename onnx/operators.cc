@@ -1369,6 +1369,24 @@ void lowered_batch_norm(OnnxBuilder& b) {
   post_ops(b, norm, "", activation, 0.0, 0.0);
 }
 
+// fx_onednn::concat_buffer and concat_write_: the buffer as the
+// concatenation of what has been written into it so far (Concat of the
+// pieces; concat_write_'s with the buffer before it first), which is what
+// each aten::slice of its first channels reads (a Slice of the whole).
+void lowered_concat(OnnxBuilder& b, bool write) {
+  CallArguments args(b.node());
+  std::vector<std::string> inputs;
+  if (write) inputs.push_back(b.value(args["self"]));
+  for (const Argument& t : args["tensors"].elements()) {
+    inputs.push_back(b.value(t));
+  }
+  if (inputs.size() == 1) {
+    b.add("Identity", inputs, b.output());
+    return;
+  }
+  set_int(b.add("Concat", inputs, b.output()), "axis", 1);
+}
+
 // fx_onednn::squeeze_excite: GlobalAveragePool, Conv, its activation,
 // Conv, the gate, Mul: the block it replaced.
 void lowered_squeeze_excite(OnnxBuilder& b) {
@@ -1662,6 +1680,12 @@ void add_operator_mappings(Mappings* m) {
   (*m)["fx_onednn::gru"] = [](OnnxBuilder& b) { recurrent(b, false, true); };
   (*m)["fx_onednn::batch_norm"] = lowered_batch_norm;
   (*m)["fx_onednn::squeeze_excite"] = lowered_squeeze_excite;
+  (*m)["fx_onednn::concat_buffer"] = [](OnnxBuilder& b) {
+    lowered_concat(b, false);
+  };
+  (*m)["fx_onednn::concat_write_"] = [](OnnxBuilder& b) {
+    lowered_concat(b, true);
+  };
   (*m)["fx_onednn::max_pool2d"] = max_pool;
   (*m)["fx_onednn::avg_pool2d"] = avg_pool;
   (*m)["aten::addmm"] = addmm;

@@ -207,6 +207,55 @@ TEST_CASE("a lowered batch norm exports as BatchNormalization and Relu") {
 
 namespace {
 
+// A dense block: each layer reads the concatenation of all outputs so far
+// (one buffer once lowered, each concatenation a view of it).
+struct DenseBlockImpl : torch::nn::Module {
+  DenseBlockImpl() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    a = register_module("a", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(8, 4, 3).padding(1)));
+    b = register_module("b", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(12, 4, 3).padding(1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    const at::Tensor f = stem(x);
+    const at::Tensor g = a(torch::relu(torch::cat({f}, 1)));
+    const at::Tensor h = b(torch::relu(torch::cat({f, g}, 1)));
+    return torch::cat({f, g, h}, 1);
+  }
+  torch::nn::Conv2d stem{nullptr}, a{nullptr}, b{nullptr};
+};
+TORCH_MODULE(DenseBlock);
+
+}  // namespace
+
+TEST_CASE("a lowered concatenation buffer exports as Concat") {
+  torch::manual_seed(9);
+  DenseBlock model;
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 7, 7});
+  fx::GraphModule gm = fx::symbolic_trace(model.ptr(), x);
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).concatenations == 3);
+  const fs::path file = scratch() / "dense_block_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::string listed;
+  int concats = 0;
+  for (const auto& node : proto.graph().node()) {
+    listed += node.op_type() + " ";
+    concats += node.op_type() == "Concat";
+  }
+  INFO(listed);
+  CHECK(concats == 2);
+  check_against_ort(lowered, file, {x});
+}
+
+namespace {
+
 // MobileNetV3's and EfficientNet's squeeze-excitation after a convolution
 // (fx_onednn::squeeze_excite once lowered).
 struct ExcitedImpl : torch::nn::Module {
