@@ -41,6 +41,26 @@ namespace fs = std::filesystem;
 using onnx_testing::check_against_ort;
 using onnx_testing::scratch;
 
+// The op types of an exported file's nodes, in order.
+std::vector<std::string> exported_ops(const fs::path& file) {
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::vector<std::string> ops;
+  for (const auto& node : proto.graph().node()) ops.push_back(node.op_type());
+  return ops;
+}
+
+int64_t count_of(const std::vector<std::string>& ops, const char* op) {
+  return std::count(ops.begin(), ops.end(), op);
+}
+
+std::string joined(const std::vector<std::string>& ops) {
+  std::string out;
+  for (const std::string& op : ops) out += op + " ";
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModule") {
@@ -190,18 +210,10 @@ TEST_CASE("a lowered batch norm exports as BatchNormalization and Relu") {
   REQUIRE(fx::optimize_for_inference(*lowered).batch_norms == 1);
   const fs::path file = scratch() / "pre_activation_lowered.onnx";
   fx::to_onnx(*lowered, file.string());
-  onnx::ModelProto proto;
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE(proto.ParseFromIstream(&in));
-  std::vector<std::string> ops;
-  std::string listed;
-  for (const auto& node : proto.graph().node()) {
-    ops.push_back(node.op_type());
-    listed += node.op_type() + " ";
-  }
-  INFO(listed);
-  CHECK(std::count(ops.begin(), ops.end(), "BatchNormalization") == 1);
-  CHECK(std::count(ops.begin(), ops.end(), "Relu") == 1);
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "BatchNormalization") == 1);
+  CHECK(count_of(ops, "Relu") == 1);
   check_against_ort(lowered, file, {x});
 }
 
@@ -240,17 +252,9 @@ TEST_CASE("a lowered concatenation buffer exports as Concat") {
   REQUIRE(fx::optimize_for_inference(*lowered).concatenations == 3);
   const fs::path file = scratch() / "dense_block_lowered.onnx";
   fx::to_onnx(*lowered, file.string());
-  onnx::ModelProto proto;
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE(proto.ParseFromIstream(&in));
-  std::string listed;
-  int concats = 0;
-  for (const auto& node : proto.graph().node()) {
-    listed += node.op_type() + " ";
-    concats += node.op_type() == "Concat";
-  }
-  INFO(listed);
-  CHECK(concats == 2);
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "Concat") == 2);
   check_against_ort(lowered, file, {x});
 }
 
@@ -295,20 +299,12 @@ TEST_CASE("a lowered squeeze-excitation block exports as the block it replaced")
   REQUIRE(fx::optimize_for_inference(*lowered).squeeze_excites == 2);
   const fs::path file = scratch() / "excited_lowered.onnx";
   fx::to_onnx(*lowered, file.string());
-  onnx::ModelProto proto;
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE(proto.ParseFromIstream(&in));
-  std::vector<std::string> ops;
-  std::string listed;
-  for (const auto& node : proto.graph().node()) {
-    ops.push_back(node.op_type());
-    listed += node.op_type() + " ";
-  }
-  INFO(listed);
-  CHECK(std::count(ops.begin(), ops.end(), "GlobalAveragePool") == 2);
-  CHECK(std::count(ops.begin(), ops.end(), "Conv") == 5);
-  CHECK(std::count(ops.begin(), ops.end(), "HardSigmoid") == 1);
-  CHECK(std::count(ops.begin(), ops.end(), "Mul") >= 2);
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "GlobalAveragePool") == 2);
+  CHECK(count_of(ops, "Conv") == 5);
+  CHECK(count_of(ops, "HardSigmoid") == 1);
+  CHECK(count_of(ops, "Mul") >= 2);
   check_against_ort(lowered, file, {x});
 }
 
