@@ -210,7 +210,10 @@ void run_slice(const Region& r, int thread, int threads) {
   auto barrier = [&] {
     if (threads > 1) GOMP_barrier();
   };
-  const auto [first, last] = share(N * P, 1);
+  // (Not a structured binding: clang does not let the lambda below
+  // capture one.)
+  const std::pair<int64_t, int64_t> mine = share(N * P, 1);
+  const int64_t first = mine.first, last = mine.second;
   // The samples this thread's pixels belong to, and its pixels of each.
   const int64_t n_first = first / P;
   const int64_t n_last = last == first ? n_first : (last - 1) / P + 1;
