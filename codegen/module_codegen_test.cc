@@ -10,6 +10,7 @@
 #include "fx/fx.h"
 #include "fx/io/input_spec.h"
 #include "passes/pass_manager.h"
+#include "testdata/dense_excite_lowered.h"
 #include "testdata/lenet_generated.h"
 #include "lowering/optimize_for_inference.h"
 #include "testdata/resnet18_folded.h"
@@ -77,6 +78,23 @@ TEST_CASE("ResNet-18 lowered to oneDNN and generated matches the lowered GraphMo
   // The code calls the lowered operators through the dispatcher.
   const std::string code = gm->code();
   CHECK_THAT(code, Catch::Contains("findSchemaOrThrow(\"fx_onednn::conv\", \"\")"));
+}
+
+TEST_CASE("lowered operators that take lists of tensors generate and run") {
+  // Squeeze-excitation, a dense block's concatenation buffer (pieces of one
+  // tensor each), an LSTM's states and weights: lists in the boxed calls.
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::dense_excite_model();
+  const at::Tensor x = torch::randn({1, 3, 8, 8});
+  fx::GraphModule gm = fx::symbolic_trace(model.module, model.forward, {x});
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  REQUIRE(report.squeeze_excites == 1);
+  REQUIRE(report.concatenations == 3);
+  REQUIRE(report.recurrent == 1);
+  testdata::DenseExciteLowered generated(*model.module);
+  const at::Tensor ours = generated.forward(x);
+  CHECK(torch::equal(ours, gm(x).toTensor()));
+  CHECK(torch::allclose(ours, model.forward({x}).toTensor(), 1e-4, 1e-5));
 }
 
 TEST_CASE("LeNet quantized to int8 at build time matches convert_fx's module") {

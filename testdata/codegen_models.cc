@@ -29,7 +29,44 @@ struct TwoHeadsImpl : torch::nn::Module {
 };
 TORCH_MODULE(TwoHeads);
 
+// What optimize_for_inference lowers to operators that take lists of
+// tensors: squeeze-excitation, a dense block's concatenations (one buffer,
+// each piece written once) and an LSTM over the pixels.
+struct DenseExciteImpl : torch::nn::Module {
+  DenseExciteImpl() {
+    stem = register_module("stem", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(3, 16, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Conv2d(16, 4, 1));
+    fc2 = register_module("fc2", torch::nn::Conv2d(4, 16, 1));
+    a = register_module("a", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(16, 8, 3).padding(1)));
+    b = register_module("b", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(24, 8, 3).padding(1)));
+    lstm = register_module("lstm", torch::nn::LSTM(
+        torch::nn::LSTMOptions(32, 16).batch_first(true)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor f = torch::relu(stem(x));
+    f = torch::sigmoid(fc2(torch::silu(fc1(torch::adaptive_avg_pool2d(f, {1, 1}))))) * f;
+    const at::Tensor g = a(torch::relu(torch::cat({f}, 1)));
+    const at::Tensor h = b(torch::relu(torch::cat({f, g}, 1)));
+    const at::Tensor y = torch::cat({f, g, h}, 1);
+    return std::get<0>(lstm(y.flatten(2).transpose(1, 2)));
+  }
+  torch::nn::Conv2d stem{nullptr}, fc1{nullptr}, fc2{nullptr}, a{nullptr},
+      b{nullptr};
+  torch::nn::LSTM lstm{nullptr};
+};
+TORCH_MODULE(DenseExcite);
+
 }  // namespace
+
+fx::codegen::Model dense_excite_model() {
+  torch::manual_seed(0);
+  DenseExcite model;
+  model->eval();
+  return fx::codegen::model_of(model);
+}
 
 fx::codegen::Model two_heads_model() {
   torch::manual_seed(0);

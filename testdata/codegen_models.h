@@ -11,6 +11,9 @@ namespace testdata {
 fx::codegen::Model resnet18_model();
 fx::codegen::Model resnet50_model();
 fx::codegen::Model lenet_model();
+// Squeeze-excitation, a dense block and an LSTM (in eval mode): lowered,
+// operators that take lists of tensors.
+fx::codegen::Model dense_excite_model();
 // A convolution with two heads, returned as a dict {'out', 'aux'}.
 fx::codegen::Model two_heads_model();
 // LeNet with lenet_calibration() as its calibration batches.

@@ -795,6 +795,17 @@ class Emitter {
     }
     if (t->kind() == c10::TypeKind::ListType && arg.is_sequence()) {
       const c10::TypePtr& elem = t->castRaw<c10::ListType>()->getElementType();
+      if (elem->kind() == c10::TypeKind::TensorType) {
+        // A Tensor[] of values (fx_onednn::concat_write_'s pieces, lstm's
+        // states): a list even of one (c10::IValue({t}) would be t).
+        std::vector<std::string> items;
+        for (const Argument& e : arg.elements()) {
+          items.push_back(e.is_node() ? tensor_reference(e.to_node())
+                                      : expression(e, elem, elem));
+        }
+        return absl::StrCat("c10::IValue(c10::List<at::Tensor>({",
+                            absl::StrJoin(items, ", "), "}))");
+      }
       if (elem->kind() == c10::TypeKind::ClassType) {
         // Script objects: a list of the schema's class type.
         std::vector<std::string> items;
