@@ -60,21 +60,15 @@ void run_slice(const ChannelAffine& op, int thread, int threads) {
          last - first, op.channels);
 }
 
-void run(void* data) {
-  run_slice(*static_cast<const ChannelAffine*>(data), omp_get_thread_num(),
-            omp_get_num_threads());
-}
-
 }  // namespace
 
 void channel_affine(const ChannelAffine& op) {
   // Small tensors on the calling thread alone: waking the team costs more.
-  if (op.pixels * op.channels < (1 << 14)) {
-    run_slice(op, 0, 1);
-    return;
-  }
-  GOMP_parallel(run, const_cast<ChannelAffine*>(&op),
-                static_cast<unsigned>(at::get_num_threads()), 0);
+  const bool small = op.pixels * op.channels < (1 << 14);
+  run_on_threads(small ? 1 : at::get_num_threads(),
+                 [&](int thread, int threads) {
+                   run_slice(op, thread, threads);
+                 });
 }
 
 }  // namespace fx::onednn

@@ -47,23 +47,16 @@ void run_slice(const ChannelCopies& op, int thread, int threads) {
   }
 }
 
-void run(void* data) {
-  run_slice(*static_cast<const ChannelCopies*>(data), omp_get_thread_num(),
-            omp_get_num_threads());
-}
-
 }  // namespace
 
 void copy_channels(const ChannelCopies& op) {
   int64_t values = 0;
   for (const Piece& piece : op.pieces) values += piece.channels * op.pixels;
   // Small copies on the calling thread alone: waking the team costs more.
-  if (values < (1 << 14)) {
-    run_slice(op, 0, 1);
-    return;
-  }
-  GOMP_parallel(run, const_cast<ChannelCopies*>(&op),
-                static_cast<unsigned>(at::get_num_threads()), 0);
+  run_on_threads(values < (1 << 14) ? 1 : at::get_num_threads(),
+                 [&](int thread, int threads) {
+                   run_slice(op, thread, threads);
+                 });
 }
 
 }  // namespace fx::onednn

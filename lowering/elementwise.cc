@@ -47,11 +47,6 @@ void run_slice(const Span& span, int thread, int threads) {
   silu_range(span.data + first, edge(thread + 1) - first);
 }
 
-void run(void* data) {
-  run_slice(*static_cast<const Span*>(data), omp_get_thread_num(),
-            omp_get_num_threads());
-}
-
 }  // namespace
 
 bool silu_pass_runs() { return has_avx512(); }
@@ -63,13 +58,12 @@ void silu_in_place(float* data, int64_t count) {
     }
     return;
   }
-  Span span{data, count};
+  const Span span{data, count};
   // Small tensors on the calling thread alone: waking the team costs more.
-  if (count < (1 << 14)) {
-    run_slice(span, 0, 1);
-    return;
-  }
-  GOMP_parallel(run, &span, static_cast<unsigned>(at::get_num_threads()), 0);
+  run_on_threads(count < (1 << 14) ? 1 : at::get_num_threads(),
+                 [&](int thread, int threads) {
+                   run_slice(span, thread, threads);
+                 });
 }
 
 }  // namespace fx::onednn

@@ -74,24 +74,18 @@ void run_slice(const Copy& c, int thread, int threads) {
   }
 }
 
-void run(void* data) {
-  run_slice(*static_cast<const Copy*>(data), omp_get_thread_num(),
-            omp_get_num_threads());
-}
-
 }  // namespace
 
 bool rgb_to_channels_last_runs() { return has_avx512(); }
 
 void rgb_to_channels_last(const float* in, float* out, int64_t batch,
                           int64_t pixels) {
-  Copy copy{in, out, batch, pixels};
+  const Copy copy{in, out, batch, pixels};
   // Small images on the calling thread alone: waking the team costs more.
-  if (batch * pixels * 3 < (1 << 14)) {
-    run_slice(copy, 0, 1);
-    return;
-  }
-  GOMP_parallel(run, &copy, static_cast<unsigned>(at::get_num_threads()), 0);
+  run_on_threads(batch * pixels * 3 < (1 << 14) ? 1 : at::get_num_threads(),
+                 [&](int thread, int threads) {
+                   run_slice(copy, thread, threads);
+                 });
 }
 
 }  // namespace fx::onednn

@@ -38,4 +38,22 @@ inline bool has_avx512() {
   return avx512;
 }
 
+// Runs slice(thread, threads) on each of `threads` threads of libgomp's
+// team (libgomp may give fewer: `threads` is then the team's size), or on
+// the calling thread alone as slice(0, 1) for one: the kernels of ours
+// split their work by the thread's index.
+template <typename Slice>
+void run_on_threads(int threads, const Slice& slice) {
+  if (threads <= 1) {
+    slice(0, 1);
+    return;
+  }
+  GOMP_parallel(
+      [](void* data) {
+        (*static_cast<const Slice*>(data))(omp_get_thread_num(),
+                                          omp_get_num_threads());
+      },
+      const_cast<Slice*>(&slice), static_cast<unsigned>(threads), 0);
+}
+
 }  // namespace fx::onednn

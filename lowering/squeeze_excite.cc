@@ -254,11 +254,6 @@ void run_slice(const Region& r, int thread, int threads) {
   }
 }
 
-void run(void* data) {
-  run_slice(*static_cast<const Region*>(data), omp_get_thread_num(),
-            omp_get_num_threads());
-}
-
 }  // namespace
 
 void run_squeeze_excite(const SqueezeExcite& op) {
@@ -269,12 +264,10 @@ void run_squeeze_excite(const SqueezeExcite& op) {
   std::vector<float> partial(threads * op.batch * op.channels);
   std::vector<float> squeezed(op.batch * op.squeezed);
   std::vector<float> gate(op.batch * op.channels);
-  Region region{&op, partial.data(), squeezed.data(), gate.data()};
-  if (threads == 1) {
-    run_slice(region, 0, 1);
-    return;
-  }
-  GOMP_parallel(run, &region, static_cast<unsigned>(threads), 0);
+  const Region region{&op, partial.data(), squeezed.data(), gate.data()};
+  run_on_threads(threads, [&](int thread, int team) {
+    run_slice(region, thread, team);
+  });
 }
 
 }  // namespace fx::onednn
