@@ -31,8 +31,7 @@ FX_AVX512 void affine_pixels_avx512(
     const float* in = x + p * pitch;
     float* out = y + p * channels;
     for (int64_t c = 0; c < channels; c += 16) {
-      const __mmask16 m =
-          channels - c >= 16 ? 0xffff : (1u << (channels - c)) - 1;
+      const __mmask16 m = tail_mask(channels - c);
       __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + c),
                                  _mm512_maskz_loadu_ps(m, scale + c),
                                  _mm512_maskz_loadu_ps(m, shift + c));
@@ -48,8 +47,7 @@ FX_AVX512 void affine_pixels_avx512(
 
 // Thread `thread` of `threads`' pixels.
 void run_slice(const ChannelAffine& op, int thread, int threads) {
-  const int64_t first = op.pixels * thread / threads;
-  const int64_t last = op.pixels * (thread + 1) / threads;
+  const auto [first, last] = thread_share(op.pixels, thread, threads);
   const int64_t pitch = op.input_pitch > 0 ? op.input_pitch : op.channels;
   auto* kernel =
       has_avx512()

@@ -32,7 +32,7 @@ FX_AVX512 void copy_pixels_avx512(const ChannelCopies& op, const Piece& piece,
       _mm512_storeu_ps(out + c, _mm512_loadu_ps(in + c));
     }
     if (c < channels) {
-      const __mmask16 m = static_cast<__mmask16>((1u << (channels - c)) - 1);
+      const __mmask16 m = tail_mask(channels - c);
       _mm512_mask_storeu_ps(out + c, m, _mm512_maskz_loadu_ps(m, in + c));
     }
   }
@@ -40,8 +40,7 @@ FX_AVX512 void copy_pixels_avx512(const ChannelCopies& op, const Piece& piece,
 
 // Thread `thread` of `threads`' pixels, piece after piece.
 void run_slice(const ChannelCopies& op, int thread, int threads) {
-  const int64_t first = op.pixels * thread / threads;
-  const int64_t last = op.pixels * (thread + 1) / threads;
+  const auto [first, last] = thread_share(op.pixels, thread, threads);
   for (const Piece& piece : op.pieces) {
     (has_avx512() ? copy_pixels_avx512 : copy_pixels)(op, piece, first, last);
   }

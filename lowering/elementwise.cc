@@ -25,8 +25,7 @@ FX_AVX512 void silu_range(float* data, int64_t count) {
     _mm512_storeu_ps(data + i + 16, _mm512_div_ps(x1, d1));
   }
   for (; i < count; i += 16) {
-    const __mmask16 m =
-        count - i >= 16 ? 0xffff : (1u << (count - i)) - 1;
+    const __mmask16 m = tail_mask(count - i);
     const __m512 x = _mm512_maskz_loadu_ps(m, data + i);
     const __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, x)));
     _mm512_mask_storeu_ps(data + i, m, _mm512_div_ps(x, d));
@@ -40,11 +39,8 @@ struct Span {
 
 // Thread `thread` of `threads`' range, starting on a 64-byte line.
 void run_slice(const Span& span, int thread, int threads) {
-  auto edge = [&](int t) {
-    return t == threads ? span.count : span.count * t / threads / 16 * 16;
-  };
-  const int64_t first = edge(thread);
-  silu_range(span.data + first, edge(thread + 1) - first);
+  const auto [first, last] = thread_share(span.count, thread, threads, 16);
+  silu_range(span.data + first, last - first);
 }
 
 }  // namespace

@@ -64,8 +64,7 @@ struct Copy {
 // Thread `thread` of `threads`' pixels of the batch, image by image.
 void run_slice(const Copy& c, int thread, int threads) {
   const int64_t total = c.batch * c.pixels;
-  const int64_t first = total * thread / threads;
-  const int64_t last = total * (thread + 1) / threads;
+  const auto [first, last] = thread_share(total, thread, threads);
   for (int64_t n = first / c.pixels; n * c.pixels < last; ++n) {
     const int64_t begin = std::max(first, n * c.pixels) - n * c.pixels;
     const int64_t end = std::min(last, (n + 1) * c.pixels) - n * c.pixels;

@@ -28,6 +28,9 @@ int omp_get_num_threads();
 #endif
 #include <immintrin.h>
 
+#include <cstdint>
+#include <utility>
+
 #define FX_AVX512 __attribute__((target("avx512f")))
 
 namespace fx::onednn {
@@ -36,6 +39,23 @@ namespace fx::onednn {
 inline bool has_avx512() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512;
+}
+
+// The 16 lanes of a vector that hold values when `left` of them remain
+// (all 16 for 16 or more).
+FX_AVX512 inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Thread `thread` of `threads`' share [first, last) of [0, n): contiguous,
+// its edges multiples of `align` (but n, the last one's end).
+inline std::pair<int64_t, int64_t> thread_share(int64_t n, int thread,
+                                                int threads,
+                                                int64_t align = 1) {
+  auto edge = [&](int t) {
+    return t == threads ? n : n * t / threads / align * align;
+  };
+  return {edge(thread), edge(thread + 1)};
 }
 
 // Runs slice(thread, threads) on each of `threads` threads of libgomp's

@@ -98,8 +98,7 @@ void run_steps(void* data) {
   const int64_t blocks = layer.hidden / 16;
   const int64_t width = (layer.lstm ? 4 : 3) * layer.hidden;
   const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
-  const int64_t first = blocks * thread / threads;
-  const int64_t last = blocks * (thread + 1) / threads;
+  const auto [first, last] = thread_share(blocks, thread, threads);
   auto* block_step = layer.lstm ? lstm_block : gru_block;
   for (int64_t t = 0; t < layer.steps; ++t) {
     const float* h =

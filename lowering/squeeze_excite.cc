@@ -73,9 +73,6 @@ void excite_columns(const SqueezeExcite& op, const float* squeezed,
 }
 
 // --- AVX-512: 16 channels at a time, the last ones masked ------------------
-FX_AVX512 inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
-}
 
 FX_AVX512 void sum_pixels_avx512(const float* x, int64_t count,
                                  int64_t channels, float* acc) {
@@ -200,19 +197,13 @@ void run_slice(const Region& r, int thread, int threads) {
   const SqueezeExcite& op = *r.op;
   const int64_t C = op.channels, S = op.squeezed, P = op.pixels, N = op.batch;
   const bool avx512 = has_avx512();
-  // A share of [0, n), its edges multiples of `align` (but the end).
-  auto share = [&](int64_t n, int64_t align) {
-    auto edge = [&](int t) {
-      return t == threads ? n : n * t / threads / align * align;
-    };
-    return std::pair<int64_t, int64_t>{edge(thread), edge(thread + 1)};
-  };
   auto barrier = [&] {
     if (threads > 1) GOMP_barrier();
   };
   // (Not a structured binding: clang does not let the lambda below
   // capture one.)
-  const std::pair<int64_t, int64_t> mine = share(N * P, 1);
+  const std::pair<int64_t, int64_t> mine =
+      thread_share(N * P, thread, threads);
   const int64_t first = mine.first, last = mine.second;
   // The samples this thread's pixels belong to, and its pixels of each.
   const int64_t n_first = first / P;
@@ -229,7 +220,7 @@ void run_slice(const Region& r, int thread, int threads) {
                                               acc + n * C);
   }
   barrier();
-  const auto [j0, j1] = share(S, 1);
+  const auto [j0, j1] = thread_share(S, thread, threads);
   std::vector<float> mean(C);
   for (int64_t n = 0; n < N && j0 < j1; ++n) {
     for (int64_t c = 0; c < C; ++c) {
@@ -241,7 +232,7 @@ void run_slice(const Region& r, int thread, int threads) {
                                                   r.squeezed + n * S);
   }
   barrier();
-  const auto [c0, c1] = share(C, 16);
+  const auto [c0, c1] = thread_share(C, thread, threads, 16);
   for (int64_t n = 0; n < N && c0 < c1; ++n) {
     (avx512 ? excite_columns_avx512 : excite_columns)(
         op, r.squeezed + n * S, c0, c1, r.gate + n * C);
