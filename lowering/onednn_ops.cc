@@ -261,6 +261,13 @@ dnnl::primitive_attr post_ops(const char* op, bool sum,
   return attr;
 }
 
+// Whether a conv or linear layer's `activation` runs as a pass of our own
+// after its primitive (lowering/elementwise.h: SiLU on a float32 output),
+// the primitive then made with no activation.
+bool silu_as_pass(c10::string_view activation, DataType output) {
+  return activation == "silu" && output == DataType::f32 && silu_pass_runs();
+}
+
 // The scratchpad of a primitive run by this thread: one buffer per thread,
 // grown to the largest any primitive asked for, added to `args` (none when
 // it needs none). A call runs to its end before the thread makes another,
@@ -845,9 +852,7 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
                          output, activation);
   key.push_back(winograd ? 'w' : 'd');
 
-  // SiLU as a pass of our own after the primitive (lowering/elementwise.h).
-  const bool silu_pass = activation == "silu" && output == DataType::f32 &&
-                         silu_pass_runs();
+  const bool silu_pass = silu_as_pass(activation, output);
   static PrimitiveCache<std::shared_ptr<const Conv>> cache;
   const auto made = cache.get(key, [&] {
     const dnnl::primitive_attr attr =
@@ -1263,9 +1268,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   append_key(&key, alpha);
   append_key(&key, beta);
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
-  // SiLU as a pass of our own after the primitive (lowering/elementwise.h).
-  const bool silu_pass = activation == "silu" && output == DataType::f32 &&
-                         silu_pass_runs();
+  const bool silu_pass = silu_as_pass(activation, output);
   static PrimitiveCache<std::shared_ptr<const Linear>> cache;
   const auto made = cache.get(key, [&] {
     const dnnl::primitive_attr attr = post_ops(
@@ -1729,6 +1732,31 @@ at::Tensor channel_values(const char* op, const at::Tensor& t,
   return t.contiguous();
 }
 
+// ... or undefined for none.
+at::Tensor optional_channel_values(const char* op,
+                                   const c10::optional<at::Tensor>& t,
+                                   const char* what, int64_t channels) {
+  if (!t.has_value() || !t->defined()) return at::Tensor();
+  return channel_values(op, *t, what, channels);
+}
+
+// Checks that `input` is what batch_norm and squeeze_excite take: a 4-d
+// float32 CPU tensor.
+void check_image(const char* op, const at::Tensor& input) {
+  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat &&
+                  input.dim() == 4,
+              op, ": the input must be a 4-d float32 CPU tensor, got ",
+              input.toString(), " of sizes ", input.sizes());
+}
+
+// Their output's shape: the input's, channels-last.
+at::Tensor image_meta(const char* op, const at::Tensor& input) {
+  TORCH_CHECK(input.dim() == 4, op, ": the input must be 4-d, got sizes ",
+              input.sizes());
+  return at::empty(input.sizes(), input.options())
+      .contiguous(at::MemoryFormat::ChannelsLast);
+}
+
 at::Tensor batch_norm(const at::Tensor& input,
                       const c10::optional<at::Tensor>& weight,
                       const c10::optional<at::Tensor>& bias,
@@ -1736,10 +1764,7 @@ at::Tensor batch_norm(const at::Tensor& input,
                       const at::Tensor& running_var, double eps,
                       c10::string_view activation) {
   const char* op = "fx_onednn::batch_norm";
-  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat &&
-                  input.dim() == 4,
-              op, ": the input must be a 4-d float32 CPU tensor, got ",
-              input.toString(), " of sizes ", input.sizes());
+  check_image(op, input);
   TORCH_CHECK(activation == "none" || activation == "relu", op,
               ": the activation must be none or relu, got '",
               std::string(activation), "'");
@@ -1748,12 +1773,9 @@ at::Tensor batch_norm(const at::Tensor& input,
   const at::Tensor mean =
       channel_values(op, running_mean, "running_mean", channels);
   const at::Tensor var = channel_values(op, running_var, "running_var", channels);
-  const bool has_weight = weight.has_value() && weight->defined();
-  const bool has_bias = bias.has_value() && bias->defined();
-  const at::Tensor w =
-      has_weight ? channel_values(op, *weight, "weight", channels) : at::Tensor();
-  const at::Tensor b =
-      has_bias ? channel_values(op, *bias, "bias", channels) : at::Tensor();
+  const at::Tensor w = optional_channel_values(op, weight, "weight", channels);
+  const at::Tensor b = optional_channel_values(op, bias, "bias", channels);
+  const bool has_weight = w.defined(), has_bias = b.defined();
   // y = x * scale + shift: scale = weight / sqrt(var + eps), shift =
   // bias - mean * scale, aten's formula (the scale computed in double), in
   // one loop over the channels (a dozen aten calls on these small tensors
@@ -1791,10 +1813,7 @@ at::Tensor batch_norm_meta(const at::Tensor& input,
                            const c10::optional<at::Tensor>&,
                            const c10::optional<at::Tensor>&, const at::Tensor&,
                            const at::Tensor&, double, c10::string_view) {
-  TORCH_CHECK(input.dim() == 4, "fx_onednn::batch_norm: the input must be "
-              "4-d, got sizes ", input.sizes());
-  return at::empty(input.sizes(), input.options())
-      .contiguous(at::MemoryFormat::ChannelsLast);
+  return image_meta("fx_onednn::batch_norm", input);
 }
 
 // --- Concatenation into one buffer -----------------------------------------
@@ -1907,10 +1926,7 @@ at::Tensor squeeze_excite(const at::Tensor& input, const at::Tensor& w1,
                           c10::string_view activation,
                           c10::string_view gate) {
   const char* op = "fx_onednn::squeeze_excite";
-  TORCH_CHECK(input.device().is_cpu() && input.scalar_type() == at::kFloat &&
-                  input.dim() == 4,
-              op, ": the input must be a 4-d float32 CPU tensor, got ",
-              input.toString(), " of sizes ", input.sizes());
+  check_image(op, input);
   using Kernel = SqueezeExcite;
   Kernel kernel;
   if (activation == "none") {
@@ -1937,12 +1953,8 @@ at::Tensor squeeze_excite(const at::Tensor& input, const at::Tensor& w1,
   const int64_t squeezed = w1.size(0);
   const at::Tensor first = squeeze_weight(op, w1, "w1", squeezed, channels);
   const at::Tensor second = squeeze_weight(op, w2, "w2", channels, squeezed);
-  const bool has_b1 = b1.has_value() && b1->defined();
-  const bool has_b2 = b2.has_value() && b2->defined();
-  const at::Tensor bias1 =
-      has_b1 ? channel_values(op, *b1, "b1", squeezed) : at::Tensor();
-  const at::Tensor bias2 =
-      has_b2 ? channel_values(op, *b2, "b2", channels) : at::Tensor();
+  const at::Tensor bias1 = optional_channel_values(op, b1, "b1", squeezed);
+  const at::Tensor bias2 = optional_channel_values(op, b2, "b2", channels);
   at::Tensor dst = empty_channels_last(input.sizes(), input.options());
   if (dst.numel() == 0) return dst;
   const at::Tensor src = to_channels_last(input);
@@ -1956,9 +1968,9 @@ at::Tensor squeeze_excite(const at::Tensor& input, const at::Tensor& w1,
   kernel.squeezed = squeezed;
   kernel.input = src.data_ptr<float>();
   kernel.w1 = first.data_ptr<float>();
-  kernel.b1 = has_b1 ? bias1.data_ptr<float>() : nullptr;
+  kernel.b1 = bias1.defined() ? bias1.data_ptr<float>() : nullptr;
   kernel.w2_t = static_cast<const float*>(transposed.get_data_handle());
-  kernel.b2 = has_b2 ? bias2.data_ptr<float>() : nullptr;
+  kernel.b2 = bias2.defined() ? bias2.data_ptr<float>() : nullptr;
   kernel.output = dst.data_ptr<float>();
   run_squeeze_excite(kernel);
   return dst;
@@ -1969,10 +1981,7 @@ at::Tensor squeeze_excite_meta(const at::Tensor& input, const at::Tensor&,
                                const at::Tensor&,
                                const c10::optional<at::Tensor>&,
                                c10::string_view, c10::string_view) {
-  TORCH_CHECK(input.dim() == 4, "fx_onednn::squeeze_excite: the input must "
-              "be 4-d, got sizes ", input.sizes());
-  return at::empty(input.sizes(), input.options())
-      .contiguous(at::MemoryFormat::ChannelsLast);
+  return image_meta("fx_onednn::squeeze_excite", input);
 }
 
 // --- Pooling (2-d, max and average) -----------------------------------------
