@@ -860,7 +860,7 @@ class Lowering {
     // Each concatenation's pieces, a piece that is a concatenation itself
     // (cat([cat([a, b]), c]), as C++ code grows a tensor) replaced by its
     // own.
-    std::vector<std::pair<Node*, std::vector<Node*>>> cats;
+    std::vector<Node*> cats;  // in program order
     absl::flat_hash_map<Node*, std::vector<Node*>> flat;
     absl::flat_hash_map<std::vector<Node*>, Node*> by_pieces;
     for (Node* n : graph_.nodes()) {
@@ -875,15 +875,16 @@ class Lowering {
           all.insert(all.end(), it->second.begin(), it->second.end());
         }
       }
-      flat[n] = all;
-      cats.emplace_back(n, all);
       by_pieces.emplace(all, n);
+      flat[n] = std::move(all);
+      cats.push_back(n);
     }
     // Each concatenation's longest predecessor (the one whose pieces begin
     // its own), and how many extend each.
     absl::flat_hash_map<Node*, Node*> before;
     absl::flat_hash_map<Node*, int> extended;
-    for (const auto& [n, pieces] : cats) {
+    for (Node* n : cats) {
+      const std::vector<Node*>& pieces = flat[n];
       for (size_t k = pieces.size() - 1; k > 0; --k) {
         auto it = by_pieces.find(
             std::vector<Node*>(pieces.begin(), pieces.begin() + k));
@@ -900,15 +901,15 @@ class Lowering {
     for (const auto& [n, b] : before) {
       if (extended[b] == 1) after[b] = n;
     }
-    for (const auto& [head, head_pieces] : cats) {
+    for (Node* head : cats) {
       if (before.count(head) > 0 && extended[before[head]] == 1) continue;
       std::vector<Node*> chain = {head};
       while (after.count(chain.back()) > 0) chain.push_back(after[chain.back()]);
       if (chain.size() < 2) continue;
       const int64_t capacity = chain.back()->tensor_meta()->sizes[1];
       Node* buffer = nullptr;
-      int64_t filled = 0;
-      std::vector<Node*> done;
+      int64_t filled = 0;    // channels written so far
+      size_t written = 0;    // pieces written so far
       for (Node* cat : chain) {
         const std::vector<Node*>& pieces = flat[cat];
         const int64_t channels = cat->tensor_meta()->sizes[1];
@@ -923,13 +924,13 @@ class Lowering {
               fx::op("fx_onednn::concat_buffer"),
               {Argument(pieces), capacity});
         } else {
-          const std::vector<Node*> appended(pieces.begin() + done.size(),
+          const std::vector<Node*> appended(pieces.begin() + written,
                                             pieces.end());
           buffer = graph_.call_function(fx::op("fx_onednn::concat_write_"),
                                         {buffer, Argument(appended), filled});
         }
         buffer->meta().set(kTensorMeta, whole);
-        done = pieces;
+        written = pieces.size();
         filled = channels;
         Node* view = buffer;
         if (channels < capacity) {
