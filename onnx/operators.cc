@@ -1294,19 +1294,11 @@ std::string unpacked_weight(OnnxBuilder& b, const Argument& weight,
   return b.tensor(weight.to_node()->name() + "_unpacked", w);
 }
 
-// `value` + `other` (none: "") and then `activation` (alpha, beta as
-// fx_onednn's operators take them) into b.output().
-void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
-              const std::string& activation, double alpha, double beta) {
-  const std::string& name = b.node().name();
-  if (!other.empty()) {
-    const std::string sum =
-        activation == "none" ? b.output() : b.fresh(name + "_sum");
-    b.add("Add", {value, other}, sum);
-    value = sum;
-  }
-  if (activation == "none") return;
-  const std::string& out = b.output();
+// `activation` (not none; alpha, beta as fx_onednn's operators take them)
+// of `value` into `out`.
+void activation_into(OnnxBuilder& b, const std::string& value,
+                     const std::string& activation, double alpha, double beta,
+                     const std::string& out) {
   if (activation == "relu" && alpha == 0) {
     b.add("Relu", {value}, out);
   } else if (activation == "relu") {
@@ -1334,6 +1326,21 @@ void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
   } else {
     refuse(b, "its fused activation '" + activation + "' does not map");
   }
+}
+
+// `value` + `other` (none: "") and then `activation` (alpha, beta as
+// fx_onednn's operators take them) into b.output().
+void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
+              const std::string& activation, double alpha, double beta) {
+  const std::string& name = b.node().name();
+  if (!other.empty()) {
+    const std::string sum =
+        activation == "none" ? b.output() : b.fresh(name + "_sum");
+    b.add("Add", {value, other}, sum);
+    value = sum;
+  }
+  if (activation == "none") return;
+  activation_into(b, value, activation, alpha, beta, b.output());
 }
 
 // The value a lowered operator writes before its post-ops: b.output() when
@@ -1417,22 +1424,12 @@ void lowered_squeeze_excite(OnnxBuilder& b) {
   std::string hidden = squeezed;
   if (activation != "none") {
     hidden = b.fresh(name + "_" + activation);
-    if (activation == "relu") {
-      b.add("Relu", {squeezed}, hidden);
-    } else {
-      silu_into(b, squeezed, hidden);
-    }
+    activation_into(b, squeezed, activation, 0.0, 0.0, hidden);
   }
   const std::string excited = b.fresh(name + "_excite");
   conv(hidden, "w2", "b2", excited);
   const std::string gate = b.fresh(name + "_gate");
-  if (gate_kind == "sigmoid") {
-    b.add("Sigmoid", {excited}, gate);
-  } else {
-    onnx::NodeProto& n = b.add("HardSigmoid", {excited}, gate);
-    set_float(n, "alpha", 1.0 / 6.0);
-    set_float(n, "beta", 0.5);
-  }
+  activation_into(b, excited, gate_kind, 0.0, 0.0, gate);
   b.add("Mul", {gate, x}, b.output());
 }
 
