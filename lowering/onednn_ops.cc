@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -136,11 +137,20 @@ Tag plain_weight_tag(int64_t dim, bool grouped) {
 
 bool is_channels_last_dense(const at::Tensor& t) {
   if (t.numel() <= 1) return t.is_contiguous();
-  const auto expected = channels_last_strides(t.sizes().vec());
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    if (t.size(i) != 1 && t.stride(i) != expected[i]) return false;
+  // channels_last_strides' strides, without making them (a call's check).
+  const int64_t dim = t.dim();
+  TORCH_INTERNAL_ASSERT(dim >= 3 && dim <= 5);
+  int64_t expected = 1;
+  auto dense = [&](int64_t i) {
+    const bool ok = t.size(i) == 1 || t.stride(i) == expected;
+    expected *= t.size(i);
+    return ok;
+  };
+  if (!dense(1)) return false;  // channels innermost,
+  for (int64_t i = dim - 1; i >= 2; --i) {  // then the last spatial size out,
+    if (!dense(i)) return false;
   }
-  return true;
+  return dense(0);  // then the batch
 }
 
 // The distance in floats between the pixels of `t` when it is a 4-d
@@ -471,6 +481,7 @@ at::Tensor float_bias(const char* op, const c10::optional<at::Tensor>& bias,
   if (!bias.has_value() || !bias->defined()) return at::Tensor();
   TORCH_CHECK(bias->numel() == channels, op, ": the bias must have ",
               channels, " values, got ", bias->sizes());
+  if (bias->scalar_type() == at::kFloat && bias->is_contiguous()) return *bias;
   return bias->to(at::kFloat).contiguous();
 }
 
@@ -821,19 +832,75 @@ void run_winograd(const char* op, const Conv& made, const at::Tensor& src,
   cpu_stream().wait();
 }
 
-// Runs the convolution into `dst` (channels-last dense, of the output's
-// sizes); with `sum`, dst holds the residual on entry.
-void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
-               const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-               const ConvGeometry& g, at::IntArrayRef stride,
-               at::IntArrayRef padding, at::IntArrayRef dilation,
-               int64_t groups, bool sum, c10::string_view activation,
-               double alpha, double beta) {
-  const Header& header =
-      header_of(weight, op, "fx_onednn::pack_conv_weight");
+// --- Call sites --------------------------------------------------------------
+// A lowered graph calls each convolution and linear layer on a packed
+// weight of its own with the same arguments every time. This thread's last
+// plan for a packed weight (its primitive, the output's sizes) is kept with
+// the arguments it was made for and serves a call that repeats them: the
+// primitive cache's key (the packed layout's 696-byte description in it)
+// and the geometry cost more than a small convolution's oneDNN call (0.8
+// against 1.4 us a call at one thread, 16 channels at 2x2).
+struct SiteArgs {
+  absl::InlinedVector<int64_t, 24> ints;  // sizes, lists, flags
+  c10::string_view activation;
+  double alpha = 0, beta = 0;
+};
+
+template <typename Plan, typename Make>
+const Plan& plan_for_site(const at::Tensor& weight, const Header& header,
+                          SiteArgs args, const Make& make) {
+  struct Site {
+    absl::InlinedVector<int64_t, 24> ints;
+    std::string activation;
+    double alpha = 0, beta = 0;
+    dnnl_memory_desc_t weight_desc;
+    Plan plan;
+  };
+  thread_local absl::flat_hash_map<const void*, Site> sites;
+  args.ints.push_back(at::get_num_threads());
+  auto same_bits = [](double a, double b) {
+    return std::memcmp(&a, &b, sizeof(double)) == 0;
+  };
+  const void* key = packed_data(weight);
+  auto it = sites.find(key);
+  if (it != sites.end() && it->second.ints == args.ints &&
+      it->second.activation == args.activation &&
+      same_bits(it->second.alpha, args.alpha) &&
+      same_bits(it->second.beta, args.beta) &&
+      std::memcmp(&it->second.weight_desc, &header.desc,
+                  sizeof(header.desc)) == 0) {
+    return it->second.plan;
+  }
+  Plan plan = make();
+  if (sites.size() >= 4096) sites.clear();  // the weights of graphs gone
+  Site& site = sites[key];
+  site.ints = std::move(args.ints);
+  site.activation = std::string(args.activation);
+  site.alpha = args.alpha;
+  site.beta = args.beta;
+  site.weight_desc = header.desc;
+  site.plan = std::move(plan);
+  return site.plan;
+}
+
+// What a convolution call runs: its primitive (and Winograd's reorders),
+// the output's sizes, and whether SiLU runs as a pass after it.
+struct ConvPlan {
+  std::shared_ptr<const Conv> made;
+  std::vector<int64_t> output_size, output_strides;  // channels-last
+  at::ScalarType compute = at::kFloat;  // the input's, converted
+  bool silu_pass = false;
+};
+
+ConvPlan make_conv_plan(const char* op, const at::Tensor& input,
+                        const at::Tensor& weight, const Header& header,
+                        bool has_bias, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation,
+                        int64_t groups, bool sum, c10::string_view activation,
+                        double alpha, double beta, DataType output) {
+  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
+                                       stride, padding, dilation, groups);
   const DataType compute = compute_type(op, header, input);
-  const DataType output = data_type_of(op, dst, "output");
-  const bool has_bias = bias.has_value() && bias->defined();
   std::string key;
   absl::StrAppend(&key, static_cast<int>(compute), static_cast<int>(output),
                   "|");
@@ -852,11 +919,15 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
                          output, activation);
   key.push_back(winograd ? 'w' : 'd');
 
-  const bool silu_pass = silu_as_pass(activation, output);
+  ConvPlan plan;
+  plan.compute = scalar_type_of(compute);
+  plan.silu_pass = silu_as_pass(activation, output);
+  plan.output_size = g.output_size;
+  plan.output_strides = channels_last_strides(g.output_size);
   static PrimitiveCache<std::shared_ptr<const Conv>> cache;
-  const auto made = cache.get(key, [&] {
+  plan.made = cache.get(key, [&] {
     const dnnl::primitive_attr attr =
-        post_ops(op, sum, silu_pass ? "none" : activation, alpha, beta);
+        post_ops(op, sum, plan.silu_pass ? "none" : activation, alpha, beta);
     if (winograd) {
       if (auto conv = make_winograd(input.sizes(), weight.sizes(), g,
                                     has_bias, sum, attr)) {
@@ -875,16 +946,49 @@ void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
     return std::make_shared<const Conv>(
         Conv{pd, dnnl::convolution_forward(pd), reorder});
   });
+  return plan;
+}
 
-  at::Tensor src = to_channels_last(input.to(scalar_type_of(compute)));
-  if (made->winograd) {
-    run_winograd(op, *made, src, weight, header, bias, g.output_size[1], dst,
-                 sum);
-  } else {
-    run_with_weights(op, made, src, weight, header, bias, g.output_size[1],
-                     dst);
+const ConvPlan& conv_plan(const char* op, const at::Tensor& input,
+                          const at::Tensor& weight, const Header& header,
+                          bool has_bias, at::IntArrayRef stride,
+                          at::IntArrayRef padding, at::IntArrayRef dilation,
+                          int64_t groups, bool sum,
+                          c10::string_view activation, double alpha,
+                          double beta, DataType output) {
+  SiteArgs args{{}, activation, alpha, beta};
+  for (at::IntArrayRef list : {input.sizes(), stride, padding, dilation}) {
+    args.ints.push_back(static_cast<int64_t>(list.size()));
+    args.ints.insert(args.ints.end(), list.begin(), list.end());
   }
-  if (silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
+  args.ints.insert(args.ints.end(),
+                   {static_cast<int64_t>(input.scalar_type()),
+                    static_cast<int64_t>(output), groups, has_bias, sum,
+                    winograd_enabled.load()});
+  return plan_for_site<ConvPlan>(weight, header, std::move(args), [&] {
+    return make_conv_plan(op, input, weight, header, has_bias, stride,
+                          padding, dilation, groups, sum, activation, alpha,
+                          beta, output);
+  });
+}
+
+// Runs the convolution planned for this call into `dst` (channels-last
+// dense, of the output's sizes); with `sum`, dst holds the residual on
+// entry.
+void conv_into(const char* op, const at::Tensor& dst, const at::Tensor& input,
+               const at::Tensor& weight, const Header& header,
+               const c10::optional<at::Tensor>& bias, const ConvPlan& plan,
+               bool sum) {
+  at::Tensor src = to_channels_last(
+      input.scalar_type() == plan.compute ? input : input.to(plan.compute));
+  const int64_t channels = plan.output_size[1];
+  const Conv& made = *plan.made;
+  if (made.winograd) {
+    run_winograd(op, made, src, weight, header, bias, channels, dst, sum);
+  } else {
+    run_with_weights(op, plan.made, src, weight, header, bias, channels, dst);
+  }
+  if (plan.silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
 }
 
 void check_input(const char* op, const at::Tensor& input) {
@@ -910,16 +1014,20 @@ at::Tensor conv(const at::Tensor& input, const at::Tensor& weight,
                 c10::string_view activation, double alpha, double beta) {
   const char* op = "fx_onednn::conv";
   check_input(op, input);
-  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
-                                       stride, padding, dilation, groups);
+  const Header& header =
+      header_of(weight, op, "fx_onednn::pack_conv_weight");
   const bool has_other = other.has_value() && other->defined();
-  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  const ConvPlan& plan = conv_plan(
+      op, input, weight, header, bias.has_value() && bias->defined(), stride,
+      padding, dilation, groups, has_other, activation, alpha, beta,
+      data_type_of(op, input, "input"));
+  at::Tensor dst = empty_activation(plan.output_size, plan.output_strides,
+                                    input.options());
   if (has_other) {
     check_residual(op, *other, dst.sizes());
     dst.copy_(*other);
   }
-  conv_into(op, dst, input, weight, bias, g, stride, padding, dilation, groups,
-            has_other, activation, alpha, beta);
+  conv_into(op, dst, input, weight, header, bias, plan, has_other);
   return dst;
 }
 
@@ -933,19 +1041,21 @@ at::Tensor& conv_add_(at::Tensor& self, const at::Tensor& input,
                       double beta) {
   const char* op = "fx_onednn::conv_add_";
   check_input(op, input);
-  const ConvGeometry g = conv_geometry(op, input.sizes(), weight.sizes(),
-                                       stride, padding, dilation, groups);
-  check_residual(op, self, g.output_size);
+  const Header& header =
+      header_of(weight, op, "fx_onednn::pack_conv_weight");
   TORCH_CHECK(self.scalar_type() == input.scalar_type(), op,
               ": the residual (", self.toString(), ") and the input (",
               input.toString(), ") must have one dtype");
+  const ConvPlan& plan = conv_plan(
+      op, input, weight, header, bias.has_value() && bias->defined(), stride,
+      padding, dilation, groups, true, activation, alpha, beta,
+      data_type_of(op, self, "residual"));
+  check_residual(op, self, plan.output_size);
   if (is_channels_last_dense(self) && self.numel() > 0) {
-    conv_into(op, self, input, weight, bias, g, stride, padding, dilation,
-              groups, true, activation, alpha, beta);
+    conv_into(op, self, input, weight, header, bias, plan, true);
   } else {
     at::Tensor dst = to_channels_last(self).clone();
-    conv_into(op, dst, input, weight, bias, g, stride, padding, dilation,
-              groups, true, activation, alpha, beta);
+    conv_into(op, dst, input, weight, header, bias, plan, true);
     self.copy_(dst);
   }
   return self;
@@ -1234,6 +1344,13 @@ struct Linear {
   std::shared_ptr<const Reorder> weights_reorder;  // or null
 };
 
+// What a linear call runs (plan_for_site keeps it per packed weight).
+struct LinearPlan {
+  std::shared_ptr<const Linear> made;
+  at::ScalarType compute = at::kFloat;  // the input's, converted
+  bool silu_pass = false;
+};
+
 std::vector<int64_t> linear_output_size(at::IntArrayRef input,
                                         int64_t out_features) {
   std::vector<int64_t> sizes(input.begin(), input.end());
@@ -1248,7 +1365,6 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   const Header& header =
       header_of(weight, op, "fx_onednn::pack_linear_weight");
   check_input(op, input);
-  const DataType compute = compute_type(op, header, input);
   const DataType output = data_type_of(op, input, "input");
   const int64_t in_features = weight.size(1);
   const int64_t out_features = weight.size(0);
@@ -1258,37 +1374,50 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
       linear_output_size(input.sizes(), out_features), input.options());
   if (rows == 0) return dst;
 
-  std::string key;
-  absl::StrAppend(&key, static_cast<int>(compute), static_cast<int>(output),
-                  "|");
-  const int64_t shape[] = {rows, in_features, out_features};
-  append_key(&key, shape);
-  absl::StrAppend(&key, has_bias, "|", std::string(activation), "|",
-                  at::get_num_threads(), "|");
-  append_key(&key, alpha);
-  append_key(&key, beta);
-  key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
-  const bool silu_pass = silu_as_pass(activation, output);
-  static PrimitiveCache<std::shared_ptr<const Linear>> cache;
-  const auto made = cache.get(key, [&] {
-    const dnnl::primitive_attr attr = post_ops(
-        op, false, silu_pass ? "none" : activation, alpha, beta);
-    std::shared_ptr<const Reorder> reorder;
-    auto pd = for_packed_weights<dnnl::matmul::primitive_desc>(
-        [&](const memory::desc& weights) {
-          return linear_descriptor(rows, in_features, out_features, weights,
-                                   has_bias, attr, compute, output);
-        },
-        memory::desc(header.desc),
-        memory::desc(linear_weight_dims(weight.sizes()), compute, Tag::any),
-        &reorder);
-    return std::make_shared<const Linear>(
-        Linear{pd, dnnl::matmul(pd), reorder});
+  SiteArgs args{{rows, static_cast<int64_t>(input.scalar_type()), has_bias},
+                activation, alpha, beta};
+  const LinearPlan& plan = plan_for_site<LinearPlan>(weight, header, args, [&] {
+    const DataType compute = compute_type(op, header, input);
+    std::string key;
+    absl::StrAppend(&key, static_cast<int>(compute), static_cast<int>(output),
+                    "|");
+    const int64_t shape[] = {rows, in_features, out_features};
+    append_key(&key, shape);
+    absl::StrAppend(&key, has_bias, "|", std::string(activation), "|",
+                    at::get_num_threads(), "|");
+    append_key(&key, alpha);
+    append_key(&key, beta);
+    key.append(reinterpret_cast<const char*>(&header.desc),
+               sizeof(header.desc));
+    LinearPlan made_plan;
+    made_plan.compute = scalar_type_of(compute);
+    made_plan.silu_pass = silu_as_pass(activation, output);
+    static PrimitiveCache<std::shared_ptr<const Linear>> cache;
+    made_plan.made = cache.get(key, [&] {
+      const dnnl::primitive_attr attr = post_ops(
+          op, false, made_plan.silu_pass ? "none" : activation, alpha, beta);
+      std::shared_ptr<const Reorder> reorder;
+      auto pd = for_packed_weights<dnnl::matmul::primitive_desc>(
+          [&](const memory::desc& weights) {
+            return linear_descriptor(rows, in_features, out_features, weights,
+                                     has_bias, attr, compute, output);
+          },
+          memory::desc(header.desc),
+          memory::desc(linear_weight_dims(weight.sizes()), compute, Tag::any),
+          &reorder);
+      return std::make_shared<const Linear>(
+          Linear{pd, dnnl::matmul(pd), reorder});
+    });
+    return made_plan;
   });
 
-  at::Tensor src = input.to(scalar_type_of(compute)).contiguous();
-  run_with_weights(op, made, src, weight, header, bias, out_features, dst);
-  if (silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
+  const at::Tensor src =
+      input.scalar_type() == plan.compute && input.is_contiguous()
+          ? input
+          : input.to(plan.compute).contiguous();
+  run_with_weights(op, plan.made, src, weight, header, bias, out_features,
+                   dst);
+  if (plan.silu_pass) silu_in_place(dst.data_ptr<float>(), dst.numel());
   return dst;
 }
 

@@ -734,6 +734,73 @@ TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
   at::set_num_threads(before);
 }
 
+TEST_CASE("a weight called otherwise than its last call runs what this call "
+          "asks") {
+  // Each thread keeps its last call's primitive per packed weight and reuses
+  // it for a call with the same arguments: any argument that differs
+  // (sizes, residual, bias, activation, its parameters, threads) or a new
+  // weight at a freed one's address must make its own.
+  at::manual_seed(11);
+  const int before = at::get_num_threads();
+  const std::vector<int64_t> one = {1, 1};
+  const at::Tensor w = at::randn({24, 16, 3, 3}) * 0.2;
+  const at::Tensor b = at::randn({24});
+  const at::Tensor packed = pack_conv(w, {1, 16, 9, 9}, one, one, one, 1);
+  auto conv = [&](const at::Tensor& x, const at::Tensor& bias,
+                  const c10::IValue& other, const std::string& activation,
+                  double alpha) {
+    return call("fx_onednn::conv", {x, packed, bias, one, one, one, int64_t{1},
+                                    other, activation, alpha, 0.0});
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t batch : {1, 2, 1}) {
+      for (int64_t size : {9, 6}) {
+        CAPTURE(round, batch, size);
+        const at::Tensor x = at::randn({batch, 16, size, size});
+        const at::Tensor plain = at::conv2d(x, w, b, 1, 1);
+        const at::Tensor other = at::randn(plain.sizes());
+        check_close(conv(x, b, c10::IValue(), "relu", 0.0), at::relu(plain));
+        check_close(conv(x, b, other, "relu", 0.0), at::relu(plain + other));
+        check_close(conv(x, at::Tensor(), c10::IValue(), "none", 0.0),
+                    at::conv2d(x, w, {}, 1, 1));
+        check_close(conv(x, b, c10::IValue(), "relu", 0.25),
+                    at::leaky_relu(plain, 0.25));
+        check_close(conv(x, b, c10::IValue(), "relu", 0.5),
+                    at::leaky_relu(plain, 0.5));
+        at::set_num_threads(round == 0 ? 1 : 2);
+        check_close(conv(x, b, c10::IValue(), "relu", 0.5),
+                    at::leaky_relu(plain, 0.5));
+        at::set_num_threads(before);
+      }
+    }
+  }
+  // Weights packed and freed in turn, of other output channels: each runs
+  // its own (one may take a freed weight's address).
+  const at::Tensor x = at::randn({1, 16, 9, 9});
+  for (int64_t out : {24, 8, 40, 8, 24}) {
+    const at::Tensor w2 = at::randn({out, 16, 3, 3});
+    const at::Tensor p2 = pack_conv(w2, x.sizes(), one, one, one, 1);
+    check_close(call("fx_onednn::conv", {x, p2, c10::IValue(), one, one, one,
+                                         int64_t{1}}),
+                at::conv2d(x, w2, {}, 1, 1));
+  }
+  // linear: rows, bias and activation.
+  const at::Tensor lw = at::randn({12, 20});
+  const at::Tensor lb = at::randn({12});
+  const at::Tensor lp = call("fx_onednn::pack_linear_weight",
+                             {lw, std::vector<int64_t>{1, 20}});
+  for (int64_t rows : {1, 5, 1}) {
+    CAPTURE(rows);
+    const at::Tensor in = at::randn({rows, 20});
+    check_close(call("fx_onednn::linear", {in, lp, lb, "relu"}),
+                at::relu(at::linear(in, lw, lb)));
+    check_close(call("fx_onednn::linear", {in, lp, c10::IValue(), "none"}),
+                at::linear(in, lw));
+    check_close(call("fx_onednn::linear", {in, lp, lb, "clip", 0.0, 1.0}),
+                at::clamp(at::linear(in, lw, lb), 0.0, 1.0));
+  }
+}
+
 TEST_CASE("post-op parameters that differ past six digits get primitives of "
           "their own") {
   // The primitives are cached by call shape and parameters: two scales or
