@@ -87,6 +87,58 @@ TEST_CASE("conv matches aten's convolution in 1, 2 and 3 spatial dimensions") {
   }
 }
 
+TEST_CASE("a 16-channel first convolution reads a planar image as it is") {
+  // An NCHW image of fewer than 16 channels into 16: oneDNN's first-layer
+  // kernel reads the planes and writes nChw16c, the channels-last layout
+  // for 16 channels; no copy of the image into channels-last first.
+  at::manual_seed(12);
+  const std::vector<int64_t> one = {1, 1}, two = {2, 2};
+  for (int64_t channels : {3, 4}) {
+    for (int64_t batch : {1, 3}) {
+      for (const std::vector<int64_t>& stride : {two, one}) {
+        CAPTURE(channels, batch, stride);
+        const at::Tensor x = at::randn({batch, channels, 23, 30});
+        const at::Tensor w = at::randn({16, channels, 3, 3}) * 0.3;
+        const at::Tensor b = at::randn({16});
+        const at::Tensor packed = pack_conv(w, x.sizes(), stride, one, one, 1);
+        const at::Tensor plain = at::conv2d(x, w, b, stride, 1);
+        const at::Tensor got = call(
+            "fx_onednn::conv", {x, packed, b, stride, one, one, int64_t{1},
+                                c10::IValue(), "hardswish"});
+        check_close(got, at::hardswish(plain));
+        CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+        INFO("kernel " << fx::onednn::last_kernel());
+        CHECK(fx::onednn::last_kernel().rfind("jit:", 0) == 0);
+        // The residual, no bias, SiLU as a pass.
+        const at::Tensor other = at::randn(plain.sizes());
+        check_close(call("fx_onednn::conv",
+                         {x, packed, c10::IValue(), stride, one, one,
+                          int64_t{1}, other, "relu"}),
+                    at::relu(at::conv2d(x, w, {}, stride, 1) + other));
+        check_close(call("fx_onednn::conv", {x, packed, b, stride, one, one,
+                                             int64_t{1}, c10::IValue(), "silu"}),
+                    at::silu(plain));
+        // The same image channels-last: the channels-last kernel, the same
+        // values.
+        const at::Tensor nhwc = x.contiguous(at::MemoryFormat::ChannelsLast);
+        check_close(call("fx_onednn::conv", {nhwc, packed, b, stride, one, one,
+                                             int64_t{1}, c10::IValue(),
+                                             "hardswish"}),
+                    got);
+        CHECK(fx::onednn::last_kernel().rfind("brg", 0) == 0);
+      }
+    }
+  }
+  // 32 channels: the image copied into channels-last, as before.
+  const at::Tensor x = at::randn({2, 3, 20, 20});
+  const at::Tensor w = at::randn({32, 3, 3, 3});
+  const at::Tensor packed = pack_conv(w, x.sizes(), two, one, one, 1);
+  check_close(call("fx_onednn::conv", {x, packed, c10::IValue(), two, one, one,
+                                       int64_t{1}}),
+              at::conv2d(x, w, {}, two, 1));
+  CHECK(fx::onednn::last_kernel().rfind("brg", 0) == 0);
+}
+
 TEST_CASE("conv fuses the residual sum and each activation") {
   at::manual_seed(1);
   at::Tensor x = at::randn({2, 8, 9, 9});
