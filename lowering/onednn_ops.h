@@ -59,8 +59,10 @@
 // float32.
 // Activations are plain strided tensors in channels-last order (NHWC, and
 // NWC / NDHWC for 1-d / 3-d), which every aten operator accepts; conv
-// converts an input in another layout itself, and its output is
-// channels-last. `other` is added to the result before the activation
+// converts an input in another layout itself (an NCHW image into 16
+// channels it reads as it is), and its output is channels-last. Each
+// thread keeps a packed weight's last conv or linear call's primitive and
+// reuses it while the call's arguments stay the same. `other` is added to the result before the activation
 // (a residual connection: oneDNN's sum post-op), and the activation
 // (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
 // the same in the residual's own memory (self = activation(self + conv)),
