@@ -623,12 +623,18 @@ class ReorderedWeights {
 struct ActivationDescs {
   memory::desc src, dst, bias;
 };
+// src and dst channels-last, unless `src_layout` / `dst_layout` say
+// otherwise (Tag::undef: channels-last).
 ActivationDescs activation_descs(at::IntArrayRef input,
                                  at::IntArrayRef output_size, bool bias,
-                                 DataType compute, DataType output) {
+                                 DataType compute, DataType output,
+                                 Tag src_layout = Tag::undef,
+                                 Tag dst_layout = Tag::undef) {
   const Tag layout = channels_last_tag(static_cast<int64_t>(input.size()));
-  return {memory::desc(dims_of(input), compute, layout),
-          memory::desc(dims_of(output_size), output, layout),
+  return {memory::desc(dims_of(input), compute,
+                       src_layout == Tag::undef ? layout : src_layout),
+          memory::desc(dims_of(output_size), output,
+                       dst_layout == Tag::undef ? layout : dst_layout),
           bias ? memory::desc({output_size[1]}, DataType::f32, Tag::x)
                : memory::desc()};
 }
@@ -702,9 +708,10 @@ dnnl::convolution_forward::primitive_desc conv_descriptor(
     at::IntArrayRef input, const ConvGeometry& g,
     const memory::desc& weight_desc, bool bias,
     const dnnl::primitive_attr& attr, DataType compute = DataType::f32,
-    DataType output = DataType::f32) {
-  const ActivationDescs d =
-      activation_descs(input, g.output_size, bias, compute, output);
+    DataType output = DataType::f32, Tag src_layout = Tag::undef,
+    Tag dst_layout = Tag::undef) {
+  const ActivationDescs d = activation_descs(
+      input, g.output_size, bias, compute, output, src_layout, dst_layout);
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
       d.src, weight_desc, d.bias, d.dst, g.strides, g.dilates, g.padding,
@@ -944,59 +951,42 @@ ConvPlan make_conv_plan(const char* op, const at::Tensor& input,
   plan.silu_pass = silu_as_pass(activation, output);
   plan.output_size = g.output_size;
   plan.output_strides = channels_last_strides(g.output_size);
-  if (planar) {
-    static PrimitiveCache<std::shared_ptr<const Conv>> planar_cache;
-    plan.made = planar_cache.get(key, [&]() -> std::shared_ptr<const Conv> {
-      const dnnl::primitive_attr attr = post_ops(
-          op, sum, plan.silu_pass ? "none" : activation, alpha, beta);
-      const memory::desc src(dims_of(input.sizes()), compute, Tag::nchw);
-      const memory::desc dst(dims_of(g.output_size), output, Tag::nChw16c);
-      std::shared_ptr<const Reorder> reorder;
-      auto pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
-          [&](const memory::desc& weights) {
-            dnnl::convolution_forward::desc desc(
-                dnnl::prop_kind::forward_inference,
-                dnnl::algorithm::convolution_direct, src, weights,
-                has_bias ? memory::desc({g.output_size[1]}, DataType::f32,
-                                        Tag::x)
-                         : memory::desc(),
-                dst, g.strides, g.dilates, g.padding, g.padding);
-            return dnnl::convolution_forward::primitive_desc(desc, attr,
-                                                             cpu_engine());
-          },
-          memory::desc(header.desc),
-          conv_weight_desc(weight.sizes(), groups, Tag::any, compute),
-          &reorder);
-      if (is_reference(pd)) return nullptr;
-      return std::make_shared<const Conv>(
-          Conv{pd, dnnl::convolution_forward(pd), reorder});
-    });
-    if (plan.made) {
-      plan.planar_src = true;
-      return plan;
-    }
-  }
-  static PrimitiveCache<std::shared_ptr<const Conv>> cache;
-  plan.made = cache.get(key, [&] {
-    const dnnl::primitive_attr attr =
-        post_ops(op, sum, plan.silu_pass ? "none" : activation, alpha, beta);
-    if (winograd) {
-      if (auto conv = make_winograd(input.sizes(), weight.sizes(), g,
-                                    has_bias, sum, attr)) {
-        return conv;
-      }
-    }
+  const dnnl::primitive_attr attr =
+      post_ops(op, sum, plan.silu_pass ? "none" : activation, alpha, beta);
+  // The direct convolution from src_layout into dst_layout (Tag::undef:
+  // channels-last).
+  auto direct = [&](Tag src_layout, Tag dst_layout) {
     std::shared_ptr<const Reorder> reorder;
     auto pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
         [&](const memory::desc& weights) {
           return conv_descriptor(input.sizes(), g, weights, has_bias, attr,
-                                 compute, output);
+                                 compute, output, src_layout, dst_layout);
         },
         memory::desc(header.desc),
         conv_weight_desc(weight.sizes(), groups, Tag::any, compute),
         &reorder);
     return std::make_shared<const Conv>(
         Conv{pd, dnnl::convolution_forward(pd), reorder});
+  };
+  static PrimitiveCache<std::shared_ptr<const Conv>> cache;
+  if (planar) {
+    plan.made = cache.get(key + "p", [&]() -> std::shared_ptr<const Conv> {
+      auto conv = direct(Tag::nchw, Tag::nChw16c);
+      return is_reference(conv->pd) ? nullptr : conv;
+    });
+    if (plan.made) {
+      plan.planar_src = true;
+      return plan;
+    }
+  }
+  plan.made = cache.get(key, [&]() -> std::shared_ptr<const Conv> {
+    if (winograd) {
+      if (auto conv = make_winograd(input.sizes(), weight.sizes(), g,
+                                    has_bias, sum, attr)) {
+        return conv;
+      }
+    }
+    return direct(Tag::undef, Tag::undef);
   });
   return plan;
 }
