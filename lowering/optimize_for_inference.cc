@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
+#include "lowering/micro_batch.h"
 #include "lowering/onednn_ops.h"
 #include "passes/aliasing.h"
 #include "passes/cost_model.h"
@@ -1213,7 +1214,9 @@ std::string InferenceReport::to_string() const {
                       " squeeze-excitation blocks on oneDNN, ",
                       concatenations, " concatenations written into ",
                       concat_buffers, " buffers, ", declined,
-                      " convolutions left to aten (lowering did not pay)");
+                      " convolutions left to aten (lowering did not pay), ",
+                      micro_batched, " nodes run in ", micro_batches,
+                      " micro-batches");
 }
 
 InferenceReport optimize_for_inference(GraphModuleImpl& module,
@@ -1244,6 +1247,11 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
     // The packing moves into an init step, run once now and on load.
     fold_constants(module);
     eliminate_dead_code(module);
+  }
+  if (options.micro_batch) {
+    const MicroBatchReport batches = micro_batch(module);
+    report.micro_batched = batches.nodes;
+    report.micro_batches = batches.micro_batches;
   }
   module.recompile();
   return report;

@@ -28,7 +28,10 @@
 //      fx_onednn::max_pool2d / avg_pool2d, and so does global average
 //      pooling (adaptive_avg_pool2d to 1x1) of a fixed image size; batch
 //      norms no convolution absorbed become fx_onednn::batch_norm, the
-//      relu after one fused.
+//      relu after one fused;
+//   5. traced at a batch above 1 (not a dynamic one), the leading layers
+//      whose activations outgrow the caches run one micro-batch at a time,
+//      the rest on the whole batch (lowering/micro_batch.h).
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))
@@ -97,6 +100,10 @@ struct InferenceOptions {
   // Add a residual into its own memory where nothing reads it afterwards
   // (fx_onednn::conv_add_) rather than into a copy.
   bool in_place = true;
+  // Traced at a batch above 1 (not a dynamic one), run the leading
+  // per-sample layers whose activations outgrow the caches one micro-batch
+  // at a time (lowering/micro_batch.h).
+  bool micro_batch = true;
   // Whether lowering a convolution pays (linear layers always do: oneDNN's
   // matmul against the system BLAS):
   //   kCostModel  by the bytes it moves: lowering saves aten's per-call
@@ -138,6 +145,8 @@ struct InferenceReport {
   int concatenations = 0;     // aten::cat made views of a concat buffer
   int concat_buffers = 0;     // ... of this many buffers
   int declined = 0;           // convolutions left to aten: lowering did not pay
+  int micro_batched = 0;      // nodes run per micro-batch
+  int64_t micro_batches = 0;  // ... in this many micro-batches
   std::string to_string() const;
 };
 

@@ -119,6 +119,7 @@ one_case "cmake consumer" bash tools/cmake_test.sh
 timed "bazel test --config=fuzz (ASan, UBSan)" test_workspace . --config=fuzz \
   -- //fx/... //interpreter/... //passes/... //fuzz/... \
   //lowering:onednn_ops_test //lowering:optimize_for_inference_test \
+  //lowering:micro_batch_test \
   -//fx/torchscript:torchvision_corpus_test
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
