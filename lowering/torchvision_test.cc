@@ -64,9 +64,13 @@ TEST_CASE("torchvision models lowered match TorchScript at batch 1 and 8") {
       // At batch 8 the first layers run one image at a time.
       if (batch == 1) {
         CHECK(report.micro_batched == 0);
-      } else if (name == "mobilenet_v2" || name == "resnet50" ||
-                 name == "efficientnet_b0" || name == "densenet121") {
+      } else if (name == "mobilenet_v2" || name == "efficientnet_b0" ||
+                 name == "densenet121" || name == "convnext_tiny") {
         CHECK(report.micro_batched > 0);
+      } else if (name == "resnet50") {
+        // Its stem and pooling alone would save 0.2% of its time, as
+        // estimated: within the noise, so the graph stays whole.
+        CHECK(report.micro_batched == 0);
       }
       if (name == "densenet121") {
         // Every block's concatenations write into one buffer.
