@@ -42,10 +42,11 @@
 // running on fewer samples (and ends the part on images smaller than
 // 56x56, where its kernels run at a fraction of their batch speed), each
 // copy costs a call, the concatenation its bytes; the cut that saves most
-// is taken, if it saves 2% or more of the graph's estimated time. A micro-batch is the largest divisor of the batch whose
-// largest such node moves at most `micro_batch_bytes`. Graphs with a
-// dynamic batch dimension (TraceOptions::dynamic), batch 1, or no node
-// that large stay as they are.
+// is taken, if it saves 2% or more of the graph's estimated time. A
+// micro-batch is the largest divisor of the batch whose largest such node
+// moves at most `micro_batch_bytes`. Graphs with a dynamic batch dimension
+// (TraceOptions::dynamic), batch 1, or no saving that large stay as they
+// are.
 #pragma once
 
 #include <cstdint>
