@@ -64,13 +64,25 @@ fx::MicroBatchOptions small_thresholds() {
   return options;
 }
 
-fx::GraphModule lowered(const std::shared_ptr<Stem>& module,
-                        const at::Tensor& x) {
-  fx::GraphModule gm = fx::symbolic_trace(module, x);
+// Lowered without micro-batching, for the tests to call fx::micro_batch.
+fx::GraphModule lowered(fx::GraphModule gm) {
   fx::InferenceOptions options;
   options.micro_batch = false;
   fx::optimize_for_inference(*gm, options);
   return gm;
+}
+
+template <typename Module>
+fx::GraphModule lowered(const std::shared_ptr<Module>& module,
+                        const at::Tensor& x) {
+  return lowered(fx::symbolic_trace(module, x));
+}
+
+template <typename Module, typename... Args>
+std::shared_ptr<Module> in_eval(Args... args) {
+  auto module = std::make_shared<Module>(args...);
+  module->eval();
+  return module;
 }
 
 }  // namespace
@@ -78,8 +90,7 @@ fx::GraphModule lowered(const std::shared_ptr<Stem>& module,
 TEST_CASE("the leading layers of a batch run one micro-batch at a time") {
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
-  auto model = std::make_shared<Stem>();
-  model->eval();
+  auto model = in_eval<Stem>();
   const at::Tensor x = torch::randn({4, 3, 32, 32});
   const at::Tensor want = model->forward(x);
   fx::GraphModule whole = lowered(model, x);
@@ -127,15 +138,12 @@ TEST_CASE("a micro-batched graph whose batch is free runs every batch size") {
   // their rows from the batch each call brings.
   torch::NoGradGuard no_grad;
   torch::manual_seed(2);
-  auto model = std::make_shared<Stem>();
-  model->eval();
+  auto model = in_eval<Stem>();
   const at::Tensor x = torch::randn({4, 3, 32, 32});
-  fx::GraphModule gm = fx::symbolic_trace(model, x);
-  gm->graph().placeholders()[0]->meta().get_mutable(fx::kGuard)->check_sizes =
-      false;
-  fx::InferenceOptions lowering;
-  lowering.micro_batch = false;
-  fx::optimize_for_inference(*gm, lowering);
+  fx::GraphModule traced = fx::symbolic_trace(model, x);
+  traced->graph().placeholders()[0]->meta().get_mutable(fx::kGuard)
+      ->check_sizes = false;
+  fx::GraphModule gm = lowered(traced);
   REQUIRE(fx::micro_batch(*gm, small_thresholds()).micro_batches == 4);
   gm->recompile();
   for (int64_t batch : {4, 1, 3, 9, 0}) {
@@ -150,8 +158,7 @@ TEST_CASE("a micro-batched graph whose batch is free runs every batch size") {
 TEST_CASE("what micro-batching leaves whole") {
   torch::NoGradGuard no_grad;
   torch::manual_seed(1);
-  auto model = std::make_shared<Stem>();
-  model->eval();
+  auto model = in_eval<Stem>();
   SECTION("batch 1, or layers smaller than the threshold") {
     fx::GraphModule one = lowered(model, torch::randn({1, 3, 32, 32}));
     CHECK(fx::micro_batch(*one, small_thresholds()).nodes == 0);
@@ -164,15 +171,11 @@ TEST_CASE("what micro-batching leaves whole") {
     const at::Tensor x = torch::randn({4, 3, 32, 32});
     fx::TraceOptions options;
     options.dynamic = {{.input = 0, .dim = 0, .symbol = "B", .max = 64}};
-    fx::GraphModule gm = fx::symbolic_trace(model, {x}, options);
-    fx::InferenceOptions lowering;
-    lowering.micro_batch = false;
-    fx::optimize_for_inference(*gm, lowering);
+    fx::GraphModule gm = lowered(fx::symbolic_trace(model, {x}, options));
     CHECK(fx::micro_batch(*gm, small_thresholds()).nodes == 0);
   }
   SECTION("what reads other samples ends the part") {
-    auto mixing = std::make_shared<Stem>(/*mix_batch=*/true);
-    mixing->eval();
+    auto mixing = in_eval<Stem>(/*mix_batch=*/true);
     const at::Tensor x = torch::randn({4, 3, 32, 32});
     fx::GraphModule gm = lowered(mixing, x);
     const fx::MicroBatchReport report =
@@ -182,15 +185,11 @@ TEST_CASE("what micro-batching leaves whole") {
     CHECK(torch::allclose(gm(x).toTensor(), mixing->forward(x), 1e-4, 1e-5));
   }
   SECTION("a compute-bound layer on small images ends the part") {
-    auto two = std::make_shared<ExpandThenConv>();
-    two->eval();
+    auto two = in_eval<ExpandThenConv>();
     for (int64_t size : {32, 64}) {
       CAPTURE(size);
       const at::Tensor x = torch::randn({4, 3, size, size});
-      fx::GraphModule gm = fx::symbolic_trace(two, x);
-      fx::InferenceOptions lowering;
-      lowering.micro_batch = false;
-      fx::optimize_for_inference(*gm, lowering);
+      fx::GraphModule gm = lowered(two, x);
       const fx::MicroBatchReport report =
           fx::micro_batch(*gm, small_thresholds());
       gm->recompile();
@@ -215,10 +214,7 @@ TEST_CASE("what micro-batching leaves whole") {
     };
     const at::Tensor x = torch::randn({4, 3, 32, 32});
     fx::GraphModule gm =
-        fx::symbolic_trace(nullptr, fx::box_function(scaled), {x});
-    fx::InferenceOptions lowering;
-    lowering.micro_batch = false;
-    fx::optimize_for_inference(*gm, lowering);
+        lowered(fx::symbolic_trace(nullptr, fx::box_function(scaled), {x}));
     const fx::MicroBatchReport report =
         fx::micro_batch(*gm, small_thresholds());
     gm->recompile();
