@@ -571,6 +571,9 @@ struct OrtRun {
   double isolated_ratio = 0, isolated_pinned_ratio = 0;
   int rounds = 0;
   std::string report;
+  // Nodes run per micro-batch, and how many (lowering/micro_batch.h).
+  int micro_batched = 0;
+  int64_t micro_batches = 0;
   std::string failure;
 };
 
@@ -698,7 +701,10 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     const at::Tensor want = first_tensor(script.forward({x}));
     fx::GraphModule gm = fx::symbolic_trace(script, {x});
     fx::GraphModule lowered(gm->copy());
-    r.report = fx::optimize_for_inference(*lowered).to_string();
+    const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+    r.report = report.to_string();
+    r.micro_batched = report.micro_batched;
+    r.micro_batches = report.micro_batches;
     const at::Tensor ours = first_tensor(lowered(x));
     r.error = relative_error(ours, want);
 
@@ -851,10 +857,19 @@ void print_ort(const std::vector<OrtRun>& runs) {
       "per-round ratios (below 1: ours is faster).",
       "rel. error: max |ours - TorchScript as loaded| / max |TorchScript|; "
       "vs ORT output: the same against ONNX Runtime's output."};
+  std::string micro;
   for (const OrtRun& r : runs) {
     if (r.failure.empty() && r.batch == runs.front().batch) {
       notes.push_back(r.model + ": " + r.report);
     }
+    if (r.failure.empty() && r.micro_batched > 0) {
+      absl::StrAppend(&micro, micro.empty() ? "" : ", ", r.model,
+                      " at batch ", r.batch, " (", r.micro_batched,
+                      " nodes x ", r.micro_batches, ")");
+    }
+  }
+  if (!micro.empty()) {
+    notes.push_back("micro-batched (lowering/micro_batch.h): " + micro);
   }
   print_section("6. Against ONNX Runtime (C++ deployment's other choice)",
                 table, notes);
