@@ -1248,7 +1248,8 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
     fold_constants(module);
     eliminate_dead_code(module);
   }
-  if (options.micro_batch) {
+  // A graph nothing was lowered in stays as it was.
+  if (options.micro_batch && report.convolutions + report.linear > 0) {
     const MicroBatchReport batches = micro_batch(module);
     report.micro_batched = batches.nodes;
     report.micro_batches = batches.micro_batches;

@@ -693,6 +693,21 @@ TEST_CASE("what cannot be lowered is left alone") {
   fx::GraphModule doubled = fx::symbolic_trace(
       conv.ptr(), torch::randn({1, 2, 5, 5}, at::kDouble));
   CHECK(fx::optimize_for_inference(*doubled).convolutions == 0);
+  // Nor is a double graph micro-batched, whose aten convolutions at batch 8
+  // move enough bytes to be (17 MB each).
+  torch::nn::Sequential wide(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 1)),
+      torch::nn::ReLU(), torch::nn::Conv2d(torch::nn::Conv2dOptions(64, 3, 1)));
+  wide->to(at::kDouble);
+  wide->eval();
+  const at::Tensor batch = torch::randn({8, 3, 64, 64}, at::kDouble);
+  fx::GraphModule wide_graph = fx::symbolic_trace(
+      [&](at::Tensor y) { return wide->forward(y); }, batch);
+  const fx::InferenceReport wide_report =
+      fx::optimize_for_inference(*wide_graph);
+  CHECK(wide_report.convolutions == 0);
+  CHECK(wide_report.micro_batched == 0);
+  CHECK(count(wide_graph->graph(), "aten::slice.Tensor") == 0);
 
   // A chain's value promoted to double before its pooling: aten pools it.
   torch::nn::Conv2d single(torch::nn::Conv2dOptions(2, 3, 3));
