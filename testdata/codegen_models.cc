@@ -75,6 +75,7 @@ fx::codegen::Model two_heads_model() {
 
 fx::codegen::Model resnet18_model() { return zoo_model("resnet18"); }
 fx::codegen::Model resnet50_model() { return zoo_model("resnet50"); }
+fx::codegen::Model mobilenet_v2_model() { return zoo_model("mobilenet_v2"); }
 fx::codegen::Model lenet_model() { return zoo_model("lenet"); }
 
 std::vector<std::vector<c10::IValue>> lenet_calibration() {

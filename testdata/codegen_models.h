@@ -10,6 +10,7 @@ namespace testdata {
 
 fx::codegen::Model resnet18_model();
 fx::codegen::Model resnet50_model();
+fx::codegen::Model mobilenet_v2_model();
 fx::codegen::Model lenet_model();
 // Squeeze-excitation, a dense block and an LSTM (in eval mode): lowered,
 // operators that take lists of tensors.
