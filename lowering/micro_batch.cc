@@ -230,37 +230,6 @@ class MicroBatching {
     return values;
   }
 
-  // The graph's time at the whole batch, as the gains count it: each
-  // call's compute or its activations' traffic, the larger.
-  double whole_graph_seconds() const {
-    double seconds = 0;
-    for (const Node* n : graph_.nodes()) {
-      if (n->op() != Opcode::kCallFunction || n->tensor_meta() == nullptr) {
-        continue;
-      }
-      int64_t bytes = bytes_of(*n->tensor_meta());
-      for (const Node* in : n->all_input_nodes()) {
-        if (in->op() != Opcode::kGetAttr && in->tensor_meta() != nullptr) {
-          bytes += bytes_of(*in->tensor_meta());
-        }
-      }
-      seconds += std::max(estimate_node_cost(*n).flops / kPeakFlopsPerSecond,
-                          static_cast<double>(bytes) / kMemoryBytesPerSecond);
-    }
-    return seconds;
-  }
-
-  // The bytes of the constants `n` reads (its weights).
-  static int64_t weight_bytes(const Node& n) {
-    int64_t bytes = 0;
-    for (const Node* in : n.all_input_nodes()) {
-      if (in->op() == Opcode::kGetAttr && in->tensor_meta() != nullptr) {
-        bytes += bytes_of(*in->tensor_meta());
-      }
-    }
-    return bytes;
-  }
-
   // What running `n` in `copies` micro-batches saves, in seconds: at the
   // whole batch, the larger of its compute and (if its activations
   // outgrow the caches) its memory traffic; in micro-batches, its compute
@@ -300,9 +269,14 @@ class MicroBatching {
         best_gain = net;
       }
     }
-    // Not for a saving within the machine's noise.
-    return best_gain >= kMinSaving * whole_graph_seconds() ? best
-                                                           : part_.size();
+    // Not for a saving within the machine's noise: a share of the graph's
+    // time at the whole batch, as the cost model's roofline prices it on
+    // the machine above.
+    const Machine machine{kPeakFlopsPerSecond, kMemoryBytesPerSecond};
+    return best_gain >= kMinSaving * estimated_seconds(estimate_cost(graph_),
+                                                       machine)
+               ? best
+               : part_.size();
   }
 
   static TensorMeta with_batch(TensorMeta m, int64_t batch) {
