@@ -2,7 +2,11 @@
 
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "lowering/kernel_support.h"
 #include "lowering/vector_math.h"
@@ -91,26 +95,106 @@ FX_AVX512 void gru_block(const Recurrence& layer, int64_t j0, const float* h,
                    _mm512_fmadd_ps(z, _mm512_sub_ps(previous, n), n));
 }
 
-// Each thread's units for every step; the threads meet after each step (the
-// next reads every unit's h).
-void run_steps(void* data) {
-  const Recurrence& layer = *static_cast<const Recurrence*>(data);
+// A barrier for the threads of one group (libgomp's barrier is the whole
+// team's): spinning, as libgomp's does between steps, and yielding the CPU
+// after a while (more threads than CPUs).
+class GroupBarrier {
+ public:
+  void set_size(int size) { size_ = size; }
+  void wait() {
+    const int generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (int spins = 0;
+         generation_.load(std::memory_order_acquire) == generation; ++spins) {
+      if (spins < 4096) {
+        _mm_pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  int size_ = 1;
+  std::atomic<int> arrived_{0};
+  std::atomic<int> generation_{0};
+};
+
+// A layer's steps on `threads` threads, this one the `thread`-th: each owns
+// a slice of the hidden units for every step, and they meet after each step
+// (the next reads every unit's h) at `barrier`, or at libgomp's where they
+// are the whole team (null).
+void run_steps(const Recurrence& layer, int thread, int threads,
+               GroupBarrier* barrier) {
   const int64_t blocks = layer.hidden / 16;
   const int64_t width = (layer.lstm ? 4 : 3) * layer.hidden;
-  const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
+  const int64_t stride =
+      layer.output_stride > 0 ? layer.output_stride : layer.hidden;
   const auto [first, last] = thread_share(blocks, thread, threads);
   auto* block_step = layer.lstm ? lstm_block : gru_block;
-  for (int64_t t = 0; t < layer.steps; ++t) {
-    const float* h =
-        t == 0 ? layer.h0 : layer.output + (t - 1) * layer.hidden;
+  for (int64_t s = 0; s < layer.steps; ++s) {
+    const int64_t t = layer.reverse ? layer.steps - 1 - s : s;
+    const float* h = s == 0 ? layer.h0
+                            : layer.output + (layer.reverse ? t + 1 : t - 1) * stride;
     for (int64_t i = 0; i < last - first; ++i) {
       // Forward on even steps, backward on odd ones: the blocks the last
       // step read last, still in this core's cache, come first.
-      const int64_t block = t % 2 == 0 ? first + i : last - 1 - i;
+      const int64_t block = s % 2 == 0 ? first + i : last - 1 - i;
       block_step(layer, block * 16, h, layer.input_gates + t * width,
-                 layer.output + t * layer.hidden);
+                 layer.output + t * stride);
     }
-    GOMP_barrier();
+    if (threads == 1) continue;
+    if (barrier == nullptr) {
+      GOMP_barrier();
+    } else {
+      barrier->wait();
+    }
+  }
+}
+
+// The layers of run_recurrences and the groups' barriers.
+struct Team {
+  const Recurrence* layers;
+  int count;
+  std::vector<std::unique_ptr<GroupBarrier>> barriers;
+};
+
+// This thread's share: with at least as many threads as layers, one
+// layer's units with the other threads of its group (layer l's: threads
+// thread_share(threads, l, count)); else its layers, one after another,
+// alone.
+void run_team(void* data) {
+  Team& team = *static_cast<Team*>(data);
+  const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
+  if (threads < team.count) {
+    const auto [first, last] = thread_share(team.count, thread, threads);
+    for (int64_t l = first; l < last; ++l) {
+      run_steps(team.layers[l], 0, 1, nullptr);
+    }
+    return;
+  }
+  if (team.count == 1) {
+    run_steps(team.layers[0], thread, threads, nullptr);
+    return;
+  }
+  // The groups' sizes from the team libgomp gave, before any step.
+  if (thread == 0) {
+    for (int l = 0; l < team.count; ++l) {
+      const auto [first, last] = thread_share(threads, l, team.count);
+      team.barriers[l]->set_size(static_cast<int>(last - first));
+    }
+  }
+  GOMP_barrier();
+  for (int l = 0; l < team.count; ++l) {
+    const auto [first, last] = thread_share(threads, l, team.count);
+    if (thread >= first && thread < last) {
+      run_steps(team.layers[l], thread - static_cast<int>(first),
+                static_cast<int>(last - first), team.barriers[l].get());
+    }
   }
 }
 
@@ -120,15 +204,24 @@ bool recurrence_runs(int64_t batch, int64_t hidden) {
   return has_avx512() && batch == 1 && hidden > 0 && hidden % 16 == 0;
 }
 
-void run_recurrence(const Recurrence& layer) {
+void run_recurrence(const Recurrence& layer) { run_recurrences(&layer, 1); }
+
+void run_recurrences(const Recurrence* layers, int count) {
   // An LSTM's c_n holds the cell state from c0 on; each thread writes its
   // own units.
-  if (layer.lstm) {
-    std::memmove(layer.c_n, layer.c0, layer.hidden * sizeof(float));
+  for (int l = 0; l < count; ++l) {
+    if (layers[l].lstm) {
+      std::memmove(layers[l].c_n, layers[l].c0,
+                   layers[l].hidden * sizeof(float));
+    }
   }
   // The whole team, as every other operator runs (a thread with no units
   // only meets the others).
-  GOMP_parallel(run_steps, const_cast<Recurrence*>(&layer),
+  Team team{layers, count, {}};
+  for (int l = 0; l < count; ++l) {
+    team.barriers.push_back(std::make_unique<GroupBarrier>());
+  }
+  GOMP_parallel(run_team, &team,
                 static_cast<unsigned>(at::get_num_threads()), 0);
 }
 

@@ -43,6 +43,13 @@ struct Recurrence {
   const float* h0 = nullptr;           // [hidden]
   const float* c0 = nullptr;           // [hidden], an LSTM's
   float* output = nullptr;             // [steps, hidden]: h_1 ... h_T
+  // Floats from one step's output to the next's (hidden, or 2 * hidden
+  // where a bidirectional layer's directions share each step's row).
+  int64_t output_stride = 0;           // 0: hidden
+  // The steps from the last to the first (a bidirectional layer's reverse
+  // direction): step t reads h of step t + 1 (h0 for the last) and writes
+  // output row t, whose h is then h_n.
+  bool reverse = false;
   float* c_n = nullptr;                // [hidden], an LSTM's (h_n is the
                                        // last output)
 };
@@ -50,5 +57,11 @@ struct Recurrence {
 // Runs the steps on the calling thread's intra-op threads. Requires
 // recurrence_runs(1, hidden).
 void run_recurrence(const Recurrence& layer);
+
+// Runs independent layers at once (a bidirectional layer's two
+// directions): the intra-op threads in one group per layer, each group
+// meeting at barriers of its own; with fewer threads than layers, a
+// thread runs its layers one after another.
+void run_recurrences(const Recurrence* layers, int count);
 
 }  // namespace fx::onednn
