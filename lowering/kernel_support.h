@@ -18,6 +18,8 @@ void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
 void GOMP_barrier();
 int omp_get_thread_num();
 int omp_get_num_threads();
+int omp_get_max_threads();
+void omp_set_num_threads(int threads);
 }
 
 // gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors

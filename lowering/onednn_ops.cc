@@ -24,6 +24,7 @@
 #include "lowering/concat.h"
 #include "lowering/elementwise.h"
 #include "lowering/image_layout.h"
+#include "lowering/kernel_support.h"
 #include "lowering/squeeze_excite.h"
 #include "lowering/recurrence.h"
 
@@ -1592,46 +1593,54 @@ at::Tensor matmul_meta(const at::Tensor& self, const at::Tensor& other,
 }
 
 // --- Recurrent layers (LSTM, GRU) --------------------------------------------
-// aten::lstm of unidirectional layers without projections, in eval mode, on
-// oneDNN's LSTM primitive, one layer after another. A layer's weights come
-// as aten holds them transposed ([in, 4 * hidden] and [hidden, 4 * hidden]
-// contiguous: oneDNN's ldigo, gates i, f, g, o as aten orders them) and one
-// bias (b_ih + b_hh), made once by init steps.
+// aten::lstm of layers without projections, in eval mode, on oneDNN's LSTM
+// primitive, one layer after another; a bidirectional layer's directions
+// each on its own, the reverse one reading the steps from the last
+// (oneDNN's right-to-left), their outputs side by side. A layer's weights
+// come as aten holds them transposed ([in, 4 * hidden] and [hidden, 4 *
+// hidden] contiguous: oneDNN's ldigo, gates i, f, g, o as aten orders them)
+// and one bias (b_ih + b_hh), made once by init steps: three per layer and
+// direction, the forward direction's first.
 struct RnnSizes {
-  int64_t steps = 0, batch = 0, hidden = 0;
+  int64_t steps = 0, batch = 0, hidden = 0, directions = 1;
 };
 
 // `gates`: 4 for an LSTM (hx = [h0, c0]), 3 for a GRU (hx = [h0]); the
 // bias then holds 4 gates' values (linear before reset: oneDNN's u, r, o
 // and u').
 RnnSizes rnn_sizes(const char* op, const at::Tensor& input,
-                     at::TensorList hx, at::TensorList weights,
-                     int64_t num_layers, bool batch_first, int64_t gates = 4) {
+                   at::TensorList hx, at::TensorList weights,
+                   int64_t num_layers, bool batch_first, bool bidirectional,
+                   int64_t gates = 4) {
   TORCH_CHECK(input.dim() == 3, op,
               ": the input must be 3-d ([T, N, C], or [N, T, C] with "
               "batch_first), got sizes ", input.sizes());
-  TORCH_CHECK(num_layers >= 1 && weights.size() == 3 * static_cast<size_t>(num_layers),
-              op, ": expected 3 weights per layer (input and hidden weights "
-              "transposed, the summed bias) for ", num_layers,
-              " layers, got ", weights.size());
+  RnnSizes z;
+  z.directions = bidirectional ? 2 : 1;
+  const int64_t layers = num_layers * z.directions;
+  TORCH_CHECK(num_layers >= 1 &&
+                  weights.size() == 3 * static_cast<size_t>(layers),
+              op, ": expected 3 weights per layer", bidirectional ? " and direction" : "",
+              " (input and hidden weights transposed, the summed bias) for ",
+              num_layers, " layers", bidirectional ? " in 2 directions" : "",
+              ", got ", weights.size());
   const size_t states = gates == 4 ? 2 : 1;
   TORCH_CHECK(hx.size() == states, op, ": hx must be ",
               states == 2 ? "[h0, c0]" : "[h0]", ", got ", hx.size(),
               " tensors");
-  RnnSizes z;
   z.steps = input.size(batch_first ? 1 : 0);
   z.batch = input.size(batch_first ? 0 : 1);
   z.hidden = hx[0].dim() == 3 ? hx[0].size(2) : -1;
   for (const at::Tensor& h : hx) {
-    TORCH_CHECK(h.dim() == 3 && h.size(0) == num_layers &&
+    TORCH_CHECK(h.dim() == 3 && h.size(0) == layers &&
                     h.size(1) == z.batch && h.size(2) == z.hidden,
-                op, ": ", states == 2 ? "h0 and c0" : "h0",
-                " must be [num_layers, N, hidden] = [",
-                num_layers, ", ", z.batch, ", ", z.hidden, "], got sizes ",
-                h.sizes());
+                op, ": ", states == 2 ? "h0 and c0" : "h0", " must be [",
+                bidirectional ? "2 * num_layers" : "num_layers",
+                ", N, hidden] = [", layers, ", ", z.batch, ", ", z.hidden,
+                "], got sizes ", h.sizes());
   }
   int64_t in = input.size(2);
-  for (int64_t l = 0; l < num_layers; ++l) {
+  for (int64_t l = 0; l < layers; ++l) {
     const at::Tensor& w_layer = weights[3 * l];
     const at::Tensor& w_iter = weights[3 * l + 1];
     const at::Tensor& bias = weights[3 * l + 2];
@@ -1639,18 +1648,20 @@ RnnSizes rnn_sizes(const char* op, const at::Tensor& input,
     TORCH_CHECK(w_layer.sizes() == at::IntArrayRef({in, width}) &&
                     w_iter.sizes() == at::IntArrayRef({z.hidden, width}) &&
                     bias.numel() == 4 * z.hidden,
-                op, ": layer ", l, "'s weights must be [", in, ", ", width,
+                op, ": layer ", l / z.directions,
+                bidirectional ? (l % 2 == 0 ? " (forward)" : " (reverse)") : "",
+                "'s weights must be [", in, ", ", width,
                 "], [", z.hidden, ", ", width, "] and a bias of ",
                 4 * z.hidden, " values, got sizes ", w_layer.sizes(), ", ",
                 w_iter.sizes(), " and ", bias.sizes());
-    in = z.hidden;
+    if (l % z.directions == z.directions - 1) in = z.directions * z.hidden;
   }
   return z;
 }
 
 std::vector<int64_t> rnn_output_size(const at::Tensor& input,
-                                      int64_t hidden) {
-  return {input.size(0), input.size(1), hidden};
+                                     const RnnSizes& z) {
+  return {input.size(0), input.size(1), z.directions * z.hidden};
 }
 
 // One primitive and its descriptor, per layer shape: an LSTM's
@@ -1697,37 +1708,195 @@ memory::desc recurrence_weight_desc(int64_t hidden, int64_t gates) {
   return desc;
 }
 
-// One LSTM or GRU layer at batch 1 by run_recurrence: every step's input
-// projection at once (a oneDNN matmul of the [steps, in] input and aten's
-// transposed weight), then the steps. Writes the layer's h_n (and an
-// LSTM's c_n; c0 and c_n are null for a GRU).
+// The states of layer and direction `index` ([layers * directions, N,
+// hidden] tensors): h0 and c0 in, h_n and c_n out (c0 and c_n null for a
+// GRU).
+struct RnnStates {
+  const float* h0;
+  const float* c0;
+  float* h_n;
+  float* c_n;
+};
+
+// One LSTM or GRU layer at batch 1 by run_recurrence, both directions of a
+// bidirectional one at once (run_recurrences: a thread group each): every
+// step's input projection at once (a oneDNN matmul of the [steps, in]
+// input and aten's transposed weight), then the steps. `weights` and
+// `states` are the layer's directions'.
 at::Tensor layer_at_batch_1(bool lstm, const at::Tensor& x,
-                            const at::Tensor& w_layer, const at::Tensor& w_iter,
-                            const at::Tensor& bias, const RnnSizes& z,
-                            const float* h0, const float* c0, float* h_n,
-                            float* c_n) {
-  const at::Tensor input_gates =
-      matmul(x.view({z.steps, x.size(2)}), w_layer, 1.0);
-  at::Tensor keep;
-  const memory packed = rnn_weights(
-      w_iter, recurrence_weight_desc(z.hidden, lstm ? 4 : 3), &keep);
-  at::Tensor y = empty_activation(rnn_output_size(x, z.hidden), x.options());
-  Recurrence layer;
-  layer.lstm = lstm;
-  layer.steps = z.steps;
-  layer.hidden = z.hidden;
-  layer.input_gates = input_gates.data_ptr<float>();
-  layer.bias = bias.data_ptr<float>();
-  layer.packed_weights = static_cast<const float*>(packed.get_data_handle());
-  layer.h0 = h0;
-  layer.c0 = c0;
-  layer.output = y.data_ptr<float>();
-  layer.c_n = c_n;
-  run_recurrence(layer);
-  std::memcpy(h_n, layer.output + (z.steps - 1) * z.hidden,
-              z.hidden * sizeof(float));
+                            at::TensorList weights, const RnnSizes& z,
+                            const std::vector<RnnStates>& states) {
+  const int64_t directions = z.directions;
+  at::Tensor y = empty_activation(rnn_output_size(x, z), x.options());
+  std::vector<at::Tensor> input_gates, bias, keep(directions);
+  std::vector<Recurrence> layers(directions);
+  for (int64_t d = 0; d < directions; ++d) {
+    input_gates.push_back(
+        matmul(x.view({z.steps, x.size(2)}), weights[3 * d], 1.0));
+    bias.push_back(weights[3 * d + 2].contiguous());
+    const memory packed =
+        rnn_weights(weights[3 * d + 1],
+                    recurrence_weight_desc(z.hidden, lstm ? 4 : 3), &keep[d]);
+    Recurrence& layer = layers[d];
+    layer.lstm = lstm;
+    layer.steps = z.steps;
+    layer.hidden = z.hidden;
+    layer.input_gates = input_gates.back().data_ptr<float>();
+    layer.bias = bias.back().data_ptr<float>();
+    layer.packed_weights = static_cast<const float*>(packed.get_data_handle());
+    layer.h0 = states[d].h0;
+    layer.c0 = states[d].c0;
+    layer.output = y.data_ptr<float>() + d * z.hidden;
+    layer.output_stride = directions * z.hidden;
+    layer.c_n = states[d].c_n;
+    layer.reverse = d == 1;
+  }
+  run_recurrences(layers.data(), static_cast<int>(directions));
+  for (int64_t d = 0; d < directions; ++d) {
+    // h_n: the last step's output (the reverse direction's is row 0).
+    const int64_t last = d == 1 ? 0 : z.steps - 1;
+    std::memcpy(states[d].h_n,
+                layers[d].output + last * layers[d].output_stride,
+                z.hidden * sizeof(float));
+  }
   last_kernel_name = "fx:recurrence:avx512f";
   return y;
+}
+
+// One direction of a layer on oneDNN's primitive, made for `threads`
+// threads, ready to run: its output [steps, N, hidden] (batch_first: [N,
+// steps, hidden]) and arguments but the scratchpad (the running thread's).
+template <typename Primitive>
+struct DirectionCall {
+  std::shared_ptr<const Rnn<Primitive>> made;
+  at::Tensor y, bias, keep_layer, keep_iter;
+  std::unordered_map<int, memory> args;
+
+  void run() {
+    add_thread_scratchpad(made->pd, &args);
+    made->primitive.execute(cpu_stream(), args);
+    cpu_stream().wait();
+  }
+};
+
+template <typename Primitive>
+DirectionCall<Primitive> direction_call(const at::Tensor& x,
+                                        at::TensorList weights,
+                                        const RnnSizes& z, bool batch_first,
+                                        bool reverse, int threads,
+                                        const RnnStates& states) {
+  constexpr bool kLstm = std::is_same_v<Primitive, dnnl::lstm_forward>;
+  constexpr int64_t kGates = kLstm ? 4 : 3;
+  const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
+  dnnl::engine& engine = cpu_engine();
+  const int64_t in = x.size(2);
+  DirectionCall<Primitive> call;
+  call.y = empty_activation({x.size(0), x.size(1), z.hidden}, x.options());
+  std::string key;
+  const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first,
+                           reverse, threads};
+  append_key(&key, shape);
+  static PrimitiveCache<std::shared_ptr<const Rnn<Primitive>>> cache;
+  call.made = cache.get(key, [&] {
+    const memory::desc layer({z.steps, z.batch, in}, DataType::f32,
+                             layer_tag);
+    const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
+                            Tag::ldnc);
+    // Weights in the layout the primitive prefers (rnn_weights).
+    const memory::desc w_layer({1, 1, in, kGates, z.hidden}, DataType::f32,
+                               Tag::any);
+    const memory::desc w_iter({1, 1, z.hidden, kGates, z.hidden},
+                              DataType::f32, Tag::any);
+    const memory::desc bias({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo);
+    const memory::desc dst({z.steps, z.batch, z.hidden}, DataType::f32,
+                           layer_tag);
+    const auto inference = dnnl::prop_kind::forward_inference;
+    const auto direction = reverse
+                               ? dnnl::rnn_direction::unidirectional_right2left
+                               : dnnl::rnn_direction::unidirectional_left2right;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // oneDNN splits a primitive's work for the threads OpenMP offers when
+    // it is made.
+    const int offered = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    typename Primitive::primitive_desc pd = [&] {
+      if constexpr (kLstm) {
+        return typename Primitive::primitive_desc(
+            typename Primitive::desc(inference, direction, layer, iter, iter,
+                                     w_layer, w_iter, bias, dst, iter, iter),
+            attr, engine);
+      } else {
+        return typename Primitive::primitive_desc(
+            typename Primitive::desc(inference, direction, layer, iter,
+                                     w_layer, w_iter, bias, dst, iter),
+            attr, engine);
+      }
+    }();
+    auto made = std::make_shared<const Rnn<Primitive>>(
+        Rnn<Primitive>{pd, Primitive(pd)});
+    omp_set_num_threads(offered);
+    return made;
+  });
+  const auto& pd = call.made->pd;
+  call.bias = weights[2].contiguous();
+  call.args = {
+      {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
+      {DNNL_ARG_SRC_ITER,
+       memory(pd.src_iter_desc(), engine, const_cast<float*>(states.h0))},
+      {DNNL_ARG_WEIGHTS_LAYER,
+       rnn_weights(weights[0], pd.weights_layer_desc(), &call.keep_layer)},
+      {DNNL_ARG_WEIGHTS_ITER,
+       rnn_weights(weights[1], pd.weights_iter_desc(), &call.keep_iter)},
+      {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, call.bias.data_ptr())},
+      {DNNL_ARG_DST_LAYER,
+       memory(pd.dst_layer_desc(), engine, call.y.data_ptr())},
+      {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, states.h_n)}};
+  if constexpr (kLstm) {
+    call.args.emplace(DNNL_ARG_SRC_ITER_C,
+                      memory(pd.src_iter_c_desc(), engine,
+                             const_cast<float*>(states.c0)));
+    call.args.emplace(DNNL_ARG_DST_ITER_C,
+                      memory(pd.dst_iter_c_desc(), engine, states.c_n));
+  }
+  last_kernel_name = pd.impl_info_str();
+  return call;
+}
+
+// A layer's directions on oneDNN's primitives. On two threads a
+// bidirectional layer's directions run at once, a one-thread primitive
+// each (an LSTM layer of 256 units at batch 8: 0.70-0.79x the time of
+// both threads on one direction after the other, whose steps each meet at
+// a barrier); else one after another on the whole team.
+template <typename Primitive>
+at::Tensor layer_on_primitives(const at::Tensor& x, at::TensorList weights,
+                               const RnnSizes& z, bool batch_first,
+                               const std::vector<RnnStates>& states) {
+  const int team = at::get_num_threads();
+  const bool at_once = z.directions == 2 && team == 2;
+  std::vector<DirectionCall<Primitive>> calls;
+  for (int64_t d = 0; d < z.directions; ++d) {
+    calls.push_back(direction_call<Primitive>(
+        x, weights.slice(3 * d, 3), z, batch_first, d == 1,
+        at_once ? 1 : team, states[d]));
+  }
+  if (at_once) {
+    GOMP_parallel(
+        [](void* data) {
+          auto& calls = *static_cast<std::vector<DirectionCall<Primitive>>*>(data);
+          // A team of one (inside another parallel region) runs both.
+          if (omp_get_num_threads() < 2) {
+            for (DirectionCall<Primitive>& call : calls) call.run();
+          } else if (omp_get_thread_num() < 2) {
+            calls[omp_get_thread_num()].run();
+          }
+        },
+        &calls, 2, 0);
+  } else {
+    for (DirectionCall<Primitive>& call : calls) call.run();
+  }
+  if (calls.size() == 1) return calls[0].y;
+  return at::cat({calls[0].y, calls[1].y}, 2);
 }
 
 // The layers of an LSTM (hx = [h0, c0]) or a GRU (hx = [h0]) one after
@@ -1735,7 +1904,8 @@ at::Tensor layer_at_batch_1(bool lstm, const at::Tensor& x,
 template <typename Primitive>
 std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
                                 at::TensorList hx, at::TensorList weights,
-                                int64_t num_layers, bool batch_first) {
+                                int64_t num_layers, bool batch_first,
+                                bool bidirectional) {
   constexpr bool kLstm = std::is_same_v<Primitive, dnnl::lstm_forward>;
   constexpr int64_t kGates = kLstm ? 4 : 3;
   // Every tensor is read as float32 data.
@@ -1746,8 +1916,8 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
                   "tensors, got ", t.toString());
     }
   }
-  const RnnSizes z =
-      rnn_sizes(op, input, hx, weights, num_layers, batch_first, kGates);
+  const RnnSizes z = rnn_sizes(op, input, hx, weights, num_layers,
+                               batch_first, bidirectional, kGates);
   std::vector<at::Tensor> first, out = {at::Tensor()};
   for (const at::Tensor& h : hx) {
     first.push_back(h.contiguous());
@@ -1756,91 +1926,29 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
   at::Tensor x = input.contiguous();
   if (z.steps == 0 || z.batch == 0) {
     for (size_t i = 0; i < first.size(); ++i) out[i + 1].copy_(first[i]);
-    out[0] = empty_activation(rnn_output_size(input, z.hidden),
-                              input.options());
+    out[0] = empty_activation(rnn_output_size(input, z), input.options());
     return out;
   }
-  const Tag layer_tag = batch_first ? Tag::ntc : Tag::tnc;
   const int64_t state = z.batch * z.hidden;
-  dnnl::engine& engine = cpu_engine();
   auto at_layer = [&](const at::Tensor& t, int64_t l) {
     return static_cast<float*>(t.data_ptr()) + l * state;
   };
   for (int64_t l = 0; l < num_layers; ++l) {
-    const at::Tensor bias = weights[3 * l + 2].contiguous();
+    std::vector<RnnStates> states;
+    for (int64_t d = 0; d < z.directions; ++d) {
+      const int64_t index = l * z.directions + d;
+      states.push_back(
+          {at_layer(first[0], index), kLstm ? at_layer(first[1], index) : nullptr,
+           at_layer(out[1], index), kLstm ? at_layer(out[2], index) : nullptr});
+    }
+    const at::TensorList layer_weights =
+        weights.slice(3 * l * z.directions, 3 * z.directions);
     if (recurrence_runs(z.batch, z.hidden)) {
-      x = layer_at_batch_1(kLstm, x, weights[3 * l], weights[3 * l + 1], bias,
-                           z, at_layer(first[0], l),
-                           kLstm ? at_layer(first[1], l) : nullptr,
-                           at_layer(out[1], l),
-                           kLstm ? at_layer(out[2], l) : nullptr);
+      x = layer_at_batch_1(kLstm, x, layer_weights, z, states);
       continue;
     }
-    const int64_t in = x.size(2);
-    at::Tensor y =
-        empty_activation(rnn_output_size(x, z.hidden), input.options());
-    std::string key;
-    const int64_t shape[] = {z.steps, z.batch, in, z.hidden, batch_first};
-    append_key(&key, shape);
-    absl::StrAppend(&key, at::get_num_threads());
-    static PrimitiveCache<std::shared_ptr<const Rnn<Primitive>>> cache;
-    const auto made = cache.get(key, [&] {
-      const memory::desc layer({z.steps, z.batch, in}, DataType::f32,
-                               layer_tag);
-      const memory::desc iter({1, 1, z.batch, z.hidden}, DataType::f32,
-                              Tag::ldnc);
-      // Weights in the layout the primitive prefers (rnn_weights).
-      const memory::desc w_layer({1, 1, in, kGates, z.hidden}, DataType::f32,
-                                 Tag::any);
-      const memory::desc w_iter({1, 1, z.hidden, kGates, z.hidden},
-                                DataType::f32, Tag::any);
-      const memory::desc bias({1, 1, 4, z.hidden}, DataType::f32, Tag::ldgo);
-      const memory::desc dst({z.steps, z.batch, z.hidden}, DataType::f32,
-                             layer_tag);
-      const auto inference = dnnl::prop_kind::forward_inference;
-      const auto direction = dnnl::rnn_direction::unidirectional_left2right;
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      typename Primitive::primitive_desc pd = [&] {
-        if constexpr (kLstm) {
-          return typename Primitive::primitive_desc(
-              typename Primitive::desc(inference, direction, layer, iter,
-                                       iter, w_layer, w_iter, bias, dst, iter,
-                                       iter),
-              attr, engine);
-        } else {
-          return typename Primitive::primitive_desc(
-              typename Primitive::desc(inference, direction, layer, iter,
-                                       w_layer, w_iter, bias, dst, iter),
-              attr, engine);
-        }
-      }();
-      return std::make_shared<const Rnn<Primitive>>(
-          Rnn<Primitive>{pd, Primitive(pd)});
-    });
-    const auto& pd = made->pd;
-    at::Tensor keep_layer, keep_iter;
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC_LAYER, memory(pd.src_layer_desc(), engine, x.data_ptr())},
-        {DNNL_ARG_SRC_ITER, memory(pd.src_iter_desc(), engine, at_layer(first[0], l))},
-        {DNNL_ARG_WEIGHTS_LAYER,
-         rnn_weights(weights[3 * l], pd.weights_layer_desc(), &keep_layer)},
-        {DNNL_ARG_WEIGHTS_ITER,
-         rnn_weights(weights[3 * l + 1], pd.weights_iter_desc(), &keep_iter)},
-        {DNNL_ARG_BIAS, memory(pd.bias_desc(), engine, bias.data_ptr())},
-        {DNNL_ARG_DST_LAYER, memory(pd.dst_layer_desc(), engine, y.data_ptr())},
-        {DNNL_ARG_DST_ITER, memory(pd.dst_iter_desc(), engine, at_layer(out[1], l))}};
-    if constexpr (kLstm) {
-      args.emplace(DNNL_ARG_SRC_ITER_C,
-                   memory(pd.src_iter_c_desc(), engine, at_layer(first[1], l)));
-      args.emplace(DNNL_ARG_DST_ITER_C,
-                   memory(pd.dst_iter_c_desc(), engine, at_layer(out[2], l)));
-    }
-    add_thread_scratchpad(pd, &args);
-    last_kernel_name = pd.impl_info_str();
-    made->primitive.execute(cpu_stream(), args);
-    cpu_stream().wait();
-    x = y;
+    x = layer_on_primitives<Primitive>(x, layer_weights, z, batch_first,
+                                       states);
   }
   out[0] = x;
   return out;
@@ -1848,18 +1956,19 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(
     const at::Tensor& input, at::TensorList hx, at::TensorList weights,
-    int64_t num_layers, bool batch_first) {
-  std::vector<at::Tensor> out = run_rnn<dnnl::lstm_forward>(
-      "fx_onednn::lstm", input, hx, weights, num_layers, batch_first);
+    int64_t num_layers, bool batch_first, bool bidirectional) {
+  std::vector<at::Tensor> out =
+      run_rnn<dnnl::lstm_forward>("fx_onednn::lstm", input, hx, weights,
+                                  num_layers, batch_first, bidirectional);
   return {out[0], out[1], out[2]};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
     const at::Tensor& input, at::TensorList hx, at::TensorList weights,
-    int64_t num_layers, bool batch_first) {
+    int64_t num_layers, bool batch_first, bool bidirectional) {
   const RnnSizes z = rnn_sizes("fx_onednn::lstm", input, hx, weights,
-                                 num_layers, batch_first);
-  return {at::empty(rnn_output_size(input, z.hidden), input.options()),
+                               num_layers, batch_first, bidirectional);
+  return {at::empty(rnn_output_size(input, z), input.options()),
           at::empty_like(hx[0]), at::empty_like(hx[1])};
 }
 
@@ -1869,9 +1978,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_meta(
 std::tuple<at::Tensor, at::Tensor> gru(const at::Tensor& input,
                                        const at::Tensor& hx,
                                        at::TensorList weights,
-                                       int64_t num_layers, bool batch_first) {
-  std::vector<at::Tensor> out = run_rnn<dnnl::lbr_gru_forward>(
-      "fx_onednn::gru", input, {hx}, weights, num_layers, batch_first);
+                                       int64_t num_layers, bool batch_first,
+                                       bool bidirectional) {
+  std::vector<at::Tensor> out =
+      run_rnn<dnnl::lbr_gru_forward>("fx_onednn::gru", input, {hx}, weights,
+                                     num_layers, batch_first, bidirectional);
   return {out[0], out[1]};
 }
 
@@ -1879,10 +1990,11 @@ std::tuple<at::Tensor, at::Tensor> gru_meta(const at::Tensor& input,
                                             const at::Tensor& hx,
                                             at::TensorList weights,
                                             int64_t num_layers,
-                                            bool batch_first) {
+                                            bool batch_first,
+                                            bool bidirectional) {
   const RnnSizes z = rnn_sizes("fx_onednn::gru", input, {hx}, weights,
-                                 num_layers, batch_first, 3);
-  return {at::empty(rnn_output_size(input, z.hidden), input.options()),
+                               num_layers, batch_first, bidirectional, 3);
+  return {at::empty(rnn_output_size(input, z), input.options()),
           at::empty_like(hx)};
 }
 
@@ -2445,10 +2557,11 @@ TORCH_LIBRARY(fx_onednn, m) {
   m.def("unpack_weight(Tensor packed, str kind, int groups=1) -> Tensor");
   m.def(
       "lstm(Tensor input, Tensor[] hx, Tensor[] params, int num_layers, "
-      "bool batch_first) -> (Tensor, Tensor, Tensor)");
+      "bool batch_first, bool bidirectional=False) -> (Tensor, Tensor, "
+      "Tensor)");
   m.def(
       "gru(Tensor input, Tensor hx, Tensor[] params, int num_layers, "
-      "bool batch_first) -> (Tensor, Tensor)");
+      "bool batch_first, bool bidirectional=False) -> (Tensor, Tensor)");
   m.def(
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, "
       "Tensor running_mean, Tensor running_var, float eps, "

@@ -28,9 +28,11 @@
 //   fx_onednn::unpack_weight(Tensor packed, str kind, int groups=1)
 //       -> Tensor
 //   fx_onednn::lstm(Tensor input, Tensor[] hx, Tensor[] params,
-//       int num_layers, bool batch_first) -> (Tensor, Tensor, Tensor)
+//       int num_layers, bool batch_first, bool bidirectional=False)
+//       -> (Tensor, Tensor, Tensor)
 //   fx_onednn::gru(Tensor input, Tensor hx, Tensor[] params,
-//       int num_layers, bool batch_first) -> (Tensor, Tensor)
+//       int num_layers, bool batch_first, bool bidirectional=False)
+//       -> (Tensor, Tensor)
 //   fx_onednn::batch_norm(Tensor input, Tensor? weight, Tensor? bias,
 //       Tensor running_mean, Tensor running_var, float eps,
 //       str activation="none") -> Tensor
@@ -73,15 +75,16 @@
 // `scale`, on oneDNN's matmul, reading both through their strides
 // (attention's heads, views of one projection, and a transposed key need
 // no copy); its output is contiguous. lstm and gru are aten::lstm and
-// aten::gru of unidirectional layers in eval mode on oneDNN's LSTM and
-// linear-before-reset GRU, their params per layer the input and hidden
-// weights transposed ([in, gates * hidden], gates in oneDNN's order: a
-// GRU's u, r, o are aten's z, r, n) and one bias (an LSTM's b_ih + b_hh; a
-// GRU's [b_iz + b_hz, b_ir + b_hr, b_in, b_hn]); at batch 1 (hidden a
-// multiple of 16, AVX-512) they compute their input projections on oneDNN's
-// matmul and their steps on a recurrence of ours (lowering/recurrence.h:
-// the recurrent weights streamed at twice the speed of oneDNN 2.6's RNN
-// primitives there). batch_norm is aten::batch_norm in eval mode of a 4-d
+// aten::gru of layers in eval mode on oneDNN's LSTM and linear-before-reset
+// GRU, their params per layer (and direction, forward first, where
+// bidirectional) the input and hidden weights transposed ([in, gates *
+// hidden], gates in oneDNN's order: a GRU's u, r, o are aten's z, r, n) and
+// one bias (an LSTM's b_ih + b_hh; a GRU's [b_iz + b_hz, b_ir + b_hr, b_in,
+// b_hn]); at batch 1 (hidden a multiple of 16, AVX-512) they compute their
+// input projections on oneDNN's matmul and their steps on a recurrence of
+// ours (lowering/recurrence.h: the recurrent weights streamed at twice the
+// speed of oneDNN 2.6's RNN primitives there; a bidirectional layer's two
+// directions at once, on half the threads each). batch_norm is aten::batch_norm in eval mode of a 4-d
 // float32 tensor, the relu after it fused (activation none or relu), in one
 // pass with a channels-last output (lowering/channel_affine.h).
 // concat_buffer makes a channels-last [N, channels, H, W] tensor with the

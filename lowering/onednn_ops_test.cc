@@ -540,12 +540,15 @@ TEST_CASE("matmul matches aten's through strides, broadcast and scale") {
 }
 
 // aten's flat weights of an LSTM (gates 4) or GRU (gates 3) of `layers`
-// layers, `in` inputs and `hidden` units: per layer w_ih, w_hh, b_ih, b_hh.
+// layers, `in` inputs and `hidden` units: per layer (and direction, of
+// `directions`) w_ih, w_hh, b_ih, b_hh.
 std::vector<at::Tensor> random_rnn_weights(int64_t gates, int64_t layers,
-                                           int64_t in, int64_t hidden) {
+                                           int64_t in, int64_t hidden,
+                                           int64_t directions = 1) {
   std::vector<at::Tensor> flat;
-  for (int64_t l = 0; l < layers; ++l) {
-    flat.push_back(at::randn({gates * hidden, l == 0 ? in : hidden}) * 0.3);
+  for (int64_t l = 0; l < layers * directions; ++l) {
+    const int64_t width = l < directions ? in : directions * hidden;
+    flat.push_back(at::randn({gates * hidden, width}) * 0.3);
     flat.push_back(at::randn({gates * hidden, hidden}) * 0.3);
     flat.push_back(at::randn({gates * hidden}) * 0.3);
     flat.push_back(at::randn({gates * hidden}) * 0.3);
@@ -565,9 +568,11 @@ std::vector<at::Tensor> lstm_params(const std::vector<at::Tensor>& flat) {
   return out;
 }
 
+// fx_onednn::lstm's boxed call; bidirectional False unless given.
 std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
   c10::OperatorHandle op = handle("fx_onednn::lstm");
   torch::jit::Stack stack(args.begin(), args.end());
+  if (stack.size() == 5) stack.push_back(false);
   op.callBoxed(&stack);
   return {stack.at(0).toTensor(), stack.at(1).toTensor(),
           stack.at(2).toTensor()};
@@ -743,7 +748,8 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
     const auto want = at::gru(x, h0, flat, true, layers, 0.0, false, false,
                               batch_first);
     c10::OperatorHandle op = handle("fx_onednn::gru");
-    torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first};
+    torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first,
+                            false};
     op.callBoxed(&stack);
     check_close(stack.at(0).toTensor(), std::get<0>(want));
     check_close(stack.at(1).toTensor(), std::get<1>(want));
@@ -752,7 +758,7 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
                         std::vector<at::Tensor>{at::randn({6, 40}),
                                                 at::randn({10, 40}),
                                                 at::randn({40})},
-                        int64_t{1}, false};
+                        int64_t{1}, false, false};
   CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&bad),
                     Catch::Contains("layer 0's weights must be [6, 30]"));
 }
@@ -774,7 +780,8 @@ TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
         const at::Tensor h0 = at::randn({layers, 1, hidden});
         const auto want = at::gru(x, h0, flat, true, layers, 0.0, false,
                                   false, batch_first);
-        torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first};
+        torch::jit::Stack stack{x, h0, gru_params(flat), layers, batch_first,
+                                false};
         handle("fx_onednn::gru").callBoxed(&stack);
         CHECK((fx::onednn::last_kernel() == "fx:recurrence:avx512f") ==
               (avx512 && hidden % 16 == 0));
@@ -784,6 +791,74 @@ TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
     }
   }
   at::set_num_threads(before);
+}
+
+TEST_CASE("bidirectional lstm and gru match aten's, at batch 1 on the "
+          "directions at once") {
+  // Two layers in both directions: each direction's weights in turn (the
+  // forward first), the second layer reading both directions' outputs side
+  // by side; the reverse direction from the last step. At batch 1 (hidden a
+  // multiple of 16, AVX-512) the directions run at once on run_recurrences'
+  // thread groups (with one thread, one after another); other shapes, two
+  // of oneDNN's primitives (left to right, right to left).
+  at::manual_seed(12);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    at::set_num_threads(threads);
+    for (int64_t batch : {1, 3}) {
+      for (int64_t hidden : {32, 12}) {
+        for (bool batch_first : {false, true}) {
+          for (bool lstm : {true, false}) {
+            CAPTURE(threads, batch, hidden, batch_first, lstm);
+            const int64_t layers = 2, steps = 6, in = 5;
+            const std::vector<at::Tensor> flat =
+                random_rnn_weights(lstm ? 4 : 3, layers, in, hidden, 2);
+            const at::Tensor x = batch_first ? at::randn({batch, steps, in})
+                                             : at::randn({steps, batch, in});
+            const at::Tensor h0 = at::randn({2 * layers, batch, hidden});
+            const at::Tensor c0 = at::randn({2 * layers, batch, hidden});
+            std::vector<at::Tensor> want, got;
+            if (lstm) {
+              const auto w = at::lstm(x, {h0, c0}, flat, true, layers, 0.0,
+                                      false, true, batch_first);
+              want = {std::get<0>(w), std::get<1>(w), std::get<2>(w)};
+              got = call_lstm({x, std::vector<at::Tensor>{h0, c0},
+                               lstm_params(flat), layers, batch_first, true});
+            } else {
+              const auto w = at::gru(x, h0, flat, true, layers, 0.0, false,
+                                     true, batch_first);
+              want = {std::get<0>(w), std::get<1>(w)};
+              torch::jit::Stack stack{x, h0, gru_params(flat), layers,
+                                      batch_first, true};
+              handle("fx_onednn::gru").callBoxed(&stack);
+              got = {stack.at(0).toTensor(), stack.at(1).toTensor()};
+            }
+            CHECK((fx::onednn::last_kernel() == "fx:recurrence:avx512f") ==
+                  (avx512 && batch == 1 && hidden % 16 == 0));
+            REQUIRE(got[0].sizes() == want[0].sizes());
+            for (size_t i = 0; i < want.size(); ++i) {
+              check_close(got[i], want[i]);
+            }
+          }
+        }
+      }
+    }
+  }
+  at::set_num_threads(before);
+  // Unidirectional weights for a bidirectional call are refused by name.
+  const std::vector<at::Tensor> flat = random_rnn_weights(4, 1, 5, 16);
+  const at::Tensor h = at::zeros({2, 1, 16});
+  CHECK_THROWS_WITH(
+      call_lstm({at::randn({4, 1, 5}), std::vector<at::Tensor>{h, h},
+                 lstm_params(flat), int64_t{1}, false, true}),
+      Catch::Contains("expected 3 weights per layer and direction"));
+  CHECK_THROWS_WITH(
+      call_lstm({at::randn({4, 1, 5}),
+                 std::vector<at::Tensor>{at::zeros({1, 1, 16}), at::zeros({1, 1, 16})},
+                 lstm_params(random_rnn_weights(4, 1, 5, 16, 2)), int64_t{1},
+                 false, true}),
+      Catch::Contains("must be [2 * num_layers, N, hidden]"));
 }
 
 TEST_CASE("a weight called otherwise than its last call runs what this call "

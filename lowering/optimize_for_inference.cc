@@ -540,9 +540,9 @@ class Lowering {
   }
 
   // aten::lstm and aten::gru of constant float32 weights with biases,
-  // unidirectional and without projections, in eval mode: fx_onednn::lstm
-  // and gru on the weights transposed (a GRU's gates reordered) and the
-  // biases summed, by init steps.
+  // without projections, in eval mode (one or two directions):
+  // fx_onednn::lstm and gru on the weights transposed (a GRU's gates
+  // reordered) and the biases summed, by init steps.
   void lower_recurrent(Node* n) {
     const bool gru = n->is_call_to({"aten::gru.input"});
     if (!gru && !n->is_call_to({"aten::lstm.input"})) return;
@@ -561,7 +561,7 @@ class Lowering {
         !has_biases.is_bool() ||
         !has_biases.to_bool() || !num_layers.is_int() || !train.is_bool() ||
         train.to_bool() || !bidirectional.is_bool() ||
-        bidirectional.to_bool() || !batch_first.is_bool()) {
+        !batch_first.is_bool()) {
       return;
     }
     const TensorMeta* in = input.to_node()->tensor_meta();
@@ -571,8 +571,9 @@ class Lowering {
       if (!h.is_node() || !float32_cpu(h.to_node()->tensor_meta())) return;
     }
     const int64_t layers = num_layers.to_int();
-    if (layers < 1 ||
-        params.elements().size() != static_cast<size_t>(4 * layers)) {
+    const int64_t directions = bidirectional.to_bool() ? 2 : 1;
+    if (layers < 1 || params.elements().size() !=
+                          static_cast<size_t>(4 * layers * directions)) {
       return;  // projections (proj_size) have a fifth weight per layer
     }
     for (const Argument& p : params.elements()) {
@@ -595,7 +596,8 @@ class Lowering {
         return Argument(graph_.call_function(
             fx::op("aten::cat"), {Argument::list(std::move(parts)), 0}));
       };
-      for (int64_t l = 0; l < layers; ++l) {
+      // Per layer and direction (aten's order: the forward one first).
+      for (int64_t l = 0; l < layers * directions; ++l) {
         const int64_t hidden =
             module_.fetch_attr(p[4 * l + 1].to_node()->target().str()).size(1);
         for (int i = 0; i < 2; ++i) {
@@ -624,9 +626,10 @@ class Lowering {
                                gate(b_hh, 2, hidden)}));
       }
     }
-    replace(n, {}, gru ? "fx_onednn::gru" : "fx_onednn::lstm",
-            {input, hx, Argument::list(std::move(weights)), layers,
-             batch_first},
+    std::vector<Argument> args = {input, hx, Argument::list(std::move(weights)),
+                                  layers, batch_first};
+    if (directions == 2) args.push_back(true);
+    replace(n, {}, gru ? "fx_onednn::gru" : "fx_onednn::lstm", std::move(args),
             false);
     ++report_.recurrent;
   }

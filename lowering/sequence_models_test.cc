@@ -4,8 +4,9 @@
 // mode without autograd) split into their parts by the decompose_attention
 // pass, then lowered by fx::optimize_for_inference, on TorchScript files
 // written by testdata/torchscript_models.py; their matmuls on oneDNN;
-// hand-written attention and LibTorch's C++ modules likewise. LSTMs on
-// oneDNN's LSTM primitive.
+// hand-written attention and LibTorch's C++ modules likewise. LSTMs and
+// GRUs (one direction or two) on oneDNN's primitives, at batch 1 on a
+// recurrence of ours.
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -227,6 +228,83 @@ TEST_CASE("GRUs lower to oneDNN's linear-before-reset GRU primitive") {
   CHECK(count_calls(gm, "aten::gru.input") == 0);
   CHECK(count_calls(gm, "fx_onednn::gru") == 1);
   CHECK(relative_error(gm(x).toTensor(), tagger(x)) < 1e-4);
+}
+
+namespace {
+// A bidirectional tagger: two LSTM layers in both directions, then a GRU
+// in both directions on their outputs side by side.
+struct BidirectionalTaggerImpl : torch::nn::Module {
+  BidirectionalTaggerImpl()
+      : lstm(register_module(
+            "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(24, 32)
+                                        .num_layers(2)
+                                        .bidirectional(true)
+                                        .batch_first(true)))),
+        gru(register_module(
+            "gru", torch::nn::GRU(torch::nn::GRUOptions(64, 16)
+                                      .bidirectional(true)
+                                      .batch_first(true)))),
+        head(register_module("head", torch::nn::Linear(32, 7))) {}
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
+    auto [y, state] = lstm->forward(x);
+    auto [z, h] = gru->forward(y);
+    return {head(z), std::get<1>(state) + h.sum()};
+  }
+  torch::nn::LSTM lstm;
+  torch::nn::GRU gru;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(BidirectionalTagger);
+}  // namespace
+
+TEST_CASE("bidirectional LSTMs and GRUs lower, both directions at once at "
+          "batch 1") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  BidirectionalTagger tagger;
+  tagger->eval();
+  for (int64_t batch : {1, 4}) {
+    CAPTURE(batch);
+    const at::Tensor x = torch::randn({batch, 11, 24});
+    fx::GraphModule gm = fx::symbolic_trace(tagger, x);
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+    CHECK(report.recurrent == 2);
+    CHECK(count_calls(gm, "aten::lstm.input") == 0);
+    CHECK(count_calls(gm, "aten::gru.input") == 0);
+    for (const fx::Node* n : gm->graph().nodes()) {
+      if (n->is_call_to({"fx_onednn::lstm", "fx_onednn::gru"})) {
+        // (input, hx, params, num_layers, batch_first, bidirectional)
+        REQUIRE(n->args().size() == 6);
+        CHECK(n->args()[5].to_bool());
+      }
+    }
+    const auto want = tagger->forward(x);
+    const c10::IValue got = gm(x);
+    const auto& g = got.toTupleRef().elements();
+    CHECK(relative_error(g[0].toTensor(), std::get<0>(want)) < 1e-4);
+    CHECK(relative_error(g[1].toTensor(), std::get<1>(want)) < 1e-4);
+    // Saved and loaded, exported to TorchScript: the same values.
+    std::stringstream file;
+    fx::save(gm, file);
+    fx::GraphModule loaded = fx::load(file);
+    CHECK(loaded->graph().to_string() == gm->graph().to_string());
+    CHECK(at::equal(first_tensor(loaded(x)), g[0].toTensor()));
+    torch::jit::Module script = fx::to_torchscript(gm);
+    CHECK(at::equal(first_tensor(script.forward({x})), g[0].toTensor()));
+    // From several threads at once, each call's thread groups its own.
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&] {
+        torch::NoGradGuard inner;
+        for (int i = 0; i < 5; ++i) {
+          if (!at::equal(first_tensor(gm(x)), g[0].toTensor())) ++wrong;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("lowered sequence models save, load, export to TorchScript, print "

@@ -856,7 +856,7 @@ void recurrent(OnnxBuilder& b, bool lstm, bool lowered = false) {
   CallArguments args(b.node());
   const bool has_biases = lowered || args["has_biases"].to_bool();
   const int64_t layers = args["num_layers"].to_int();
-  const bool bidirectional = !lowered && args["bidirectional"].to_bool();
+  const bool bidirectional = args["bidirectional"].to_bool();
   const bool batch_first = args["batch_first"].to_bool();
   if (!lowered && args["train"].to_bool() && number(b, args["dropout"]) != 0.0) {
     refuse(b, "a recurrent layer with dropout in training mode: trace in eval mode");

@@ -139,6 +139,13 @@ TEST_CASE("C++ LSTM and GRU layers (stacked, bidirectional, batch first) export"
   const fs::path file = scratch() / "recurrent.onnx";
   fx::to_onnx(*gm, file.string());
   check_against_ort(gm, file, {x});
+  // Lowered (fx_onednn::lstm in both directions, fx_onednn::gru): the same
+  // ONNX layers, aten's gates and biases restored.
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).recurrent == 2);
+  const fs::path lowered_file = scratch() / "recurrent_lowered.onnx";
+  fx::to_onnx(*lowered, lowered_file.string());
+  check_against_ort(lowered, lowered_file, {x});
 }
 
 TEST_CASE("graphs lowered to oneDNN export as the operators they replaced") {
