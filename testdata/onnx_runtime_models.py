@@ -113,12 +113,28 @@ class LstmLanguageModel(torch.nn.Module):
         return self.head(self.lstm(self.embed(ids))[0])
 
 
+class BilstmTagger(torch.nn.Module):
+    """A sequence tagger: embedding, 2 bidirectional LSTM layers (256 units
+    each way), a linear head over both directions' outputs."""
+
+    def __init__(self, vocab=1000, d=256, hidden=256, layers=2, tags=32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d)
+        self.lstm = torch.nn.LSTM(d, hidden, layers, batch_first=True,
+                                  bidirectional=True)
+        self.head = torch.nn.Linear(2 * hidden, tags)
+
+    def forward(self, ids):
+        return self.head(self.lstm(self.embed(ids))[0])
+
+
 # name: (factory, sequence length); torchvision's take images.
 MODELS = {
     "bert_encoder": (BertEncoder, 128),
     "bert_base": (BertBase, 128),
     "gpt_decoder": (GptDecoder, 64),
     "lstm_lm": (LstmLanguageModel, 32),
+    "bilstm_tagger": (BilstmTagger, 32),
 }
 
 

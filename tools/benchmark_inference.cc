@@ -27,8 +27,8 @@
 // 5. The opt-in bfloat16 lowering against float32's: speed and accuracy.
 // 6. ONNX Runtime beside us: the convolution nets, torchvision's ViT-B/16
 //    and Swin-T, BERT-style encoders (4 layers d=256, and BERT-base's
-//    sizes), a GPT-style decoder and an LSTM language model
-//    (testdata/onnx_runtime_models.py), each exported by torch.onnx for
+//    sizes), a GPT-style decoder, an LSTM language model and a
+//    bidirectional LSTM tagger (testdata/onnx_runtime_models.py), each exported by torch.onnx for
 //    ONNX Runtime (tools/ort_timer.h) and traced to TorchScript for us;
 //    interleaved round by round, with TorchScript-optimized and the
 //    unlowered graph beside the sequence models.
@@ -108,13 +108,13 @@ const std::vector<std::string> kOrtModels = {
     "resnet18",     "resnet50",    "mobilenet_v2",  "mobilenet_v3_small",
     "efficientnet_b0", "densenet121", "convnext_tiny", "vit_b_16",
     "swin_t",       "bert_encoder", "bert_base",    "gpt_decoder",
-    "lstm_lm"};
+    "lstm_lm",      "bilstm_tagger"};
 const std::vector<std::string> kQuickOrtModels = {"bert_encoder"};
 // Not in section 2: timed against TorchScript-optimized and the unlowered
 // graph here.
 const std::vector<std::string> kSequenceModels = {
     "vit_b_16", "swin_t", "bert_encoder", "bert_base", "gpt_decoder",
-    "lstm_lm"};
+    "lstm_lm", "bilstm_tagger"};
 // Transformers timed again in bfloat16 (their linear layers), at batch 1.
 const std::vector<std::string> kBf16SequenceModels = {"bert_encoder",
                                                       "vit_b_16"};
