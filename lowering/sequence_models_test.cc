@@ -66,6 +66,25 @@ int count_calls(const fx::GraphModule& gm, const std::string& op) {
   return n;
 }
 
+// Of `threads` threads calling gm(inputs) 5 times each at once, the calls
+// whose first output is not `want`.
+int calls_differing(fx::GraphModule gm,
+                    const std::vector<c10::IValue>& inputs,
+                    const at::Tensor& want, int threads) {
+  std::vector<std::thread> running;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&] {
+      torch::NoGradGuard no_grad;
+      for (int i = 0; i < 5; ++i) {
+        if (!at::equal(first_tensor(gm->forward(inputs)), want)) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : running) t.join();
+  return wrong;
+}
+
 const char kEncoderLayer[] = "aten::_transformer_encoder_layer_fwd";
 const char kAttention[] = "aten::_native_multi_head_attention";
 
@@ -292,18 +311,7 @@ TEST_CASE("bidirectional LSTMs and GRUs lower, both directions at once at "
     torch::jit::Module script = fx::to_torchscript(gm);
     CHECK(at::equal(first_tensor(script.forward({x})), g[0].toTensor()));
     // From several threads at once, each call's thread groups its own.
-    std::vector<std::thread> threads;
-    std::atomic<int> wrong{0};
-    for (int t = 0; t < 3; ++t) {
-      threads.emplace_back([&] {
-        torch::NoGradGuard inner;
-        for (int i = 0; i < 5; ++i) {
-          if (!at::equal(first_tensor(gm(x)), g[0].toTensor())) ++wrong;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    CHECK(wrong == 0);
+    CHECK(calls_differing(gm, {x}, g[0].toTensor(), 3) == 0);
   }
 }
 
@@ -326,21 +334,7 @@ TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
     torch::jit::Module script = fx::to_torchscript(gm);
     CHECK(at::equal(first_tensor(script.forward(model.example_inputs)), want));
     CHECK_THAT(gm->code(), Catch::Contains("fx_onednn::"));
-    std::vector<std::thread> threads;
-    std::atomic<int> wrong{0};
-    for (int t = 0; t < 4; ++t) {
-      threads.emplace_back([&] {
-        torch::NoGradGuard inner;
-        for (int i = 0; i < 5; ++i) {
-          if (!at::equal(first_tensor(gm->forward(model.example_inputs)),
-                         want)) {
-            ++wrong;
-          }
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    CHECK(wrong == 0);
+    CHECK(calls_differing(gm, model.example_inputs, want, 4) == 0);
   }
 }
 
