@@ -7,24 +7,27 @@
 
 namespace fx::onednn {
 
-// exp(x) = 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2 (Cephes' polynomial,
-// relative error ~1e-7); NaN stays NaN (the clamps take x second).
+// exp(x) = 2^t = 2^n * 2^f, t = x log2(e), n = round(t), |f| <= 1/2, 2^f
+// by a polynomial of degree 6; t clamped to [-126, 126]. Relative error
+// ~1e-7 for |x| <= 10 and up to 4e-6 near the clamps (t's rounding: one
+// constant where a two-constant reduction of x is exact, for 25% more
+// operations); sigmoid16 and tanh16 built on it stay within ~1e-7 and
+// ~2e-7 absolute. NaN stays NaN (the clamps take t second).
 FX_AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-87.f),
-                    _mm512_min_ps(_mm512_set1_ps(88.3762626647949f), x));
-  const __m512 n = _mm512_roundscale_ps(
-      _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r),
-                      _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  t = _mm512_max_ps(_mm512_set1_ps(-126.f),
+                    _mm512_min_ps(_mm512_set1_ps(126.f), t));
+  const __m512 n =
+      _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  // (f ln 2)^k / k!
+  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
   return _mm512_scalef_ps(p, n);
 }
 
