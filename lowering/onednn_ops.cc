@@ -517,7 +517,7 @@ void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_pt
 
 // --- Weights reordered for a kernel, kept --------------------------------------
 // A weight in the layout a kernel wants that its tensor does not hold
-// (oneDNN's RNN primitives' and run_recurrence's layouts, Winograd
+// (oneDNN's RNN primitives' and run_recurrences' layouts, Winograd
 // convolutions'), reordered once per weight tensor and layout and kept
 // while the tensor lives unwritten (its version counter) and reads the same
 // data. The weights come from init steps, which make them once; a weight
@@ -1675,7 +1675,7 @@ struct Rnn {
 // A layer's weight (aten's transposed one: ldigo) in the layout its kernel
 // wants: oneDNN 2.6's brgemm RNN kernels' blocked one (the LSTM language
 // model's layers ran in 0.7x the time of its reference driver on aten's
-// layout at batch 1), or run_recurrence's; kept (ReorderedWeights). A
+// layout at batch 1), or run_recurrences'; kept (ReorderedWeights). A
 // weight that is not contiguous is reordered from its contiguous copy, for
 // the call only.
 memory rnn_weights(const at::Tensor& weight, const memory::desc& wanted,
@@ -1692,7 +1692,7 @@ memory rnn_weights(const at::Tensor& weight, const memory::desc& wanted,
   return memory(wanted, cpu_engine(), keep->data_ptr());
 }
 
-// run_recurrence's layout of the recurrent weights (packed[j / 16][k][g]
+// run_recurrences' layout of the recurrent weights (packed[j / 16][k][g]
 // [j % 16] of w[k][g * hidden + j]) as oneDNN describes blocked layouts, so
 // that rnn_weights reorders and keeps them as it does the primitives': the
 // dims of ldigo, the unit dimension (o) in blocks of 16 outermost.
@@ -1718,7 +1718,7 @@ struct RnnStates {
   float* c_n;
 };
 
-// One LSTM or GRU layer at batch 1 by run_recurrence, both directions of a
+// One LSTM or GRU layer at batch 1 by run_recurrences, both directions of a
 // bidirectional one at once (run_recurrences: a thread group each): every
 // step's input projection at once (a oneDNN matmul of the [steps, in]
 // input and aten's transposed weight), then the steps. `weights` and

@@ -580,7 +580,7 @@ std::vector<at::Tensor> call_lstm(std::vector<c10::IValue> args) {
 
 TEST_CASE("lstm reads weights written in place, and new weights, afresh") {
   // The layers run on weights reordered once into the primitive's layout
-  // (at batch 1, run_recurrence's) and kept: a weight written in place, or
+  // (at batch 1, run_recurrences') and kept: a weight written in place, or
   // another in a freed one's memory, must not be served from what was kept.
   at::manual_seed(5);
   const int64_t batch = GENERATE(1, 2);
@@ -672,7 +672,7 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
 }
 
 TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
-  // Batch 1 with hidden a multiple of 16 runs run_recurrence on AVX-512
+  // Batch 1 with hidden a multiple of 16 runs run_recurrences on AVX-512
   // (each thread a slice of the units, the threads meeting after each
   // step); other shapes, and CPUs without AVX-512, oneDNN's primitive.
   at::manual_seed(6);

@@ -204,8 +204,6 @@ bool recurrence_runs(int64_t batch, int64_t hidden) {
   return has_avx512() && batch == 1 && hidden > 0 && hidden % 16 == 0;
 }
 
-void run_recurrence(const Recurrence& layer) { run_recurrences(&layer, 1); }
-
 void run_recurrences(const Recurrence* layers, int count) {
   // An LSTM's c_n holds the cell state from c0 on; each thread writes its
   // own units.
