@@ -1816,10 +1816,13 @@ DirectionCall<Primitive> direction_call(const at::Tensor& x,
                                : dnnl::rnn_direction::unidirectional_left2right;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    // oneDNN splits a primitive's work for the threads OpenMP offers when
-    // it is made.
-    const int offered = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    // oneDNN splits a primitive's work for the threads OpenMP offers this
+    // thread when it is made (the offer restored however making ends).
+    struct Offer {
+      const int before = omp_get_max_threads();
+      explicit Offer(int threads) { omp_set_num_threads(threads); }
+      ~Offer() { omp_set_num_threads(before); }
+    } offer(threads);
     typename Primitive::primitive_desc pd = [&] {
       if constexpr (kLstm) {
         return typename Primitive::primitive_desc(
@@ -1833,10 +1836,8 @@ DirectionCall<Primitive> direction_call(const at::Tensor& x,
             attr, engine);
       }
     }();
-    auto made = std::make_shared<const Rnn<Primitive>>(
+    return std::make_shared<const Rnn<Primitive>>(
         Rnn<Primitive>{pd, Primitive(pd)});
-    omp_set_num_threads(offered);
-    return made;
   });
   const auto& pd = call.made->pd;
   call.bias = weights[2].contiguous();
