@@ -28,8 +28,9 @@
 // 6. ONNX Runtime beside us: the convolution nets, torchvision's ViT-B/16
 //    and Swin-T, BERT-style encoders (4 layers d=256, and BERT-base's
 //    sizes), a GPT-style decoder, an LSTM language model and a
-//    bidirectional LSTM tagger (testdata/onnx_runtime_models.py), each exported by torch.onnx for
-//    ONNX Runtime (tools/ort_timer.h) and traced to TorchScript for us;
+//    bidirectional LSTM tagger (testdata/onnx_runtime_models.py), each
+//    exported by torch.onnx for ONNX Runtime (tools/ort_timer.h) and
+//    traced to TorchScript for us;
 //    interleaved round by round, with TorchScript-optimized and the
 //    unlowered graph beside the sequence models.
 // 7. Isolated requests at batch 1: each call alone after a pause, ours
@@ -185,7 +186,7 @@ struct ModelRun {
   // Compute-bound models: oneDNN's kernels alone (KernelsAlone), 0 if not
   // measured.
   double kernels_alone_ms = 0;
-  std::string report;
+  fx::InferenceReport report;  // what the lowering did
   std::string failure;  // non-empty: the model could not be measured
 };
 
@@ -283,7 +284,7 @@ ModelRun measure_model(const std::string& dir, const std::string& name,
     r.gmacs = fx::estimate_cost(gm->graph()).total.macs / 1e9;
     fx::GraphModule lowered(gm->copy());
     auto start = Clock::now();
-    r.report = fx::optimize_for_inference(*lowered).to_string();
+    r.report = fx::optimize_for_inference(*lowered);
     r.lowering_ms = ms_since(start);
     r.error = relative_error(first_tensor(lowered(x)), want);
     const fx::CostReport cost = fx::estimate_cost(lowered->graph());
@@ -417,7 +418,7 @@ void print_models(const std::vector<ModelRun>& runs, const Peak& peak) {
       "loaded|."};
   for (const ModelRun& r : runs) {
     if (r.failure.empty() && r.batch == runs.front().batch) {
-      notes.push_back(r.model + ": " + r.report);
+      notes.push_back(r.model + ": " + r.report.to_string());
     }
   }
   print_section("2. Lowered models against TorchScript-optimized (C++)", table,
@@ -570,10 +571,7 @@ struct OrtRun {
   double isolated_ms = 0, isolated_pinned_ms = 0, isolated_ort_ms = 0;
   double isolated_ratio = 0, isolated_pinned_ratio = 0;
   int rounds = 0;
-  std::string report;
-  // Nodes run per micro-batch, and how many (lowering/micro_batch.h).
-  int micro_batched = 0;
-  int64_t micro_batches = 0;
+  fx::InferenceReport report;  // what the lowering did
   std::string failure;
 };
 
@@ -701,10 +699,7 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     const at::Tensor want = first_tensor(script.forward({x}));
     fx::GraphModule gm = fx::symbolic_trace(script, {x});
     fx::GraphModule lowered(gm->copy());
-    const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
-    r.report = report.to_string();
-    r.micro_batched = report.micro_batched;
-    r.micro_batches = report.micro_batches;
+    r.report = fx::optimize_for_inference(*lowered);
     const at::Tensor ours = first_tensor(lowered(x));
     r.error = relative_error(ours, want);
 
@@ -860,12 +855,12 @@ void print_ort(const std::vector<OrtRun>& runs) {
   std::string micro;
   for (const OrtRun& r : runs) {
     if (r.failure.empty() && r.batch == runs.front().batch) {
-      notes.push_back(r.model + ": " + r.report);
+      notes.push_back(r.model + ": " + r.report.to_string());
     }
-    if (r.failure.empty() && r.micro_batched > 0) {
+    if (r.failure.empty() && r.report.micro_batched > 0) {
       absl::StrAppend(&micro, micro.empty() ? "" : ", ", r.model,
-                      " at batch ", r.batch, " (", r.micro_batched,
-                      " nodes x ", r.micro_batches, ")");
+                      " at batch ", r.batch, " (", r.report.micro_batched,
+                      " nodes x ", r.report.micro_batches, ")");
     }
   }
   if (!micro.empty()) {
