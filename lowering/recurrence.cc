@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -160,7 +159,7 @@ void run_steps(const Recurrence& layer, int thread, int threads,
 struct Team {
   const Recurrence* layers;
   int count;
-  std::vector<std::unique_ptr<GroupBarrier>> barriers;
+  std::vector<GroupBarrier> barriers;  // one per layer, made in place
 };
 
 // This thread's share: with at least as many threads as layers, one
@@ -185,7 +184,7 @@ void run_team(void* data) {
   if (thread == 0) {
     for (int l = 0; l < team.count; ++l) {
       const auto [first, last] = thread_share(threads, l, team.count);
-      team.barriers[l]->set_size(static_cast<int>(last - first));
+      team.barriers[l].set_size(static_cast<int>(last - first));
     }
   }
   GOMP_barrier();
@@ -193,7 +192,7 @@ void run_team(void* data) {
     const auto [first, last] = thread_share(threads, l, team.count);
     if (thread >= first && thread < last) {
       run_steps(team.layers[l], thread - static_cast<int>(first),
-                static_cast<int>(last - first), team.barriers[l].get());
+                static_cast<int>(last - first), &team.barriers[l]);
     }
   }
 }
@@ -215,10 +214,7 @@ void run_recurrences(const Recurrence* layers, int count) {
   }
   // The whole team, as every other operator runs (a thread with no units
   // only meets the others).
-  Team team{layers, count, {}};
-  for (int l = 0; l < count; ++l) {
-    team.barriers.push_back(std::make_unique<GroupBarrier>());
-  }
+  Team team{layers, count, std::vector<GroupBarrier>(count)};
   GOMP_parallel(run_team, &team,
                 static_cast<unsigned>(at::get_num_threads()), 0);
 }
