@@ -1630,6 +1630,9 @@ RnnSizes rnn_sizes(const char* op, const at::Tensor& input,
               " tensors");
   z.steps = input.size(batch_first ? 1 : 0);
   z.batch = input.size(batch_first ? 0 : 1);
+  TORCH_CHECK(z.steps > 0, op, ": the input's sequence has no steps (sizes ",
+              input.sizes(), batch_first ? ", batch first" : "",
+              "); give it one or more, as aten's LSTM and GRU require");
   z.hidden = hx[0].dim() == 3 ? hx[0].size(2) : -1;
   for (const at::Tensor& h : hx) {
     TORCH_CHECK(h.dim() == 3 && h.size(0) == layers &&

@@ -669,6 +669,24 @@ TEST_CASE("lstm matches aten's LSTM, layer after layer") {
       call_lstm({at::randn({4, 1, 5}), std::vector<at::Tensor>{h, h},
                  lstm_params(flat), int64_t{1}, false}),
       Catch::Contains("layer 0's weights must be [5, 8]"));
+  // A sequence of no steps is refused, as aten refuses it (its initial
+  // states are not returned as if it had run); a batch of none runs.
+  CHECK_THROWS_WITH(
+      call_lstm({at::randn({0, 1, 3}), std::vector<at::Tensor>{h, h},
+                 lstm_params(flat), int64_t{1}, false}),
+      Catch::Contains("the input's sequence has no steps"));
+  CHECK_THROWS_WITH(
+      call_lstm({at::randn({1, 0, 3}), std::vector<at::Tensor>{h, h},
+                 lstm_params(flat), int64_t{1}, true}),
+      Catch::Contains("the input's sequence has no steps"));
+  const at::Tensor none = at::zeros({1, 0, 2});
+  const auto want = at::lstm(at::randn({4, 0, 3}), {none, none}, flat, true,
+                             1, 0.0, false, false, false);
+  const std::vector<at::Tensor> got =
+      call_lstm({at::randn({4, 0, 3}), std::vector<at::Tensor>{none, none},
+                 lstm_params(flat), int64_t{1}, false});
+  CHECK(got[0].sizes() == std::get<0>(want).sizes());
+  CHECK(got[1].sizes() == std::get<1>(want).sizes());
 }
 
 TEST_CASE("lstm at batch 1 runs its own recurrence and matches aten's") {
@@ -761,6 +779,13 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
                         int64_t{1}, false, false};
   CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&bad),
                     Catch::Contains("layer 0's weights must be [6, 30]"));
+  torch::jit::Stack empty{at::randn({0, 4, 6}), at::randn({1, 4, 10}),
+                          std::vector<at::Tensor>{at::randn({6, 30}),
+                                                  at::randn({10, 30}),
+                                                  at::randn({40})},
+                          int64_t{1}, false, false};
+  CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&empty),
+                    Catch::Contains("the input's sequence has no steps"));
 }
 
 TEST_CASE("gru at batch 1 runs its own recurrence and matches aten's") {
