@@ -9,7 +9,8 @@
 namespace fx::onednn {
 
 // An empty CPU tensor of `sizes` and `strides` whose memory, when it is
-// large, comes from the blocks earlier tensors freed (activation_cache_*).
+// 64 KiB or more, comes from the blocks earlier tensors freed
+// (activation_cache_*).
 at::Tensor empty_activation(at::IntArrayRef sizes, at::IntArrayRef strides,
                             const at::TensorOptions& options);
 at::Tensor empty_activation(at::IntArrayRef sizes,

@@ -161,9 +161,11 @@ bool winograd_convolutions();
 // call): after turning Winograd off, or destroying a model.
 void release_reordered_weights();
 
-// Activation memory. The operators take their outputs of 1 MiB or more from
-// the blocks such tensors left when they were freed, rather than from the
-// system, as ONNX Runtime's arena does: glibc maps a block over 32 MiB
+// Activation memory. The operators take their outputs of 64 KiB or more
+// from the blocks such tensors left when they were freed (the most recently
+// freed that fits and is at most twice the size: still in cache, and a
+// call's memory stays small), rather than from the system, as ONNX
+// Runtime's arena does: glibc maps a block over 32 MiB
 // afresh on every call and unmaps it when freed, so every call paid a page
 // fault and the zeroing of each of its pages again (MobileNetV2 at batch 8:
 // a third of its time). Freed blocks stay cached up to a limit (512 MiB

@@ -1257,10 +1257,12 @@ TEST_CASE("conv_transpose matches aten's transposed convolution") {
                     Catch::Contains("fx_onednn::pack_conv_transpose_weight"));
 }
 
-TEST_CASE("large outputs reuse the blocks earlier outputs freed, up to a limit") {
+TEST_CASE("outputs reuse the blocks earlier outputs freed, up to a limit") {
   at::manual_seed(0);
-  // A 1x1 convolution whose output (1x64x64x64 float32) is 1 MiB.
-  const at::Tensor x = at::randn({1, 16, 64, 64});
+  // A 1x1 convolution whose output (1x64x64x64 float32) is 1 MiB, of an
+  // input already channels-last (no converted copy of it in the cache).
+  const at::Tensor x =
+      at::randn({1, 16, 64, 64}).contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor w = at::randn({64, 16, 1, 1});
   const at::Tensor packed = pack_conv(w, x.sizes(), {1, 1}, {0, 0}, {1, 1}, 1);
   const at::Tensor want = at::conv2d(x, w);
@@ -1321,6 +1323,40 @@ TEST_CASE("large outputs reuse the blocks earlier outputs freed, up to a limit")
   { const at::Tensor two = run2(); }
   CHECK(fx::onednn::activation_cache_stats().reused == before.reused + 1);
   fx::onednn::set_activation_cache_limit(int64_t{512} << 20);
+  fx::onednn::release_activation_cache();
+
+  // The most recently freed block that fits and is at most twice the size
+  // asked for: a 768 KiB output takes the 1 MiB block freed last; a
+  // 256 KiB one takes none of them but is cached in turn.
+  auto run_channels = [&](int64_t channels) {
+    const at::Tensor wc = at::randn({channels, 16, 1, 1});
+    const at::Tensor pc = pack_conv(wc, x.sizes(), {1, 1}, {0, 0}, {1, 1}, 1);
+    const at::Tensor out =
+        call("fx_onednn::conv", {x, pc, c10::IValue(), std::vector<int64_t>{1, 1},
+                                 std::vector<int64_t>{0, 0},
+                                 std::vector<int64_t>{1, 1}, int64_t{1}});
+    check_close(out, at::conv2d(x, wc));
+    return out;
+  };
+  const void* last = nullptr;
+  const void* other = nullptr;
+  {
+    const at::Tensor a = run_channels(64);
+    const at::Tensor b = run_channels(64);
+    last = a.data_ptr();  // b is destroyed first, a last
+    other = b.data_ptr();
+  }
+  {
+    const at::Tensor c = run_channels(48);
+    CHECK(c.data_ptr() == last);
+    const auto before_small = fx::onednn::activation_cache_stats();
+    const at::Tensor d = run_channels(16);
+    CHECK(d.data_ptr() != other);
+    CHECK(fx::onednn::activation_cache_stats().allocated ==
+          before_small.allocated + 1);
+  }
+  CHECK(fx::onednn::activation_cache_stats().cached_bytes ==
+        2 * 64 * 64 * 64 * 4 + 16 * 64 * 64 * 4);
   fx::onednn::release_activation_cache();
 }
 
