@@ -772,19 +772,19 @@ TEST_CASE("gru matches aten's GRU, layer after layer") {
     check_close(stack.at(0).toTensor(), std::get<0>(want));
     check_close(stack.at(1).toTensor(), std::get<1>(want));
   }
-  torch::jit::Stack bad{at::randn({5, 4, 6}), at::randn({1, 4, 10}),
-                        std::vector<at::Tensor>{at::randn({6, 40}),
-                                                at::randn({10, 40}),
-                                                at::randn({40})},
-                        int64_t{1}, false, false};
-  CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&bad),
+  // A one-layer GRU of 10 units over 6 features, weights `width` wide (30
+  // is right).
+  auto call_gru = [](const at::Tensor& input, int64_t width) {
+    torch::jit::Stack stack{input, at::randn({1, 4, 10}),
+                            std::vector<at::Tensor>{at::randn({6, width}),
+                                                    at::randn({10, width}),
+                                                    at::randn({40})},
+                            int64_t{1}, false, false};
+    handle("fx_onednn::gru").callBoxed(&stack);
+  };
+  CHECK_THROWS_WITH(call_gru(at::randn({5, 4, 6}), 40),
                     Catch::Contains("layer 0's weights must be [6, 30]"));
-  torch::jit::Stack empty{at::randn({0, 4, 6}), at::randn({1, 4, 10}),
-                          std::vector<at::Tensor>{at::randn({6, 30}),
-                                                  at::randn({10, 30}),
-                                                  at::randn({40})},
-                          int64_t{1}, false, false};
-  CHECK_THROWS_WITH(handle("fx_onednn::gru").callBoxed(&empty),
+  CHECK_THROWS_WITH(call_gru(at::randn({0, 4, 6}), 30),
                     Catch::Contains("the input's sequence has no steps"));
 }
 
