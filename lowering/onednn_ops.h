@@ -163,14 +163,14 @@ void release_reordered_weights();
 
 // Activation memory. The operators take their outputs of 64 KiB or more
 // from the blocks such tensors left when they were freed (the most recently
-// freed that fits and is at most twice the size: still in cache, and a
-// call's memory stays small), rather than from the system, as ONNX
-// Runtime's arena does: glibc maps a block over 32 MiB
-// afresh on every call and unmaps it when freed, so every call paid a page
-// fault and the zeroing of each of its pages again (MobileNetV2 at batch 8:
-// a third of its time). Freed blocks stay cached up to a limit (512 MiB
-// unless set; 0: none), the ones freed longest ago given back to the
-// system first to make room; release_activation_cache() gives back all.
+// freed that fits and is at most twice the size, as a rule still in
+// cache), rather than from the system, as ONNX Runtime's arena does: glibc
+// maps a block over 32 MiB afresh on every call and unmaps it when freed,
+// so every call paid a page fault and the zeroing of each of its pages
+// again (MobileNetV2 at batch 8: a third of its time). Freed blocks stay
+// cached up to a limit (512 MiB unless set; 0: none), the ones freed
+// longest ago given back to the system first to make room;
+// release_activation_cache() gives back all.
 // (Scratchpads are one buffer per thread, kept.)
 struct ActivationCacheStats {
   int64_t cached_bytes = 0;  // free blocks held now
