@@ -1928,7 +1928,9 @@ std::vector<at::Tensor> run_rnn(const char* op, const at::Tensor& input,
     out.push_back(at::empty_like(first.back()));
   }
   at::Tensor x = input.contiguous();
-  if (z.steps == 0 || z.batch == 0) {
+  // A batch of none (rnn_sizes refuses a sequence of no steps): empty
+  // outputs, the states as they came.
+  if (z.batch == 0) {
     for (size_t i = 0; i < first.size(); ++i) out[i + 1].copy_(first[i]);
     out[0] = empty_activation(rnn_output_size(input, z), input.options());
     return out;

@@ -84,9 +84,10 @@
 // input projections on oneDNN's matmul and their steps on a recurrence of
 // ours (lowering/recurrence.h: the recurrent weights streamed at twice the
 // speed of oneDNN 2.6's RNN primitives there; a bidirectional layer's two
-// directions at once, on half the threads each). batch_norm is aten::batch_norm in eval mode of a 4-d
-// float32 tensor, the relu after it fused (activation none or relu), in one
-// pass with a channels-last output (lowering/channel_affine.h).
+// directions at once, on half the threads each). batch_norm is
+// aten::batch_norm in eval mode of a 4-d float32 tensor, the relu after it
+// fused (activation none or relu), in one pass with a channels-last output
+// (lowering/channel_affine.h).
 // concat_buffer makes a channels-last [N, channels, H, W] tensor with the
 // concatenation of `tensors` (4-d float32 of its N, H, W) in its first
 // channels, the rest left for concat_write_, which writes the concatenation
