@@ -23,8 +23,15 @@ member functions of about that many nodes, so that the compiler copes with
 very large graphs. `quantize = "onednn"` (or "qnnpack") quantizes to int8
 after the passes, calibrating on the factory's Model::calibration batches
 (quantization/quantize_fx.h); the class quantizes and packs the weights it
-binds when it is constructed.
+binds when it is constructed. The lowering (a pass such as
+optimize_for_inference) and quantization are linked into the generator and
+the class only when they are asked for: a model that uses neither builds
+without lowering/ and quantization/.
 """
+
+# The passes //lowering registers (passes/registry.h): a generator running one
+# links the lowering, and the class it writes the lowering's operators.
+_LOWERING_PASSES = ["optimize_for_inference"]
 
 def fx_cc_library(
         name,
@@ -60,10 +67,22 @@ def fx_cc_library(
         testonly = testonly,
         visibility = ["//visibility:private"],
     )
+    # What the generator and the generated class link beyond tracing and
+    # emitting: the lowering when a pass is its own, quantization when the
+    # class is quantized (a model that does neither builds without them).
+    lowered = [p for p in passes if p in _LOWERING_PASSES]
+    generator_deps = [model, Label("//codegen:generator")]
+    runtime_deps = [Label("//codegen:runtime")]
+    if lowered:
+        generator_deps.append(Label("//lowering"))
+        runtime_deps.append(Label("//lowering:onednn_ops"))
+    if quantize:
+        generator_deps.append(Label("//codegen:generator_quantize"))
+        runtime_deps.append(Label("//quantization:ops"))
     native.cc_binary(
         name = name + "_generator",
         srcs = [name + "_generator_main.cc"],
-        deps = [model, Label("//codegen:generator")],
+        deps = generator_deps,
         testonly = testonly,
         visibility = ["//visibility:private"],
     )
@@ -107,13 +126,9 @@ def fx_cc_library(
         name = name,
         hdrs = [header],
         srcs = [source],
-        # The operators lowered graphs call (fx::optimize_for_inference)
+        # With the operators lowered graphs call (fx::optimize_for_inference)
         # and quantized ones pack their weights with (fx::convert_fx).
-        deps = [
-            Label("//codegen:runtime"),
-            Label("//lowering:onednn_ops"),
-            Label("//quantization:ops"),
-        ],
+        deps = runtime_deps,
         data = [name + ".weights"] if weights else [],
         testonly = testonly,
         visibility = visibility,

@@ -3,6 +3,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <utility>
 
 #include <ATen/ATen.h>
 
@@ -11,25 +12,39 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "codegen/internal/quantize_step.h"
 #include "codegen/module_codegen.h"
 #include "codegen/runtime.h"
 #include "fx/io/input_spec.h"
 #include "fx/io/internal/files.h"
 #include "fx/ir/errors.h"
 #include "fx/trace/tracer.h"
-#include "lowering/onednn_ops.h"
 #include "passes/pass_manager.h"
-#include "quantization/quantize_fx.h"
 
 namespace fx {
 namespace codegen {
 
+namespace internal {
+
+namespace {
+QuantizeStep& step() {
+  static auto* s = new QuantizeStep();
+  return *s;
+}
+}  // namespace
+
+bool set_quantize_step(QuantizeStep s) {
+  step() = std::move(s);
+  return true;
+}
+
+const QuantizeStep& quantize_step() { return step(); }
+
+}  // namespace internal
+
 int generator_main(int argc, char** argv,
                    const std::function<Model()>& factory) {
   const std::string program = argc > 0 ? argv[0] : "generator";
-  // The lowering's operators and its pass (optimize_for_inference) are
-  // registered when its library is loaded: keep it linked.
-  onednn::register_operators();
   try {
     std::vector<std::string> inputs;
     std::map<std::string, std::string> flags;
@@ -88,20 +103,15 @@ int generator_main(int argc, char** argv,
     }
     gm = passes.run(gm).module;
     if (!flags["quantize"].empty()) {
-      const std::string& engine = flags["quantize"];
-      if (!model.calibration) {
+      const internal::QuantizeStep& quantize = internal::quantize_step();
+      if (!quantize) {
         throw GraphError(absl::StrCat(
-            "--quantize=", engine, " needs calibration batches: set "
-            "fx::codegen::Model::calibration in the model factory"));
+            "--quantize=", flags["quantize"],
+            ": this generator has no quantization linked; link "
+            "//codegen:generator_quantize (fx_cc_library does when quantize "
+            "is set)"));
       }
-      set_quantized_engine(engine);
-      GraphModule prepared =
-          prepare_fx(gm, get_default_qconfig_mapping(engine), examples);
-      at::NoGradGuard no_grad;
-      for (const std::vector<c10::IValue>& batch : model.calibration()) {
-        prepared->forward(batch);
-      }
-      gm = convert_fx(prepared);
+      gm = quantize(gm, flags["quantize"], examples, model);
     }
 
     ModuleOptions module_options;
