@@ -29,6 +29,8 @@ the class only when they are asked for: a model that uses neither builds
 without lowering/ and quantization/.
 """
 
+load("//third_party/pch:defs.bzl", "cc_binary", "cc_library")
+
 # The passes //lowering registers (passes/registry.h): a generator running one
 # links the lowering, and the class it writes the lowering's operators.
 _LOWERING_PASSES = ["optimize_for_inference"]
@@ -79,7 +81,7 @@ def fx_cc_library(
     if quantize:
         generator_deps.append(Label("//codegen:generator_quantize"))
         runtime_deps.append(Label("//quantization:ops"))
-    native.cc_binary(
+    cc_binary(
         name = name + "_generator",
         srcs = [name + "_generator_main.cc"],
         deps = generator_deps,
@@ -122,7 +124,7 @@ def fx_cc_library(
         testonly = testonly,
         visibility = ["//visibility:private"],
     )
-    native.cc_library(
+    cc_library(
         name = name,
         hdrs = [header],
         srcs = [source],

@@ -1,0 +1,127 @@
+"""Precompiled libtorch headers for this repository's C++ targets (gcc).
+
+    load("//third_party/pch:defs.bzl", "cc_binary", "cc_library", "cc_test")
+
+These wrap Bazel's rules of the same names: each target also depends on
+//third_party/pch and, under gcc, compiles every source with
+`-include libtorch_headers.h`, which gcc reads from the header precompiled
+for the configuration (third_party/pch/libtorch_headers.h: ATen and
+torch::nn::Module, most of a compile's time). `precompiled_header` builds
+it with the compile command Bazel would run for a source of the same
+configuration, as configured and, under -c opt, also at -O0 (what
+.bazelrc's --per_file_copt gives tests), in a directory gcc searches for a
+variant that matches; a source whose flags match neither parses the header as
+text, with the same result. Under clang (--config=fuzz) nothing is
+precompiled or force-included.
+"""
+
+load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
+load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+
+# The variants: the configuration's own flags, and tests' -O0.
+_VARIANTS = {
+    "configured": [],
+    "unoptimized": ["-O0"],
+}
+
+def _precompiled_header_impl(ctx):
+    cc_toolchain = find_cpp_toolchain(ctx)
+    features = cc_common.configure_features(
+        ctx = ctx,
+        cc_toolchain = cc_toolchain,
+        requested_features = ctx.features,
+        unsupported_features = ctx.disabled_features,
+    )
+    deps = cc_common.merge_cc_infos(
+        cc_infos = [d[CcInfo] for d in ctx.attr.deps],
+    ).compilation_context
+    name = ctx.file.header.basename
+    header = ctx.actions.declare_file("%s/%s" % (ctx.label.name, name))
+    ctx.actions.symlink(output = header, target_file = ctx.file.header)
+    compiler = cc_common.get_tool_for_action(
+        feature_configuration = features,
+        action_name = ACTION_NAMES.cpp_compile,
+    )
+    outputs = []
+    for variant, flags in _VARIANTS.items():
+        if variant == "unoptimized" and ctx.var["COMPILATION_MODE"] != "opt":
+            continue  # unoptimized already as configured
+        out = ctx.actions.declare_file("%s/%s.gch/%s" % (ctx.label.name, name, variant))
+        variables = cc_common.create_compile_variables(
+            feature_configuration = features,
+            cc_toolchain = cc_toolchain,
+            user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
+                                 flags + ["-x", "c++-header"],
+            source_file = header.path,
+            output_file = out.path,
+            include_directories = deps.includes,
+            quote_include_directories = deps.quote_includes,
+            system_include_directories = deps.system_includes,
+            framework_include_directories = deps.framework_includes,
+            preprocessor_defines = deps.defines,
+            use_pic = True,
+        )
+        ctx.actions.run(
+            executable = compiler,
+            arguments = cc_common.get_memory_inefficient_command_line(
+                feature_configuration = features,
+                action_name = ACTION_NAMES.cpp_compile,
+                variables = variables,
+            ),
+            env = cc_common.get_environment_variables(
+                feature_configuration = features,
+                action_name = ACTION_NAMES.cpp_compile,
+                variables = variables,
+            ),
+            inputs = depset([header], transitive = [deps.headers, cc_toolchain.all_files]),
+            outputs = [out],
+            mnemonic = "CppPrecompileHeader",
+            progress_message = "Precompiling %s (%s)" % (name, variant),
+        )
+        outputs.append(out)
+    context = cc_common.create_compilation_context(
+        headers = depset([header] + outputs),
+        system_includes = depset([header.dirname]),
+    )
+    return [
+        DefaultInfo(files = depset([header] + outputs)),
+        cc_common.merge_cc_infos(
+            direct_cc_infos = [CcInfo(compilation_context = context)],
+            cc_infos = [d[CcInfo] for d in ctx.attr.deps],
+        ),
+    ]
+
+precompiled_header = rule(
+    implementation = _precompiled_header_impl,
+    attrs = {
+        "header": attr.label(allow_single_file = [".h"], mandatory = True),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "_cc_toolchain": attr.label(default = Label("@bazel_tools//tools/cpp:current_cc_toolchain")),
+    },
+    fragments = ["cpp"],
+    toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
+    incompatible_use_toolchain_transition = True,
+)
+
+_PCH = Label("//third_party/pch")
+
+def _with_pch(kwargs):
+    clang = str(Label("//third_party/pch:clang_fuzz"))
+    kwargs["deps"] = kwargs.get("deps", []) + select({
+        clang: [],
+        "//conditions:default": [_PCH],
+    })
+    kwargs["copts"] = kwargs.get("copts", []) + select({
+        clang: [],
+        "//conditions:default": ["-include", "libtorch_headers.h"],
+    })
+    return kwargs
+
+def cc_library(**kwargs):
+    native.cc_library(**_with_pch(kwargs))
+
+def cc_binary(**kwargs):
+    native.cc_binary(**_with_pch(kwargs))
+
+def cc_test(**kwargs):
+    native.cc_test(**_with_pch(kwargs))
