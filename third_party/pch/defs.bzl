@@ -3,16 +3,19 @@
     load("//third_party/pch:defs.bzl", "cc_binary", "cc_library", "cc_test")
 
 These wrap Bazel's rules of the same names: each target also depends on
-//third_party/pch and, under gcc, compiles every source with
-`-include libtorch_headers.h`, which gcc reads from the header precompiled
+//third_party/pch and compiles every source with
+`-include libtorch_headers.h` (gcc), which gcc reads from the header precompiled
 for the configuration (third_party/pch/libtorch_headers.h: ATen and
 torch::nn::Module, most of a compile's time). `precompiled_header` builds
 it with the compile command Bazel would run for a source of the same
 configuration, as configured and, under -c opt, also at -O0 (what
 .bazelrc's --per_file_copt gives tests), in a directory gcc searches for a
 variant that matches; a source whose flags match neither parses the header as
-text, with the same result. Under clang (--config=fuzz) nothing is
-precompiled or force-included.
+text, with the same result. Under clang (--config=fuzz, all at -O0) one
+.pch, which each source takes with `-include-pch PATH`.
+
+Verify that a source uses it: --per_file_copt=SOURCE@-H prints "!" before
+the variant gcc took ("x" before one it rejected).
 """
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
@@ -43,42 +46,37 @@ def _precompiled_header_impl(ctx):
         action_name = ACTION_NAMES.cpp_compile,
     )
     outputs = []
-    for variant, flags in _VARIANTS.items():
-        if variant == "unoptimized" and ctx.var["COMPILATION_MODE"] != "opt":
-            continue  # unoptimized already as configured
-        out = ctx.actions.declare_file("%s/%s.gch/%s" % (ctx.label.name, name, variant))
-        variables = cc_common.create_compile_variables(
-            feature_configuration = features,
-            cc_toolchain = cc_toolchain,
-            user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
-                                 flags + ["-x", "c++-header"],
-            source_file = header.path,
-            output_file = out.path,
-            include_directories = deps.includes,
-            quote_include_directories = deps.quote_includes,
-            system_include_directories = deps.system_includes,
-            framework_include_directories = deps.framework_includes,
-            preprocessor_defines = deps.defines,
-            use_pic = True,
-        )
-        ctx.actions.run(
-            executable = compiler,
-            arguments = cc_common.get_memory_inefficient_command_line(
-                feature_configuration = features,
-                action_name = ACTION_NAMES.cpp_compile,
-                variables = variables,
-            ),
-            env = cc_common.get_environment_variables(
-                feature_configuration = features,
-                action_name = ACTION_NAMES.cpp_compile,
-                variables = variables,
-            ),
-            inputs = depset([header], transitive = [deps.headers, cc_toolchain.all_files]),
-            outputs = [out],
-            mnemonic = "CppPrecompileHeader",
-            progress_message = "Precompiling %s (%s)" % (name, variant),
-        )
-        outputs.append(out)
+    if ctx.attr.clang:
+        outputs.append(_clang_pch(ctx, features, cc_toolchain, compiler, header))
+    else:
+        for variant, flags in _VARIANTS.items():
+            if variant == "unoptimized" and ctx.var["COMPILATION_MODE"] != "opt":
+                continue  # unoptimized already as configured
+            out = ctx.actions.declare_file("%s/%s.gch/%s" % (ctx.label.name, name, variant))
+            _compile(
+                ctx,
+                features,
+                cc_toolchain,
+                compiler,
+                inputs = depset([header], transitive = [deps.headers]),
+                variables = cc_common.create_compile_variables(
+                    feature_configuration = features,
+                    cc_toolchain = cc_toolchain,
+                    user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
+                                         flags + ["-x", "c++-header"],
+                    source_file = header.path,
+                    output_file = out.path,
+                    include_directories = deps.includes,
+                    quote_include_directories = deps.quote_includes,
+                    system_include_directories = deps.system_includes,
+                    framework_include_directories = deps.framework_includes,
+                    preprocessor_defines = deps.defines,
+                    use_pic = True,
+                ),
+                output = out,
+                progress_message = "Precompiling %s (%s)" % (name, variant),
+            )
+            outputs.append(out)
     context = cc_common.create_compilation_context(
         headers = depset([header] + outputs),
         system_includes = depset([header.dirname]),
@@ -91,11 +89,78 @@ def _precompiled_header_impl(ctx):
         ),
     ]
 
+def _compile(ctx, features, cc_toolchain, compiler, inputs, variables, output,
+             progress_message, stdin = None):
+    arguments = cc_common.get_memory_inefficient_command_line(
+        feature_configuration = features,
+        action_name = ACTION_NAMES.cpp_compile,
+        variables = variables,
+    )
+    env = cc_common.get_environment_variables(
+        feature_configuration = features,
+        action_name = ACTION_NAMES.cpp_compile,
+        variables = variables,
+    )
+    inputs = depset(transitive = [inputs, cc_toolchain.all_files])
+    if stdin:
+        ctx.actions.run_shell(
+            command = '"$@" < "%s"' % stdin.path,
+            arguments = [compiler] + arguments,
+            env = env,
+            inputs = inputs,
+            outputs = [output],
+            mnemonic = "CppPrecompileHeader",
+            progress_message = progress_message,
+        )
+    else:
+        ctx.actions.run(
+            executable = compiler,
+            arguments = arguments,
+            env = env,
+            inputs = inputs,
+            outputs = [output],
+            mnemonic = "CppPrecompileHeader",
+            progress_message = progress_message,
+        )
+
+# clang records where each file of a precompiled header was found and
+# checks it is there when the header is used, so the header is compiled
+# from stdin and libtorch's headers found by absolute paths (outside the
+# sandbox, the same in every clone); -fno-pch-timestamp keeps it valid
+# across a reinstall of the same files. One variant: --config=fuzz builds
+# everything at -O0.
+def _clang_pch(ctx, features, cc_toolchain, compiler, header):
+    out = ctx.actions.declare_file("%s/%s.pch" % (ctx.label.name, header.basename))
+    _compile(
+        ctx,
+        features,
+        cc_toolchain,
+        compiler,
+        inputs = depset([header]),
+        variables = cc_common.create_compile_variables(
+            feature_configuration = features,
+            cc_toolchain = cc_toolchain,
+            user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
+                                 ["-x", "c++-header", "-Xclang", "-fno-pch-timestamp"],
+            source_file = "-",
+            output_file = out.path,
+            system_include_directories = depset(ctx.attr.clang_system_includes),
+            use_pic = True,
+        ),
+        output = out,
+        progress_message = "Precompiling %s (clang)" % header.basename,
+        stdin = header,
+    )
+    return out
+
 precompiled_header = rule(
     implementation = _precompiled_header_impl,
     attrs = {
         "header": attr.label(allow_single_file = [".h"], mandatory = True),
         "deps": attr.label_list(providers = [CcInfo]),
+        # Under clang: one .pch, libtorch's headers found at these paths.
+        "clang": attr.bool(),
+        "clang_system_includes": attr.string_list(),
         "_cc_toolchain": attr.label(default = Label("@bazel_tools//tools/cpp:current_cc_toolchain")),
     },
     fragments = ["cpp"],
@@ -105,14 +170,16 @@ precompiled_header = rule(
 
 _PCH = Label("//third_party/pch")
 
+# Where the clang .pch is (clang takes it by path, not by search).
+_CLANG_PCH = "$(BINDIR)/" + "/".join(
+    [p for p in [_PCH.workspace_root, _PCH.package, _PCH.name, "libtorch_headers.h.pch"] if p],
+)
+
 def _with_pch(kwargs):
     clang = str(Label("//third_party/pch:clang_fuzz"))
-    kwargs["deps"] = kwargs.get("deps", []) + select({
-        clang: [],
-        "//conditions:default": [_PCH],
-    })
+    kwargs["deps"] = kwargs.get("deps", []) + [_PCH]
     kwargs["copts"] = kwargs.get("copts", []) + select({
-        clang: [],
+        clang: ["-include-pch", _CLANG_PCH],
         "//conditions:default": ["-include", "libtorch_headers.h"],
     })
     return kwargs
