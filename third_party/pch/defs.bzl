@@ -16,6 +16,14 @@ text, with the same result. Under clang (--config=fuzz, all at -O0) one
 
 Verify that a source uses it: --per_file_copt=SOURCE@-H prints "!" before
 the variant gcc took ("x" before one it rejected).
+
+Bazel does not learn that a source used it: neither compiler's dependency
+file lists the precompiled header (nor, under gcc in the sandbox, what it
+includes), so an incremental build does not recompile sources after
+libtorch_headers.h or libtorch's headers change. Objects stay correct when
+only the header's text changes (a source includes what it uses); after an
+upgrade of libtorch, build from clean (`bazel clean`), as its headers under
+/usr/include were never tracked.
 """
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
