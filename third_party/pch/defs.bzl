@@ -17,13 +17,12 @@ text, with the same result. Under clang (--config=fuzz, all at -O0) one
 Verify that a source uses it: --per_file_copt=SOURCE@-H prints "!" before
 the variant gcc took ("x" before one it rejected).
 
-Bazel does not learn that a source used it: neither compiler's dependency
-file lists the precompiled header (nor, under gcc in the sandbox, what it
-includes), so an incremental build does not recompile sources after
-libtorch_headers.h or libtorch's headers change. Objects stay correct when
-only the header's text changes (a source includes what it uses); after an
-upgrade of libtorch, build from clean (`bazel clean`), as its headers under
-/usr/include were never tracked.
+Bazel learns that a source used it from the source's dependency file:
+under gcc, -fpch-deps lists the header and what it includes (the header is
+precompiled with -MD so that it records them), so an edit of
+libtorch_headers.h or of libtorch's declared headers recompiles what used
+it. Under clang the dependency file lists what the .pch includes, not the
+header's own text.
 """
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
@@ -61,6 +60,7 @@ def _precompiled_header_impl(ctx):
             if variant == "unoptimized" and ctx.var["COMPILATION_MODE"] != "opt":
                 continue  # unoptimized already as configured
             out = ctx.actions.declare_file("%s/%s.gch/%s" % (ctx.label.name, name, variant))
+            deps_file = ctx.actions.declare_file("%s/%s.%s.d" % (ctx.label.name, name, variant))
             _compile(
                 ctx,
                 features,
@@ -71,7 +71,7 @@ def _precompiled_header_impl(ctx):
                     feature_configuration = features,
                     cc_toolchain = cc_toolchain,
                     user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
-                                         flags + ["-x", "c++-header"],
+                                         flags + ["-MD", "-MF", deps_file.path, "-x", "c++-header"],
                     source_file = header.path,
                     output_file = out.path,
                     include_directories = deps.includes,
@@ -82,6 +82,7 @@ def _precompiled_header_impl(ctx):
                     use_pic = True,
                 ),
                 output = out,
+                extra_outputs = [deps_file],
                 progress_message = "Precompiling %s (%s)" % (name, variant),
             )
             outputs.append(out)
@@ -98,7 +99,7 @@ def _precompiled_header_impl(ctx):
     ]
 
 def _compile(ctx, features, cc_toolchain, compiler, inputs, variables, output,
-             progress_message, stdin = None):
+             progress_message, stdin = None, extra_outputs = []):
     arguments = cc_common.get_memory_inefficient_command_line(
         feature_configuration = features,
         action_name = ACTION_NAMES.cpp_compile,
@@ -116,7 +117,7 @@ def _compile(ctx, features, cc_toolchain, compiler, inputs, variables, output,
             arguments = [compiler] + arguments,
             env = env,
             inputs = inputs,
-            outputs = [output],
+            outputs = [output] + extra_outputs,
             mnemonic = "CppPrecompileHeader",
             progress_message = progress_message,
         )
@@ -126,7 +127,7 @@ def _compile(ctx, features, cc_toolchain, compiler, inputs, variables, output,
             arguments = arguments,
             env = env,
             inputs = inputs,
-            outputs = [output],
+            outputs = [output] + extra_outputs,
             mnemonic = "CppPrecompileHeader",
             progress_message = progress_message,
         )
@@ -188,7 +189,7 @@ def _with_pch(kwargs):
     kwargs["deps"] = kwargs.get("deps", []) + [_PCH]
     kwargs["copts"] = kwargs.get("copts", []) + select({
         clang: ["-include-pch", _CLANG_PCH],
-        "//conditions:default": ["-include", "libtorch_headers.h"],
+        "//conditions:default": ["-include", "libtorch_headers.h", "-fpch-deps"],
     })
     return kwargs
 
