@@ -1,4 +1,4 @@
-"""Precompiled libtorch headers for this repository's C++ targets (gcc).
+"""Precompiled libtorch headers for this repository's C++ targets.
 
     load("//third_party/pch:defs.bzl", "cc_binary", "cc_library", "cc_test")
 
@@ -42,9 +42,10 @@ def _precompiled_header_impl(ctx):
         requested_features = ctx.features,
         unsupported_features = ctx.disabled_features,
     )
-    deps = cc_common.merge_cc_infos(
+    deps_info = cc_common.merge_cc_infos(
         cc_infos = [d[CcInfo] for d in ctx.attr.deps],
-    ).compilation_context
+    )
+    deps = deps_info.compilation_context
     name = ctx.file.header.basename
     header = ctx.actions.declare_file("%s/%s" % (ctx.label.name, name))
     ctx.actions.symlink(output = header, target_file = ctx.file.header)
@@ -94,7 +95,7 @@ def _precompiled_header_impl(ctx):
         DefaultInfo(files = depset([header] + outputs)),
         cc_common.merge_cc_infos(
             direct_cc_infos = [CcInfo(compilation_context = context)],
-            cc_infos = [d[CcInfo] for d in ctx.attr.deps],
+            cc_infos = [deps_info],
         ),
     ]
 
@@ -110,27 +111,21 @@ def _compile(ctx, features, cc_toolchain, compiler, inputs, variables, output,
         action_name = ACTION_NAMES.cpp_compile,
         variables = variables,
     )
-    inputs = depset(transitive = [inputs, cc_toolchain.all_files])
+    common = dict(
+        env = env,
+        inputs = depset(transitive = [inputs, cc_toolchain.all_files]),
+        outputs = [output] + extra_outputs,
+        mnemonic = "CppPrecompileHeader",
+        progress_message = progress_message,
+    )
     if stdin:
         ctx.actions.run_shell(
             command = '"$@" < "%s"' % stdin.path,
             arguments = [compiler] + arguments,
-            env = env,
-            inputs = inputs,
-            outputs = [output] + extra_outputs,
-            mnemonic = "CppPrecompileHeader",
-            progress_message = progress_message,
+            **common
         )
     else:
-        ctx.actions.run(
-            executable = compiler,
-            arguments = arguments,
-            env = env,
-            inputs = inputs,
-            outputs = [output] + extra_outputs,
-            mnemonic = "CppPrecompileHeader",
-            progress_message = progress_message,
-        )
+        ctx.actions.run(executable = compiler, arguments = arguments, **common)
 
 # clang records where each file of a precompiled header was found and
 # checks it is there when the header is used, so the header is compiled
