@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "fx/io/internal/files.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -60,10 +61,8 @@ TEST_CASE("The generator writes a class without the lowering or quantization lin
                       "--source=" + source});
   INFO(run.errors);
   REQUIRE(run.status == 0);
-  std::ifstream in(header);
-  std::stringstream text;
-  text << in.rdbuf();
-  CHECK(text.str().find("class SmallNetGenerated") != std::string::npos);
+  CHECK(fx::read_file(header, "generator_test").find(
+            "class SmallNetGenerated") != std::string::npos);
   std::remove(header.c_str());
   std::remove(source.c_str());
 }
