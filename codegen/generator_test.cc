@@ -14,6 +14,7 @@
 
 #include "fx/io/internal/files.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -46,16 +47,11 @@ Run generate(std::vector<std::string> flags) {
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
 }  // namespace
 
 TEST_CASE("The generator writes a class without the lowering or quantization linked") {
-  const std::string header = temp_path("small_net.h");
-  const std::string source = temp_path("small_net.cc");
+  const std::string header = testdata::test_file("small_net.h");
+  const std::string source = testdata::test_file("small_net.cc");
   Run run = generate({"--input=2x4", "--passes=eliminate_dead_code",
                       "--class_name=SmallNetGenerated", "--header=" + header,
                       "--source=" + source});
@@ -68,8 +64,8 @@ TEST_CASE("The generator writes a class without the lowering or quantization lin
 }
 
 TEST_CASE("Without its libraries the generator refuses to quantize or lower, by name, and writes nothing") {
-  const std::string header = temp_path("refused.h");
-  const std::string source = temp_path("refused.cc");
+  const std::string header = testdata::test_file("refused.h");
+  const std::string source = testdata::test_file("refused.cc");
   const std::vector<std::string> outputs = {
       "--input=2x4", "--class_name=Refused", "--header=" + header,
       "--source=" + source};

@@ -34,6 +34,7 @@
 #include "scheduling/child_processes.h"
 #include "scheduling/pipeline_runtime.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -53,15 +54,7 @@ std::string printed_by(const std::function<void()>& run) {
 
 // The examples write files into the working directory ("net.fx",
 // "stage_1.fx"): run them in the test's own temporary directory.
-void in_test_tmpdir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  REQUIRE(dir != nullptr);
-  REQUIRE(chdir(dir) == 0);
-}
-
-std::string temp_path(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
+void in_test_tmpdir() { REQUIRE(chdir(testdata::test_tmpdir().c_str()) == 0); }
 
 // Compares what the code printed with the output block the page shows; on
 // a difference, prints the code's text as it is (Catch2 wraps long lines),
@@ -174,7 +167,7 @@ void docs_ir::check_parse() {
 
 void docs_ir::check_save_and_load() {
   Traced t = trace_zoo("lenet");
-  auto [again, from_memory] = save_and_load(t.gm, temp_path("lenet.fx"));
+  auto [again, from_memory] = save_and_load(t.gm, testdata::test_file("lenet.fx"));
   at::Tensor y = t.gm(t.x).toTensor();
   CHECK(torch::equal(again(t.x).toTensor(), y));
   CHECK(torch::equal(from_memory(t.x).toTensor(), y));
@@ -484,9 +477,9 @@ void docs_generated_cpp::check_generated_class() {
 
 void docs_torchscript::check_fold_torchscript_file() {
   Traced t = trace_zoo("resnet18");
-  fx::to_torchscript(t.gm).save(temp_path("resnet18.pt"));
-  fold_torchscript_file(temp_path("resnet18.pt"), temp_path("resnet18_folded.pt"));
-  torch::jit::Module folded = torch::jit::load(temp_path("resnet18_folded.pt"));
+  fx::to_torchscript(t.gm).save(testdata::test_file("resnet18.pt"));
+  fold_torchscript_file(testdata::test_file("resnet18.pt"), testdata::test_file("resnet18_folded.pt"));
+  torch::jit::Module folded = torch::jit::load(testdata::test_file("resnet18_folded.pt"));
   at::Tensor y = folded.forward({t.x}).toTensor();
   CHECK(relative_error(y, t.model.forward({t.x}).toTensor()) < 1e-4);
   fx::GraphModule imported = fx::symbolic_trace(folded, {t.x});

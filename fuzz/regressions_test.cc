@@ -13,6 +13,7 @@
 #include "fx/runtime/graph_module.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -46,7 +47,7 @@ TEST_CASE("every saved fuzz finding is refused or accepted soundly") {
 }
 
 TEST_CASE("the zoo's graphs and files, the fuzzers' seeds, pass the targets") {
-  const std::string scratch = std::string(std::getenv("TEST_TMPDIR")) + "/z.fx";
+  const std::string scratch = testdata::test_file("z.fx");
   for (const char* name : {"mlp", "lenet", "resnet18", "unet"}) {
     INFO(name);
     models::ZooModel model = models::make_zoo_model(name);

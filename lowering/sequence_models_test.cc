@@ -23,21 +23,14 @@
 #include "passes/decompose.h"
 #include "passes/registry.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
 std::string model_path(const std::string& name) {
-  static const std::string dir = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string out = std::string(tmp ? tmp : "/tmp") + "/transformer_models";
-    const std::string command =
-        "/usr/bin/python3 testdata/torchscript_models.py " + out +
-        " fused_encoder_traced small_vit_scripted causal_encoder_traced"
-        " lstm_lm_scripted"
-        " > /dev/null";
-    REQUIRE(std::system(command.c_str()) == 0);
-    return out;
-  }();
+  static const std::string dir = testdata::torchscript_models(
+      "transformer_models", {"fused_encoder_traced", "small_vit_scripted",
+                             "causal_encoder_traced", "lstm_lm_scripted"});
   return dir + "/" + name + ".pt";
 }
 

@@ -16,6 +16,7 @@
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -27,14 +28,9 @@ const std::vector<std::string> kModels = {
 // Written once per test run, in the test's temporary directory.
 std::string model_path(const std::string& name) {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string out = std::string(tmp ? tmp : "/tmp") + "/torchvision_models";
-    std::string command =
-        "/usr/bin/python3 testdata/torchscript_models.py " + out;
-    for (const std::string& m : kModels) command += " " + m + "_traced";
-    command += " > /dev/null";
-    REQUIRE(std::system(command.c_str()) == 0);
-    return out;
+    std::vector<std::string> traced;
+    for (const std::string& m : kModels) traced.push_back(m + "_traced");
+    return testdata::torchscript_models("torchvision_models", traced);
   }();
   return dir + "/" + name + "_traced.pt";
 }

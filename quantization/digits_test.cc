@@ -15,6 +15,7 @@
 #include "quantization/qat.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -27,8 +28,7 @@ struct Digits {
 };
 
 Digits load_digits() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string csv = std::string(tmp ? tmp : "/tmp") + "/digits.csv";
+  const std::string csv = testdata::test_file("digits.csv");
   const std::string command =
       std::string("gzip -dc ") + kDigits + " > " + csv;
   REQUIRE(std::system(command.c_str()) == 0);

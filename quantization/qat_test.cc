@@ -14,6 +14,7 @@
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -215,8 +216,7 @@ TEST_CASE("fx_quant::fake_quantize computes torch.ao's fake quantizers, "
   torch::manual_seed(4);
   for (int i = 0; i < 4; ++i) tensors.push_back(torch::randn({8, 3, 3, 3}) * (1 + i) + 0.3 * i);
   for (int i = 0; i < 4; ++i) tensors.push_back(torch::randn({8, 3, 3, 3}));
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = tmp ? tmp : "/tmp";
+  const std::string dir = testdata::test_tmpdir();
   {
     std::vector<char> bytes = torch::pickle_save(c10::List<at::Tensor>(tensors));
     std::ofstream(dir + "/fq_in.pt", std::ios::binary).write(bytes.data(), bytes.size());

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace onnx_testing {
 
@@ -19,8 +20,7 @@ int run_command(const std::string& command) {
 }
 
 fs::path scratch() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(tmp ? tmp : "/tmp") / "to_onnx_test";
+  fs::path dir = testdata::test_file("to_onnx_test");
   fs::create_directories(dir);
   return dir;
 }

@@ -13,6 +13,7 @@
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -208,8 +209,7 @@ TEST_CASE("parse_graph round-trips every zoo model, and the parsed graph runs") 
 TEST_CASE("numbers print and parse alike under a locale with a decimal comma") {
   // A German locale, built into the test's directory (Debian's `locales`
   // package has its source; tools/setup.sh installs it).
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/locales";
+  const std::string dir = testdata::test_file("locales");
   const std::string command = "mkdir -p " + dir +
                               " && localedef -i de_DE -f UTF-8 " + dir +
                               "/de_DE.UTF-8 2>/dev/null";

@@ -18,20 +18,15 @@
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
 // The TorchScript files testdata/torchscript_models.py writes (once per test
 // run), in the test's temporary directory.
 std::string model_path(const std::string& name) {
-  static const std::string dir = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string out = std::string(tmp ? tmp : "/tmp") + "/torchscript_models";
-    std::string command = "/usr/bin/python3 testdata/torchscript_models.py " +
-                          out + " > /dev/null";
-    REQUIRE(std::system(command.c_str()) == 0);
-    return out;
-  }();
+  static const std::string dir =
+      testdata::torchscript_models("torchscript_models");
   return dir + "/" + name + ".pt";
 }
 

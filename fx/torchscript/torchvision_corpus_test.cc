@@ -28,6 +28,7 @@
 #include "fx/io/input_spec.h"
 #include "fx/torchscript/torchscript.h"
 #include "third_party/catch.h"
+#include "testdata/test_files.h"
 
 namespace {
 
@@ -202,10 +203,7 @@ TEST_CASE("torchvision's models import from TorchScript and equal it") {
   // models call, as a C++ deployment links them: Debian's build of
   // torchvision's operator library needs only libtorch.
   REQUIRE(dlopen(kTorchvisionOps, RTLD_NOW | RTLD_GLOBAL) != nullptr);
-  const std::string dir =
-      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
-                                             : "/tmp") +
-      "/torchvision_corpus";
+  const std::string dir = testdata::test_file("torchvision_corpus");
   std::vector<std::string> table;
   int equal = 0, failed_as_expected = 0, generic = 0;
   const std::vector<Entry> entries = shard_entries();

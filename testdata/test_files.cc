@@ -1,0 +1,29 @@
+#include "testdata/test_files.h"
+
+#include <cstdlib>
+
+#include "third_party/catch.h"
+
+namespace testdata {
+
+std::string test_tmpdir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr && *dir != '\0' ? dir : "/tmp";
+}
+
+std::string test_file(const std::string& name) {
+  return test_tmpdir() + "/" + name;
+}
+
+std::string torchscript_models(const std::string& dir,
+                               const std::vector<std::string>& models) {
+  const std::string out = test_file(dir);
+  std::string command = "/usr/bin/python3 testdata/torchscript_models.py " + out;
+  for (const std::string& model : models) command += " " + model;
+  command += " > /dev/null";
+  INFO(command);
+  REQUIRE(std::system(command.c_str()) == 0);
+  return out;
+}
+
+}  // namespace testdata
