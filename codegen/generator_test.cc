@@ -13,8 +13,8 @@
 #include <torch/torch.h>
 
 #include "fx/io/internal/files.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -33,8 +33,8 @@
 #include "quantization/quantize_fx.h"
 #include "scheduling/child_processes.h"
 #include "scheduling/pipeline_runtime.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include "fx/io/serialization.h"
 #include "fx/runtime/graph_module.h"
 #include "models/zoo.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

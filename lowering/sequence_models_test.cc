@@ -22,8 +22,8 @@
 #include "models/zoo.h"
 #include "passes/decompose.h"
 #include "passes/registry.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

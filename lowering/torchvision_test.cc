@@ -15,8 +15,8 @@
 #include "fx/fx.h"
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include "fx/fx.h"
 #include "quantization/qat.h"
 #include "quantization/quantize_fx.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 
 #include <torch/torch.h>
 
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace onnx_testing {
 

@@ -12,8 +12,8 @@
 #include "fx/fx.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 

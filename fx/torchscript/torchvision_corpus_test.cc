@@ -27,8 +27,8 @@
 #include "fx/fx.h"
 #include "fx/io/input_spec.h"
 #include "fx/torchscript/torchscript.h"
-#include "third_party/catch.h"
 #include "testdata/test_files.h"
+#include "third_party/catch.h"
 
 namespace {
 
