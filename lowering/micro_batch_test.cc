@@ -2,12 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <sstream>
 
 #include "fx/fx.h"
-#include "fx/io/serialization.h"
-#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
+#include "testdata/round_trip.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -116,12 +114,7 @@ TEST_CASE("the leading layers of a batch run one micro-batch at a time") {
   fx::GraphModule again = lowered(model, x);
   fx::micro_batch(*again, small_thresholds());
   CHECK(again->graph().to_string() == g.to_string());
-  std::stringstream file;
-  fx::save(split, file);
-  fx::GraphModule loaded = fx::load(file);
-  CHECK(torch::equal(loaded(x).toTensor(), got));
-  torch::jit::Module script = fx::to_torchscript(split);
-  CHECK(torch::equal(script.forward({x}).toTensor(), got));
+  testdata::check_round_trips(split, {x});
 
   // Micro-batches of two when two samples fit.
   fx::MicroBatchOptions pairs = small_thresholds();

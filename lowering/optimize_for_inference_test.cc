@@ -14,6 +14,7 @@
 #include "passes/cost_model.h"
 #include "passes/pass_manager.h"
 #include "testdata/filecheck.h"
+#include "testdata/round_trip.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -172,12 +173,7 @@ TEST_CASE("squeeze-excitation blocks run as one fx_onednn::squeeze_excite") {
   )", printed));
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
   // Saved and loaded, and exported to TorchScript: the same results.
-  std::stringstream file;
-  fx::save(gm, file);
-  fx::GraphModule loaded = fx::load(file);
-  CHECK(at::equal(loaded(x).toTensor(), gm(x).toTensor()));
-  torch::jit::Module script = fx::to_torchscript(gm);
-  CHECK(at::equal(script.forward({x}).toTensor(), gm(x).toTensor()));
+  testdata::check_round_trips(gm, {x});
   // Off: the five operators each.
   fx::GraphModule kept = fx::symbolic_trace(model, x);
   fx::InferenceOptions options;
@@ -302,12 +298,7 @@ TEST_CASE("chained concatenations write each piece once into one buffer") {
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
   // Saved and loaded, exported to TorchScript, run from two threads at
   // once: the same results.
-  std::stringstream file;
-  fx::save(gm, file);
-  fx::GraphModule loaded = fx::load(file);
-  CHECK(at::equal(loaded(x).toTensor(), gm(x).toTensor()));
-  torch::jit::Module script = fx::to_torchscript(gm);
-  CHECK(at::equal(script.forward({x}).toTensor(), gm(x).toTensor()));
+  testdata::check_round_trips(gm, {x});
   at::Tensor other;
   std::thread second([&] {
     torch::NoGradGuard inner;
@@ -803,12 +794,7 @@ TEST_CASE("transposed convolutions lower, fuse, save, load and export") {
   const at::Tensor got = gm(x).toTensor();
   CHECK(got.sizes() == want.sizes());
   CHECK(relative_error(got, want) < 1e-5);
-  std::stringstream file;
-  fx::save(gm, file);
-  fx::GraphModule loaded = fx::load(file);
-  CHECK(at::equal(loaded(x).toTensor(), got));
-  torch::jit::Module script = fx::to_torchscript(gm);
-  CHECK(torch::equal(script.forward({x}).toTensor(), got));
+  testdata::check_round_trips(gm, {x});
   // The cost model prices them as the transposed convolutions they were.
   const fx::GraphModule traced = fx::symbolic_trace(model, x);
   CHECK(fx::estimate_cost(gm->graph()).total.macs ==

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <sstream>
 #include <thread>
 #include <string>
 
@@ -22,6 +21,7 @@
 #include "models/zoo.h"
 #include "passes/decompose.h"
 #include "passes/registry.h"
+#include "testdata/round_trip.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
 
@@ -296,13 +296,7 @@ TEST_CASE("bidirectional LSTMs and GRUs lower, both directions at once at "
     CHECK(relative_error(g[0].toTensor(), std::get<0>(want)) < 1e-4);
     CHECK(relative_error(g[1].toTensor(), std::get<1>(want)) < 1e-4);
     // Saved and loaded, exported to TorchScript: the same values.
-    std::stringstream file;
-    fx::save(gm, file);
-    fx::GraphModule loaded = fx::load(file);
-    CHECK(loaded->graph().to_string() == gm->graph().to_string());
-    CHECK(at::equal(first_tensor(loaded(x)), g[0].toTensor()));
-    torch::jit::Module script = fx::to_torchscript(gm);
-    CHECK(at::equal(first_tensor(script.forward({x})), g[0].toTensor()));
+    testdata::check_round_trips(gm, {x});
     // From several threads at once, each call's thread groups its own.
     CHECK(calls_differing(gm, {x}, g[0].toTensor(), 3) == 0);
   }
@@ -319,13 +313,7 @@ TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
     CHECK(report.matmul + report.recurrent > 0);
     const at::Tensor want =
         first_tensor(gm->forward(model.example_inputs));
-    std::stringstream file;
-    fx::save(gm, file);
-    fx::GraphModule loaded = fx::load(file);
-    CHECK(at::equal(first_tensor(loaded->forward(model.example_inputs)), want));
-    CHECK(loaded->graph().to_string() == gm->graph().to_string());
-    torch::jit::Module script = fx::to_torchscript(gm);
-    CHECK(at::equal(first_tensor(script.forward(model.example_inputs)), want));
+    testdata::check_round_trips(gm, model.example_inputs);
     CHECK_THAT(gm->code(), Catch::Contains("fx_onednn::"));
     CHECK(calls_differing(gm, model.example_inputs, want, 4) == 0);
   }
