@@ -75,6 +75,13 @@ class GptDecoder(torch.nn.Module):
         return self.norm(h) @ self.embed.weight.t()
 
 
+class Gpt2Small(GptDecoder):
+    """GPT-2 small's sizes: 12 blocks, d=768, 12 heads, its vocabulary."""
+
+    def __init__(self):
+        super().__init__(layers=12, d=768, heads=12, vocab=50257, length=128)
+
+
 class GptBlock(torch.nn.Module):
     def __init__(self, d, heads):
         super().__init__()
@@ -133,6 +140,7 @@ MODELS = {
     "bert_encoder": (BertEncoder, 128),
     "bert_base": (BertBase, 128),
     "gpt_decoder": (GptDecoder, 64),
+    "gpt2_small": (Gpt2Small, 128),
     "lstm_lm": (LstmLanguageModel, 32),
     "bilstm_tagger": (BilstmTagger, 32),
 }

@@ -109,13 +109,13 @@ const std::vector<std::string> kOrtModels = {
     "resnet18",     "resnet50",    "mobilenet_v2",  "mobilenet_v3_small",
     "efficientnet_b0", "densenet121", "convnext_tiny", "vit_b_16",
     "swin_t",       "bert_encoder", "bert_base",    "gpt_decoder",
-    "lstm_lm",      "bilstm_tagger"};
+    "gpt2_small",   "lstm_lm",      "bilstm_tagger"};
 const std::vector<std::string> kQuickOrtModels = {"bert_encoder"};
 // Not in section 2: timed against TorchScript-optimized and the unlowered
 // graph here.
 const std::vector<std::string> kSequenceModels = {
     "vit_b_16", "swin_t", "bert_encoder", "bert_base", "gpt_decoder",
-    "lstm_lm", "bilstm_tagger"};
+    "gpt2_small", "lstm_lm", "bilstm_tagger"};
 // Transformers timed again in bfloat16 (their linear layers), at batch 1.
 const std::vector<std::string> kBf16SequenceModels = {"bert_encoder",
                                                       "vit_b_16"};
