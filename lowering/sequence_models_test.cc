@@ -21,6 +21,7 @@
 #include "models/zoo.h"
 #include "passes/decompose.h"
 #include "passes/registry.h"
+#include "testdata/bert_base.h"
 #include "testdata/round_trip.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
@@ -300,6 +301,26 @@ TEST_CASE("bidirectional LSTMs and GRUs lower, both directions at once at "
     // From several threads at once, each call's thread groups its own.
     CHECK(calls_differing(gm, {x}, g[0].toTensor(), 3) == 0);
   }
+}
+
+TEST_CASE("a BERT-base-sized C++ encoder (testdata/bert_base.h) lowers "
+          "whole, within 1e-4 of eager") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  testdata::BertBase bert;
+  bert->eval();
+  const at::Tensor ids = torch::randint(0, 30522, {128, 2});
+  fx::GraphModule gm = fx::symbolic_trace(bert, ids);
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  INFO(report.to_string());
+  // Per layer on oneDNN: the attention's projections (q, k and v in one,
+  // and its output's) and the feed-forward's two layers, and the
+  // attention's two batched matmuls.
+  CHECK(report.linear == 12 * 4);
+  CHECK(report.matmul == 12 * 2);
+  CHECK(count_calls(gm, "aten::linear") == 0);
+  CHECK(count_calls(gm, "aten::bmm") == 0);
+  CHECK(relative_error(gm(ids).toTensor(), bert(ids)) < 1e-4);
 }
 
 TEST_CASE("lowered sequence models save, load, export to TorchScript, print "
