@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <functional>

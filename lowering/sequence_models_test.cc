@@ -11,7 +11,6 @@
 #include <torch/torch.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <thread>
 #include <string>
 

@@ -8,7 +8,6 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 

@@ -17,6 +17,7 @@
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
+#include "testdata/round_trip.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
 
@@ -302,15 +303,8 @@ TEST_CASE("dict outputs import, print, save, load and export") {
                Catch::Contains("target=dict](args = (['out', 'aux'], ["));
     // The generated C++ builds it through the same builtin.
     CHECK_THAT(gm->code(), Catch::Contains("fx::find_function(\"dict\")"));
-    std::stringstream file;
-    fx::save(gm, file);
-    fx::GraphModule loaded = fx::load(file);
-    CHECK(loaded->graph().to_string() == printed);
-    testdata::check_outputs_equal(loaded(x), expected);
-    torch::jit::Module exported = fx::to_torchscript(gm);
-    const c10::IValue again = exported.forward({x});
-    REQUIRE(again.isGenericDict());
-    testdata::check_outputs_equal(again, expected);
+    // Saved, loaded and exported: the same graph and dict, bitwise.
+    testdata::check_round_trips(gm, {x});
   }
 }
 
