@@ -490,18 +490,15 @@ at::Tensor float_bias(const char* op, const c10::optional<at::Tensor>& bias,
 // weights reorder, or none) from `src` into `dst`, with the bias when there
 // is one (checked to have one value per output channel, `channels`).
 template <typename Made>
-void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_ptr,
-                      const at::Tensor& src,
-                      const at::Tensor& weight, const Header& header,
-                      const c10::optional<at::Tensor>& bias, int64_t channels,
-                      const at::Tensor& dst) {
-  const at::Tensor bias_values = float_bias(op, bias, channels);
-  const bool has_bias = bias_values.defined();
+void run_made(const std::shared_ptr<const Made>& made_ptr, const void* src,
+              const at::Tensor& weight, const Header& header,
+              const void* bias, void* dst) {
+  const bool has_bias = bias != nullptr;
   const Made& made = *made_ptr;
   CallMemories& m = call_memories(made_ptr, made.pd, has_bias);
-  m.src.set_data_handle(src.data_ptr());
-  m.dst.set_data_handle(dst.data_ptr());
-  if (has_bias) m.bias.set_data_handle(bias_values.data_ptr());
+  m.src.set_data_handle(const_cast<void*>(src));
+  m.dst.set_data_handle(dst);
+  if (has_bias) m.bias.set_data_handle(const_cast<void*>(bias));
   std::vector<at::Tensor> reordered;
   if (made.weights_reorder || m.weights_data != packed_data(weight)) {
     m.args[DNNL_ARG_WEIGHTS] =
@@ -513,6 +510,18 @@ void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_pt
   last_kernel_name = m.kernel_name;
   made.primitive.execute(cpu_stream(), m.args);
   cpu_stream().wait();
+}
+
+template <typename Made>
+void run_with_weights(const char* op, const std::shared_ptr<const Made>& made_ptr,
+                      const at::Tensor& src,
+                      const at::Tensor& weight, const Header& header,
+                      const c10::optional<at::Tensor>& bias, int64_t channels,
+                      const at::Tensor& dst) {
+  const at::Tensor bias_values = float_bias(op, bias, channels);
+  run_made(made_ptr, src.data_ptr(), weight, header,
+           bias_values.defined() ? bias_values.data_ptr() : nullptr,
+           dst.data_ptr());
 }
 
 // --- Weights reordered for a kernel, kept --------------------------------------
@@ -1134,6 +1143,458 @@ at::Tensor pack_conv_weight_meta(const at::Tensor& weight, at::IntArrayRef,
                                  at::IntArrayRef, at::IntArrayRef,
                                  at::IntArrayRef, int64_t, bool) {
   return at::empty(weight.sizes(), weight.options());
+}
+
+// --- Convolution chains ------------------------------------------------------
+// A run of convolutions each reading the one before (MobileNetV2's 51 after
+// its first) as one call: each thread of one parallel region takes the same
+// rows of every layer's output and runs a one-thread primitive on them,
+// waiting for the others only before a layer that reads rows another
+// thread wrote (a k x k convolution's neighbouring rows) or that writes
+// memory another thread may still read. Called one by one, every layer
+// forks and joins the team: at batch 1 on two threads, a small layer's
+// waits cost as much as its work (MobileNetV2's 51 layers: 0.94-0.96x the
+// time as one region). The values between the layers live in a few
+// buffers, reused once every thread is past their last reader.
+constexpr int64_t kChainInts = 4;  // per layer: stride, padding, groups, residual
+
+struct ChainLayer {
+  int64_t stride, padding, groups, residual;  // residual: a value, or -1
+  std::vector<int64_t> input_size, output_size;
+  c10::string_view activation;
+  double alpha, beta;
+};
+
+// One thread's part of one layer: its rows' primitive (null when it has
+// none), where they read and write, and whether all threads wait first.
+struct ChainStep {
+  std::shared_ptr<const Conv> made;
+  at::Tensor weight;  // the packed weight in the layout `made` prefers, or undefined
+  bool silu_pass = false;
+  int64_t src_value = 0, dst_value = 0;
+  int64_t src_offset = 0, dst_offset = 0, dst_floats = 0;  // floats
+  bool barrier = false;
+};
+
+struct ChainPlan {
+  int threads = 1;
+  std::vector<std::vector<ChainStep>> steps;  // [thread][layer]
+  std::vector<int64_t> value_slot;            // -1: the chain's input
+  std::vector<int64_t> slot_floats;
+};
+
+// The layers of a chain, checked: one weight, bias, activation and two
+// parameters per layer, kChainInts ints, and each residual an earlier
+// layer's output of the same sizes.
+std::vector<ChainLayer> chain_layers(const char* op, const at::Tensor& input,
+                                     at::TensorList weights,
+                                     at::TensorList biases,
+                                     at::IntArrayRef layers,
+                                     c10::string_view activation_list,
+                                     at::ArrayRef<double> params) {
+  const int64_t n = static_cast<int64_t>(weights.size());
+  // The activations, one per layer, separated by commas.
+  std::vector<c10::string_view> activations;
+  for (size_t start = 0;;) {
+    const size_t comma = activation_list.find(',', start);
+    activations.push_back(activation_list.substr(
+        start, comma == c10::string_view::npos ? c10::string_view::npos
+                                                : comma - start));
+    if (comma == c10::string_view::npos) break;
+    start = comma + 1;
+  }
+  TORCH_CHECK(n >= 1 && static_cast<int64_t>(biases.size()) == n &&
+                  static_cast<int64_t>(layers.size()) == kChainInts * n &&
+                  static_cast<int64_t>(activations.size()) == n &&
+                  static_cast<int64_t>(params.size()) == 2 * n,
+              op, ": a chain of n layers takes n weights, n biases, ",
+              kChainInts, "n ints (stride, padding, groups, residual), n "
+              "activations (separated by commas) and 2n parameters; got ", weights.size(), ", ",
+              biases.size(), ", ", layers.size(), ", ", activations.size(),
+              " and ", params.size());
+  TORCH_CHECK(input.dim() == 4, op, ": the input must be 4-d, got ",
+              input.sizes());
+  std::vector<ChainLayer> out;
+  std::vector<bool> overwritten(n + 1, false);
+  std::vector<int64_t> size = input.sizes().vec();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* l = layers.data() + kChainInts * i;
+    ChainLayer layer{l[0], l[1], l[2], l[3], size, {}, activations[i],
+                     params[2 * i], params[2 * i + 1]};
+    const ConvGeometry g = conv_geometry(
+        op, size, weights[i].sizes(), {layer.stride, layer.stride},
+        {layer.padding, layer.padding}, {1, 1}, layer.groups);
+    layer.output_size = g.output_size;
+    // A value another layer added into since holds that sum now.
+    TORCH_CHECK(layer.residual == -1 ||
+                    (layer.residual >= 1 && layer.residual < i &&
+                     out[layer.residual - 1].output_size == g.output_size &&
+                     !overwritten[layer.residual]),
+                op, ": layer ", i, "'s residual must be -1 or the output of "
+                "a layer before its input's (1 to ", i - 1, "), of its "
+                "output's sizes ", g.output_size, " and not added into by "
+                "another layer since, got ", layer.residual);
+    if (layer.residual >= 0) overwritten[layer.residual] = true;
+    out.push_back(std::move(layer));
+    size = g.output_size;
+  }
+  return out;
+}
+
+// Thread t's part of layer `l`'s output and the part of its input that
+// part reads, in pixels: a 1x1 convolution of stride 1 takes an equal
+// share of the pixels (at 7x7, rows would split 3:4), any other whole rows
+// (`rows`; their input rows clamped to the input, the rest padding).
+struct ChainPart {
+  int64_t first, last, in_first, in_last;
+  bool pointwise;
+  int64_t rows, in_rows, row;  // row: the first output row
+};
+ChainPart chain_part(const ChainLayer& l, int64_t kernel, int t, int threads) {
+  const int64_t width = l.input_size[3], out_width = l.output_size[3];
+  if (kernel == 1 && l.stride == 1 && l.padding == 0) {
+    auto [first, last] =
+        thread_share(l.output_size[2] * out_width, t, threads);
+    return {first, last, first, last, true, 0, 0, 0};
+  }
+  auto [first, last] = thread_share(l.output_size[2], t, threads);
+  const int64_t in_first =
+      std::max<int64_t>(first * l.stride - l.padding, 0);
+  const int64_t in_last = std::min<int64_t>(
+      (last - 1) * l.stride - l.padding + kernel, l.input_size[2]);
+  return {first * out_width, last * out_width, in_first * width,
+          in_last * width, false, last - first, in_last - in_first, first};
+}
+
+std::shared_ptr<const ChainPlan> make_chain_plan(
+    const char* op, const std::vector<ChainLayer>& layers,
+    at::TensorList weights, int threads) {
+  const int64_t n = static_cast<int64_t>(layers.size());
+  auto plan = std::make_shared<ChainPlan>();
+  plan->threads = threads;
+  // Which rows of each value each thread wrote (the input: all, before).
+  auto kernel = [&](int64_t i) { return weights[i].size(2); };
+  auto own = [&](int64_t value, int t, int64_t first, int64_t last) {
+    if (value == 0) return true;
+    const ChainPart r = chain_part(layers[value - 1], kernel(value - 1), t,
+                                   threads);
+    return first >= r.first && last <= r.last;
+  };
+  // The value whose memory each value is (a residual layer writes into
+  // its residual's), and when each memory is last read or written.
+  std::vector<int64_t> root(n + 1), last_use(n + 1, 0);
+  for (int64_t v = 0; v <= n; ++v) {
+    root[v] = v == 0 || layers[v - 1].residual < 0
+                  ? v
+                  : root[layers[v - 1].residual];
+  }
+  std::vector<bool> barrier(n, false);
+  // Per memory, the last layer that read rows of it another thread wrote.
+  std::vector<int64_t> crossed_at(n + 1, -1);
+  for (int64_t i = 0; i < n; ++i) {
+    const ChainLayer& l = layers[i];
+    bool crosses = false, residual_crosses = false;
+    for (int t = 0; t < threads; ++t) {
+      const ChainPart r = chain_part(l, kernel(i), t, threads);
+      if (r.first == r.last) continue;
+      crosses |= !own(i, t, r.in_first, r.in_last);
+      if (l.residual >= 0) {
+        residual_crosses |= !own(l.residual, t, r.first, r.last);
+      }
+    }
+    // Writing in place where another thread still reads waits for it.
+    auto waited_since = [&](int64_t layer) {
+      for (int64_t k = layer + 1; k <= i; ++k) {
+        if (barrier[k]) return true;
+      }
+      return layer < 0;
+    };
+    barrier[i] = crosses || residual_crosses ||
+                 (l.residual >= 0 &&
+                  !waited_since(crossed_at[root[l.residual]]));
+    if (crosses) crossed_at[root[i]] = i;
+    last_use[root[i]] = i;
+    if (l.residual >= 0) last_use[root[l.residual]] = i;
+  }
+  last_use[root[n]] = n;  // the output outlives the chain
+  // A memory per value that is not a residual's: a buffer another memory
+  // left, once every thread is past its last use, or a new one.
+  std::vector<int64_t> holder;  // per slot, the memory in it
+  plan->value_slot.assign(n + 1, -1);
+  auto waited_between = [&](int64_t after, int64_t upto) {
+    for (int64_t k = after + 1; k <= upto; ++k) {
+      if (barrier[k]) return true;
+    }
+    return false;
+  };
+  for (int64_t v = 1; v <= n; ++v) {
+    if (root[v] != v) {
+      plan->value_slot[v] = plan->value_slot[root[v]];
+      continue;
+    }
+    const int64_t floats = c10::multiply_integers(layers[v - 1].output_size);
+    int64_t best = -1;
+    if (root[n] != v) {
+      for (size_t s = 0; s < holder.size(); ++s) {
+        const int64_t held = holder[s];
+        if (root[n] == held || last_use[held] >= v - 1 ||
+            !waited_between(last_use[held], v - 1)) {
+          continue;
+        }
+        if (best < 0 || std::abs(plan->slot_floats[s] - floats) <
+                            std::abs(plan->slot_floats[best] - floats)) {
+          best = static_cast<int64_t>(s);
+        }
+      }
+    }
+    if (best < 0) {
+      best = static_cast<int64_t>(holder.size());
+      holder.push_back(v);
+      plan->slot_floats.push_back(floats);
+    }
+    holder[best] = v;
+    plan->slot_floats[best] = std::max(plan->slot_floats[best], floats);
+    plan->value_slot[v] = best;
+  }
+  // Each thread's one-thread primitives on its rows.
+  plan->steps.assign(threads, std::vector<ChainStep>(n));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);  // oneDNN plans its kernels for this many
+  try {
+    for (int64_t i = 0; i < n; ++i) {
+      const ChainLayer& l = layers[i];
+      const Header& header =
+          header_of(weights[i], op, "fx_onednn::pack_conv_weight");
+      const int64_t width = l.input_size[3], out_width = l.output_size[3];
+      const int64_t in_channels = l.input_size[1],
+                    out_channels = l.output_size[1];
+      const bool silu = silu_as_pass(l.activation, DataType::f32);
+      const dnnl::primitive_attr attr =
+          post_ops(op, l.residual >= 0, silu ? "none" : l.activation, l.alpha,
+                   l.beta);
+      for (int t = 0; t < threads; ++t) {
+        const ChainPart r = chain_part(l, kernel(i), t, threads);
+        ChainStep& step = plan->steps[t][i];
+        step.barrier = barrier[i];
+        step.src_value = i;
+        step.dst_value = i + 1;
+        if (r.first == r.last) continue;
+        std::vector<int64_t> in_size;
+        ConvGeometry g;
+        g.strides = {l.stride, l.stride};
+        g.dilates = {0, 0};
+        memory::dims padding_after;
+        if (r.pointwise) {
+          // The pixels as one row.
+          in_size = {1, in_channels, 1, r.last - r.first};
+          g.output_size = {1, out_channels, 1, r.last - r.first};
+          g.padding = {0, 0};
+          padding_after = {0, 0};
+        } else {
+          const int64_t top =
+              std::max<int64_t>(l.padding - r.row * l.stride, 0);
+          const int64_t bottom = std::max<int64_t>(
+              (r.row + r.rows - 1) * l.stride - l.padding + kernel(i) -
+                  l.input_size[2],
+              0);
+          in_size = {1, in_channels, r.in_rows, width};
+          g.output_size = {1, out_channels, r.rows, out_width};
+          g.padding = {top, l.padding};
+          padding_after = {bottom, l.padding};
+        }
+        std::shared_ptr<const Reorder> reorder;
+        auto make = [&](const memory::desc& weights_desc) {
+              const ActivationDescs d = activation_descs(
+                  in_size, g.output_size, true, DataType::f32, DataType::f32);
+              dnnl::convolution_forward::desc desc(
+                  dnnl::prop_kind::forward_inference,
+                  dnnl::algorithm::convolution_direct, d.src, weights_desc,
+                  d.bias, d.dst, g.strides, g.dilates, g.padding,
+                  padding_after);
+              return dnnl::convolution_forward::primitive_desc(desc, attr,
+                                                               cpu_engine());
+        };
+        // The layout the one-thread kernel prefers for these rows (the
+        // packed one is the whole layer's at all threads'): the weights
+        // are repacked into it once, shared by the threads that want it.
+        auto pd = make(conv_weight_desc(weights[i].sizes(), l.groups, Tag::any));
+        const memory::desc packed_desc(header.desc);
+        if (is_reference(pd)) {
+          pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
+              make, packed_desc,
+              conv_weight_desc(weights[i].sizes(), l.groups, Tag::any),
+              &reorder);
+        } else if (pd.weights_desc() != packed_desc) {
+          for (int u = 0; u < t && !step.weight.defined(); ++u) {
+            const ChainStep& other = plan->steps[u][i];
+            if (other.weight.defined() && other.made &&
+                other.made->pd.weights_desc() == pd.weights_desc()) {
+              step.weight = other.weight;
+            }
+          }
+          if (!step.weight.defined()) {
+            step.weight = pack(weights[i], packed_desc, pd.weights_desc(),
+                               weights[i].sizes(), PackKind::kConv);
+          }
+        }
+        step.made = std::make_shared<const Conv>(
+            Conv{pd, dnnl::convolution_forward(pd), reorder});
+        step.silu_pass = silu;
+        step.src_offset = r.in_first * in_channels;
+        step.dst_offset = r.first * out_channels;
+        step.dst_floats = (r.last - r.first) * out_channels;
+      }
+    }
+  } catch (...) {
+    omp_set_num_threads(saved);
+    throw;
+  }
+  omp_set_num_threads(saved);
+  return plan;
+}
+
+// This thread's plan for a chain's call: made once per weights, sizes,
+// layers and thread count, kept with the arguments it was made for.
+std::shared_ptr<const ChainPlan> chain_plan(
+    const char* op, const at::Tensor& input, at::TensorList weights,
+    at::IntArrayRef layers, c10::string_view activations,
+    at::ArrayRef<double> params, int threads,
+    const std::vector<ChainLayer>& checked) {
+  thread_local absl::flat_hash_map<std::string,
+                                   std::shared_ptr<const ChainPlan>>
+      plans;
+  thread_local uint64_t generation = 0;
+  if (generation != cache_generation.load()) {
+    plans.clear();
+    generation = cache_generation.load();
+  }
+  std::string key;
+  append_key(&key, input.sizes());
+  append_key(&key, layers);
+  absl::StrAppend(&key, threads, "|");
+  for (const at::Tensor& w : weights) {
+    const Header& header = header_of(w, op, "fx_onednn::pack_conv_weight");
+    key.append(reinterpret_cast<const char*>(&header.desc),
+               sizeof(header.desc));
+    absl::StrAppend(&key, reinterpret_cast<uintptr_t>(packed_data(w)), "|");
+  }
+  key.append(activations.data(), activations.size());
+  key.push_back('|');
+  for (double p : params) append_key(&key, p);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second;
+  if (plans.size() >= 64) plans.clear();  // the weights of graphs gone
+  return plans[key] = make_chain_plan(op, checked, weights, threads);
+}
+
+// Runs thread t's steps of the chain; with `alone`, the calling thread
+// runs every thread's steps, layer by layer, and nobody waits.
+void run_chain_steps(const ChainPlan& plan, const std::vector<float*>& slots,
+                     const float* input, at::TensorList weights,
+                     const std::vector<at::Tensor>& biases, int t,
+                     bool alone) {
+  const size_t n = plan.steps[0].size();
+  auto data = [&](int64_t value) -> float* {
+    const int64_t slot = plan.value_slot[value];
+    return slot < 0 ? const_cast<float*>(input) : slots[slot];
+  };
+  auto run = [&](const ChainStep& step, size_t i) {
+    if (!step.made) return;
+    const at::Tensor& weight =
+        step.weight.defined() ? step.weight : weights[i];
+    const Header& header =
+        *static_cast<const Header*>(weight.storage().data());
+    float* dst = data(step.dst_value) + step.dst_offset;
+    run_made(step.made, data(step.src_value) + step.src_offset, weight,
+             header, biases[i].data_ptr(), dst);
+    if (step.silu_pass) silu_in_place(dst, step.dst_floats);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (alone) {
+      for (int u = 0; u < plan.threads; ++u) run(plan.steps[u][i], i);
+      continue;
+    }
+    if (plan.steps[t][i].barrier) GOMP_barrier();
+    run(plan.steps[t][i], i);
+  }
+}
+
+at::Tensor conv_chain(const at::Tensor& input, at::TensorList weights,
+                      at::TensorList biases, at::IntArrayRef layers,
+                      c10::string_view activations,
+                      at::ArrayRef<double> params) {
+  const char* op = "fx_onednn::conv_chain";
+  check_input(op, input);
+  const std::vector<ChainLayer> checked =
+      chain_layers(op, input, weights, biases, layers, activations, params);
+  const int64_t n = static_cast<int64_t>(checked.size());
+  std::vector<at::Tensor> bias_values;
+  for (int64_t i = 0; i < n; ++i) {
+    header_of(weights[i], op, "fx_onednn::pack_conv_weight");
+    bias_values.push_back(
+        float_bias(op, biases[i], checked[i].output_size[1]));
+  }
+  const bool f32 = input.scalar_type() == at::kFloat &&
+                   compute_type(op, header_of(weights[0], op,
+                                              "fx_onednn::pack_conv_weight"),
+                                input) == DataType::f32;
+  bool packed_f32 = f32;
+  for (const at::Tensor& w : weights) {
+    packed_f32 &= memory::desc(header_of(w, op, "fx_onednn::pack_conv_weight")
+                                   .desc)
+                      .data_type() == DataType::f32;
+  }
+  if (input.size(0) != 1 || !packed_f32) {
+    // Another batch or type: the layers one by one.
+    std::vector<at::Tensor> values{input};
+    for (int64_t i = 0; i < n; ++i) {
+      const ChainLayer& l = checked[i];
+      const std::vector<int64_t> s{l.stride, l.stride}, p{l.padding, l.padding};
+      if (l.residual >= 0) {
+        at::Tensor& self = values[l.residual];
+        values.push_back(conv_add_(self, values[i], weights[i], biases[i], s,
+                                   p, {1, 1}, l.groups, l.activation, l.alpha,
+                                   l.beta));
+      } else {
+        values.push_back(conv(values[i], weights[i], biases[i], s, p, {1, 1},
+                              l.groups, c10::nullopt, l.activation, l.alpha,
+                              l.beta));
+      }
+    }
+    return values.back();
+  }
+  const int threads = std::max(1, at::get_num_threads());
+  const std::shared_ptr<const ChainPlan> plan = chain_plan(
+      op, input, weights, layers, activations, params, threads, checked);
+  const at::Tensor src = to_channels_last(input);
+  std::vector<at::Tensor> buffers;
+  std::vector<float*> slots;
+  for (size_t s = 0; s < plan->slot_floats.size(); ++s) {
+    buffers.push_back(
+        empty_activation({plan->slot_floats[s]}, input.options()));
+    slots.push_back(buffers.back().data_ptr<float>());
+  }
+  const float* in = src.data_ptr<float>();
+  run_on_threads(threads, [&](int t, int team) {
+    if (team == plan->threads) {
+      run_chain_steps(*plan, slots, in, weights, bias_values, t, false);
+    } else if (t == 0) {
+      run_chain_steps(*plan, slots, in, weights, bias_values, 0, true);
+    }
+  });
+  const std::vector<int64_t>& size = checked.back().output_size;
+  const at::Tensor& out = buffers[plan->value_slot[n]];
+  return out.as_strided(size, channels_last_strides(size));
+}
+
+at::Tensor conv_chain_meta(const at::Tensor& input, at::TensorList weights,
+                           at::TensorList biases, at::IntArrayRef layers,
+                           c10::string_view activations,
+                           at::ArrayRef<double> params) {
+  const std::vector<ChainLayer> checked =
+      chain_layers("fx_onednn::conv_chain", input, weights, biases, layers,
+                   activations, params);
+  return empty_channels_last(checked.back().output_size, input.options());
 }
 
 // --- Transposed convolution (oneDNN's deconvolution) -------------------------
@@ -2559,6 +3020,9 @@ TORCH_LIBRARY(fx_onednn, m) {
       "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
       "int groups, str activation=\"none\", float alpha=0., float beta=0.) "
       "-> Tensor");
+  m.def(
+      "conv_chain(Tensor input, Tensor[] weights, Tensor[] biases, "
+      "int[] layers, str activations, float[] params) -> Tensor");
   m.def("matmul(Tensor self, Tensor other, float scale=1.) -> Tensor");
   m.def("unpack_weight(Tensor packed, str kind, int groups=1) -> Tensor");
   m.def(
@@ -2592,6 +3056,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("pack_conv_weight", &pack_conv_weight);
   m.impl("conv", &conv);
   m.impl("conv_add_", &conv_add_);
+  m.impl("conv_chain", &conv_chain);
   m.impl("pack_linear_weight", &pack_linear_weight);
   m.impl("linear", &linear);
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight);
@@ -2611,7 +3076,8 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
 // Inference only: no gradient flows through these operators.
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
   for (const char* name :
-       {"pack_conv_weight", "conv", "conv_add_", "pack_linear_weight",
+       {"pack_conv_weight", "conv", "conv_add_", "conv_chain",
+       "pack_linear_weight",
         "linear", "pack_conv_transpose_weight", "conv_transpose",
         "matmul", "unpack_weight", "lstm", "gru", "batch_norm",
         "concat_buffer", "concat_write_", "squeeze_excite", "max_pool2d",
@@ -2624,6 +3090,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, Meta, m) {
   m.impl("pack_conv_weight", &pack_conv_weight_meta);
   m.impl("conv", &conv_meta);
   m.impl("conv_add_", &conv_add_meta);
+  m.impl("conv_chain", &conv_chain_meta);
   m.impl("pack_linear_weight", &pack_linear_weight_meta);
   m.impl("linear", &linear_meta);
   m.impl("pack_conv_transpose_weight", &pack_conv_transpose_weight_meta);

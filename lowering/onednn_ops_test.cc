@@ -1414,3 +1414,111 @@ TEST_CASE("unpack_weight gives back the weight a pack call was given") {
   CHECK_THROWS_WITH(call("fx_onednn::unpack_weight", {square_packed, std::string("conv")}),
                     Catch::Matchers::Contains("was not made by fx_onednn::pack_conv_weight"));
 }
+
+TEST_CASE("conv_chain runs its layers as conv and conv_add_ one by one do") {
+  // An inverted-residual block twice over (expand, depthwise, project, the
+  // second added into the first's output), at odd sizes and strides.
+  at::manual_seed(4);
+  struct Layer {
+    std::vector<int64_t> weight;
+    int64_t stride, padding, groups, residual;
+    std::string activation;
+    double alpha, beta;
+  };
+  const std::vector<Layer> layers = {
+      {{16, 3, 3, 3}, 2, 1, 1, -1, "clip", 0, 6},   // 3 -> 16, 19x19 -> 10x10
+      {{16, 1, 3, 3}, 1, 1, 16, -1, "clip", 0, 6},  // depthwise
+      {{8, 16, 1, 1}, 1, 0, 1, -1, "none", 0, 0},   // value 3
+      {{48, 8, 1, 1}, 1, 0, 1, -1, "relu", 0, 0},
+      {{48, 1, 3, 3}, 1, 1, 48, -1, "relu", 0, 0},
+      {{8, 48, 1, 1}, 1, 0, 1, 3, "none", 0, 0},    // added into value 3
+      {{48, 8, 1, 1}, 1, 0, 1, -1, "hardswish", 0, 0},
+      {{48, 1, 5, 5}, 2, 2, 48, -1, "silu", 0, 0},  // 10x10 -> 5x5
+      {{24, 48, 1, 1}, 1, 0, 1, -1, "none", 0, 0},
+  };
+  std::vector<int64_t> size = {1, 3, 19, 19};
+  std::vector<at::Tensor> weights, biases;
+  std::vector<int64_t> ints;
+  std::vector<std::string> activations;
+  std::vector<double> params;
+  for (const Layer& l : layers) {
+    at::Tensor w = at::randn(l.weight) * (1.0 / std::sqrt(l.weight[1] * 9.0));
+    weights.push_back(pack_conv(w, size, {l.stride, l.stride},
+                                {l.padding, l.padding}, {1, 1}, l.groups));
+    biases.push_back(at::randn({l.weight[0]}) * 0.1);
+    ints.insert(ints.end(), {l.stride, l.padding, l.groups, l.residual});
+    activations.push_back(l.activation);
+    params.insert(params.end(), {l.alpha, l.beta});
+    const int64_t out = (size[2] + 2 * l.padding - l.weight[2]) / l.stride + 1;
+    size = {1, l.weight[0], out, out};
+  }
+  std::string joined;
+  for (const std::string& a : activations) joined += (joined.empty() ? "" : ",") + a;
+  // The layers one by one, as the graph ran them before.
+  auto one_by_one = [&](const at::Tensor& x) {
+    std::vector<at::Tensor> values = {x};
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = layers[i];
+      std::vector<int64_t> s{l.stride, l.stride}, p{l.padding, l.padding};
+      if (l.residual >= 0) {
+        values.push_back(call("fx_onednn::conv_add_",
+                              {values[l.residual], values[i], weights[i],
+                               biases[i], s, p, std::vector<int64_t>{1, 1},
+                               l.groups, l.activation, l.alpha, l.beta}));
+      } else {
+        values.push_back(call("fx_onednn::conv",
+                              {values[i], weights[i], biases[i], s, p,
+                               std::vector<int64_t>{1, 1}, l.groups,
+                               c10::IValue(), l.activation, l.alpha,
+                               l.beta}));
+      }
+    }
+    return values.back();
+  };
+  auto chain = [&](const at::Tensor& x) {
+    return call("fx_onednn::conv_chain",
+                {x, weights, biases, ints, joined, params});
+  };
+  const int saved = at::get_num_threads();
+  for (int64_t batch : {1, 2}) {
+    const at::Tensor x = at::randn({batch, 3, 19, 19});
+    const at::Tensor want = one_by_one(x);
+    for (int threads : {1, 2, 3, 4}) {
+      CAPTURE(batch, threads);
+      at::set_num_threads(threads);
+      const at::Tensor got = chain(x);
+      CHECK(got.sizes() == want.sizes());
+      CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+      check_close(got, want);
+      check_close(chain(x), want);  // the plan kept, run again
+    }
+  }
+  at::set_num_threads(saved);
+  const at::Tensor x = at::randn({1, 3, 19, 19});
+  std::vector<int64_t> bad = ints;
+  bad[4 * 5 + 3] = 5;  // layer 5's own input
+  CHECK_THROWS_WITH(call("fx_onednn::conv_chain",
+                         {x, weights, biases, bad, joined, params}),
+                    Catch::Contains("layer 5's residual must be -1 or the "
+                                    "output of a layer before its input's"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::conv_chain",
+           {x, weights, biases, std::vector<int64_t>(ints.begin(), ints.end() - 1),
+            joined, params}),
+      Catch::Contains("a chain of n layers takes n weights"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::conv_chain",
+           {at::randn({1, 4, 19, 19}), weights, biases, ints, joined, params}),
+      Catch::Contains("the input has 4 channels"));
+  // Its meta kernel gives the last layer's sizes.
+  std::vector<at::Tensor> meta_weights, meta_biases;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    meta_weights.push_back(at::empty(weights[i].sizes(), at::kMeta));
+    meta_biases.push_back(at::empty(biases[i].sizes(), at::kMeta));
+  }
+  const at::Tensor meta = call(
+      "fx_onednn::conv_chain", {at::empty({1, 3, 19, 19}, at::kMeta),
+                                meta_weights, meta_biases, ints, joined,
+                                params});
+  CHECK(meta.sizes() == std::vector<int64_t>{1, 24, 5, 5});
+}

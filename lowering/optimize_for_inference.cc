@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
+#include "lowering/conv_chain.h"
 #include "lowering/micro_batch.h"
 #include "lowering/onednn_ops.h"
 #include "passes/aliasing.h"
@@ -1219,7 +1220,8 @@ std::string InferenceReport::to_string() const {
                       concat_buffers, " buffers, ", declined,
                       " convolutions left to aten (lowering did not pay), ",
                       micro_batched, " nodes run in ", micro_batches,
-                      " micro-batches");
+                      " micro-batches, ", chained, " convolutions run in ",
+                      conv_chains, " chains");
 }
 
 InferenceReport optimize_for_inference(GraphModuleImpl& module,
@@ -1256,6 +1258,11 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
     const MicroBatchReport batches = micro_batch(module);
     report.micro_batched = batches.nodes;
     report.micro_batches = batches.micro_batches;
+  }
+  if (options.chain_convolutions && report.convolutions > 0) {
+    const ConvChainReport chains = chain_convolutions(module);
+    report.conv_chains = chains.chains;
+    report.chained = chains.layers;
   }
   module.recompile();
   return report;

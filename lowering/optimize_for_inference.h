@@ -31,7 +31,9 @@
 //      relu after one fused;
 //   5. traced at a batch above 1 (not a dynamic one), the leading layers
 //      whose activations outgrow the caches run one micro-batch at a time,
-//      the rest on the whole batch (lowering/micro_batch.h).
+//      the rest on the whole batch (lowering/micro_batch.h); at batch 1,
+//      runs of convolutions each reading the one before run as one call
+//      (lowering/conv_chain.h).
 //
 //   before:
 //       %conv2d = call_function[target=aten::conv2d](args = (%x, %conv_weight, %conv_bias, [1, 1], [1, 1]))
@@ -104,6 +106,10 @@ struct InferenceOptions {
   // per-sample layers whose activations outgrow the caches one micro-batch
   // at a time (lowering/micro_batch.h).
   bool micro_batch = true;
+  // At batch 1, run each chain of three or more lowered convolutions, each
+  // reading the one before, as one call whose threads each take the same
+  // rows of every layer (fx_onednn::conv_chain, lowering/conv_chain.h).
+  bool chain_convolutions = true;
   // Whether lowering a convolution pays (linear layers always do: oneDNN's
   // matmul against the system BLAS):
   //   kCostModel  by the bytes it moves: lowering saves aten's per-call
@@ -147,6 +153,8 @@ struct InferenceReport {
   int declined = 0;           // convolutions left to aten: lowering did not pay
   int micro_batched = 0;      // nodes run per micro-batch
   int64_t micro_batches = 0;  // ... in this many micro-batches
+  int conv_chains = 0;        // fx_onednn::conv_chain calls made
+  int chained = 0;            // ... of this many convolutions
   std::string to_string() const;
 };
 

@@ -464,7 +464,9 @@ TEST_CASE("every zoo model lowered matches eager") {
     CHECK(gm->graph().to_string() == before);
     if (name == "resnet18" || name == "mobilenet_v2" || name == "lenet" ||
         name == "unet") {
-      CHECK(count(lowered->graph(), "fx_onednn::conv") > 0);
+      CHECK(count(lowered->graph(), "fx_onednn::conv") +
+                count(lowered->graph(), "fx_onednn::conv_chain") >
+            0);
       CHECK(count(lowered->graph(), "aten::conv2d") == 0);
     }
     if (name == "resnet18" || name == "resnet50") {
@@ -479,6 +481,42 @@ TEST_CASE("every zoo model lowered matches eager") {
       CHECK(count(lowered->graph(), "fx_onednn::linear") > 0);
     }
   }
+}
+
+TEST_CASE("at batch 1, runs of convolutions run as one fx_onednn::conv_chain") {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("mobilenet_v2");
+  const fx::GraphModule traced = models::trace_zoo_model(model);
+  fx::GraphModule chained(traced->copy()), apart(traced->copy());
+  const fx::InferenceReport report = fx::optimize_for_inference(*chained);
+  fx::InferenceOptions options;
+  options.chain_convolutions = false;
+  fx::optimize_for_inference(*apart, options);
+  // Its 52 convolutions, the first reading the image, in one chain.
+  CHECK(report.conv_chains == 1);
+  CHECK(report.chained == 52);
+  CHECK(count(chained->graph(), "fx_onednn::conv_chain") == 1);
+  CHECK(count(chained->graph(), "fx_onednn::conv") == 0);
+  CHECK(count(chained->graph(), "fx_onednn::conv_add_") == 0);
+  CHECK(count(apart->graph(), "fx_onednn::conv_chain") == 0);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  const at::Tensor want = apart(x).toTensor();
+  const int saved = at::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    at::set_num_threads(threads);
+    const at::Tensor got = chained(x).toTensor();
+    CHECK(((got - want).abs().max() / want.abs().max()).item<double>() < 1e-5);
+  }
+  at::set_num_threads(saved);
+  testdata::check_round_trips(chained, {x});
+  // A graph traced at batch 2 keeps its convolutions apart.
+  fx::GraphModule batch2 = fx::symbolic_trace(
+      model.module, model.forward, {torch::randn({2, 3, 224, 224})});
+  fx::InferenceOptions no_micro;
+  no_micro.micro_batch = false;
+  CHECK(fx::optimize_for_inference(*batch2, no_micro).conv_chains == 0);
+  CHECK(count(batch2->graph(), "fx_onednn::conv_chain") == 0);
 }
 
 TEST_CASE("a lowered graph runs on several threads at once, exactly") {

@@ -20,6 +20,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
@@ -1367,6 +1368,61 @@ void lowered_conv(OnnxBuilder& b, const char* residual) {
            number(b, args["alpha"]), number(b, args["beta"]));
 }
 
+// fx_onednn::conv_chain: each layer as the convolution it replaced (Conv,
+// its residual's Add, its activation), the residual the value it was
+// added into.
+void lowered_conv_chain(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string& name = b.node().name();
+  const std::vector<Argument>& weights = args["weights"].elements();
+  const std::vector<Argument>& biases = args["biases"].elements();
+  const std::vector<int64_t> layers = args["layers"].to_int_list();
+  const std::vector<Argument>& params = args["params"].elements();
+  const std::vector<std::string> activations =
+      absl::StrSplit(args["activations"].to_string_ref(), ',');
+  const size_t n = weights.size();
+  if (n == 0 || biases.size() != n || layers.size() != 4 * n ||
+      params.size() != 2 * n || activations.size() != n) {
+    refuse(b, "its lists do not hold one layer each (weights, biases, 4 "
+              "ints, an activation and 2 parameters per layer)");
+  }
+  std::vector<std::string> values = {b.value(args["input"])};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t stride = layers[4 * i], padding = layers[4 * i + 1],
+                  groups = layers[4 * i + 2], residual = layers[4 * i + 3];
+    if (residual >= static_cast<int64_t>(i) || residual == 0) {
+      refuse(b, "a layer's residual is not an earlier layer's output");
+    }
+    const std::string& activation = activations[i];
+    const bool sum = residual > 0;
+    const std::string layer = absl::StrCat(name, "_", i);
+    const std::string out = i + 1 == n ? b.output() : b.fresh(layer);
+    const std::string conv =
+        !sum && activation == "none" ? out : b.fresh(layer + "_op");
+    onnx::NodeProto& c = b.add(
+        "Conv",
+        {values[i], unpacked_weight(b, weights[i], "conv", groups),
+         b.value(biases[i])},
+        conv);
+    set_ints(c, "strides", {stride, stride});
+    set_ints(c, "pads", {padding, padding, padding, padding});
+    set_ints(c, "dilations", {1, 1});
+    set_int(c, "group", groups);
+    std::string value = conv;
+    if (sum) {
+      const std::string added =
+          activation == "none" ? out : b.fresh(layer + "_sum");
+      b.add("Add", {value, values[residual]}, added);
+      value = added;
+    }
+    if (activation != "none") {
+      activation_into(b, value, activation, number(b, params[2 * i]),
+                      number(b, params[2 * i + 1]), out);
+    }
+    values.push_back(out);
+  }
+}
+
 // fx_onednn::batch_norm: BatchNormalization, then its relu.
 void lowered_batch_norm(OnnxBuilder& b) {
   const std::string activation =
@@ -1670,6 +1726,7 @@ void add_operator_mappings(Mappings* m) {
   (*m)["aten::linear"] = [](OnnxBuilder& b) { linear(b); };
   (*m)["fx_onednn::conv"] = [](OnnxBuilder& b) { lowered_conv(b, "other"); };
   (*m)["fx_onednn::conv_add_"] = [](OnnxBuilder& b) { lowered_conv(b, "self"); };
+  (*m)["fx_onednn::conv_chain"] = lowered_conv_chain;
   (*m)["fx_onednn::conv_transpose"] = lowered_conv_transpose;
   (*m)["fx_onednn::linear"] = lowered_linear;
   (*m)["fx_onednn::matmul"] = lowered_matmul;
