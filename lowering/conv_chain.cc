@@ -141,20 +141,20 @@ class Chains {
       if (next == nullptr) break;
       if (m.residual != nullptr) {
         auto it = value.find(m.residual);
-        if (it == value.end() || it->second == 0) break;
+        if (it == value.end() || it->second == 0 || m.residual == last) {
+          break;
+        }
       }
       chain.push_back(m);
       value[next] = static_cast<int64_t>(chain.size());
-      if (inner_values_stay(chain, value)) valid = chain.size();
+      if (inner_values_stay(chain)) valid = chain.size();
     }
     chain.resize(valid);
     return chain;
   }
 
   // Whether every member's output but the last's is read only by members.
-  static bool inner_values_stay(
-      const std::vector<Member>& chain,
-      const absl::flat_hash_map<const Node*, int64_t>& value) {
+  static bool inner_values_stay(const std::vector<Member>& chain) {
     absl::flat_hash_map<const Node*, bool> in_chain;
     for (const Member& m : chain) in_chain[m.node] = true;
     for (size_t i = 0; i + 1 < chain.size(); ++i) {
@@ -162,7 +162,6 @@ class Chains {
         if (in_chain.count(user) == 0) return false;
       }
     }
-    (void)value;
     return true;
   }
 

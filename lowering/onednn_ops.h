@@ -13,6 +13,8 @@
 //       Tensor? bias, int[] stride, int[] padding, int[] dilation,
 //       int groups, str activation="none", float alpha=0., float beta=0.)
 //       -> Tensor(a!)
+//   fx_onednn::conv_chain(Tensor input, Tensor[] weights, Tensor[] biases,
+//       int[] layers, str activations, float[] params) -> Tensor
 //   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size,
 //       bool bf16=False) -> Tensor
 //   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
@@ -68,7 +70,14 @@
 // (a residual connection: oneDNN's sum post-op), and the activation
 // (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
 // the same in the residual's own memory (self = activation(self + conv)),
-// for a residual nothing reads afterwards. conv_transpose is aten's
+// for a residual nothing reads afterwards. conv_chain runs a chain of 2-d
+// convolutions, each reading the one before, as conv and conv_add_ would
+// one by one: per layer its packed weight, float32 bias, four ints
+// (stride, padding, groups, and the value it adds into in place: -1 for
+// none, i for layer i - 1's output), an activation (comma-separated) and
+// its alpha and beta; at batch 1 in one parallel region, each thread the
+// same rows of every layer (lowering/conv_chain.h), at other batches layer
+// by layer. conv_transpose is aten's
 // transposed convolution (its weight [in, out / groups, kernel...], float32
 // only) on oneDNN's deconvolution. matmul is aten::matmul of two float32
 // tensors of the same rank (batch sizes equal or 1, broadcast) times
