@@ -11,6 +11,7 @@
 #include "fx/io/input_spec.h"
 #include "passes/pass_manager.h"
 #include "testdata/dense_excite_lowered.h"
+#include "testdata/mobilenet_v2_chained.h"
 #include "testdata/mobilenet_v2_micro_batched.h"
 #include "testdata/lenet_generated.h"
 #include "lowering/optimize_for_inference.h"
@@ -96,6 +97,22 @@ TEST_CASE("lowered operators that take lists of tensors generate and run") {
   const at::Tensor ours = generated.forward(x);
   CHECK(torch::equal(ours, gm(x).toTensor()));
   CHECK(torch::allclose(ours, model.forward({x}).toTensor(), 1e-4, 1e-5));
+}
+
+TEST_CASE("a chained graph generates C++ that runs as the GraphModule does") {
+  // MobileNetV2 lowered at batch 1: its convolutions one conv_chain call.
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::mobilenet_v2_model();
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({1, 3, 224, 224});
+  fx::GraphModule gm = fx::symbolic_trace(model.module, model.forward, {x});
+  REQUIRE(fx::optimize_for_inference(*gm).conv_chains == 1);
+  testdata::MobileNetV2Chained generated(*model.module);
+  const at::Tensor ours = generated.forward(x);
+  CHECK(torch::equal(ours, gm(x).toTensor()));
+  CHECK(torch::allclose(ours, model.forward({x}).toTensor(), 1e-4, 1e-5));
+  CHECK_THAT(gm->code(),
+             Catch::Contains("findSchemaOrThrow(\"fx_onednn::conv_chain\", \"\")"));
 }
 
 TEST_CASE("a micro-batched graph generates C++ that runs as the GraphModule does") {
