@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
 #include "fx/ir/function.h"
 #include "fx/ir/graph.h"
@@ -102,12 +103,12 @@ class Chains {
     ConvChainReport report;
     std::vector<Node*> nodes;
     for (Node* n : graph_.nodes()) nodes.push_back(n);
-    absl::flat_hash_map<const Node*, bool> taken;
+    absl::flat_hash_set<const Node*> taken;
     for (Node* start : nodes) {
       if (taken.count(start) > 0 || start->is_erased()) continue;
       std::vector<Member> chain = grow(start);
       if (chain.size() < kMinLayers) continue;
-      for (const Member& m : chain) taken[m.node] = true;
+      for (const Member& m : chain) taken.insert(m.node);
       replace(chain);
       ++report.chains;
       report.layers += static_cast<int>(chain.size());
@@ -155,8 +156,8 @@ class Chains {
 
   // Whether every member's output but the last's is read only by members.
   static bool inner_values_stay(const std::vector<Member>& chain) {
-    absl::flat_hash_map<const Node*, bool> in_chain;
-    for (const Member& m : chain) in_chain[m.node] = true;
+    absl::flat_hash_set<const Node*> in_chain;
+    for (const Member& m : chain) in_chain.insert(m.node);
     for (size_t i = 0; i + 1 < chain.size(); ++i) {
       for (const Node* user : chain[i].node->users()) {
         if (in_chain.count(user) == 0) return false;

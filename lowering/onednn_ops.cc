@@ -8,6 +8,7 @@
 #include <absl/container/inlined_vector.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
 
 #include <atomic>
 #include <cmath>
@@ -1169,7 +1170,6 @@ struct ChainLayer {
 // none), where they read and write, and whether all threads wait first.
 struct ChainStep {
   std::shared_ptr<const Conv> made;
-  at::Tensor weight;  // the packed weight in the layout `made` prefers, or undefined
   bool silu_pass = false;
   int64_t src_value = 0, dst_value = 0;
   int64_t src_offset = 0, dst_offset = 0, dst_floats = 0;  // floats
@@ -1194,15 +1194,8 @@ std::vector<ChainLayer> chain_layers(const char* op, const at::Tensor& input,
                                      at::ArrayRef<double> params) {
   const int64_t n = static_cast<int64_t>(weights.size());
   // The activations, one per layer, separated by commas.
-  std::vector<c10::string_view> activations;
-  for (size_t start = 0;;) {
-    const size_t comma = activation_list.find(',', start);
-    activations.push_back(activation_list.substr(
-        start, comma == c10::string_view::npos ? c10::string_view::npos
-                                                : comma - start));
-    if (comma == c10::string_view::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<absl::string_view> activations = absl::StrSplit(
+      absl::string_view(activation_list.data(), activation_list.size()), ',');
   TORCH_CHECK(n >= 1 && static_cast<int64_t>(biases.size()) == n &&
                   static_cast<int64_t>(layers.size()) == kChainInts * n &&
                   static_cast<int64_t>(activations.size()) == n &&
@@ -1219,7 +1212,9 @@ std::vector<ChainLayer> chain_layers(const char* op, const at::Tensor& input,
   std::vector<int64_t> size = input.sizes().vec();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t* l = layers.data() + kChainInts * i;
-    ChainLayer layer{l[0], l[1], l[2], l[3], size, {}, activations[i],
+    ChainLayer layer{l[0], l[1], l[2], l[3], size, {},
+                     c10::string_view(activations[i].data(),
+                                      activations[i].size()),
                      params[2 * i], params[2 * i + 1]};
     const ConvGeometry g = conv_geometry(
         op, size, weights[i].sizes(), {layer.stride, layer.stride},
@@ -1289,6 +1284,13 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
                   : root[layers[v - 1].residual];
   }
   std::vector<bool> barrier(n, false);
+  // Whether the threads wait before any layer in (after, upto].
+  auto waited_between = [&](int64_t after, int64_t upto) {
+    for (int64_t k = after + 1; k <= upto; ++k) {
+      if (barrier[k]) return true;
+    }
+    return false;
+  };
   // Per memory, the last layer that read rows of it another thread wrote.
   std::vector<int64_t> crossed_at(n + 1, -1);
   for (int64_t i = 0; i < n; ++i) {
@@ -1303,15 +1305,9 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
       }
     }
     // Writing in place where another thread still reads waits for it.
-    auto waited_since = [&](int64_t layer) {
-      for (int64_t k = layer + 1; k <= i; ++k) {
-        if (barrier[k]) return true;
-      }
-      return layer < 0;
-    };
+    const int64_t crossed = l.residual >= 0 ? crossed_at[root[l.residual]] : -1;
     barrier[i] = crosses || residual_crosses ||
-                 (l.residual >= 0 &&
-                  !waited_since(crossed_at[root[l.residual]]));
+                 (crossed >= 0 && !waited_between(crossed, i - 1));
     if (crosses) crossed_at[root[i]] = i;
     last_use[root[i]] = i;
     if (l.residual >= 0) last_use[root[l.residual]] = i;
@@ -1321,12 +1317,6 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
   // left, once every thread is past its last use, or a new one.
   std::vector<int64_t> holder;  // per slot, the memory in it
   plan->value_slot.assign(n + 1, -1);
-  auto waited_between = [&](int64_t after, int64_t upto) {
-    for (int64_t k = after + 1; k <= upto; ++k) {
-      if (barrier[k]) return true;
-    }
-    return false;
-  };
   for (int64_t v = 1; v <= n; ++v) {
     if (root[v] != v) {
       plan->value_slot[v] = plan->value_slot[root[v]];
@@ -1404,39 +1394,19 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
         }
         std::shared_ptr<const Reorder> reorder;
         auto make = [&](const memory::desc& weights_desc) {
-              const ActivationDescs d = activation_descs(
-                  in_size, g.output_size, true, DataType::f32, DataType::f32);
-              dnnl::convolution_forward::desc desc(
-                  dnnl::prop_kind::forward_inference,
-                  dnnl::algorithm::convolution_direct, d.src, weights_desc,
-                  d.bias, d.dst, g.strides, g.dilates, g.padding,
-                  padding_after);
-              return dnnl::convolution_forward::primitive_desc(desc, attr,
-                                                               cpu_engine());
+          const ActivationDescs d = activation_descs(
+              in_size, g.output_size, true, DataType::f32, DataType::f32);
+          dnnl::convolution_forward::desc desc(
+              dnnl::prop_kind::forward_inference,
+              dnnl::algorithm::convolution_direct, d.src, weights_desc,
+              d.bias, d.dst, g.strides, g.dilates, g.padding, padding_after);
+          return dnnl::convolution_forward::primitive_desc(desc, attr,
+                                                           cpu_engine());
         };
-        // The layout the one-thread kernel prefers for these rows (the
-        // packed one is the whole layer's at all threads'): the weights
-        // are repacked into it once, shared by the threads that want it.
-        auto pd = make(conv_weight_desc(weights[i].sizes(), l.groups, Tag::any));
-        const memory::desc packed_desc(header.desc);
-        if (is_reference(pd)) {
-          pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
-              make, packed_desc,
-              conv_weight_desc(weights[i].sizes(), l.groups, Tag::any),
-              &reorder);
-        } else if (pd.weights_desc() != packed_desc) {
-          for (int u = 0; u < t && !step.weight.defined(); ++u) {
-            const ChainStep& other = plan->steps[u][i];
-            if (other.weight.defined() && other.made &&
-                other.made->pd.weights_desc() == pd.weights_desc()) {
-              step.weight = other.weight;
-            }
-          }
-          if (!step.weight.defined()) {
-            step.weight = pack(weights[i], packed_desc, pd.weights_desc(),
-                               weights[i].sizes(), PackKind::kConv);
-          }
-        }
+        auto pd = for_packed_weights<dnnl::convolution_forward::primitive_desc>(
+            make, memory::desc(header.desc),
+            conv_weight_desc(weights[i].sizes(), l.groups, Tag::any),
+            &reorder);
         step.made = std::make_shared<const Conv>(
             Conv{pd, dnnl::convolution_forward(pd), reorder});
         step.silu_pass = silu;
@@ -1453,44 +1423,45 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
   return plan;
 }
 
-// This thread's plan for a chain's call: made once per weights, sizes,
-// layers and thread count, kept with the arguments it was made for.
+// This thread's plan for a chain's call, kept as a convolution's plan is
+// (plan_for_site, on the first weight) with the arguments it was made for:
+// the sizes, layers, parameters, thread count, and each other weight's
+// address and packed layout.
 std::shared_ptr<const ChainPlan> chain_plan(
     const char* op, const at::Tensor& input, at::TensorList weights,
-    at::IntArrayRef layers, c10::string_view activations,
-    at::ArrayRef<double> params, int threads,
+    const std::vector<const Header*>& headers, at::IntArrayRef layers,
+    c10::string_view activations, at::ArrayRef<double> params,
     const std::vector<ChainLayer>& checked) {
-  thread_local absl::flat_hash_map<std::string,
-                                   std::shared_ptr<const ChainPlan>>
-      plans;
-  thread_local uint64_t generation = 0;
-  if (generation != cache_generation.load()) {
-    plans.clear();
-    generation = cache_generation.load();
+  SiteArgs args{{}, activations, 0, 0};
+  for (at::IntArrayRef list : {input.sizes(), layers}) {
+    args.ints.push_back(static_cast<int64_t>(list.size()));
+    args.ints.insert(args.ints.end(), list.begin(), list.end());
   }
-  std::string key;
-  append_key(&key, input.sizes());
-  append_key(&key, layers);
-  absl::StrAppend(&key, threads, "|");
-  for (const at::Tensor& w : weights) {
-    const Header& header = header_of(w, op, "fx_onednn::pack_conv_weight");
-    key.append(reinterpret_cast<const char*>(&header.desc),
-               sizeof(header.desc));
-    absl::StrAppend(&key, reinterpret_cast<uintptr_t>(packed_data(w)), "|");
+  for (double p : params) {
+    int64_t bits;
+    std::memcpy(&bits, &p, sizeof(bits));
+    args.ints.push_back(bits);
   }
-  key.append(activations.data(), activations.size());
-  key.push_back('|');
-  for (double p : params) append_key(&key, p);
-  auto it = plans.find(key);
-  if (it != plans.end()) return it->second;
-  if (plans.size() >= 64) plans.clear();  // the weights of graphs gone
-  return plans[key] = make_chain_plan(op, checked, weights, threads);
+  constexpr size_t kDescWords =
+      (sizeof(dnnl_memory_desc_t) + sizeof(int64_t) - 1) / sizeof(int64_t);
+  for (size_t i = 1; i < weights.size(); ++i) {
+    args.ints.push_back(reinterpret_cast<intptr_t>(packed_data(weights[i])));
+    int64_t desc[kDescWords] = {};
+    std::memcpy(desc, &headers[i]->desc, sizeof(dnnl_memory_desc_t));
+    args.ints.insert(args.ints.end(), desc, desc + kDescWords);
+  }
+  return plan_for_site<std::shared_ptr<const ChainPlan>>(
+      weights[0], *headers[0], std::move(args), [&] {
+        return make_chain_plan(op, checked, weights,
+                               std::max(1, at::get_num_threads()));
+      });
 }
 
 // Runs thread t's steps of the chain; with `alone`, the calling thread
 // runs every thread's steps, layer by layer, and nobody waits.
 void run_chain_steps(const ChainPlan& plan, const std::vector<float*>& slots,
                      const float* input, at::TensorList weights,
+                     const std::vector<const Header*>& headers,
                      const std::vector<at::Tensor>& biases, int t,
                      bool alone) {
   const size_t n = plan.steps[0].size();
@@ -1500,13 +1471,9 @@ void run_chain_steps(const ChainPlan& plan, const std::vector<float*>& slots,
   };
   auto run = [&](const ChainStep& step, size_t i) {
     if (!step.made) return;
-    const at::Tensor& weight =
-        step.weight.defined() ? step.weight : weights[i];
-    const Header& header =
-        *static_cast<const Header*>(weight.storage().data());
     float* dst = data(step.dst_value) + step.dst_offset;
-    run_made(step.made, data(step.src_value) + step.src_offset, weight,
-             header, biases[i].data_ptr(), dst);
+    run_made(step.made, data(step.src_value) + step.src_offset, weights[i],
+             *headers[i], biases[i].data_ptr(), dst);
     if (step.silu_pass) silu_in_place(dst, step.dst_floats);
   };
   for (size_t i = 0; i < n; ++i) {
@@ -1528,23 +1495,17 @@ at::Tensor conv_chain(const at::Tensor& input, at::TensorList weights,
   const std::vector<ChainLayer> checked =
       chain_layers(op, input, weights, biases, layers, activations, params);
   const int64_t n = static_cast<int64_t>(checked.size());
+  std::vector<const Header*> headers;
   std::vector<at::Tensor> bias_values;
+  bool f32 = input.scalar_type() == at::kFloat;
   for (int64_t i = 0; i < n; ++i) {
-    header_of(weights[i], op, "fx_onednn::pack_conv_weight");
+    headers.push_back(
+        &header_of(weights[i], op, "fx_onednn::pack_conv_weight"));
+    f32 &= memory::desc(headers.back()->desc).data_type() == DataType::f32;
     bias_values.push_back(
         float_bias(op, biases[i], checked[i].output_size[1]));
   }
-  const bool f32 = input.scalar_type() == at::kFloat &&
-                   compute_type(op, header_of(weights[0], op,
-                                              "fx_onednn::pack_conv_weight"),
-                                input) == DataType::f32;
-  bool packed_f32 = f32;
-  for (const at::Tensor& w : weights) {
-    packed_f32 &= memory::desc(header_of(w, op, "fx_onednn::pack_conv_weight")
-                                   .desc)
-                      .data_type() == DataType::f32;
-  }
-  if (input.size(0) != 1 || !packed_f32) {
+  if (input.size(0) != 1 || !f32) {
     // Another batch or type: the layers one by one.
     std::vector<at::Tensor> values{input};
     for (int64_t i = 0; i < n; ++i) {
@@ -1563,9 +1524,8 @@ at::Tensor conv_chain(const at::Tensor& input, at::TensorList weights,
     }
     return values.back();
   }
-  const int threads = std::max(1, at::get_num_threads());
   const std::shared_ptr<const ChainPlan> plan = chain_plan(
-      op, input, weights, layers, activations, params, threads, checked);
+      op, input, weights, headers, layers, activations, params, checked);
   const at::Tensor src = to_channels_last(input);
   std::vector<at::Tensor> buffers;
   std::vector<float*> slots;
@@ -1575,11 +1535,13 @@ at::Tensor conv_chain(const at::Tensor& input, at::TensorList weights,
     slots.push_back(buffers.back().data_ptr<float>());
   }
   const float* in = src.data_ptr<float>();
-  run_on_threads(threads, [&](int t, int team) {
+  run_on_threads(plan->threads, [&](int t, int team) {
     if (team == plan->threads) {
-      run_chain_steps(*plan, slots, in, weights, bias_values, t, false);
+      run_chain_steps(*plan, slots, in, weights, headers, bias_values, t,
+                      false);
     } else if (t == 0) {
-      run_chain_steps(*plan, slots, in, weights, bias_values, 0, true);
+      run_chain_steps(*plan, slots, in, weights, headers, bias_values, 0,
+                      true);
     }
   });
   const std::vector<int64_t>& size = checked.back().output_size;

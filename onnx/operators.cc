@@ -1330,26 +1330,37 @@ void activation_into(OnnxBuilder& b, const std::string& value,
 }
 
 // `value` + `other` (none: "") and then `activation` (alpha, beta as
-// fx_onednn's operators take them) into b.output().
+// fx_onednn's operators take them) into `out` (b.output() by default), the
+// values between named after `name` (the node's).
 void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
-              const std::string& activation, double alpha, double beta) {
-  const std::string& name = b.node().name();
+              const std::string& activation, double alpha, double beta,
+              const std::string& out, const std::string& name) {
   if (!other.empty()) {
     const std::string sum =
-        activation == "none" ? b.output() : b.fresh(name + "_sum");
+        activation == "none" ? out : b.fresh(name + "_sum");
     b.add("Add", {value, other}, sum);
     value = sum;
   }
   if (activation == "none") return;
-  activation_into(b, value, activation, alpha, beta, b.output());
+  activation_into(b, value, activation, alpha, beta, out);
+}
+void post_ops(OnnxBuilder& b, const std::string& value,
+              const std::string& other, const std::string& activation,
+              double alpha, double beta) {
+  post_ops(b, value, other, activation, alpha, beta, b.output(),
+           b.node().name());
 }
 
-// The value a lowered operator writes before its post-ops: b.output() when
-// it has none.
+// The value a lowered operator writes before its post-ops: `out`
+// (b.output() by default) when it has none, else one named after `name`.
+std::string before_post_ops(OnnxBuilder& b, bool sum,
+                            const std::string& activation,
+                            const std::string& out, const std::string& name) {
+  return !sum && activation == "none" ? out : b.fresh(name + "_op");
+}
 std::string before_post_ops(OnnxBuilder& b, bool sum,
                             const std::string& activation) {
-  return !sum && activation == "none" ? b.output()
-                                      : b.fresh(b.node().name() + "_op");
+  return before_post_ops(b, sum, activation, b.output(), b.node().name());
 }
 
 // conv, its residual the argument `residual` (None: none); conv_add_'s
@@ -1397,8 +1408,7 @@ void lowered_conv_chain(OnnxBuilder& b) {
     const bool sum = residual > 0;
     const std::string layer = absl::StrCat(name, "_", i);
     const std::string out = i + 1 == n ? b.output() : b.fresh(layer);
-    const std::string conv =
-        !sum && activation == "none" ? out : b.fresh(layer + "_op");
+    const std::string conv = before_post_ops(b, sum, activation, out, layer);
     onnx::NodeProto& c = b.add(
         "Conv",
         {values[i], unpacked_weight(b, weights[i], "conv", groups),
@@ -1408,17 +1418,9 @@ void lowered_conv_chain(OnnxBuilder& b) {
     set_ints(c, "pads", {padding, padding, padding, padding});
     set_ints(c, "dilations", {1, 1});
     set_int(c, "group", groups);
-    std::string value = conv;
-    if (sum) {
-      const std::string added =
-          activation == "none" ? out : b.fresh(layer + "_sum");
-      b.add("Add", {value, values[residual]}, added);
-      value = added;
-    }
-    if (activation != "none") {
-      activation_into(b, value, activation, number(b, params[2 * i]),
-                      number(b, params[2 * i + 1]), out);
-    }
+    post_ops(b, conv, sum ? values[residual] : "", activation,
+             number(b, params[2 * i]), number(b, params[2 * i + 1]), out,
+             layer);
     values.push_back(out);
   }
 }
