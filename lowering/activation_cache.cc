@@ -27,6 +27,7 @@
 #include <list>
 #include <mutex>
 
+#include "fx/ir/libtorch_compat.h"
 #include "lowering/onednn_ops.h"
 
 namespace fx::onednn {
@@ -41,9 +42,9 @@ struct Block {
   size_t bytes;
 };
 
-class BlockCache final : public c10::Allocator {
+class BlockCache final : public compat::CpuAllocator {
  public:
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate_hook(size_t bytes) const override {
     if (bytes < kMinBytes) {
       void* data = c10::alloc_cpu(bytes);
       return {data, data, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "fx/ir/libtorch_compat.h"
 #include "interpreter/interpreter.h"
 #include "models/data_dependent.h"
 #include "models/zoo.h"
@@ -107,10 +108,10 @@ TEST_CASE("ResNet-50 traces without running a real kernel") {
 }
 
 // Records the CPU allocations made while it is installed.
-class CountingAllocator : public c10::Allocator {
+class CountingAllocator : public fx::compat::CpuAllocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate_hook(size_t bytes) const override {
     largest = std::max(largest, bytes);
     total += bytes;
     return base_->allocate(bytes);

@@ -1,8 +1,11 @@
-"""The external repositories fx for LibTorch builds with, all from Debian.
+"""The external repositories fx for LibTorch builds with.
 
-Nothing is downloaded: libtorch, abseil-cpp and Catch2 come from Debian's
-packages under /usr, and the Bazel rule sets from Debian's bazel-bootstrap
-package or from copies in this directory. A workspace that depends on fx for
+Nothing is downloaded: LibTorch is the one tools/setup.sh installs (2.13,
+from the CPU wheel torch==2.13.0), Debian's 1.13 (--config=libtorch113) or
+a user's own (--repo_env=FX_LIBTORCH=/path: third_party/libtorch.bzl);
+abseil-cpp, Catch2, oneDNN, Gloo and ONNX come from Debian's packages under
+/usr, and the Bazel rule sets from Debian's bazel-bootstrap package or from
+copies in this directory. A workspace that depends on fx for
 LibTorch declares it and then calls this macro:
 
     local_repository(
@@ -17,12 +20,14 @@ LibTorch declares it and then calls this macro:
 Repositories the workspace already declares (by name) are left as they are.
 """
 
+load("//third_party:libtorch.bzl", "libtorch_repository")
+
 def _maybe(rule, name, **kwargs):
     if name not in native.existing_rules():
         rule(name = name, **kwargs)
 
 def fx_libtorch_dependencies(fx_libtorch_path = "."):
-    """Declares @libtorch, @abseil, @catch2, @onednn, @gloo, @onnx and the Bazel rule sets.
+    """Declares @libtorch (with Gloo), @abseil, @catch2, @onednn, @onnx and the Bazel rule sets.
 
     Args:
       fx_libtorch_path: where fx for LibTorch is checked out, as given to
@@ -48,7 +53,9 @@ def fx_libtorch_dependencies(fx_libtorch_path = "."):
         name = "remote_coverage_tools",
         path = fx_libtorch_path + "/third_party/remote_coverage_tools",
     )
-    for name in ["libtorch", "abseil", "catch2", "onednn", "gloo", "onnx"]:
+    if "libtorch" not in native.existing_rules():
+        libtorch_repository(name = "libtorch")
+    for name in ["abseil", "catch2", "onednn", "onnx"]:
         _maybe(
             native.new_local_repository,
             name = name,

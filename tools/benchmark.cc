@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
+#include "fx/ir/libtorch_compat.h"
 #include "interpreter/interpreter.h"
 #include "fx/torchscript/torchscript.h"
 #include "models/zoo.h"
@@ -360,7 +361,7 @@ void print_forward(const ForwardTimes& resnet, const ForwardTimes& chain,
 // Counts CPU allocations and hands them to the allocator it replaced. The
 // DataPtrs it returns carry that allocator's deleter, so tensors allocated
 // while counting outlive the counting.
-class CountingAllocator final : public c10::Allocator {
+class CountingAllocator final : public fx::compat::CpuAllocator {
  public:
   void reset(c10::Allocator* delegate) {
     delegate_ = delegate;
@@ -369,7 +370,7 @@ class CountingAllocator final : public c10::Allocator {
     largest_bytes_ = 0;
   }
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_hook(size_t n) const override {
     ++count_;
     total_bytes_ += n;
     size_t largest = largest_bytes_.load();

@@ -25,16 +25,20 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 jobs="$(nproc)"
+# The LibTorch, as Bazel's FX_LIBTORCH names it (third_party/libtorch.bzl):
+# by default 2.13, the wheel tools/setup.sh installs.
+libtorch="${FX_LIBTORCH:-/usr/local/lib/fx-libtorch/venv/lib/python3.11/site-packages/torch}"
 
 if [ "${1:-}" = "--subdirectory" ]; then
   cmake -S examples/cmake_consumer -B "$work/consumer" \
-    -DFX_LIBTORCH_SOURCE_DIR="$PWD" -DFX_LIBTORCH_WERROR=ON "${launcher[@]}"
+    -DFX_LIBTORCH_SOURCE_DIR="$PWD" -DFX_LIBTORCH_WERROR=ON \
+    -DCMAKE_PREFIX_PATH="$libtorch" "${launcher[@]}"
 else
   # Unoptimized (a build type with no flags of its own): this checks the
   # build, the package and the consumer, and Bazel's build is the -O2 one;
   # it compiles in about two thirds of the time.
   cmake -S . -B "$work/build" -DFX_LIBTORCH_WERROR=ON -DCMAKE_BUILD_TYPE=Check \
-    "${launcher[@]}"
+    -DCMAKE_PREFIX_PATH="$libtorch" "${launcher[@]}"
   cmake --build "$work/build" -j"$jobs"
   cmake --install "$work/build" --prefix "$work/install" >/dev/null
   cmake -S examples/cmake_consumer -B "$work/consumer" \

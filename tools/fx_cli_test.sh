@@ -6,6 +6,10 @@ set -uo pipefail
 
 fx="$1"
 models_script="$2"
+# The Python whose torch matches the build's LibTorch (@libtorch//:defs.bzl):
+# files our build writes load there (LibTorch 2.13's files do not load in
+# Python torch 1.13). torchscript_models.py needs Debian's, for torchvision.
+python="$3"
 out="${TEST_TMPDIR:-/tmp}/fx_cli_test"
 mkdir -p "$out"
 checks=0
@@ -105,7 +109,7 @@ check "TorchScript in, folded, TorchScript out" 0 "wrote $out/folded.pt" -- \
   --passes=fuse_conv_bn,eliminate_dead_code --print=code \
   --torchscript="$out/folded.pt"
 check "Python runs the exported file like the original" 0 "^same$" -- \
-  /usr/bin/python3 -c "
+  "$python" -c "
 import sys, torch
 a = torch.jit.load('$out/resnet18_traced.pt').eval()
 b = torch.jit.load('$out/folded.pt')
@@ -158,7 +162,7 @@ check "quantize TorchScript with calibration files, to TorchScript" 0 \
   "$fx" quantize "$out/resnet18_traced.pt" --input=1x3x224x224 \
   --calibrate="$out/calibration" --print=none --torchscript="$out/int8.pt"
 check "the exported int8 TorchScript runs in Python" 0 "^ran" -- \
-  /usr/bin/python3 -c "
+  "$python" -c "
 import torch
 m = torch.jit.load('$out/int8.pt')
 y = m(torch.randn(1, 3, 224, 224))

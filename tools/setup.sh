@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what fx for LibTorch builds and tests with, from Debian 12's
-# archive only: libtorch, Bazel (offline, with its platforms and Java rules),
+# Installs what fx for LibTorch builds and tests with: LibTorch 2.13, the
+# default (the CPU wheel torch==2.13.0 from PyPI, in a virtual environment:
+# its C++ headers and libraries are LibTorch's, its Python the reference the
+# benchmarks compare against; below), and from Debian 12's archive:
+# libtorch 1.13 (the second configuration, --config=libtorch113), Bazel (offline, with its platforms and Java rules),
 # Catch2, abseil, graphviz, the locale sources (a test builds a locale with
 # a decimal comma), clang-14 with its sanitizer and libFuzzer runtimes (the
 # fuzzers and the sanitized test run) and Python torch/torchvision (the
@@ -70,4 +73,19 @@ if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ]; then
   $sudo mkdir -p "$ort_dir"
   $sudo npm install --prefix "$ort_dir" --ignore-scripts --no-audit --no-fund \
     onnxruntime-node@1.30.0 >&2
+fi
+
+# LibTorch 2.13 (the default build, third_party/libtorch.bzl): the CPU wheel
+# of torch 2.13.0 in a virtual environment of the machine's Python 3.11,
+# pinned (an unpinned torch resolves to a CUDA build of several GB), with
+# numpy, which torch's Python side converts tensors through.
+venv="${FX_VENV:-/usr/local/lib/fx-libtorch/venv}"
+if ! "$venv/bin/python" -c "import torch, numpy; assert torch.__version__.startswith('2.13.0')" \
+    >/dev/null 2>&1; then
+  echo "installing: torch 2.13.0 (CPU), numpy 2.4.6 (PyPI) into $venv" >&2
+  python="$(command -v python3.11 || command -v python3)"
+  $sudo mkdir -p "$(dirname "$venv")"
+  $sudo "$python" -m venv "$venv"
+  $sudo "$venv/bin/pip" install -q --disable-pip-version-check \
+    torch==2.13.0 numpy==2.4.6 >&2
 fi

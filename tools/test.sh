@@ -7,8 +7,9 @@
 #      (docs/Doxyfile: Doxygen over the public headers, any warning fails);
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
 #      -Werror, .bazelrc), the documentation's C++ examples included
-#      (//docs:examples_test);
-#   2. the same, unoptimized, in the consumer example (examples/consumer:
+#      (//docs:examples_test), against LibTorch 2.13 (the default), then
+#      against Debian's libtorch 1.13 (--config=libtorch113);
+#   2. the same against 2.13, unoptimized, in the consumer example (examples/consumer:
 #      its own workspace, which depends on this one through
 #      local_repository, traces its own model through the public headers and
 #      generates code with fx_cc_library), and the CMake build with its
@@ -19,7 +20,8 @@
 #      lowering, TorchScript (not the torchvision corpus) and fuzz
 #      regression tests again, unoptimized, under
 #      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
-#      (--config=fuzz: clang-14, whose objects also make the fuzzers);
+#      (--config=fuzz: clang-14 against libtorch 1.13, whose objects also
+#      make the fuzzers);
 #   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
 #   5. each benchmark with --quick, to prove it runs (its timing targets are
 #      for full runs; its accuracy and allocation targets hold in any run).
@@ -106,7 +108,10 @@ one_case "layering" /usr/bin/python3 tools/check_layering.py
 one_case "test counting" bash tools/test_results_test.sh
 one_case "cmake sources" bash tools/check_cmake_sources.sh
 one_case "api reference" api_reference
-timed "bazel test //..." test_workspace .
+timed "bazel test //... (LibTorch 2.13)" test_workspace .
+# Debian's libtorch 1.13, the second configuration: the whole suite again,
+# built into a directory of its own (.bazelrc).
+timed "bazel test //... (LibTorch 1.13)" test_workspace . --config=libtorch113
 # Unoptimized: the consumer checks the build as a dependency, not speed, and
 # compiles all of fx for LibTorch again (an external repository's paths are
 # its own), a fifth faster at -O0.

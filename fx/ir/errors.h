@@ -12,12 +12,14 @@
 
 #include <c10/util/Exception.h>
 
+#include "fx/ir/libtorch_compat.h"
+
 namespace fx {
 
 class Error : public c10::Error {
  public:
   explicit Error(std::string message)
-      : c10::Error(std::move(message), /*backtrace=*/"") {}
+      : c10::Error(std::move(message), compat::no_backtrace()) {}
   // The message alone (c10::Error's what() would end it with a newline
   // where the backtrace goes).
   const char* what() const noexcept override { return msg().c_str(); }

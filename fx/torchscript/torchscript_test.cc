@@ -12,6 +12,7 @@
 #include "fx/fx.h"
 #include "fx/torchscript/internal/torchscript_interpreter.h"
 #include "interpreter/transformer.h"
+#include "libtorch/python.h"
 #include "lowering/optimize_for_inference.h"
 #include "passes/specialize_sizes.h"
 #include "passes/fuse_conv_bn.h"
@@ -228,9 +229,10 @@ TEST_CASE("exported TorchScript checks the inputs as the GraphModule does") {
                     Catch::Contains("does not have dtype torch.float32"));
   CHECK_THROWS_WITH(loaded.forward({torch::randn({3, 224, 224})}),
                     Catch::Contains("has 3 dimensions but the trace saw 4"));
-  // Python sees the same message.
+  // Python (of the same torch) sees the same message.
   const std::string command =
-      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1])\n"
+      std::string(FX_LIBTORCH_PYTHON) +
+      " -c \"import sys, torch; m = torch.jit.load(sys.argv[1])\n"
       "try: m(torch.randn(2, 3, 64, 64))\n"
       "except Exception as e: sys.exit(0 if 'has shape [2, 3, 64, 64]' in str(e) else 1)\n"
       "sys.exit(2)\" " + path;
@@ -270,8 +272,10 @@ TEST_CASE("an imported TorchScript model, folded, exports and loads in Python") 
   std::vector<char> bytes =
       torch::pickle_save(c10::ivalue::Tuple::create({x, expected}));
   std::ofstream(data, std::ios::binary).write(bytes.data(), bytes.size());
+  // LibTorch 2.13's files load in Python 2.13 (1.13 refuses them).
   const std::string command =
-      "/usr/bin/python3 -c \"import sys, torch; m = torch.jit.load(sys.argv[1]); "
+      std::string(FX_LIBTORCH_PYTHON) +
+      " -c \"import sys, torch; m = torch.jit.load(sys.argv[1]); "
       "x, y = torch.load(sys.argv[2]); "
       "sys.exit(0 if torch.equal(m(x), y) else 1)\" " + path + " " + data;
   CHECK(std::system(command.c_str()) == 0);

@@ -16,8 +16,9 @@ c10::DispatchKeySet proxy_keys(const TensorMeta& meta) {
 }  // namespace
 
 ProxyImpl::ProxyImpl(uint64_t session, Node* node, const TensorMeta& meta)
-    : c10::TensorImpl(proxy_keys(meta), c10::scalarTypeToTypeMeta(meta.dtype),
-                      meta.device),
+    : TensorImplWithLayoutHooks(proxy_keys(meta),
+                                c10::scalarTypeToTypeMeta(meta.dtype),
+                                meta.device),
       session_(session),
       node_(node) {
   set_meta(meta);
@@ -83,7 +84,7 @@ int64_t ProxyImpl::numel_custom() const {
   return numel_;
 }
 int64_t ProxyImpl::storage_offset_custom() const { return storage_offset_; }
-bool ProxyImpl::is_contiguous_custom(at::MemoryFormat memory_format) const {
+bool ProxyImpl::is_contiguous_hook(at::MemoryFormat memory_format) const {
   noticed_layout();
   return is_contiguous_default(memory_format);
 }
@@ -91,7 +92,7 @@ bool ProxyImpl::is_strides_like_custom(at::MemoryFormat memory_format) const {
   noticed_layout();
   return is_strides_like_default(memory_format);
 }
-bool ProxyImpl::is_non_overlapping_and_dense_custom() const {
+bool ProxyImpl::is_non_overlapping_and_dense_hook() const {
   noticed_layout();
   return is_non_overlapping_and_dense_default();
 }

@@ -12,13 +12,14 @@
 #include <ATen/Tensor.h>
 #include <c10/core/TensorImpl.h>
 
+#include "fx/ir/libtorch_compat.h"
 #include "fx/ir/meta.h"
 
 namespace fx {
 class Node;
 namespace internal {
 
-class ProxyImpl : public c10::TensorImpl {
+class ProxyImpl : public compat::TensorImplWithLayoutHooks {
  public:
   ProxyImpl(uint64_t session, Node* node, const TensorMeta& meta);
 
@@ -45,9 +46,9 @@ class ProxyImpl : public c10::TensorImpl {
   int64_t dim_custom() const override;
   int64_t numel_custom() const override;
   int64_t storage_offset_custom() const override;
-  bool is_contiguous_custom(at::MemoryFormat memory_format) const override;
+  bool is_contiguous_hook(at::MemoryFormat memory_format) const override;
   bool is_strides_like_custom(at::MemoryFormat memory_format) const override;
-  bool is_non_overlapping_and_dense_custom() const override;
+  bool is_non_overlapping_and_dense_hook() const override;
   c10::SymIntArrayRef sym_sizes_custom() const override;
   c10::SymIntArrayRef sym_strides_custom() const override;
   c10::SymInt sym_size_custom(int64_t d) const override;

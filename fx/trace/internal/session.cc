@@ -387,6 +387,14 @@ void Tracer::Session::check_proxies_are_ours(
 bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
                                           torch::jit::Stack* stack) {
+  // A tensor's rank is always guarded, so asking it specializes nothing.
+  // LibTorch 2.13 dispatches TorchScript's aten::dim (1.13 answered it in
+  // the interpreter, never reaching the tracer).
+  if (op.schema().name() == "aten::dim" && args.size() == 1 &&
+      args[0].isTensor()) {
+    stack->emplace_back(args[0].toTensor().dim());
+    return true;
+  }
   if (is_data_dependent(op)) {
     if (op.schema().name() == "aten::equal" && args.size() == 2 &&
         args[0].isTensor() && args[1].isTensor()) {

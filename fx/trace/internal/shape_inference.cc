@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/libtorch_compat.h"
 #include "fx/trace/internal/proxy.h"
 
 namespace fx {
@@ -87,7 +88,7 @@ std::vector<int64_t> expand_param(const c10::IValue& v, size_t n) {
     throw c10::Error(absl::StrCat("expected ", n,
                                   " values for a convolution parameter, got ",
                                   values.size()),
-                     "");
+                     compat::no_backtrace());
   }
   return values;
 }
@@ -128,7 +129,7 @@ Outputs conv_output(const std::vector<c10::IValue>& args,
           absl::StrCat("convolution: the output would have size ", out,
                        " in spatial dimension ", d,
                        ": the input is too small for this kernel"),
-          "");
+          compat::no_backtrace());
     }
     sizes.push_back(out);
   }
@@ -201,7 +202,8 @@ Outputs adaptive_pool(const std::vector<c10::IValue>& args) {
   TensorMeta in = meta_arg(args, 0);
   std::vector<int64_t> out_size = args[1].toIntVector();
   if (in.sizes.size() < out_size.size()) {
-    throw c10::Error("adaptive pooling: the input has too few dimensions", "");
+    throw c10::Error("adaptive pooling: the input has too few dimensions",
+                     compat::no_backtrace());
   }
   std::vector<int64_t> sizes(in.sizes.begin(),
                              in.sizes.end() - out_size.size());
