@@ -33,6 +33,7 @@ enum class Kind {
   kMatmul,     // matmul, mm, bmm, mv, dot
   kAddMatmul,  // addmm, addmv, baddbmm: self + product
   kAddbmm,     // self + sum of batched products
+  kAttention,  // scaled_dot_product_attention
   kLstm,
   kPool,
   kAdaptivePool,
@@ -65,6 +66,7 @@ const absl::flat_hash_map<std::string, Kind>& kinds() {
     add(Kind::kMatmul, {"matmul", "mm", "bmm", "mv", "dot"});
     add(Kind::kAddMatmul, {"addmm", "addmv", "baddbmm"});
     add(Kind::kAddbmm, {"addbmm"});
+    add(Kind::kAttention, {"scaled_dot_product_attention"});
     add(Kind::kLstm, {"lstm.input"});
     add(Kind::kPool,
         {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
@@ -415,6 +417,22 @@ std::optional<NodeCost> operator_cost(const Call& call, Kind kind) {
                    ? static_cast<double>(m1->numel()) * m2->sizes.back()
                    : n * m1->sizes.back();
       c.flops = 2 * c.macs + n;
+      return c;
+    }
+    case Kind::kAttention: {
+      // q [..., L, E], k [..., S, E], v [..., S, Ev]: q @ k^T and the
+      // weights @ v, each score scaled, masked and softmaxed.
+      const TensorMeta* key = meta_of(call.named("key"));
+      const TensorMeta* value = meta_of(call.named("value"));
+      if (in == nullptr || key == nullptr || value == nullptr ||
+          in->sizes.size() < 2 || key->sizes.size() < 2 ||
+          value->sizes.empty() || in->sizes.back() == 0) {
+        return std::nullopt;
+      }
+      const double rows = static_cast<double>(in->numel()) / in->sizes.back();
+      const double scores = rows * static_cast<double>(key->sizes.end()[-2]);
+      c.macs = scores * static_cast<double>(in->sizes.back() + value->sizes.back());
+      c.flops = 2 * c.macs + scores * (kSoftmaxFlops + 2 * kElementwiseFlops);
       return c;
     }
     case Kind::kLstm: {

@@ -25,6 +25,10 @@
 //                                 * prod(kernel)); FLOPs = 2 MACs (+ N bias)
 //   linear, matmul, mm, bmm,      MACs = N * K (the reduced dimension);
 //   addmm, addmv, baddbmm, addbmm FLOPs = 2 MACs (+ N for a bias or self)
+//   scaled_dot_product_attention  MACs = scores * (E + Ev), scores = q's rows
+//                                 (L per head) * S keys; FLOPs = 2 MACs +
+//                                 kSoftmaxFlops and 2 kElementwiseFlops (scale,
+//                                 mask) per score
 //   lstm                          MACs of every gate matrix product per step;
 //                                 kLstmPointwiseFlops per hidden unit and step
 //   max/avg/adaptive pooling      N * window elements

@@ -201,11 +201,72 @@ std::tuple<at::Tensor, at::Tensor> attention_by_parts(
   return {out, weights};
 }
 
+// aten::scaled_dot_product_attention by its math, as aten's reference
+// (_scaled_dot_product_attention_math) computes it: softmax(q @ k^T * scale
+// + mask) @ v, a boolean mask (or is_causal's lower triangle) keeping the
+// scores where it is true. q is [..., L, E], k [..., S, E], v [..., S, Ev].
+at::Tensor attention_by_math(const at::Tensor& query, at::Tensor key,
+                             at::Tensor value,
+                             const c10::optional<at::Tensor>& mask,
+                             double dropout_p, bool is_causal,
+                             c10::optional<double> scale, bool enable_gqa) {
+  TORCH_CHECK(dropout_p == 0.0,
+              "scaled_dot_product_attention with dropout_p = ", dropout_p,
+              ": its dropout draws new random numbers at every call, which "
+              "a decomposed graph cannot repeat; trace the model in eval "
+              "mode (nn.MultiheadAttention then passes dropout_p = 0)");
+  TORCH_CHECK(!(is_causal && mask),
+              "scaled_dot_product_attention: is_causal with an attn_mask "
+              "(aten refuses the pair too)");
+  if (enable_gqa && query.size(-3) != key.size(-3)) {
+    // Grouped-query attention: each key and value head serves a group of
+    // query heads.
+    const int64_t group = query.size(-3) / key.size(-3);
+    key = key.repeat_interleave(group, -3);
+    value = value.repeat_interleave(group, -3);
+  }
+  // Without a scale, 1 / sqrt(E); with is_causal, an [L, S] mask: reading
+  // E, L and S specializes a graph whose sizes were dynamic to the traced
+  // ones (a decomposition computes with ints), and makes the mask a
+  // constant that folds.
+  const double factor =
+      scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)) * factor;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (is_causal) {
+    // Position i sees keys 0..i: the scores above the diagonal are out.
+    scores = scores.masked_fill(
+        at::ones({query.size(-2), key.size(-2)},
+                 scores.options().dtype(at::kBool))
+            .triu(1),
+        -inf);
+  } else if (mask) {
+    scores = mask->scalar_type() == at::kBool
+                 ? scores.masked_fill(mask->logical_not(), -inf)
+                 : scores + *mask;
+  }
+  return at::matmul(at::softmax(scores, -1), value);
+}
+
 }  // namespace
 
 const DecompositionTable& fused_attention_decompositions() {
   static const DecompositionTable* table = [] {
     auto* t = new DecompositionTable();
+    // What LibTorch 2.x's nn.MultiheadAttention and nn.TransformerEncoderLayer
+    // call when traced with autograd on; 1.13 has no such operator.
+    if (c10::Dispatcher::singleton().findSchema(
+            {"aten::scaled_dot_product_attention", ""})) {
+      t->add("aten::scaled_dot_product_attention",
+             [](const std::vector<c10::IValue>& a) {
+               c10::optional<double> scale;
+               if (!a.at(6).isNone()) scale = a.at(6).toDouble();
+               return c10::IValue(attention_by_math(
+                   tensor(a, 0), tensor(a, 1), tensor(a, 2),
+                   optional_tensor(a.at(3)), a.at(4).toDouble(),
+                   a.at(5).toBool(), scale, a.at(7).toBool()));
+             });
+    }
     t->add("aten::_native_multi_head_attention",
            [](const std::vector<c10::IValue>& a) {
              auto [out, weights] = attention_by_parts(

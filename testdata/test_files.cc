@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "libtorch/python.h"
 #include "third_party/catch.h"
 
 namespace testdata {
@@ -15,15 +16,33 @@ std::string test_file(const std::string& name) {
   return test_tmpdir() + "/" + name;
 }
 
-std::string torchscript_models(const std::string& dir,
-                               const std::vector<std::string>& models) {
+namespace {
+
+// Runs `python script OUT [models...]`, which writes the models into OUT.
+std::string write_models(const std::string& python, const std::string& script,
+                         const std::string& dir,
+                         const std::vector<std::string>& models) {
   const std::string out = test_file(dir);
-  std::string command = "/usr/bin/python3 testdata/torchscript_models.py " + out;
+  std::string command = python + " " + script + " " + out;
   for (const std::string& model : models) command += " " + model;
   command += " > /dev/null";
   INFO(command);
   REQUIRE(std::system(command.c_str()) == 0);
   return out;
+}
+
+}  // namespace
+
+std::string torchscript_models(const std::string& dir,
+                               const std::vector<std::string>& models) {
+  return write_models("/usr/bin/python3", "testdata/torchscript_models.py",
+                      dir, models);
+}
+
+std::string attention_models(const std::string& dir,
+                             const std::vector<std::string>& models) {
+  return write_models(FX_LIBTORCH_PYTHON, "testdata/attention_models.py", dir,
+                      models);
 }
 
 }  // namespace testdata

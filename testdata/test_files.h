@@ -25,4 +25,10 @@ std::string test_file(const std::string& name);
 std::string torchscript_models(const std::string& dir,
                                const std::vector<std::string>& models = {});
 
+// Likewise testdata/attention_models.py, run with the Python whose torch
+// matches the LibTorch of the build (FX_LIBTORCH_PYTHON: torch 2.13 by
+// default): TorchScript files written by that torch.
+std::string attention_models(const std::string& dir,
+                             const std::vector<std::string>& models = {});
+
 }  // namespace testdata
