@@ -2903,6 +2903,13 @@ const std::vector<std::string>& activation_names() {
 
 std::string last_kernel() { return last_kernel_name; }
 
+bool bf16_supported() {
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return supported;
+}
+
 void set_winograd_convolutions(bool enabled) { winograd_enabled = enabled; }
 
 void release_reordered_weights() { ReorderedWeights::instance().clear(); }

@@ -152,6 +152,11 @@ const std::vector<std::string>& activation_names();
 // by reordering them for the call.
 std::string last_kernel();
 
+// Whether this CPU runs bfloat16 convolutions and linear layers
+// (InferenceOptions::bf16): oneDNN 2.6 has them for AVX-512 (avx512_core:
+// F, BW, VL, DQ) and newer only, none for AVX2.
+bool bf16_supported();
+
 // Winograd convolutions. A float32 3x3 convolution of stride 1, dilation
 // 1, one group, no activation or relu, whose output is 14x14 or larger,
 // runs on oneDNN's Winograd kernels (ResNet's, DenseNet's 3x3 layers): in

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/conv_chain.h"
@@ -1229,6 +1230,12 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
   InferenceReport report;
   if (module.traced_training().value_or(false)) {
     return report;
+  }
+  if (options.bf16 && !onednn::bf16_supported()) {
+    throw Error(
+        "optimize_for_inference: InferenceOptions::bf16 needs a CPU with "
+        "AVX-512 (avx512_core), where oneDNN has bfloat16 kernels; this one "
+        "has none: lower in float32 (bf16 = false)");
   }
   if (options.split_attention) {
     for (const Node* n : module.graph().nodes()) {

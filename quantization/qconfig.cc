@@ -122,10 +122,17 @@ void set_quantized_engine(const std::string& engine) {
                                                      : at::QEngine::ONEDNN);
 }
 
+bool cpu_has_vnni() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni") ||
+                           __builtin_cpu_supports("avxvnni");
+  return vnni;
+}
+
 QConfig default_qconfig(const std::string& engine) {
   check_quantized_engine(engine);
   QConfig q;
   q.activation = histogram_observer(c10::ScalarType::QUInt8);
+  q.activation.reduce_range = engine == "onednn" && !cpu_has_vnni();
   q.weight = engine == "onednn" ? default_per_channel_weight_observer()
                                 : default_weight_observer();
   return q;

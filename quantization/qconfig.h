@@ -94,15 +94,24 @@ struct QConfig {
 
 // torch.ao's get_default_qconfig(engine): histogram observers for
 // activations (quint8, full range), per-channel symmetric qint8 weights for
-// onednn, per-tensor symmetric for qnnpack.
+// onednn, per-tensor symmetric for qnnpack. On a CPU without VNNI (below),
+// onednn's activations take 7 bits (reduce_range), as torch.ao's x86 and
+// fbgemm qconfigs do: its onednn qconfig only warns.
 QConfig default_qconfig(const std::string& engine);
 
 // torch.ao's get_default_qat_qconfig(engine) (version 1): what
 // quantization-aware training fake-quantizes with (quantization/qat.h),
 // each a FusedMovingAvgObsFakeQuantize: moving-average activations
-// (quint8, full range), moving-average weights, qint8 symmetric, per
-// channel for onednn and per tensor for qnnpack.
+// (quint8, full range, whatever the CPU), moving-average weights, qint8
+// symmetric, per channel for onednn and per tensor for qnnpack.
 QConfig default_qat_qconfig(const std::string& engine);
+
+// Whether this CPU has VNNI (AVX512-VNNI or AVX-VNNI), whose int8 dot
+// products sum in 32 bits. Without it, oneDNN's int8 kernels add pairs of
+// uint8 x int8 products in 16 bits, which saturate once activations above
+// 127 meet weights near +-127 (an AVX2 machine): the onednn engine is then
+// exact only for 7-bit activations.
+bool cpu_has_vnni();
 
 // The engines quantized kernels can run on here ("onednn", "qnnpack").
 std::vector<std::string> available_engines();
