@@ -730,6 +730,14 @@ dnnl::convolution_forward::primitive_desc conv_descriptor(
   return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
 }
 
+// bfloat16 packing where oneDNN has no bfloat16 kernels: a clear error
+// instead of oneDNN's "could not create a primitive descriptor iterator".
+void check_bf16(const char* op, bool bf16) {
+  TORCH_CHECK(!bf16 || bf16_supported(), op,
+              ": bf16 needs a CPU with AVX-512 (avx512_core), where oneDNN "
+              "has bfloat16 kernels; this one has none: pack in float32");
+}
+
 at::Tensor pack_conv_weight(const at::Tensor& weight,
                             at::IntArrayRef input_size, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation,
@@ -738,6 +746,7 @@ at::Tensor pack_conv_weight(const at::Tensor& weight,
   TORCH_CHECK(weight.device().is_cpu() && weight.scalar_type() == at::kFloat,
               op, ": the weight must be a float32 CPU tensor, got ",
               weight.toString());
+  check_bf16(op, bf16);
   const ConvGeometry g = conv_geometry(op, input_size, weight.sizes(), stride,
                                        padding, dilation, groups);
   const DataType type = bf16 ? DataType::bf16 : DataType::f32;
@@ -1796,6 +1805,7 @@ at::Tensor pack_linear_weight(const at::Tensor& weight,
                   weight.scalar_type() == at::kFloat,
               op, ": the weight must be a 2-d float32 CPU tensor, got ",
               weight.toString(), " ", weight.sizes());
+  check_bf16(op, bf16);
   const int64_t rows = std::max<int64_t>(rows_of(op, input_size, weight.size(1)), 1);
   const memory::dims dims = linear_weight_dims(weight.sizes());
   const DataType type = bf16 ? DataType::bf16 : DataType::f32;
