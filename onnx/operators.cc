@@ -745,12 +745,14 @@ void upsample_nearest(OnnxBuilder& b) {
 }
 
 // upsample_bilinear2d / linear / trilinear: Resize to the node's own
-// shape, pixel centres as torch places them.
+// shape, pixel centres as torch places them. The input is the first
+// argument: `input` in the .vec overloads, `self` in the others (which a
+// file Python 1.13 traced calls once LibTorch 2.13 loads it).
 void upsample_linear(OnnxBuilder& b) {
   CallArguments args(b.node());
+  const Argument& input = b.node().args()[0];
   onnx::NodeProto& n = b.add(
-      "Resize", {b.value(args["input"]), "", "", resize_sizes(b, args["input"])},
-      b.output());
+      "Resize", {b.value(input), "", "", resize_sizes(b, input)}, b.output());
   set_string(n, "mode", "linear");
   set_string(n, "coordinate_transformation_mode",
              args["align_corners"].to_bool() ? "align_corners" : "pytorch_half_pixel");
