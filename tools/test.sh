@@ -111,7 +111,7 @@ one_case "api reference" api_reference
 timed "bazel test //... (LibTorch 2.13)" test_workspace .
 # Debian's libtorch 1.13, the second configuration: the whole suite again,
 # built into a directory of its own (.bazelrc).
-timed "bazel test //... (LibTorch 1.13)" test_workspace . --config=libtorch113
+timed "bazel test //... (LibTorch 1.13)" test_workspace . --config=libtorch113 //...
 # Unoptimized: the consumer checks the build as a dependency, not speed, and
 # compiles all of fx for LibTorch again (an external repository's paths are
 # its own), a fifth faster at -O0.
