@@ -12,11 +12,18 @@
 #include "fx/io/serialization.h"
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
+#include "quantization/qconfig.h"
 #include "quantization/quantize_fx.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
 
 namespace {
+
+// The engine whose int8 kernels compute what the fake quantizers simulate
+// here: onednn, or qnnpack on a CPU without VNNI (AVX2), where oneDNN's
+// int8 kernels add pairs of uint8 x int8 products in 16 bits and saturate
+// at QAT's full-range activations.
+std::string exact_engine() { return fx::cpu_has_vnni() ? "onednn" : "qnnpack"; }
 
 // Conv + batch norm (+ relu), a residual add, a conv with a bias, pooling,
 // linear layers and a dropout: what quantization-aware training meets in a
@@ -173,10 +180,10 @@ TEST_CASE("observers and batch-norm statistics can be frozen, per module or whol
 TEST_CASE("convert_fx makes a trained QAT module the int8 graph PTQ makes") {
   torch::manual_seed(3);
   Net net;
-  fx::set_quantized_engine("onednn");
+  fx::set_quantized_engine(exact_engine());
   fx::GraphModule gm = trace_training(net);
   fx::GraphModule qat =
-      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping(exact_engine()));
   train(qat, 5);
   fx::freeze_bn_stats(qat);
   fx::disable_observer(qat);
@@ -187,7 +194,7 @@ TEST_CASE("convert_fx makes a trained QAT module the int8 graph PTQ makes") {
   net->eval();
   fx::GraphModule eval_gm = fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
   fx::GraphModule prepared =
-      fx::prepare_fx(eval_gm, fx::get_default_qconfig_mapping("onednn"));
+      fx::prepare_fx(eval_gm, fx::get_default_qconfig_mapping(exact_engine()));
   {
     torch::NoGradGuard no_grad;
     prepared(torch::randn({4, 3, 8, 8}));
@@ -404,12 +411,13 @@ TORCH_MODULE(Mlp);
 }  // namespace
 
 TEST_CASE("a linear layer's batch norm stays its own operation, in training and in int8") {
+  fx::set_quantized_engine(exact_engine());
   torch::manual_seed(12);
   Mlp mlp;
   mlp->eval();
   fx::GraphModule gm = fx::symbolic_trace(mlp, torch::randn({6, 8}));
   fx::GraphModule qat =
-      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("onednn"));
+      fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping(exact_engine()));
   torch::optim::SGD sgd(qat->parameters(), torch::optim::SGDOptions(1e-2));
   for (int i = 0; i < 3; ++i) {
     sgd.zero_grad();
@@ -450,13 +458,13 @@ TEST_CASE("a QAT module saves, loads and keeps training") {
 }
 
 TEST_CASE("every traceable zoo model prepares, trains and converts") {
-  fx::set_quantized_engine("onednn");
+  fx::set_quantized_engine(exact_engine());
   for (const std::string& name : models::traceable_zoo_model_names()) {
     CAPTURE(name);
     models::ZooModel model = models::make_zoo_model(name);
     fx::GraphModule gm = models::trace_zoo_model(model);  // eval: frozen
     fx::GraphModule qat = fx::prepare_qat_fx(
-        gm, fx::get_default_qat_qconfig_mapping("onednn"), model.example_inputs);
+        gm, fx::get_default_qat_qconfig_mapping(exact_engine()), model.example_inputs);
     if (count(qat->graph(), "fx_quant::fake_quantize") == 0) continue;
     fx::DistillationOptions options;
     options.steps = 2;
