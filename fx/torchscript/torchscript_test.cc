@@ -1,5 +1,6 @@
 #include "fx/torchscript/torchscript.h"
 
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -198,6 +199,10 @@ TEST_CASE("GraphModules export to TorchScript and load back in C++") {
 
     torch::NoGradGuard no_grad;
     c10::IValue expected = gm->forward(model.example_inputs);
+    // The graph as exported, bitwise: TorchScript's executor optimizes off
+    // (LibTorch 2.13's decomposes aten::addmm into mm and add, which round
+    // differently: 7.6e-6 on an MLP's layer).
+    torch::jit::GraphOptimizerEnabledGuard as_exported(false);
     testdata::check_outputs_equal(exported.forward(model.example_inputs),
                                   expected);
     const std::string path = model_path("exported_" + name);
