@@ -996,11 +996,16 @@ class DynamicQuantizer {
     Node* out = u.output();
     auto guard = graph_.inserting_before(out);
     Node* packed = add_output(pack, u.root()->name());
+    std::vector<Argument> args = {u.activations[0], packed};
+    // On a CPU without VNNI, onednn's int8 kernels saturate 16-bit sums at
+    // full-range activations: quantize them to 7 bits (reduce_range), as
+    // torch.ao's x86 and fbgemm dynamic qconfigs do.
+    if (options_.engine == "onednn" && !cpu_has_vnni()) args.push_back(true);
     Node* q = graph_.create_node(
         Opcode::kCallFunction,
         fx::op(u.relu() != nullptr ? "quantized::linear_relu_dynamic"
                                  : "quantized::linear_dynamic"),
-        {u.activations[0], packed}, {}, u.root()->name() + "_dynamic");
+        std::move(args), {}, u.root()->name() + "_dynamic");
     if (const TensorMeta* m = out->tensor_meta()) q->meta().set(kTensorMeta, *m);
     q->meta().set(kQuantizedFrom, out->name());
     out->replace_all_uses_with(q);
