@@ -32,6 +32,7 @@
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
 #include "quantization/numeric_suite.h"
+#include "quantization/qconfig.h"
 #include "quantization/quantize_fx.h"
 #include "third_party/catch.h"
 
@@ -563,9 +564,15 @@ TEST_CASE("int8 modules export in QDQ form, and ONNX Runtime's int8 agrees with 
                                    << ours_vs_float << " dB; ONNX Runtime vs float "
                                    << ort_vs_float << " dB");
       // The export keeps the quantization: ONNX Runtime is as close to float
-      // as our int8 module is, and, where that is close, close to ours.
-      CHECK(ort_vs_float >= ours_vs_float - 3);
-      if (ours_vs_float >= 20) CHECK(ort_vs_ours >= 25);
+      // as our int8 module is, and, where that is close, close to ours. On
+      // a CPU without VNNI (AVX2) ONNX Runtime's uint8 x int8 kernels add
+      // pairs of products in 16 bits and saturate at full-range activations
+      // (qnnpack's lenet: 25 dB against float, ours 41): there only
+      // onednn's 7-bit activations are held to it.
+      if (fx::cpu_has_vnni() || engine == "onednn") {
+        CHECK(ort_vs_float >= ours_vs_float - 3);
+        if (ours_vs_float >= 20) CHECK(ort_vs_ours >= 25);
+      }
     }
   }
 }
