@@ -58,15 +58,18 @@ class Sdpa(torch.nn.Module):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, 4, 8).permute(2, 0, 3, 1, 4)
         causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        # The mask comes in as float (the tests' ONNX Runtime runner feeds
+        # float32 and int64 inputs), boolean where it is used.
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep > 0.5)
         scaled = F.scaled_dot_product_attention(q, k, v, scale=0.5)
         return causal + masked + scaled
 
 
 def _keep():
-    # [B, 1, T, T]: some keys masked out for each query, none entirely.
-    keep = torch.rand(2, 1, 10, 10) > 0.3
-    keep[..., 0] = True
+    # [B, 1, T, T]: 1 where a query sees a key; some keys masked out for
+    # each query, none entirely.
+    keep = (torch.rand(2, 1, 10, 10) > 0.3).float()
+    keep[..., 0] = 1
     return keep
 
 

@@ -43,8 +43,9 @@ struct Model {
 
 std::vector<Model> models() {
   torch::manual_seed(0);
-  at::Tensor keep = torch::rand({2, 1, 10, 10}) > 0.3;
-  keep.select(3, 0).fill_(true);
+  // 1 where a query sees a key (the model makes it boolean).
+  at::Tensor keep = (torch::rand({2, 1, 10, 10}) > 0.3).to(at::kFloat);
+  keep.select(3, 0).fill_(1);
   return {
       {"sdpa_encoder_traced", {torch::randn({2, 10, 64})}, 2},
       {"sdpa_causal_encoder_traced", {torch::randn({2, 10, 64})}, 2},
