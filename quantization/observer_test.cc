@@ -188,8 +188,8 @@ TEST_CASE("the fx_quant operators run through the dispatcher") {
     CHECK(packed.isObject());
     fx::set_quantized_engine(engine);
     at::Tensor input = torch::rand({1, 4, 6, 6});
-    // onednn without VNNI is exact for 7-bit activations only (what its
-    // default qconfig then observes).
+    // onednn without VNNI is exact for 7-bit activations only (its int8
+    // kernels add pairs of products in 16 bits).
     const double levels =
         engine == "onednn" && !fx::cpu_has_vnni() ? 127 : 255;
     at::Tensor qx = at::quantize_per_tensor(input, 1.0 / levels, 0, at::kQUInt8);
