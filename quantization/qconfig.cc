@@ -132,6 +132,7 @@ QConfig default_qconfig(const std::string& engine) {
   check_quantized_engine(engine);
   QConfig q;
   q.activation = histogram_observer(c10::ScalarType::QUInt8);
+  q.activation.reduce_range = engine == "onednn" && !cpu_has_vnni();
   q.weight = engine == "onednn" ? default_per_channel_weight_observer()
                                 : default_weight_observer();
   return q;

@@ -94,10 +94,9 @@ struct QConfig {
 
 // torch.ao's get_default_qconfig(engine): histogram observers for
 // activations (quint8, full range), per-channel symmetric qint8 weights for
-// onednn, per-tensor symmetric for qnnpack. On a CPU without VNNI (below)
-// oneDNN's kernels may saturate at full-range activations; torch.ao's
-// onednn qconfig only warns, and so full range is kept here too (7 bits
-// cost ResNet-18 2 dB of SQNR on an AVX2 machine, more than saturation).
+// onednn, per-tensor symmetric for qnnpack. On a CPU without VNNI (below),
+// onednn's activations take 7 bits (reduce_range), as torch.ao's x86 and
+// fbgemm qconfigs do: its onednn qconfig only warns.
 QConfig default_qconfig(const std::string& engine);
 
 // torch.ao's get_default_qat_qconfig(engine) (version 1): what
