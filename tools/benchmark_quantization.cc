@@ -34,6 +34,7 @@
 #include "fx/torchscript/torchscript.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/qat.h"
+#include "quantization/qconfig.h"
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"
 
@@ -495,11 +496,14 @@ int main(int argc, char** argv) {
       argv[0], kPythonScript,
       absl::StrFormat("%s %s --engines=%s --calibration=%d --evaluation=%d "
                       "--batches=%s --rounds=%d --threads=%d --qat_steps=%d "
-                      "--qat_models=%s --qat_lr=%g",
+                      "--qat_models=%s --qat_lr=%g%s",
                       dir, absl::StrJoin(names, " "),
                       absl::StrJoin(kEngines, ","), kCalibration, kEvaluation,
                       absl::StrJoin(batches, ","), repeats, threads,
-                      qat ? qat_steps : 0, kQatModel, kQatLr));
+                      qat ? qat_steps : 0, kQatModel, kQatLr,
+                      // The same qconfig on both sides: onednn's default
+                      // observes 7-bit activations without VNNI.
+                      fx::cpu_has_vnni() ? "" : " --onednn_reduce_range"));
 
   std::vector<AccuracyRun> accuracy;
   for (const std::string& name : names) {

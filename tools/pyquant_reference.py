@@ -38,7 +38,9 @@ import sys
 import time
 
 import torch
-from torch.ao.quantization import (disable_observer, get_default_qat_qconfig_mapping,
+from torch.ao.quantization import (HistogramObserver, QConfig,
+                                   default_per_channel_weight_observer,
+                                   disable_observer, get_default_qat_qconfig_mapping,
                                    get_default_qconfig_mapping)
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
 
@@ -123,6 +125,18 @@ def quantization_aware(name, engine, calibration, evaluation, steps, lr):
           flush=True)
 
 
+def static_mapping(engine, args):
+    """torch.ao's default mapping; with --onednn_reduce_range, onednn's
+    activations observed in 7 bits, as fx for LibTorch's default is on a
+    CPU without VNNI."""
+    mapping = get_default_qconfig_mapping(engine)
+    if engine == "onednn" and args.onednn_reduce_range:
+        mapping.set_global(QConfig(
+            activation=HistogramObserver.with_args(reduce_range=True),
+            weight=default_per_channel_weight_observer))
+    return mapping
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out_dir")
@@ -136,6 +150,9 @@ def main():
     parser.add_argument("--qat_steps", type=int, default=0)
     parser.add_argument("--qat_models", default="mobilenet_v2")
     parser.add_argument("--qat_lr", type=float, default=1e-5)
+    # fx for LibTorch's onednn default on a CPU without VNNI: 7-bit
+    # activations (quantization/qconfig.h), compared like with like.
+    parser.add_argument("--onednn_reduce_range", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -149,7 +166,7 @@ def main():
             model = build(name)
             with torch.no_grad():
                 want = torch.cat([model(x) for x in evaluation])
-                prepared = prepare_fx(model, get_default_qconfig_mapping(engine),
+                prepared = prepare_fx(model, static_mapping(engine, args),
                                       (calibration[0],))
                 for b in calibration:
                     prepared(b)
@@ -166,7 +183,7 @@ def main():
                         torch.manual_seed(batch)
                         x = torch.randn(batch, 3, 224, 224)
                         timed = prepare_fx(build(name),
-                                           get_default_qconfig_mapping(engine), (x,))
+                                           static_mapping(engine, args), (x,))
                         for _ in range(2):
                             timed(torch.randn_like(x))
                         timed = convert_fx(timed)
