@@ -142,6 +142,7 @@ QConfig default_qat_qconfig(const std::string& engine) {
   check_quantized_engine(engine);
   QConfig q;
   q.activation = moving_average_min_max_observer(c10::ScalarType::QUInt8);
+  q.activation.reduce_range = engine == "onednn" && !cpu_has_vnni();
   if (engine == "onednn") {
     q.weight = moving_average_per_channel_min_max_observer();
   } else {

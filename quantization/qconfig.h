@@ -102,8 +102,10 @@ QConfig default_qconfig(const std::string& engine);
 // torch.ao's get_default_qat_qconfig(engine) (version 1): what
 // quantization-aware training fake-quantizes with (quantization/qat.h),
 // each a FusedMovingAvgObsFakeQuantize: moving-average activations
-// (quint8, full range, whatever the CPU), moving-average weights, qint8
-// symmetric, per channel for onednn and per tensor for qnnpack.
+// (quint8; 7 bits for onednn on a CPU without VNNI, as default_qconfig's,
+// since the converted model runs on the same kernels), moving-average
+// weights, qint8 symmetric, per channel for onednn and per tensor for
+// qnnpack.
 QConfig default_qat_qconfig(const std::string& engine);
 
 // Whether this CPU has VNNI (AVX512-VNNI or AVX-VNNI), whose int8 dot
