@@ -484,7 +484,8 @@ std::vector<TorchScriptImport> measure_torchscript_imports(
   const std::string dir = "/tmp/fx_benchmark_torchscript";
   PythonReference written = run_python_reference(
       argv0, kTorchScriptModels,
-      absl::StrCat(dir, " ", absl::StrJoin(kTorchScriptNames, " ")));
+      absl::StrCat(dir, " ", absl::StrJoin(kTorchScriptNames, " ")),
+      Python::kTorchvision);
   std::vector<TorchScriptImport> out;
   if (!written.unavailable.empty()) {
     std::cerr << "TorchScript models not written: " << written.unavailable
@@ -675,8 +676,8 @@ void print_header(int threads, int repeats, bool quick,
             << repeats << " (medians after a warm-up)\n"
             << "C++: libtorch " << TORCH_VERSION << "; Python: ";
   if (py.unavailable.empty()) {
-    std::cout << "torch " << py.text("torch_version") << ", torchvision "
-              << py.text("torchvision_version") << ", threads "
+    std::cout << "torch " << py.text("torch_version") << ", models from "
+              << py.text("models") << ", threads "
               << py.text("threads") << "\n";
   } else {
     std::cout << "n/a (" << py.unavailable << ")\n";

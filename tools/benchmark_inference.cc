@@ -443,9 +443,13 @@ void print_python(const std::vector<ModelRun>& runs,
                    times(ratio(ts_ms, it->ours_ms))});
   }
   print_section(
-      "3. Beside Python (torch 1.13, torchvision's own models, batch 1)", table,
-      {py.unavailable.empty() ? "tools/pyfx_reference.py --inference"
-                              : "Python reference n/a: " + py.unavailable});
+      "3. Beside Python torch.fx and TorchScript (batch 1)", table,
+      {py.unavailable.empty()
+           ? "tools/pyfx_reference.py --inference: torch " +
+                 py.text("torch_version") + ", models from " +
+                 py.text("models") +
+                 " (times only: the same networks, their own random weights)"
+           : "Python reference n/a: " + py.unavailable});
 }
 
 // --- 5. bfloat16 (opt-in) ------------------------------------------------------
@@ -1058,7 +1062,8 @@ int main(int argc, char** argv) {
   }
   PythonReference written = run_python_reference(
       argv[0], kTorchScriptModels,
-      absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+      absl::StrCat(dir, " ", absl::StrJoin(files, " ")),
+      Python::kTorchvision);
   if (!written.unavailable.empty()) {
     std::cerr << "TorchScript models not written: " << written.unavailable
               << "\n";
@@ -1102,7 +1107,8 @@ int main(int argc, char** argv) {
     }
     const PythonReference specs = run_python_reference(
         argv[0], kOrtModelsScript,
-        absl::StrCat(ort_dir, " ", absl::StrJoin(requests, " ")));
+        absl::StrCat(ort_dir, " ", absl::StrJoin(requests, " ")),
+        Python::kTorchvision);
     const std::optional<std::string> timer =
         find_runfile(argv[0], kOrtTimerScript);
     // A model's input spec, as the script printed it, or nullopt.

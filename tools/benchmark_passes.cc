@@ -123,7 +123,8 @@ void print_folds(const std::vector<FoldTimes>& folds,
       {"folded: PassManager " + absl::StrJoin(kInferencePasses, ",") +
            "; max |diff|: vs eager.",
        "C++: the zoo's models (calibrated batch norms); Python: "
-       "torchvision's, default initialization;",
+       "torchvision's networks (torchvision, or testdata/vision_models.py's "
+       "copies beside torch 2.x), default initialization;",
        "py fuse(): torch.fx.experimental.optimization.fuse. Ratios: medians "
        "of per-round ratios."});
 }
@@ -273,8 +274,10 @@ int main(int argc, char** argv) {
             << "before: " << before << "; after: " << machine_summary()
             << "\nthreads: " << threads << "; rounds: " << repeats
             << "; Python: "
-            << (py.unavailable.empty() ? "torch " + py.text("torch_version")
-                                       : "n/a (" + py.unavailable + ")")
+            << (py.unavailable.empty()
+                    ? "torch " + py.text("torch_version") + ", models from " +
+                          py.text("models")
+                    : "n/a (" + py.unavailable + ")")
             << "\n";
   if (forward) print_folds(folds, py);
   if (!passes.empty()) print_passes(passes);

@@ -479,7 +479,8 @@ int main(int argc, char** argv) {
   for (const std::string& name : names) files.push_back(name + "_traced");
   PythonReference written = run_python_reference(
       argv[0], kTorchScriptModels,
-      absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+      absl::StrCat(dir, " ", absl::StrJoin(files, " ")),
+      Python::kTorchvision);
   if (!written.unavailable.empty()) {
     std::cerr << "TorchScript models not written: " << written.unavailable
               << "\n";
@@ -537,6 +538,10 @@ int main(int argc, char** argv) {
             << "\nthreads: " << threads << "; rounds: " << repeats << "\n";
   if (!py.unavailable.empty()) {
     std::cout << "Python reference unavailable: " << py.unavailable << "\n";
+  } else {
+    std::cout << "Python reference: torch " << py.text("torch_version")
+              << " quantize_fx, models from " << py.text("models")
+              << " (TorchScript files written by Debian's torch 1.13)\n";
   }
   print_accuracy(accuracy);
   print_speed(speed, threads);

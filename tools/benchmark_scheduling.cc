@@ -224,7 +224,8 @@ std::vector<BranchRun> time_branches(const std::string& argv0, bool quick,
     for (const std::string& name : imported) files.push_back(name + "_traced");
     PythonReference written = run_python_reference(
         argv0, kTorchScriptModels,
-        absl::StrCat(dir, " ", absl::StrJoin(files, " ")));
+        absl::StrCat(dir, " ", absl::StrJoin(files, " ")),
+        Python::kTorchvision);
     for (const std::string& name : imported) {
       if (!written.unavailable.empty()) {
         runs.push_back({name, "TorchScript file not written: " +

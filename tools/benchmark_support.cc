@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "libtorch/python.h"
 
 ABSL_FLAG(bool, quick, false,
           "smoke run: fewer rounds and smaller sizes (the usage message says "
@@ -37,7 +38,9 @@ namespace fx {
 namespace benchmark {
 namespace {
 
-constexpr char kPython[] = "/usr/bin/python3";
+// Debian's Python, torch 1.13 with torchvision 0.14: what writes the
+// TorchScript files of torchvision's models (they load in LibTorch 2.13).
+constexpr char kTorchvisionPython[] = "/usr/bin/python3";
 // The runfiles directory of this workspace, to find a script when the binary
 // is run directly rather than through `bazel run`.
 constexpr char kRunfilesWorkspace[] = ".runfiles/fx_libtorch/";
@@ -250,10 +253,13 @@ std::optional<std::string> find_runfile(const std::string& argv0,
 
 PythonReference run_python_reference(const std::string& argv0,
                                      const std::string& script,
-                                     const std::string& arguments) {
+                                     const std::string& arguments,
+                                     Python python) {
   PythonReference ref;
-  if (access(kPython, X_OK) != 0) {
-    ref.unavailable = absl::StrCat(kPython, " not found");
+  const char* interpreter =
+      python == Python::kBuild ? FX_LIBTORCH_PYTHON : kTorchvisionPython;
+  if (access(interpreter, X_OK) != 0) {
+    ref.unavailable = absl::StrCat(interpreter, " not found");
     return ref;
   }
   const std::optional<std::string> path = find_runfile(argv0, script);
@@ -261,7 +267,7 @@ PythonReference run_python_reference(const std::string& argv0,
     ref.unavailable = absl::StrCat(script, " not found in runfiles");
     return ref;
   }
-  std::string command = absl::StrCat(kPython, " ", *path, " ", arguments);
+  std::string command = absl::StrCat(interpreter, " ", *path, " ", arguments);
   std::cerr << "running " << command << " ...\n";
   auto [lines, status] = run_command(command);
   for (const std::string& line : lines) {

@@ -1,7 +1,7 @@
 // Shared pieces of the benchmark programs: timing with medians and
 // interleaved rounds, plain-text tables, and running a Python reference
-// script (with /usr/bin/python3, Debian's torch) that prints `key value`
-// lines.
+// script (with the Python of the build's LibTorch, or Debian's with
+// torchvision) that prints `key value` lines.
 #pragma once
 
 #include <chrono>
@@ -139,13 +139,22 @@ struct PythonReference {
 std::optional<std::string> find_runfile(const std::string& argv0,
                                         const std::string& path);
 
-// Runs `/usr/bin/python3 <script> <arguments>`; the script is looked up
-// beside `bazel run`'s working directory (the runfiles root of the
-// workspace) or in the runfiles of the binary at argv0. A script that
-// prints `error <reason>` or fails makes the reference unavailable.
+// Which Python runs a script: the one whose torch is the LibTorch the build
+// uses (FX_LIBTORCH_PYTHON: 2.13's virtual environment by default, Debian's
+// under --config=libtorch113), for every reference a table compares with;
+// or Debian's /usr/bin/python3 (torch 1.13, torchvision 0.14), for writing
+// the TorchScript files of torchvision's models, since PyPI's torchvision
+// does not import beside the CPU wheel of torch 2.13.
+enum class Python { kBuild, kTorchvision };
+
+// Runs `<python> <script> <arguments>`; the script is looked up beside
+// `bazel run`'s working directory (the runfiles root of the workspace) or
+// in the runfiles of the binary at argv0. A script that prints
+// `error <reason>` or fails makes the reference unavailable.
 PythonReference run_python_reference(const std::string& argv0,
                                      const std::string& script,
-                                     const std::string& arguments);
+                                     const std::string& arguments,
+                                     Python python = Python::kBuild);
 
 }  // namespace benchmark
 }  // namespace fx

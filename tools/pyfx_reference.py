@@ -1,7 +1,13 @@
 #!/usr/bin/python3
 """Python torch.fx reference figures for tools/benchmark.cc.
 
-Measures, with Debian's torch 1.13 and torchvision 0.14 (/usr/bin/python3):
+Run with the Python of the LibTorch the build uses (torch 2.13 in
+tools/setup.sh's virtual environment by default; Debian's /usr/bin/python3,
+torch 1.13 with torchvision 0.14, under --config=libtorch113). Where
+torchvision does not import (beside torch 2.13), the models are
+testdata/vision_models.py's copies of torchvision's definitions (the same
+modules and torch.fx graphs; default initialization, which no figure here
+depends on); `models` names which. Measures:
   - torch.fx.symbolic_trace of torchvision's resnet18, resnet50, mobilenet_v2
     (median of repeated traces of one model), and of resnet18 and resnet50
     freshly built before each trace (the like-for-like figure for importing
@@ -25,6 +31,7 @@ counts); on failure prints `error <reason>` and exits with status 1.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -32,11 +39,24 @@ import time
 try:
     import torch
     import torch.fx
-    import torchvision
     from torch.fx.experimental.optimization import fuse
 except ImportError as e:
     print(f"error {e}")
     sys.exit(1)
+try:
+    import torchvision
+    MODELS_FROM = f"torchvision-{torchvision.__version__}"
+
+    def vision(name):
+        return vision(name)
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "testdata"))
+    import vision_models
+    MODELS_FROM = "testdata/vision_models.py"
+
+    def vision(name):
+        return vision_models.MODELS[name]()
 
 TRACE_MODELS = ["resnet18", "resnet50", "mobilenet_v2"]
 FRESH_TRACE_MODELS = ["resnet18", "resnet50"]
@@ -95,7 +115,7 @@ def emit(key, value):
 
 def trace_models(repeats):
     for name in TRACE_MODELS:
-        model = getattr(torchvision.models, name)().eval()
+        model = vision(name).eval()
         emit(f"trace_ms.{name}",
              median_seconds(lambda: torch.fx.symbolic_trace(model), repeats) * 1e3)
         emit(f"nodes.{name}", len(torch.fx.symbolic_trace(model).graph.nodes))
@@ -107,7 +127,7 @@ def trace_fresh_models(repeats):
     for name in FRESH_TRACE_MODELS:
         samples = []
         for _ in range(repeats):
-            model = getattr(torchvision.models, name)().eval()
+            model = vision(name).eval()
             start = time.perf_counter()
             torch.fx.symbolic_trace(model)
             samples.append(time.perf_counter() - start)
@@ -142,7 +162,7 @@ def emit_forward(workload, unit, scale, samples):
 
 def forward_times(rounds):
     with torch.no_grad():
-        model = torchvision.models.resnet18().eval()
+        model = vision("resnet18").eval()
         gm = torch.fx.symbolic_trace(model)
         interpreter = torch.fx.Interpreter(gm)
         x = torch.randn(1, 3, 224, 224)
@@ -166,7 +186,7 @@ def forward_times(rounds):
 def fuse_times(rounds):
     with torch.no_grad():
         for name in TRACE_MODELS:
-            model = getattr(torchvision.models, name)().eval()
+            model = vision(name).eval()
             gm = torch.fx.symbolic_trace(model)
             fused = fuse(model)
             x = torch.randn(1, 3, 224, 224)
@@ -186,7 +206,7 @@ def inference_times(names, rounds):
     with torch.no_grad():
         for name in names:
             torch.manual_seed(0)
-            model = getattr(torchvision.models, name)().eval()
+            model = vision(name).eval()
             x = torch.randn(1, 3, 224, 224)
             variants = {"eager": lambda: model(x)}
             try:
@@ -218,7 +238,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     emit("torch_version", torch.__version__)
-    emit("torchvision_version", torchvision.__version__)
+    emit("models", MODELS_FROM)
     emit("threads", torch.get_num_threads())
     if args.fuse:
         fuse_times(args.repeats)

@@ -1,13 +1,18 @@
 """Python torch.ao quantize_fx on torchvision models, the reference
 tools/benchmark_quantization.cc measures fx for LibTorch's int8 against
-(run with Debian's /usr/bin/python3: torch 1.13, torchvision 0.14).
+(run with the Python of the LibTorch the build uses: torch 2.13 in
+tools/setup.sh's virtual environment by default, Debian's /usr/bin/python3
+with torch 1.13 under --config=libtorch113).
 
     python3 tools/pyquant_reference.py OUT_DIR MODEL... [--engines=onednn,qnnpack]
         [--calibration=4] [--batches=1,8] [--rounds=20] [--threads=2]
 
 MODEL is a name of testdata/torchscript_models.py without "_traced"
 (resnet18, mobilenet_v2, ...): built as that script builds it, so with the
-weights of its MODEL_traced.pt. For each model it writes
+weights of its MODEL_traced.pt. Where torchvision does not import (beside
+torch 2.13), the model is testdata/vision_models.py's copy of torchvision's
+definition with the weights of OUT_DIR/MODEL_traced.pt, which the benchmark
+wrote with Debian's Python first; `models` names which. For each model it writes
 OUT_DIR/MODEL_data.pt, a list of 1x3x224x224 tensors: the calibration
 batches, then --evaluation more, which the C++ side loads to calibrate and
 measure on the very same data. Then, per engine, quantize_fx with
@@ -46,10 +51,27 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "testdata"))
-import torchscript_models  # noqa: E402
+try:
+    import torchvision
+    import torchscript_models  # noqa: E402  (imports torchvision)
+except ImportError:
+    torchvision = None
+    import vision_models  # noqa: E402
+
+# Where the traced models were written (main() sets it from OUT_DIR).
+WEIGHTS_DIR = None
+
+
+def models_from():
+    if torchvision is not None:
+        return f"torchvision-{torchvision.__version__}"
+    return "testdata/vision_models.py+weights-of-MODEL_traced.pt"
 
 
 def build(name):
+    if torchvision is None:
+        return vision_models.build(
+            name, os.path.join(WEIGHTS_DIR, name + "_traced.pt"))
     key = name + "_traced"
     factory, _ = (torchscript_models.MODELS[key]
                   if key in torchscript_models.MODELS
@@ -156,6 +178,10 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.out_dir, exist_ok=True)
+    global WEIGHTS_DIR
+    WEIGHTS_DIR = args.out_dir
+    print(f"torch_version {torch.__version__}", flush=True)
+    print(f"models {models_from()}", flush=True)
     for name in args.models:
         batches = data(args.calibration, args.evaluation)
         torch.save(batches, os.path.join(args.out_dir, name + "_data.pt"))
