@@ -45,4 +45,13 @@ else
     -DCMAKE_PREFIX_PATH="$work/install" "${launcher[@]}"
 fi
 cmake --build "$work/consumer" -j"$jobs"
+# One LibTorch in the consumer: the one the package was built against, not
+# a second one on the machine (Debian's under /usr beside the wheel's).
+linked="$(ldd "$work/consumer/demo" | grep -E '/lib(c10|torch|torch_cpu)\.so' || true)"
+echo "$linked"
+if [ "$libtorch" != /usr ] &&
+   echo "$linked" | grep -v -F "$(realpath "$libtorch")/lib/" | grep -q .; then
+  echo "the consumer links a LibTorch other than $libtorch"
+  exit 1
+fi
 "$work/consumer/demo"
