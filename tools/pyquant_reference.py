@@ -153,9 +153,16 @@ def static_mapping(engine, args):
     CPU without VNNI."""
     mapping = get_default_qconfig_mapping(engine)
     if engine == "onednn" and args.onednn_reduce_range:
-        mapping.set_global(QConfig(
+        default = mapping.global_qconfig
+        reduced = QConfig(
             activation=HistogramObserver.with_args(reduce_range=True),
-            weight=default_per_channel_weight_observer))
+            weight=default_per_channel_weight_observer)
+        mapping.set_global(reduced)
+        # torch 1.13's onednn mapping also names convolutions, linear
+        # layers, relu, ... with the default: those too.
+        for op, qconfig in list(mapping.object_type_qconfigs.items()):
+            if qconfig == default:
+                mapping.set_object_type(op, reduced)
     return mapping
 
 
