@@ -48,7 +48,7 @@ try:
     MODELS_FROM = f"torchvision-{torchvision.__version__}"
 
     def vision(name):
-        return vision(name)
+        return getattr(torchvision.models, name)()
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                     "..", "testdata"))
