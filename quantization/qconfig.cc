@@ -1,5 +1,7 @@
 #include "quantization/qconfig.h"
 
+#include <cpuid.h>
+
 #include <ATen/Context.h>
 
 #include "absl/strings/match.h"
@@ -123,8 +125,16 @@ void set_quantized_engine(const std::string& engine) {
 }
 
 bool cpu_has_vnni() {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni") ||
-                           __builtin_cpu_supports("avxvnni");
+  // AVX-VNNI (the 256-bit form) from CPUID leaf 7, subleaf 1, EAX bit 4:
+  // clang 14's __builtin_cpu_supports has no name for it. Its registers are
+  // AVX2's, which the OS saves wherever __builtin_cpu_supports("avx2") holds.
+  static const bool vnni = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool avx_vnni = __builtin_cpu_supports("avx2") &&
+                          __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) &&
+                          (eax & (1u << 4)) != 0;
+    return __builtin_cpu_supports("avx512vnni") || avx_vnni;
+  }();
   return vnni;
 }
 

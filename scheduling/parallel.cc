@@ -14,7 +14,6 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <omp.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +25,12 @@
 #include "passes/aliasing.h"
 #include "passes/split_module.h"
 #include "passes/timing.h"
+
+// libgomp's, the OpenMP runtime libtorch runs on, declared rather than
+// taken from <omp.h>: clang (--config=fuzz) has none of its own here, and
+// its -fopenmp would bring LLVM's runtime beside libgomp (as
+// lowering/kernel_support.h does).
+extern "C" void omp_set_num_threads(int threads);
 
 namespace fx {
 namespace {

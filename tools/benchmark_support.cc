@@ -5,8 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +31,12 @@ ABSL_FLAG(int, threads, 2,
 ABSL_FLAG(int, repeats, 0,
           "timed runs or interleaved rounds per figure (0: 20, or 3 with "
           "--quick)");
+
+// libgomp's, the OpenMP runtime libtorch runs on, declared rather than
+// taken from <omp.h>: clang (--config=fuzz) has none of its own here, and
+// its -fopenmp would bring LLVM's runtime beside libgomp (as
+// lowering/kernel_support.h does).
+extern "C" void omp_set_num_threads(int threads);
 
 namespace fx {
 namespace benchmark {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests, in seven parts:
+# The tests, in six parts:
 #   0. the include graph against the layering (tools/check_layering.py: no
 #      folder includes one above it, no include cycle), this script's
 #      counting (tools/test_results_test.sh), CMake's sources against
@@ -8,7 +8,10 @@
 #   1. `bazel test //...` in this workspace (built with -Wall -Wextra
 #      -Werror, .bazelrc), the documentation's C++ examples included
 #      (//docs:examples_test), against LibTorch 2.13 (the default), then
-#      against Debian's libtorch 1.13 (--config=libtorch113);
+#      against Debian's libtorch 1.13 built by clang-14 under
+#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
+#      (--config=fuzz: libtorch is not instrumented, our code is, at -O0;
+#      the same objects make the fuzzers);
 #   2. the same against 2.13, unoptimized, in the consumer example (examples/consumer:
 #      its own workspace, which depends on this one through
 #      local_repository, traces its own model through the public headers and
@@ -16,14 +19,8 @@
 #      consumer
 #      (tools/cmake_test.sh: builds, installs, builds
 #      examples/cmake_consumer against the package and runs its demo);
-#   3. the IR, tracer, GraphModule, parser, serialization, interpreter, pass,
-#      lowering, TorchScript (not the torchvision corpus) and fuzz
-#      regression tests again, unoptimized, under
-#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer
-#      (--config=fuzz: clang-14 against libtorch 1.13, whose objects also
-#      make the fuzzers);
-#   4. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
-#   5. each benchmark with --quick, to prove it runs (its timing targets are
+#   3. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
+#   4. each benchmark with --quick, to prove it runs (its timing targets are
 #      for full runs; its accuracy and allocation targets hold in any run).
 # Ends with one line "N passed, N failed" counting Catch2 test cases over all
 # test targets (a sharded target's summed over its shards; a target that
@@ -110,22 +107,19 @@ one_case "cmake sources" bash tools/check_cmake_sources.sh
 one_case "api reference" api_reference
 timed "bazel test //... (LibTorch 2.13)" test_workspace .
 # Debian's libtorch 1.13, the second configuration: the whole suite again,
-# built into a directory of its own (.bazelrc).
-timed "bazel test //... (LibTorch 1.13)" test_workspace . --config=libtorch113 //...
+# built once, by clang-14 under AddressSanitizer, LeakSanitizer and
+# UndefinedBehaviorSanitizer (--config=fuzz, which is --config=libtorch113
+# and more: .bazelrc), whose objects also make the fuzzers. gcc's build
+# against 1.13 (--config=libtorch113) is the same sources and flags as the
+# 2.13 one above; building it too would double the time 1.13 takes.
+timed "bazel test //... (LibTorch 1.13, ASan, UBSan)" test_workspace . \
+  --config=fuzz //...
 # Unoptimized: the consumer checks the build as a dependency, not speed, and
 # compiles all of fx for LibTorch again (an external repository's paths are
 # its own), a fifth faster at -O0.
 timed "bazel test //... (examples/consumer)" test_workspace examples/consumer \
   --compilation_mode=fastbuild //...
 one_case "cmake consumer" bash tools/cmake_test.sh
-# The torchvision corpus is left out: it runs the importer that
-# //fx/torchscript:torchscript_test covers, on sixty models whose time is
-# Python's and libtorch's, neither instrumented.
-timed "bazel test --config=fuzz (ASan, UBSan)" test_workspace . --config=fuzz \
-  -- //fx/... //interpreter/... //passes/... //fuzz/... \
-  //lowering:onednn_ops_test //lowering:optimize_for_inference_test \
-  //lowering:micro_batch_test \
-  -//fx/torchscript:torchvision_corpus_test
 for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
