@@ -1248,26 +1248,41 @@ std::vector<ChainLayer> chain_layers(const char* op, const at::Tensor& input,
 // Thread t's part of layer `l`'s output and the part of its input that
 // part reads, in pixels: a 1x1 convolution of stride 1 takes an equal
 // share of the pixels (at 7x7, rows would split 3:4), any other whole rows
-// (`rows`; their input rows clamped to the input, the rest padding).
+// (`rows`; their input rows clamped to the input, the rest padding). A
+// primitive needs at least one input row: where some thread's rows would
+// read padding only (a padding larger than the kernel reaches, on a tiny
+// image), thread 0 takes all the layer's rows.
 struct ChainPart {
   int64_t first, last, in_first, in_last;
   bool pointwise;
   int64_t rows, in_rows, row;  // row: the first output row
 };
-ChainPart chain_part(const ChainLayer& l, int64_t kernel, int t, int threads) {
+ChainPart chain_rows(const ChainLayer& l, int64_t kernel, int64_t first,
+                     int64_t last) {
   const int64_t width = l.input_size[3], out_width = l.output_size[3];
-  if (kernel == 1 && l.stride == 1 && l.padding == 0) {
-    auto [first, last] =
-        thread_share(l.output_size[2] * out_width, t, threads);
-    return {first, last, first, last, true, 0, 0, 0};
-  }
-  auto [first, last] = thread_share(l.output_size[2], t, threads);
   const int64_t in_first =
       std::max<int64_t>(first * l.stride - l.padding, 0);
   const int64_t in_last = std::min<int64_t>(
       (last - 1) * l.stride - l.padding + kernel, l.input_size[2]);
   return {first * out_width, last * out_width, in_first * width,
           in_last * width, false, last - first, in_last - in_first, first};
+}
+ChainPart chain_part(const ChainLayer& l, int64_t kernel, int t, int threads) {
+  const int64_t out_width = l.output_size[3];
+  if (kernel == 1 && l.stride == 1 && l.padding == 0) {
+    auto [first, last] =
+        thread_share(l.output_size[2] * out_width, t, threads);
+    return {first, last, first, last, true, 0, 0, 0};
+  }
+  for (int other = 0; other < threads; ++other) {
+    auto [first, last] = thread_share(l.output_size[2], other, threads);
+    if (first < last && chain_rows(l, kernel, first, last).in_rows <= 0) {
+      return t == 0 ? chain_rows(l, kernel, 0, l.output_size[2])
+                    : ChainPart{0, 0, 0, 0, false, 0, 0, 0};
+    }
+  }
+  auto [first, last] = thread_share(l.output_size[2], t, threads);
+  return chain_rows(l, kernel, first, last);
 }
 
 std::shared_ptr<const ChainPlan> make_chain_plan(

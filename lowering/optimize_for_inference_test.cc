@@ -908,3 +908,56 @@ TEST_CASE("gelu after a linear layer fuses, exact or tanh") {
       at::gelu(at::linear(at::gelu(at::linear(x, w)), w), "tanh");
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
 }
+
+TEST_CASE("a chain on a tiny image runs as eager at 1-4 threads") {
+  // A padding larger than a 1x1 kernel reaches: some output rows read
+  // padding only, and the thread given just those rows had no input row
+  // for its primitive (oneDNN: "could not construct a memory descriptor").
+  torch::NoGradGuard no_grad;
+  struct Layer {
+    int64_t in, out, kernel, stride, padding;
+  };
+  struct Case {
+    std::vector<int64_t> image;
+    std::vector<Layer> layers;
+  };
+  const std::vector<Case> cases = {
+      {{1, 8, 1, 1}, {{8, 16, 3, 1, 1}, {16, 16, 1, 2, 2}, {16, 16, 1, 1, 0}}},
+      {{1, 8, 1, 3}, {{8, 8, 3, 1, 1}, {8, 8, 1, 1, 3}, {8, 8, 1, 1, 0}}},
+      {{1, 8, 2, 2}, {{8, 8, 1, 1, 0}, {8, 8, 1, 1, 4}, {8, 8, 3, 2, 1}}},
+      {{1, 8, 1, 1}, {{8, 8, 1, 1, 2}, {8, 8, 1, 1, 2}, {8, 8, 3, 3, 0}}},
+      {{1, 4, 3, 1}, {{4, 8, 3, 1, 1}, {8, 8, 1, 1, 5}, {8, 4, 3, 1, 2}}},
+  };
+  const int saved = at::get_num_threads();
+  for (size_t index = 0; index < cases.size(); ++index) {
+    const Case& c = cases[index];
+    CAPTURE(index);
+    torch::manual_seed(static_cast<uint64_t>(index));
+    torch::nn::Sequential net;
+    for (const Layer& l : c.layers) {
+      net->push_back(torch::nn::Conv2d(
+          torch::nn::Conv2dOptions(l.in, l.out, l.kernel)
+              .stride(l.stride)
+              .padding(l.padding)));
+      net->push_back(torch::nn::ReLU());
+    }
+    net->eval();
+    const at::Tensor x = torch::randn(c.image);
+    const at::Tensor want = net->forward(x);
+    fx::GraphModule gm = fx::symbolic_trace(
+        [&](at::Tensor y) { return net->forward(y); }, x);
+    fx::InferenceOptions all;
+    all.decision = fx::InferenceOptions::Decision::kAll;
+    const fx::InferenceReport report = fx::optimize_for_inference(*gm, all);
+    CHECK(report.chained == 3);
+    for (int threads : {1, 2, 3, 4}) {
+      CAPTURE(threads);
+      at::set_num_threads(threads);
+      at::Tensor got;
+      REQUIRE_NOTHROW(got = gm(x).toTensor());
+      CHECK(got.sizes() == want.sizes());
+      CHECK(relative_error(got, want) < 1e-5);
+    }
+  }
+  at::set_num_threads(saved);
+}
