@@ -191,6 +191,43 @@ struct DynamicDim {
   std::string relation() const;
 };
 
+// A symbol and its bounds, in LibTorch's options style, as torch.export's
+// Dim("B", max=64); placed on an input's dimension with on():
+//   const fx::Dim batch = fx::Dim("B").max(64);
+//   options.dynamic = {batch.on(0, 0),                           // x [B, T]
+//                      fx::Dim("T").max(512).multiple_of(8).on(0, 1),
+//                      batch.on(1, 0)};                          // mask [B, T]
+class Dim {
+ public:
+  explicit Dim(std::string symbol) : symbol_(std::move(symbol)) {}
+  Dim& min(int64_t value) {
+    min_ = value;
+    return *this;
+  }
+  Dim& max(int64_t value) {
+    max_ = value;
+    return *this;
+  }
+  Dim& multiple_of(int64_t value) {
+    multiple_of_ = value;
+    return *this;
+  }
+  const std::string& symbol() const { return symbol_; }
+  int64_t min() const { return min_; }
+  int64_t max() const { return max_; }
+  int64_t multiple_of() const { return multiple_of_; }
+  // This symbol as dimension `dim` of forward's input `input`.
+  DynamicDim on(size_t input, int64_t dim) const {
+    return DynamicDim{input, dim, symbol_, min_, max_, multiple_of_};
+  }
+
+ private:
+  std::string symbol_;
+  int64_t min_ = 1;
+  int64_t max_ = std::numeric_limits<int64_t>::max();
+  int64_t multiple_of_ = 1;
+};
+
 // What the trace assumed about one input of the traced program. The tracer
 // stores it on each placeholder (key kGuard); a GraphModule checks it on every
 // call and rejects inputs that break it with fx::GuardError.

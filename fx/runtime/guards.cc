@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -252,7 +253,8 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
 
 std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
                                         const std::vector<DynamicDim>& dims,
-                                        const SymbolSizes& sizes) {
+                                        const SymbolSizes& sizes,
+                                        bool filled) {
   std::vector<c10::IValue> out = inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<int64_t> shape;
@@ -264,8 +266,9 @@ std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
     }
     if (shape.empty()) continue;
     const at::Tensor& t = inputs[i].toTensor();
-    out[i] = at::zeros(shape, t.options().memory_format(
-                                  t.suggest_memory_format()));
+    const at::TensorOptions options =
+        t.options().memory_format(t.suggest_memory_format());
+    out[i] = filled ? at::zeros(shape, options) : at::empty(shape, options);
   }
   return out;
 }

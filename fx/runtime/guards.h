@@ -83,10 +83,12 @@ std::vector<DynamicDim> dynamic_dims(const Graph& graph);
 std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
                                       const SymbolSizes& example);
 // Zero-filled inputs like `inputs` with the dynamic dimensions at `sizes`
-// (memory format kept).
+// (memory format kept); not filled, for a tracer that reads only their
+// metadata (no page of a large input is touched).
 std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
                                         const std::vector<DynamicDim>& dims,
-                                        const SymbolSizes& sizes);
+                                        const SymbolSizes& sizes,
+                                        bool filled = true);
 
 // A comparison of sizes that held while tracing (`relation` is "==", "!=",
 // "<", "<=", ">" or ">="): a TorchScript branch or assert on sizes, kept in

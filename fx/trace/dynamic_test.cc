@@ -174,3 +174,190 @@ TEST_CASE("what the generalizer refuses, by name") {
   CHECK_THROWS_WITH(trace(flat, {torch::randn({2})}, {dim(0, 0, "B", 2)}),
                     Catch::Contains("fewer than two sizes"));
 }
+
+namespace {
+
+// Traces `fn` with `dims` and returns the graph and what the tracer said.
+template <typename F>
+std::pair<fx::GraphModule, fx::TraceStats> traced_with_stats(
+    F fn, const std::vector<c10::IValue>& inputs,
+    std::vector<fx::DynamicDim> dims) {
+  fx::TraceOptions options;
+  options.dynamic = std::move(dims);
+  fx::Tracer tracer(options);
+  std::unique_ptr<fx::Graph> graph =
+      tracer.trace(nullptr, fx::box_function(fn), inputs);
+  fx::TraceStats stats = tracer.stats();
+  return {fx::GraphModule(nullptr, std::move(graph), tracer.take_attributes()),
+          std::move(stats)};
+}
+
+// The graph computes what eager computes for x (bitwise; NaN where eager's
+// is), or refuses x with a GuardError where eager runs: never a different
+// result, never a run where eager throws.
+enum class Outcome { kRight, kRefused };
+template <typename F>
+Outcome right_or_refused(fx::GraphModule gm, F fn, const at::Tensor& x) {
+  at::Tensor want;
+  bool eager_threw = false;
+  try {
+    want = fn(x);
+  } catch (const c10::Error&) {
+    eager_threw = true;
+  }
+  try {
+    const at::Tensor got = gm(x).toTensor();
+    CHECK_FALSE(eager_threw);
+    if (!eager_threw) {
+      CHECK(got.sizes() == want.sizes());
+      CHECK(torch::equal(got.isnan(), want.isnan()));
+      CHECK(torch::equal(got.nan_to_num(0), want.nan_to_num(0)));
+    }
+    return Outcome::kRight;
+  } catch (const fx::GuardError&) {
+    return Outcome::kRefused;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("at size 1 a graph traced at larger sizes is right or refused") {
+  // x [B, 1, 8]: squeeze drops the batch too at B = 1, and the view reads
+  // the size squeeze left (8, not B). Traced at B = 4 only near 4, the
+  // graph returned [1, 8] at B = 1 where eager returns [8, 1].
+  auto squeezed = [](torch::Tensor x) {
+    torch::Tensor y = x.squeeze();
+    return y.view({y.size(0), -1});
+  };
+  auto [gm, stats] = traced_with_stats(squeezed, {torch::randn({4, 1, 8})},
+                                       {fx::Dim("B").on(0, 0)});
+  REQUIRE(stats.narrowed.size() == 1);
+  CHECK_THAT(stats.narrowed[0],
+             Catch::StartsWith("B >= 2 (was B >= 1)") &&
+                 Catch::Contains("aten::view"));
+  CHECK(right_or_refused(gm, squeezed, torch::randn({1, 1, 8})) ==
+        Outcome::kRefused);
+  CHECK_THROWS_WITH(gm(torch::randn({1, 1, 8})), Catch::Contains("B >= 2"));
+  for (int64_t b : {2, 3, 5, 64}) {
+    CAPTURE(b);
+    CHECK(right_or_refused(gm, squeezed, torch::randn({b, 1, 8})) ==
+          Outcome::kRight);
+  }
+
+  // Statistics over the batch where there is more than one: at B = 1 the
+  // graph (traced at B = 4) divided by B - 1 = 0, NaN where eager is x * 3.
+  auto standardized = [](torch::Tensor x) {
+    const int64_t B = x.size(0);
+    if (B > 1) {
+      torch::Tensor centred = x - x.mean(0);
+      return centred / (centred.pow(2).sum(0) / (B - 1)).sqrt();
+    }
+    return x * 3;
+  };
+  auto [stats_gm, stats2] = traced_with_stats(
+      standardized, {torch::randn({4, 5})}, {fx::Dim("B").max(32).on(0, 0)});
+  CHECK(stats2.narrowed.size() == 1);
+  CHECK(right_or_refused(stats_gm, standardized, torch::randn({1, 5})) ==
+        Outcome::kRefused);
+  for (int64_t b : {2, 3, 31, 32}) {
+    CAPTURE(b);
+    CHECK(right_or_refused(stats_gm, standardized, torch::randn({b, 5})) ==
+          Outcome::kRight);
+  }
+  CHECK(right_or_refused(stats_gm, standardized, torch::randn({33, 5})) ==
+        Outcome::kRefused);
+
+  // A program whose size-1 trace agrees keeps its bound of 1.
+  auto flat = [](torch::Tensor x) { return x.view({x.size(0), -1}) * 2; };
+  auto [flat_gm, flat_stats] = traced_with_stats(
+      flat, {torch::randn({4, 2, 3})}, {fx::Dim("B").max(16).on(0, 0)});
+  CHECK(flat_stats.narrowed.empty());
+  CHECK(flat_stats.traces == 5);  // the example, 2 near it, 1 and 16
+  for (int64_t b : {1, 16}) {
+    CHECK(right_or_refused(flat_gm, flat, torch::randn({b, 2, 3})) ==
+          Outcome::kRight);
+  }
+  CHECK(right_or_refused(flat_gm, flat, torch::randn({17, 2, 3})) ==
+        Outcome::kRefused);
+}
+
+TEST_CASE("a branch, a clamp or a check on a size past the traced sizes narrows the bound") {
+  // Each traced at T = 4 with T <= 64; before, the graph ran T = 20 and 64
+  // as it did T = 4.
+  auto branch = [](torch::Tensor x) {
+    return x.size(1) > 16 ? x * 2 : x + 1;
+  };
+  auto clamped = [](torch::Tensor x) {
+    return x.narrow(1, 0, std::min<int64_t>(x.size(1), 16));
+  };
+  auto checked = [](torch::Tensor x) {
+    TORCH_CHECK(x.size(1) <= 32, "at most 32 positions, got ", x.size(1));
+    return x.view({x.size(0), x.size(1) * 3});
+  };
+  const std::vector<fx::DynamicDim> dims = {fx::Dim("T").max(64).on(0, 1)};
+  const at::Tensor example = torch::randn({2, 4, 3});
+  struct Expect {
+    const char* name;
+    int64_t max;
+  };
+  auto run = [&](auto fn, Expect expect) {
+    CAPTURE(expect.name);
+    auto [gm, stats] = traced_with_stats(fn, {example}, dims);
+    REQUIRE(stats.narrowed.size() == 1);
+    CHECK_THAT(stats.narrowed[0],
+               Catch::StartsWith("1 <= T <= " + std::to_string(expect.max) +
+                                 " (was 1 <= T <= 64)"));
+    for (int64_t t : {int64_t{1}, int64_t{2}, expect.max - 1, expect.max}) {
+      CAPTURE(t);
+      CHECK(right_or_refused(gm, fn, torch::randn({2, t, 3})) ==
+            Outcome::kRight);
+    }
+    for (int64_t t : {expect.max + 1, int64_t{64}}) {
+      CAPTURE(t);
+      CHECK(right_or_refused(gm, fn, torch::randn({2, t, 3})) ==
+            Outcome::kRefused);
+    }
+    return stats;
+  };
+  const fx::TraceStats b = run(branch, {"branch", 16});
+  CHECK_THAT(b.narrowed[0], Catch::Contains("aten::mul"));
+  run(clamped, {"clamped", 16});
+  const fx::TraceStats c = run(checked, {"checked", 32});
+  CHECK_THAT(c.narrowed[0], Catch::Contains("at most 32 positions"));
+}
+
+TEST_CASE("fx::Dim builds the dynamic dimensions torch.export's Dim names") {
+  const fx::Dim batch = fx::Dim("B").max(64);
+  const fx::DynamicDim d = fx::Dim("T").min(2).max(512).multiple_of(8).on(1, 2);
+  CHECK(d.input == 1);
+  CHECK(d.dim == 2);
+  CHECK(d.symbol == "T");
+  CHECK(d.relation() == "2 <= T <= 512, T % 8 == 0");
+  CHECK(batch.on(0, 0).relation() == "1 <= B <= 64");
+  auto add = [](torch::Tensor x, torch::Tensor mask) {
+    return x.view({x.size(0), -1}) + mask.view({mask.size(0), -1});
+  };
+  fx::TraceOptions options;
+  options.dynamic = {batch.on(0, 0), batch.on(1, 0)};
+  fx::GraphModule gm = fx::symbolic_trace(
+      add, {torch::randn({3, 4}), torch::randn({3, 4})}, options);
+  CHECK(torch::equal(gm(torch::ones({64, 4}), torch::ones({64, 4})).toTensor(),
+                     torch::full({64, 4}, 2.0)));
+  CHECK_THROWS_WITH(gm(torch::ones({65, 4}), torch::ones({65, 4})),
+                    Catch::Contains("1 <= B <= 64"));
+}
+
+TEST_CASE("a dimension the program needs fixed is refused at trace time") {
+  // The features of a Linear layer: nothing reads the size, but no other
+  // size runs; before, the trace was accepted and failed inside addmm later.
+  torch::nn::Linear fc(8, 4);
+  auto project = [&](torch::Tensor x) { return fc->forward(x).relu(); };
+  CHECK_THROWS_WITH(trace(project, {torch::randn({2, 8})}, {dim(0, 1, "F")}),
+                    Catch::Contains("tracing again at F=") &&
+                        Catch::Contains("the dimension cannot be dynamic"));
+  // Its batch is dynamic.
+  fx::GraphModule gm =
+      trace(project, {torch::randn({2, 8})}, {dim(0, 0, "B")});
+  const at::Tensor x = torch::randn({5, 8});
+  CHECK(torch::equal(gm(x).toTensor(), project(x)));
+}

@@ -9,6 +9,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/guards.h"
+#include "fx/trace/internal/bounds.h"
 #include "fx/trace/internal/generalize.h"
 #include "fx/trace/internal/proxy.h"
 #include "fx/trace/internal/session.h"
@@ -379,10 +380,16 @@ std::unique_ptr<Graph> Tracer::trace(
           resized_inputs(example_inputs, dims, sizes));
     } catch (const TraceError& e) {
       if (!stats.read_sizes) {
-        // Nothing was specialized to the example's sizes, so the graph
-        // holds as traced; only its metadata stays the example's.
-        others.clear();
-        break;
+        // Nothing was read, yet the program cannot run at another size: the
+        // dimension is one it needs fixed (a Linear's features), and the
+        // graph would fail inside a node at any other size.
+        throw TraceError(absl::StrCat(
+            "tracing again at ", internal::describe(sizes),
+            " (other sizes of the dynamic dimensions) failed: ", e.msg(),
+            "\nThe program cannot run at that size, so the dimension cannot "
+            "be dynamic (a size a layer was built for, such as a Linear's "
+            "in_features): leave it static, or bound it to the sizes the "
+            "program takes"));
       }
       throw TraceError(absl::StrCat(
           "tracing again at ", internal::describe(sizes),
@@ -395,17 +402,39 @@ std::unique_ptr<Graph> Tracer::trace(
     other.sizes = std::move(sizes);
     others.push_back(std::move(other));
   }
+  int64_t bound_traces = 0;
+  std::vector<std::string> narrowed;
   if (!stats.read_sizes) {
     // Nothing was specialized to the example's sizes: the other traces give
     // only the metadata's symbolic sizes.
     if (!others.empty()) internal::fit_metadata(base, others, dims);
     internal::mark_dynamic(*base.graph, dims);
   } else {
-    internal::generalize(base, others, dims);
+    // The near traces generalize first (refusing a program that changes
+    // between them), then traces at the bounds check or narrow them.
+    internal::check_generalizes(base, others, dims);
+    internal::VerifiedBounds bounds = internal::verify_bounds(
+        base, others, dims, [&](const internal::SymbolSizes& sizes) {
+          internal::Trace t;
+          t.graph = trace_once(root, named, forward,
+                               resized_inputs(example_inputs, dims, sizes,
+                                              /*filled=*/false));
+          t.attributes = std::move(attributes_);
+          return t;
+        });
+    std::vector<const internal::Trace*> checks;
+    for (const internal::Trace& t : bounds.checks) checks.push_back(&t);
+    internal::generalize(base, others, bounds.dims, checks);
+    bound_traces = bounds.traces;
+    narrowed = std::move(bounds.narrowed);
+    for (const std::string& line : narrowed) {
+      TORCH_WARN("fx::symbolic_trace narrowed a dynamic dimension to ", line);
+    }
   }
   attributes_ = std::move(base.attributes);
   stats_ = stats;
-  stats_.traces = 1 + static_cast<int64_t>(others.size());
+  stats_.narrowed = std::move(narrowed);
+  stats_.traces = 1 + static_cast<int64_t>(others.size()) + bound_traces;
   stats_.nodes = static_cast<int64_t>(base.graph->size());
   return std::move(base.graph);
 }

@@ -119,8 +119,14 @@ struct TraceStats {
   // used a size as a constant ("aten::eq at model.py:12").
   std::string specialized_by;
   // Traces run: 1, or 3 with dynamic dimensions (the other two give the
-  // metadata's symbolic sizes even when the program read no size).
+  // metadata's symbolic sizes even when the program read no size), and
+  // where it read sizes, those at the dimensions' bounds (usually 2).
   int64_t traces = 1;
+  // The bounds of dynamic dimensions the tracer narrowed because the trace
+  // at a bound failed or differed, one line each, naming the node:
+  // "1 <= T <= 16 (was 1 <= T <= 64): the trace at T=17: ...". Each is
+  // also given to TORCH_WARN.
+  std::vector<std::string> narrowed;
 };
 
 class Tracer {

@@ -60,16 +60,50 @@ std::string describe_literal(const Node& n, const Position& p) {
                       ")");
 }
 
+bool same_call(const Node& a, const Node& b) {
+  return a.op() == b.op() && a.target() == b.target();
+}
+
+// aten::contiguous of a tensor that is contiguous already: C++'s
+// Tensor::contiguous() returns it without a call, so a trace at sizes where
+// it is (a length of 1 after a transpose) lacks the node.
+bool is_contiguous_call(const Node& n) {
+  static const Target contiguous = op("aten::contiguous");
+  return n.op() == Opcode::kCallFunction && n.target() == contiguous &&
+         !n.args().empty() && n.args()[0].is_node();
+}
+
+// Which node of `other` each node of `base` is, in order: -1 for a
+// contiguous call the other trace skipped (at its sizes a no-op, which
+// the base graph may keep). Never the other way: a base without the call
+// would be wrong at sizes where it copies.
+std::vector<int64_t> match_nodes(const std::vector<Node*>& base,
+                                 const std::vector<Node*>& other) {
+  std::vector<int64_t> match(base.size(), -1);
+  size_t j = 0;
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (is_contiguous_call(*base[i]) &&
+        (j >= other.size() || !same_call(*base[i], *other[j]))) {
+      continue;
+    }
+    match[i] = j < other.size() ? static_cast<int64_t>(j) : -2;  // -2: none
+    ++j;
+  }
+  return match;
+}
+
 // Compares the graph of one trace with the base's, node for node.
 class Comparison {
  public:
   Comparison(const Trace& base, const Trace& other,
              const std::vector<Node*>& base_nodes,
-             const std::vector<Node*>& other_nodes)
+             const std::vector<Node*>& other_nodes,
+             const std::vector<int64_t>& match)
       : base_(base),
         other_(other),
         base_nodes_(base_nodes),
-        other_nodes_(other_nodes) {
+        other_nodes_(other_nodes),
+        match_(match) {
     for (size_t i = 0; i < base_nodes_.size(); ++i) {
       base_index_[base_nodes_[i]] = i;
     }
@@ -81,22 +115,36 @@ class Comparison {
   // Adds the positions of int literals that differ to `changed`.
   void run(std::set<Position>* changed) {
     changed_ = changed;
-    const size_t n = std::min(base_nodes_.size(), other_nodes_.size());
-    for (size_t i = 0; i < n; ++i) node(i);
-    if (base_nodes_.size() != other_nodes_.size()) {
-      const bool base_longer = base_nodes_.size() > other_nodes_.size();
-      const Node& extra = base_longer ? *base_nodes_[n] : *other_nodes_[n];
-      differ(base_longer ? n : n - 1,
-             absl::StrCat("the graph at ",
-                          describe(base_longer ? other_.sizes : base_.sizes),
-                          " ends before ", extra.format_node()));
+    size_t matched = 0;
+    for (size_t i = 0; i < base_nodes_.size(); ++i) {
+      if (match_[i] == -1) continue;
+      if (match_[i] == -2) {
+        differ(i, absl::StrCat("the graph at ", describe(other_.sizes),
+                               " ends before it"));
+      }
+      node(i);
+      ++matched;
+    }
+    if (matched < other_nodes_.size()) {
+      differ(base_nodes_.size() - 1,
+             absl::StrCat("the graph at ", describe(base_.sizes),
+                          " ends before ",
+                          other_nodes_[matched]->format_node()));
     }
   }
 
  private:
+  // A base node as the other trace has it: a skipped contiguous call is
+  // its input.
+  size_t resolved(const Node* n) const {
+    size_t i = base_index_.at(n);
+    while (match_[i] == -1) i = base_index_.at(base_nodes_[i]->args()[0].to_node());
+    return static_cast<size_t>(match_[i]);
+  }
+
   void node(size_t i) {
     const Node& a = *base_nodes_[i];
-    const Node& b = *other_nodes_[i];
+    const Node& b = *other_nodes_[static_cast<size_t>(match_[i])];
     if (a.op() != b.op() || !(a.target() == b.target()) ||
         a.args().size() != b.args().size() ||
         a.kwargs().size() != b.kwargs().size()) {
@@ -149,7 +197,7 @@ class Comparison {
         if (a.to_int() != b.to_int()) changed_->insert(*p);
         return;
       case ArgumentKind::kNode:
-        if (base_index_.at(a.to_node()) != other_index_.at(b.to_node())) {
+        if (resolved(a.to_node()) != other_index_.at(b.to_node())) {
           mismatch();
         }
         return;
@@ -169,8 +217,10 @@ class Comparison {
 
   // Node i is another node, or another call, in the other trace.
   [[noreturn]] void differs_at(size_t i) {
-    differ(i, absl::StrCat("it is ", other_nodes_[i]->format_node(), " at ",
-                           describe(other_.sizes)));
+    differ(i, absl::StrCat(
+                  "it is ",
+                  other_nodes_[static_cast<size_t>(match_[i])]->format_node(),
+                  " at ", describe(other_.sizes)));
   }
 
   [[noreturn]] void differ(size_t i, const std::string& what) {
@@ -189,6 +239,7 @@ class Comparison {
   const Trace& other_;
   const std::vector<Node*>& base_nodes_;
   const std::vector<Node*>& other_nodes_;
+  const std::vector<int64_t>& match_;
   absl::flat_hash_map<const Node*, size_t> base_index_;
   absl::flat_hash_map<const Node*, size_t> other_index_;
   std::set<Position>* changed_ = nullptr;
@@ -377,43 +428,88 @@ void fit_metadata(Trace& base, const std::vector<Trace>& others,
   fit_metadata(base.graph->nodes().to_vector(), other_nodes, sizes, dims);
 }
 
-void generalize(Trace& base, const std::vector<Trace>& others,
-                const std::vector<DynamicDim>& dims) {
-  const std::vector<Node*> nodes = base.graph->nodes().to_vector();
+namespace {
+
+// The graphs of `traces` compared with the base's node for node, and each
+// int literal that changes fitted over all of them. Throws fx::TraceError.
+struct Literals {
+  std::vector<Node*> nodes;
   std::vector<std::vector<Node*>> other_nodes;
-  other_nodes.reserve(others.size());
-  std::vector<SymbolSizes> sizes = {base.sizes};
-  std::set<Position> changed;
-  for (const Trace& other : others) {
-    other_nodes.push_back(other.graph->nodes().to_vector());
-    Comparison(base, other, nodes, other_nodes.back()).run(&changed);
-    sizes.push_back(other.sizes);
-  }
-  // Every fit first; the graph changes only once all are found.
+  std::vector<std::vector<int64_t>> matches;  // match_nodes, per trace
+  std::vector<SymbolSizes> sizes;
   std::vector<std::pair<Position, SizeExpr>> fitted;
+};
+Literals fit_literals(const Trace& base, const std::vector<const Trace*>& traces,
+                      const std::vector<DynamicDim>& dims) {
+  Literals l;
+  l.nodes = base.graph->nodes().to_vector();
+  l.other_nodes.reserve(traces.size());
+  l.sizes = {base.sizes};
+  std::set<Position> changed;
+  for (const Trace* other : traces) {
+    l.other_nodes.push_back(other->graph->nodes().to_vector());
+    l.matches.push_back(match_nodes(l.nodes, l.other_nodes.back()));
+    Comparison(base, *other, l.nodes, l.other_nodes.back(), l.matches.back())
+        .run(&changed);
+    l.sizes.push_back(other->sizes);
+  }
   for (const Position& p : changed) {
-    std::vector<int64_t> values = {argument_at(*nodes[p.node], p).to_int()};
-    for (const auto& graph_nodes : other_nodes) {
-      values.push_back(argument_at(*graph_nodes[p.node], p).to_int());
+    std::vector<int64_t> values = {argument_at(*l.nodes[p.node], p).to_int()};
+    for (size_t t = 0; t < l.other_nodes.size(); ++t) {
+      const int64_t j = l.matches[t][p.node];
+      values.push_back(argument_at(*l.other_nodes[t][j], p).to_int());
     }
-    std::optional<SizeExpr> f = SizeExpr::fit(values, sizes, symbol_multiples(dims));
+    std::optional<SizeExpr> f =
+        SizeExpr::fit(values, l.sizes, symbol_multiples(dims));
     if (!f) {
       std::vector<std::string> seen;
       for (size_t t = 0; t < values.size(); ++t) {
-        seen.push_back(absl::StrCat(values[t], " at ", describe(sizes[t])));
+        seen.push_back(absl::StrCat(values[t], " at ", describe(l.sizes[t])));
       }
       throw TraceError(absl::StrCat(
           "the dynamic dimensions cannot be generalized: the size in ",
-          describe_literal(*nodes[p.node], p), " is ", absl::StrJoin(seen, "; "),
+          describe_literal(*l.nodes[p.node], p), " is ",
+          absl::StrJoin(seen, "; "),
           ", which fx cannot express as a function of the dynamic sizes "
           "(it tries a * S + b with floor division, and products of sizes, each "
           "at most squared). "
           "Make the dimension static, or give it DynamicDim::multiple_of if "
           "the program divides it"));
     }
-    fitted.emplace_back(p, *f);
+    l.fitted.emplace_back(p, *f);
   }
-  fit_metadata(nodes, other_nodes, sizes, dims);
+  return l;
+}
+
+std::vector<const Trace*> pointers(const std::vector<Trace>& traces,
+                                   const std::vector<const Trace*>& more) {
+  std::vector<const Trace*> out;
+  for (const Trace& t : traces) out.push_back(&t);
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+}  // namespace
+
+void check_generalizes(const Trace& base, const std::vector<Trace>& others,
+                       const std::vector<DynamicDim>& dims,
+                       const Trace* check) {
+  std::vector<const Trace*> more;
+  if (check != nullptr) more.push_back(check);
+  fit_literals(base, pointers(others, more), dims);
+}
+
+void generalize(Trace& base, const std::vector<Trace>& others,
+                const std::vector<DynamicDim>& dims,
+                const std::vector<const Trace*>& checks) {
+  // Every fit first; the graph changes only once all are found.
+  Literals l = fit_literals(base, pointers(others, checks), dims);
+  const std::vector<Node*>& nodes = l.nodes;
+  const auto& fitted = l.fitted;
+  // The metadata's symbolic sizes from `others` alone.
+  l.other_nodes.resize(others.size());
+  l.sizes.resize(others.size() + 1);
+  fit_metadata(nodes, l.other_nodes, l.sizes, dims);
   mark_dynamic(*base.graph, dims);
   if (fitted.empty()) return;
   Node* first = nullptr;

@@ -55,8 +55,19 @@ struct Trace {
 // placeholders' guards. `others` holds at least two traces. Throws
 // fx::TraceError naming the first node that differs, or a literal no fit
 // explains; `base` is then unchanged.
+// `checks` are further traces (at the bounds) whose graphs must agree and
+// whose literals every fit must explain; the metadata's symbolic sizes are
+// fitted over `others` alone.
 void generalize(Trace& base, const std::vector<Trace>& others,
-                const std::vector<DynamicDim>& dims);
+                const std::vector<DynamicDim>& dims,
+                const std::vector<const Trace*>& checks = {});
+
+// Throws the fx::TraceError generalize(base, others, dims, {check}) would:
+// whether the traces agree (and `check`, if given, with what the others
+// make of the base).
+void check_generalizes(const Trace& base, const std::vector<Trace>& others,
+                       const std::vector<DynamicDim>& dims,
+                       const Trace* check = nullptr);
 
 // Each node's metadata in `base` given its sizes and strides as functions
 // of the symbols (TensorMeta::symbolic_sizes), fitted over the traces node

@@ -1,0 +1,173 @@
+#include "fx/trace/internal/bounds.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include <c10/util/Exception.h>
+
+#include "absl/strings/str_cat.h"
+#include "fx/ir/errors.h"
+
+namespace fx::internal {
+namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+// Bisection steps per bound: from a max of 10^6 to within 2^-10 of it.
+constexpr int kSearchSteps = 10;
+
+const DynamicDim& dim_of(const std::vector<DynamicDim>& dims,
+                         const std::string& symbol) {
+  for (const DynamicDim& d : dims) {
+    if (d.symbol == symbol) return d;
+  }
+  throw TraceError(absl::StrCat("no dynamic dimension is named ", symbol));
+}
+
+int64_t lowest(const DynamicDim& d) {
+  const int64_t m = d.multiple_of;
+  return (std::max<int64_t>(d.min, 1) + m - 1) / m * m;
+}
+
+// Nothing when the dimension has no max.
+std::optional<int64_t> highest(const DynamicDim& d) {
+  if (d.max == kUnbounded) return std::nullopt;
+  return d.max / d.multiple_of * d.multiple_of;
+}
+
+// The first line of a disagreement, enough to name the node.
+std::string first_sentence(const std::string& why) {
+  const size_t end = why.find(". ");
+  return end == std::string::npos ? why : why.substr(0, end);
+}
+
+class Verifier {
+ public:
+  Verifier(const Trace& base, const std::vector<Trace>& others,
+           const std::vector<DynamicDim>& dims,
+           const std::function<Trace(const SymbolSizes&)>& trace_at)
+      : base_(base), others_(others), trace_at_(trace_at) {
+    out_.dims = dims;
+  }
+
+  VerifiedBounds run() {
+    // Every symbol at its lowest size, then at its highest.
+    const std::optional<std::string> low = agrees(corner(false));
+    const std::optional<std::string> high = agrees(corner(true));
+    if (!low && !high) return std::move(out_);
+    // Each symbol alone, the others at the example's sizes; then, where
+    // the bounds still disagree together (a batch norm's statistics over
+    // B * T values at B = T = 1), each with the others at their bounds.
+    for (const auto& [symbol, size] : base_.sizes) {
+      if (low) narrow(symbol, false, base_.sizes);
+      if (high) narrow(symbol, true, base_.sizes);
+    }
+    for (bool up : {false, true}) {
+      if (!agrees(corner(up))) continue;
+      for (const auto& [symbol, size] : base_.sizes) {
+        narrow(symbol, up, corner(up));
+      }
+      if (std::optional<std::string> why = agrees(corner(up))) {
+        throw TraceError(absl::StrCat(
+            "the dynamic dimensions, narrowed to where their traces agreed, "
+            "still disagree together: ", *why));
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  SymbolSizes corner(bool up) const {
+    SymbolSizes sizes = base_.sizes;
+    for (auto& [symbol, size] : sizes) {
+      const DynamicDim& d = dim_of(out_.dims, symbol);
+      size = up ? highest(d).value_or(size) : lowest(d);
+    }
+    return sizes;
+  }
+
+  bool traced(const SymbolSizes& sizes) const {
+    if (sizes == base_.sizes) return true;
+    for (const Trace& t : others_) {
+      if (t.sizes == sizes) return true;
+    }
+    for (const Trace& t : out_.checks) {
+      if (t.sizes == sizes) return true;
+    }
+    return false;
+  }
+
+  // Why the trace at `sizes` disagrees; nothing when it agrees (kept as a
+  // check) or was traced already.
+  std::optional<std::string> agrees(const SymbolSizes& sizes) {
+    if (traced(sizes)) return std::nullopt;
+    ++out_.traces;
+    try {
+      Trace t = trace_at_(sizes);
+      t.sizes = sizes;
+      check_generalizes(base_, others_, out_.dims, &t);
+      out_.checks.push_back(std::move(t));
+      return std::nullopt;
+    } catch (const TraceError& e) {
+      return absl::StrCat("at ", describe(sizes), ": ", e.msg());
+    } catch (const c10::Error& e) {  // the inputs at a large bound
+      return absl::StrCat("at ", describe(sizes), ": ",
+                          e.what_without_backtrace());
+    }
+  }
+
+  // Moves `symbol`'s lower (or upper) bound to the last size whose trace
+  // agrees, the other symbols at their sizes in `at`.
+  void narrow(const std::string& symbol, bool up, const SymbolSizes& at) {
+    DynamicDim& d = const_cast<DynamicDim&>(dim_of(out_.dims, symbol));
+    const std::optional<int64_t> bound = up ? highest(d) : lowest(d);
+    if (!bound) return;
+    SymbolSizes sizes = at;
+    sizes[symbol] = *bound;
+    std::optional<std::string> why = agrees(sizes);
+    if (!why) return;
+    // Verified: the sizes the near traces used.
+    int64_t ok = base_.sizes.at(symbol);
+    for (const Trace& t : others_) {
+      const int64_t s = t.sizes.at(symbol);
+      ok = up ? std::max(ok, s) : std::min(ok, s);
+    }
+    int64_t bad = *bound;
+    const int64_t m = d.multiple_of;
+    for (int step = 0; step < kSearchSteps && std::abs(bad - ok) > m; ++step) {
+      const int64_t mid = (ok + (bad - ok) / 2) / m * m;
+      if (mid == ok || mid == bad) break;
+      sizes[symbol] = mid;
+      if (std::optional<std::string> w = agrees(sizes)) {
+        bad = mid;
+        why = std::move(w);
+      } else {
+        ok = mid;
+      }
+    }
+    const std::string was = d.relation();
+    for (DynamicDim& e : out_.dims) {  // every dimension of this symbol
+      if (e.symbol == symbol) (up ? e.max : e.min) = ok;
+    }
+    out_.narrowed.push_back(absl::StrCat(
+        d.relation(), " (was ", was, "): the trace ", first_sentence(*why)));
+  }
+
+  const Trace& base_;
+  const std::vector<Trace>& others_;
+  const std::function<Trace(const SymbolSizes&)>& trace_at_;
+  VerifiedBounds out_;
+};
+
+}  // namespace
+
+VerifiedBounds verify_bounds(
+    const Trace& base, const std::vector<Trace>& others,
+    const std::vector<DynamicDim>& dims,
+    const std::function<Trace(const SymbolSizes&)>& trace_at) {
+  return Verifier(base, others, dims, trace_at).run();
+}
+
+}  // namespace fx::internal
