@@ -5,16 +5,20 @@
 // varies as a constant is refused by name.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "fx/torchscript/torchscript.h"
 #include "models/zoo.h"
 #include "onnx/to_onnx.h"
 #include "testdata/onnx_runtime.h"
+#include "testdata/test_files.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -195,5 +199,75 @@ TEST_CASE("positions 0 .. T-1 of a dynamic length (arange) export as Range") {
   for (int64_t t : {3, 17}) {
     INFO("length " << t);
     check_against_ort(gm, file, {torch::randn({2, t})});
+  }
+}
+
+TEST_CASE("factories of dynamic sizes export as Expand of the computed size") {
+  // A causal mask made at the length (ones, triu, masked_fill), a zero
+  // initial state at the batch (zeros), and *_like / new_* / full: before,
+  // refused at export ("no mapping") once their sizes were symbolic.
+  auto fn = [](at::Tensor x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    const at::Tensor causal = torch::ones({T, T}).triu(1).to(torch::kBool);
+    const at::Tensor scores = x.matmul(x.transpose(1, 2)).masked_fill(
+        causal, -std::numeric_limits<float>::infinity());
+    const at::Tensor state = torch::zeros({2, B, x.size(2)});
+    const at::Tensor lower = torch::full({T, T}, 0.5).tril(-1);
+    return std::make_tuple(
+        torch::softmax(scores, -1).matmul(x) + state[1].unsqueeze(1),
+        lower + torch::ones_like(scores) + x.new_zeros({B, T, T}),
+        torch::full_like(x, 2.0) * x.new_ones({B, T, x.size(2)}));
+  };
+  fx::TraceOptions options;
+  options.dynamic = {fx::Dim("B").max(16).on(0, 0), fx::Dim("T").max(64).on(0, 1)};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({2, 6, 4})}, options);
+  const fs::path file = scratch() / "factories.onnx";
+  fx::to_onnx(*gm, file.string());
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 9}, {16, 64}}) {
+    INFO(b << " x " << t);
+    check_against_ort(gm, file, {torch::randn({b, t, 4})});
+  }
+}
+
+TEST_CASE("scripted models with size checks and zero states export with dynamic sizes") {
+  // Written by Debian's Python (torch 1.13): a model that asserts and
+  // branches on its sizes (imported as fx_guard::check_size), and nn.LSTM's
+  // scripted forward (its zero state is aten::zeros([2, B, 32])).
+  static const std::string dir = testdata::torchscript_models(
+      "dynamic_onnx_models", {"guards_length_scripted", "lstm_lm_scripted"});
+  {
+    torch::jit::Module script = torch::jit::load(dir + "/guards_length_scripted.pt");
+    script.eval();
+    fx::TraceOptions options;
+    options.dynamic = {fx::Dim("B").max(8).on(0, 0), fx::Dim("T").max(32).on(0, 1)};
+    fx::GraphModule gm = fx::symbolic_trace(script, {torch::randn({2, 16, 8})}, options);
+    REQUIRE(gm->graph().to_string().find("fx_guard::check_size") != std::string::npos);
+    const fs::path file = scratch() / "guards_length.onnx";
+    fx::to_onnx(*gm, file.string());
+    // ONNX cannot assert: the checks are stated in the file's metadata.
+    const onnx::ModelProto proto = read_model(file);
+    std::string checks;
+    for (const auto& entry : proto.metadata_props()) {
+      if (entry.key() == "fx_guard.check_size") checks = entry.value();
+    }
+    CHECK_THAT(checks, Catch::Contains("%T <= 32"));
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 20}, {8, 32}}) {
+      INFO(b << " x " << t);
+      check_against_ort(gm, file, {torch::randn({b, t, 8})});
+    }
+  }
+  {
+    torch::jit::Module script = torch::jit::load(dir + "/lstm_lm_scripted.pt");
+    script.eval();
+    fx::TraceOptions options;
+    options.dynamic = {fx::Dim("B").max(8).on(0, 0), fx::Dim("T").max(64).on(0, 1)};
+    fx::GraphModule gm = fx::symbolic_trace(
+        script, {torch::randint(100, {2, 12}, torch::kLong)}, options);
+    const fs::path file = scratch() / "lstm_lm.onnx";
+    fx::to_onnx(*gm, file.string());
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 3}, {4, 17}, {2, 12}}) {
+      INFO(b << " x " << t);
+      check_against_ort(gm, file, {torch::randint(100, {b, t}, torch::kLong)});
+    }
   }
 }

@@ -190,6 +190,40 @@ void arange(OnnxBuilder& b) {
   b.add("Range", {bound("start", 0), bound("end", 0), bound("step", 1)}, b.output());
 }
 
+// Factories whose size the graph computes (a causal mask at a dynamic
+// length, an LSTM's zero state at a dynamic batch): the fill value,
+// expanded to the size as the model runs. Factories of fixed sizes fold
+// into initializers before export. `fill`: ones and zeros; else the call's
+// fill_value. With `like`, the size is the `self` argument's.
+OnnxMapping filled(std::optional<double> fill, bool like) {
+  return [fill, like](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    const int32_t type = onnx_type(b, own_meta(b).dtype);
+    const Argument value = fill ? Argument(*fill) : args["fill_value"];
+    std::string shape;
+    if (like) {
+      shape = b.fresh(b.node().name() + "_shape");
+      b.add("Shape", {b.value(args["self"])}, shape);
+    } else {
+      shape = b.value(args["size"]);
+    }
+    b.add("Expand", {b.value(value, type), shape}, b.output());
+  };
+}
+
+// triu / tril: ONNX's Trilu, the diagonal as its k.
+OnnxMapping triangle(bool upper) {
+  return [upper](OnnxBuilder& b) {
+    CallArguments args(b.node());
+    const Argument diagonal = args.has("diagonal") ? args["diagonal"] : Argument(0);
+    set_int(b.add("Trilu",
+                  {b.value(args["self"]),
+                   b.value(diagonal, onnx::TensorProto::INT64)},
+                  b.output()),
+            "upper", upper ? 1 : 0);
+  };
+}
+
 OnnxMapping binary(std::string op_type) {
   return [op_type](OnnxBuilder& b) {
     CallArguments args(b.node());
@@ -1704,6 +1738,17 @@ void add_operator_mappings(Mappings* m) {
   for (const char* name : {"aten::arange", "aten::arange.start", "aten::arange.start_step"}) {
     (*m)[name] = arange;
   }
+  (*m)["aten::ones"] = filled(1.0, false);
+  (*m)["aten::new_ones"] = filled(1.0, false);
+  (*m)["aten::zeros"] = filled(0.0, false);
+  (*m)["aten::new_zeros"] = filled(0.0, false);
+  (*m)["aten::full"] = filled(std::nullopt, false);
+  (*m)["aten::new_full"] = filled(std::nullopt, false);
+  (*m)["aten::ones_like"] = filled(1.0, true);
+  (*m)["aten::zeros_like"] = filled(0.0, true);
+  (*m)["aten::full_like"] = filled(std::nullopt, true);
+  (*m)["aten::triu"] = triangle(true);
+  (*m)["aten::tril"] = triangle(false);
 
   for (const char* name : {"aten::conv1d", "aten::conv2d", "aten::conv3d",
                            "aten::conv1d.padding", "aten::conv2d.padding",

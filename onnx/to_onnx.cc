@@ -148,6 +148,13 @@ class Exporter : public OnnxBuilder {
       taken_.insert(n->name());
     }
     for (const Node* n : module_.graph().nodes()) export_node(*n);
+    if (!size_checks_.empty()) {
+      // ONNX has no assertion: the relations the graph checks are stated
+      // beside the model, for a runtime or its caller to hold.
+      onnx::StringStringEntryProto* entry = model.add_metadata_props();
+      entry->set_key("fx_guard.check_size");
+      entry->set_value(absl::StrJoin(size_checks_, "\n"));
+    }
     check(model);
     return model;
   }
@@ -501,6 +508,15 @@ class Exporter : public OnnxBuilder {
       // whose shapes are the example's.
       return;
     }
+    if (target == "fx_guard::check_size") {
+      // A relation of sizes that held while tracing (a TorchScript assert
+      // or branch on a size): no ONNX operator asserts, so the file states
+      // it in its metadata (fx_guard.check_size) instead.
+      const Argument& what = n.args().at(3);
+      size_checks_.push_back(what.is_string() ? what.to_string_ref()
+                                              : n.format_node());
+      return;
+    }
     OnnxMapping mapping = find_mapping(target);
     check_in_place(n);
     if (!mapping) {
@@ -785,6 +801,7 @@ class Exporter : public OnnxBuilder {
   absl::flat_hash_map<const Node*, std::vector<std::pair<std::string, Argument>>> dicts_;
   absl::flat_hash_map<std::string, std::string> attributes_;
   absl::flat_hash_set<std::string> taken_;
+  std::vector<std::string> size_checks_;  // fx_guard::check_size, in order
   absl::flat_hash_set<const Node*> visited_;  // exported so far, in order
   StorageRoots roots_;
   absl::flat_hash_map<Node*, std::vector<const Node*>> sharing_;  // by storage root
