@@ -1,5 +1,7 @@
 #include "quantization/quantize_fx.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -714,6 +716,32 @@ class Converter {
     return graph_->get_attr(path);
   }
 
+  // QNNPACK's add takes each input's scale over the output's in
+  // [2^-14, 2^8) and refuses others with an internal assert when it runs:
+  // an input whose activations are near zero (outputs ~1e-9) beside one
+  // that is not. Said at convert time, with the node.
+  void check_qnnpack_add(const Unit& u, double output_scale) {
+    for (Node* a : u.activations) {
+      auto p = qparams_.find(a);
+      if (p == qparams_.end()) continue;
+      const double input_scale = p->second.second.scale_value();
+      const double ratio = input_scale / output_scale;
+      if (std::isnormal(input_scale) && std::isnormal(output_scale) &&
+          ratio >= std::ldexp(1.0, -14) && ratio < 256.0) {
+        continue;
+      }
+      throw QuantizationError(absl::StrCat(
+          "convert_fx: ", u.root()->format_node(), " becomes ",
+          quantized_op(u), " on the qnnpack engine, whose add needs each "
+          "input's scale within 2^-14 to 2^8 times the output's; input %",
+          a->name(), " has scale ", input_scale, " and the output ",
+          output_scale, " (ratio ", ratio, "): its calibrated activations "
+          "are near zero beside the other input's. Calibrate with "
+          "representative data, or quantize for the onednn engine, whose "
+          "add has no such limit"));
+    }
+  }
+
   bool lower_unit(const Unit& u) {
     std::vector<Node*> inputs;
     for (Node* a : u.activations) {
@@ -724,6 +752,9 @@ class Converter {
     const auto& [spec, q] = output_qparams(u);
     const double scale = q.scale_value();
     const int64_t zero_point = q.zero_point_value();
+    if (engine_ == "qnnpack" && u.family == Family::kAdd) {
+      check_qnnpack_add(u, scale);
+    }
     std::vector<Argument> args;
     switch (u.family) {
       case Family::kConv:

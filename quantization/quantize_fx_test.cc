@@ -315,3 +315,50 @@ TEST_CASE("a linear layer of t(weight) quantizes, as addmm of t(weight) does") {
   CHECK(count(dynamic->graph(), "quantized::linear_relu_dynamic") == 1);
   CHECK(fx::sqnr_db(want, first_tensor(dynamic(x))) > 20);
 }
+
+namespace {
+
+// Two branches added: one whose activations are near zero (weights of
+// 1e-9), one of ordinary size.
+struct NearZeroBranch : torch::nn::Module {
+  NearZeroBranch() {
+    tiny = register_module("tiny", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    normal = register_module("normal", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    torch::NoGradGuard no_grad;
+    tiny->weight.mul_(1e-9);
+    tiny->bias.mul_(1e-9);
+  }
+  at::Tensor forward(at::Tensor x) { return tiny(x) + normal(x); }
+  torch::nn::Conv2d tiny{nullptr}, normal{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("qnnpack's add refuses near-zero activations at convert time, by node") {
+  // Before, convert_fx accepted them and the converted graph died in
+  // libtorch's BinaryOps.cpp with "createStatus == pytorch_qnnp_status_success
+  // INTERNAL ASSERT FAILED" on its first call.
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  auto model = std::make_shared<NearZeroBranch>();
+  model->eval();
+  const at::Tensor x = torch::randn({1, 3, 8, 8});
+  for (const std::string engine : {"qnnpack", "onednn"}) {
+    CAPTURE(engine);
+    fx::set_quantized_engine(engine);
+    fx::GraphModule gm = fx::symbolic_trace(model, x);
+    fx::GraphModule prepared =
+        fx::prepare_fx(gm, fx::get_default_qconfig_mapping(engine));
+    for (int i = 0; i < 4; ++i) prepared(torch::randn({1, 3, 8, 8}));
+    if (engine == "qnnpack") {
+      CHECK_THROWS_WITH(fx::convert_fx(prepared),
+                        Catch::Contains("%add") &&
+                            Catch::Contains("qnnpack engine") &&
+                            Catch::Contains("near zero"));
+    } else {
+      fx::GraphModule converted = fx::convert_fx(prepared);
+      CHECK(fx::sqnr_db(model->forward(x), first_tensor(converted(x))) > 15);
+    }
+  }
+  fx::set_quantized_engine("onednn");
+}
