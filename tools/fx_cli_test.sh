@@ -44,7 +44,7 @@ check "a flag of another command is refused, naming this one's" 2 \
 check "a flag's value must parse" 2 "fx trace: --cost=maybe" -- \
   "$fx" trace lenet --cost=maybe
 check "--dynamic generalizes a model that reads sizes" 0 \
-  "generalized over its dynamic dimensions from 3 traces" -- \
+  "generalized over its dynamic dimensions from 5 traces" -- \
   "$fx" trace transformer_encoder --dynamic=S:0:0:512,N:0:1 --print=none
 check "--dynamic names a spec that does not parse" 2 \
   "'N' is not SYMBOL:INPUT:DIM" -- "$fx" trace lenet --dynamic=N

@@ -67,7 +67,13 @@ namespace {
 std::string describe_shapes(const fx::TraceStats& stats,
                             const fx::Graph& graph) {
   if (stats.traces > 1) {
-    return "generalized over its dynamic dimensions from 3 traces";
+    std::string out = absl::StrCat(
+        "generalized over its dynamic dimensions from ", stats.traces,
+        " traces");
+    for (const std::string& line : stats.narrowed) {
+      absl::StrAppend(&out, "; narrowed to ", line);
+    }
+    return out;
   }
   if (stats.read_sizes) {
     return stats.specialized_by.empty()
