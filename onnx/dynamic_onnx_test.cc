@@ -234,7 +234,9 @@ TEST_CASE("scripted models with size checks and zero states export with dynamic 
   // branches on its sizes (imported as fx_guard::check_size), and nn.LSTM's
   // scripted forward (its zero state is aten::zeros([2, B, 32])).
   static const std::string dir = testdata::torchscript_models(
-      "dynamic_onnx_models", {"guards_length_scripted", "lstm_lm_scripted"});
+      "dynamic_onnx_models",
+      {"guards_length_scripted", "lstm_lm_scripted", "token_encoder_scripted",
+       "causal_encoder_scripted", "causal_encoder_traced"});
   {
     torch::jit::Module script = torch::jit::load(dir + "/guards_length_scripted.pt");
     script.eval();
@@ -266,6 +268,25 @@ TEST_CASE("scripted models with size checks and zero states export with dynamic 
     const fs::path file = scratch() / "lstm_lm.onnx";
     fx::to_onnx(*gm, file.string());
     for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 3}, {4, 17}, {2, 12}}) {
+      INFO(b << " x " << t);
+      check_against_ort(gm, file, {torch::randint(100, {b, t}, torch::kLong)});
+    }
+  }
+  // BERT- and GPT-style encoder layers (the GPT-style one makes its causal
+  // mask with torch.ones(T, T, dtype=torch.bool).triu(1)), scripted and
+  // traced.
+  for (const char* name : {"token_encoder_scripted", "causal_encoder_scripted",
+                           "causal_encoder_traced"}) {
+    INFO(name);
+    torch::jit::Module script = torch::jit::load(dir + "/" + name + ".pt");
+    script.eval();
+    fx::TraceOptions options;
+    options.dynamic = {fx::Dim("B").max(8).on(0, 0), fx::Dim("T").max(64).on(0, 1)};
+    fx::GraphModule gm = fx::symbolic_trace(
+        script, {torch::randint(100, {2, 16}, torch::kLong)}, options);
+    const fs::path file = scratch() / (std::string(name) + ".onnx");
+    fx::to_onnx(*gm, file.string());
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 29}, {8, 64}}) {
       INFO(b << " x " << t);
       check_against_ort(gm, file, {torch::randint(100, {b, t}, torch::kLong)});
     }
