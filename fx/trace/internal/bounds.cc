@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -100,10 +101,15 @@ class Verifier {
   }
 
   // Why the trace at `sizes` disagrees; nothing when it agrees (kept as a
-  // check) or was traced already.
+  // check) or was traced already. Each size is traced once: a
+  // disagreement is kept too, for a corner asked about again.
   std::optional<std::string> agrees(const SymbolSizes& sizes) {
     if (traced(sizes)) return std::nullopt;
+    if (auto it = disagreed_.find(sizes); it != disagreed_.end()) {
+      return it->second;
+    }
     ++out_.traces;
+    std::string why;
     try {
       Trace t = trace_at_(sizes);
       t.sizes = sizes;
@@ -111,17 +117,19 @@ class Verifier {
       out_.checks.push_back(std::move(t));
       return std::nullopt;
     } catch (const TraceError& e) {
-      return absl::StrCat("at ", describe(sizes), ": ", e.msg());
+      why = absl::StrCat("at ", describe(sizes), ": ", e.msg());
     } catch (const c10::Error& e) {  // the inputs at a large bound
-      return absl::StrCat("at ", describe(sizes), ": ",
-                          e.what_without_backtrace());
+      why = absl::StrCat("at ", describe(sizes), ": ",
+                         e.what_without_backtrace());
     }
+    disagreed_.emplace(sizes, why);
+    return why;
   }
 
   // Moves `symbol`'s lower (or upper) bound to the last size whose trace
   // agrees, the other symbols at their sizes in `at`.
   void narrow(const std::string& symbol, bool up, const SymbolSizes& at) {
-    DynamicDim& d = const_cast<DynamicDim&>(dim_of(out_.dims, symbol));
+    DynamicDim d = dim_of(out_.dims, symbol);
     const std::optional<int64_t> bound = up ? highest(d) : lowest(d);
     if (!bound) return;
     SymbolSizes sizes = at;
@@ -148,6 +156,7 @@ class Verifier {
       }
     }
     const std::string was = d.relation();
+    (up ? d.max : d.min) = ok;
     for (DynamicDim& e : out_.dims) {  // every dimension of this symbol
       if (e.symbol == symbol) (up ? e.max : e.min) = ok;
     }
@@ -159,6 +168,7 @@ class Verifier {
   const std::vector<Trace>& others_;
   const std::function<Trace(const SymbolSizes&)>& trace_at_;
   VerifiedBounds out_;
+  std::map<SymbolSizes, std::string> disagreed_;
 };
 
 }  // namespace
