@@ -1,6 +1,6 @@
 // Internal to //lowering:onednn_ops: y = activation(x * scale[c] + shift[c])
 // over a channels-last float32 tensor, one pass, for fx_onednn::batch_norm
-// (lowering/onednn_ops.cc) in eval mode.
+// (lowering/onednn_image.cc) in eval mode.
 //
 // Each intra-op thread takes one contiguous range of pixels (all their
 // channels), as aten's channels-last kernels and oneDNN's convolutions

@@ -1,6 +1,6 @@
 // Internal to //lowering:onednn_ops: channels-last tensors copied into the
 // channels of a wider one, for fx_onednn::concat_buffer and concat_write_
-// (lowering/onednn_ops.cc), on which a chain of concatenations that each
+// (lowering/onednn_image.cc), on which a chain of concatenations that each
 // extend the last (DenseNet's blocks: every layer reads the concatenation
 // of all the block's outputs so far) writes each output once into one
 // buffer, rather than copying every output again into every later

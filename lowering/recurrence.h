@@ -1,5 +1,5 @@
 // Internal to //lowering:onednn_ops: an LSTM or GRU layer's recurrence at
-// batch 1 on AVX-512, for fx_onednn::lstm and gru (lowering/onednn_ops.cc),
+// batch 1 on AVX-512, for fx_onednn::lstm and gru (lowering/onednn_matmul.cc),
 // which compute the input projection of every step at once (one oneDNN
 // matmul) and hand the steps here.
 //

@@ -1,5 +1,5 @@
 // Internal to //lowering:onednn_ops: squeeze-and-excitation in one call,
-// for fx_onednn::squeeze_excite (lowering/onednn_ops.cc):
+// for fx_onednn::squeeze_excite (lowering/onednn_image.cc):
 //
 //   y[n, c, h, w] = x[n, c, h, w] * gate(W2 act(W1 mean_hw(x[n]) + b1) + b2)[c]
 //
