@@ -24,13 +24,12 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
+#include "onnx/internal/mappings.h"
 #include "onnx/internal/operators.h"
 #include "passes/patterns.h"
 
 namespace fx::internal {
-namespace {
-
-using Mappings = std::map<std::string, OnnxMapping, std::less<>>;
+namespace onnx_ops {
 
 // --- Attributes -----------------------------------------------------------------
 
@@ -351,8 +350,8 @@ void clip(OnnxBuilder& b, const std::optional<double>& low,
 
 // aten's convolutions; a lowered one passes its unpacked weight's value and
 // the value to write (its fused post-ops follow).
-void convolution(OnnxBuilder& b, const std::string& weight_value = "",
-                 const std::string& output = "") {
+void convolution(OnnxBuilder& b, const std::string& weight_value,
+                 const std::string& output) {
   CallArguments args(b.node());
   const Argument& input = args["input"];
   const Argument& weight = args["weight"];
@@ -393,8 +392,8 @@ void convolution(OnnxBuilder& b, const std::string& weight_value = "",
   }
 }
 
-void conv_transpose(OnnxBuilder& b, const std::string& weight_value = "",
-                    const std::string& output = "") {
+void conv_transpose(OnnxBuilder& b, const std::string& weight_value,
+                    const std::string& output) {
   CallArguments args(b.node());
   const Argument& weight = args["weight"];
   const int64_t spatial = rank_of(b, weight) - 2;
@@ -543,8 +542,8 @@ void adaptive_avg_pool(OnnxBuilder& b) {
   set_ints(n, "strides", kernel);
 }
 
-void linear(OnnxBuilder& b, const std::string& weight_value = "",
-            const std::string& output = "") {
+void linear(OnnxBuilder& b, const std::string& weight_value,
+            const std::string& output) {
   CallArguments args(b.node());
   const Argument& input = args["input"];
   const std::string weight =
@@ -889,7 +888,7 @@ void reduce_sum(OnnxBuilder& b) {
 // ONNX's i, o, f, c; r, z, n to z, r, h), each layer's output [seq, dirs,
 // batch, hidden] made [seq, batch, dirs * hidden] for the next. `lowered`:
 // fx_onednn::lstm / gru, whose parameters are aten's rearranged.
-void recurrent(OnnxBuilder& b, bool lstm, bool lowered = false) {
+void recurrent(OnnxBuilder& b, bool lstm, bool lowered) {
   CallArguments args(b.node());
   const bool has_biases = lowered || args["has_biases"].to_bool();
   const int64_t layers = args["num_layers"].to_int();
@@ -1125,175 +1124,15 @@ void baddbmm(OnnxBuilder& b) {
   b.add("Add", {self, product}, b.output());
 }
 
-// --- Int8 (QDQ) ------------------------------------------------------------------
-
-std::vector<c10::IValue> call_operator(const char* name, std::vector<c10::IValue> args) {
+std::vector<c10::IValue> call_operator(const char* name,
+                                       std::vector<c10::IValue> args) {
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
   torch::jit::Stack stack = std::move(args);
   op.callBoxed(&stack);
   return stack;
 }
 
-OnnxBuilder::QParams output_qparams(OnnxBuilder& b, const Argument& scale,
-                                    const Argument& zero_point, bool is_signed) {
-  return {number(b, scale), zero_point.to_int(), is_signed};
-}
-
-void quantize_per_tensor(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const c10::ScalarType dtype = args["dtype"].to_dtype();
-  if (dtype != c10::ScalarType::QUInt8 && dtype != c10::ScalarType::QInt8) {
-    refuse(b, "quantization to other than quint8 or qint8 does not map");
-  }
-  b.quantize_output(b.value(args["self"]),
-                    output_qparams(b, args["scale"], args["zero_point"],
-                                   dtype == c10::ScalarType::QInt8));
-}
-
-void dequantize(OnnxBuilder& b) {
-  b.add("Identity", {b.dequantized(b.node().args()[0])}, b.output());
-}
-
-// A quantized weight (per tensor or per channel) as an int8 initializer and
-// its DequantizeLinear.
-std::string dequantized_weight(OnnxBuilder& b, const at::Tensor& w) {
-  const std::string& name = b.node().name();
-  const at::Tensor values = w.int_repr();
-  const bool is_signed = w.scalar_type() == c10::ScalarType::QInt8;
-  std::vector<std::string> inputs = {b.tensor(name + "_weight_quantized", values)};
-  int64_t axis_of_channels = -1;
-  if (w.qscheme() == at::kPerTensorAffine || w.qscheme() == at::kPerTensorSymmetric) {
-    inputs.push_back(b.scales({w.q_scale()}));
-    inputs.push_back(b.zero_points({w.q_zero_point()}, is_signed));
-  } else {
-    const at::Tensor s = w.q_per_channel_scales().to(at::kDouble).contiguous();
-    const at::Tensor z = w.q_per_channel_zero_points().to(at::kLong).contiguous();
-    inputs.push_back(b.scales(std::vector<double>(s.data_ptr<double>(),
-                                                  s.data_ptr<double>() + s.numel())));
-    inputs.push_back(b.zero_points(std::vector<int64_t>(z.data_ptr<int64_t>(),
-                                                        z.data_ptr<int64_t>() + z.numel()),
-                                   is_signed));
-    axis_of_channels = w.q_per_channel_axis();
-  }
-  const std::string out = b.fresh(name + "_weight");
-  onnx::NodeProto& n = b.add("DequantizeLinear", inputs, out);
-  if (axis_of_channels >= 0) set_int(n, "axis", axis_of_channels);
-  return out;
-}
-
-// The bias as int32 at the input's scale times each channel's weight scale
-// (what the int8 kernels add), dequantized: ONNX Runtime fuses it in.
-std::string dequantized_bias(OnnxBuilder& b, const at::Tensor& bias,
-                             const at::Tensor& w, double input_scale) {
-  const int64_t channels = bias.numel();
-  at::Tensor weight_scales =
-      (w.qscheme() == at::kPerTensorAffine || w.qscheme() == at::kPerTensorSymmetric)
-          ? at::full({channels}, w.q_scale(), at::kDouble)
-          : w.q_per_channel_scales().to(at::kDouble);
-  const at::Tensor s = (weight_scales * input_scale).contiguous();
-  const at::Tensor q = (bias.to(at::kDouble) / s).round().to(at::kInt);
-  const std::string& name = b.node().name();
-  std::vector<double> scale_values(s.data_ptr<double>(), s.data_ptr<double>() + channels);
-  const std::string out = b.fresh(name + "_bias");
-  set_int(b.add("DequantizeLinear",
-                {b.tensor(name + "_bias_quantized", q), b.scales(scale_values),
-                 b.tensor(name + "_bias_zero_point", at::zeros({channels}, at::kInt))},
-                out),
-          "axis", 0);
-  return out;
-}
-
-void quantized_conv(OnnxBuilder& b, const char* kind, bool relu) {
-  const std::vector<Argument>& a = b.node().args();
-  std::optional<c10::IValue> packed = b.object(a.at(1));
-  if (!packed) refuse(b, "the packed weights are not an attribute");
-  const std::optional<OnnxBuilder::QParams> in = b.qparams(a.at(0));
-  if (!in) refuse(b, "the input is not quantized");
-  auto op = [&](const char* what) {
-    return call_operator(absl::StrCat("quantized::", kind, "_", what).c_str(), {*packed});
-  };
-  std::vector<c10::IValue> unpacked = op("unpack");
-  const at::Tensor w = unpacked.at(0).toTensor();
-  if (op("transpose").at(0).toInt() != 0) refuse(b, "quantized transposed convolutions do not map yet");
-  std::vector<std::string> inputs = {b.dequantized(a.at(0)), dequantized_weight(b, w)};
-  if (!unpacked.at(1).isNone()) {
-    inputs.push_back(dequantized_bias(b, unpacked.at(1).toTensor(), w, in->scale));
-  }
-  const std::string conv = b.fresh(b.node().name() + "_conv");
-  onnx::NodeProto& n = b.add("Conv", inputs, conv);
-  set_ints(n, "strides", op("stride").at(0).toIntVector());
-  set_ints(n, "pads", symmetric_pads(op("padding").at(0).toIntVector()));
-  set_ints(n, "dilations", op("dilation").at(0).toIntVector());
-  set_int(n, "group", op("groups").at(0).toInt());
-  std::string out = conv;
-  if (relu) {
-    out = b.fresh(b.node().name() + "_relu");
-    b.add("Relu", {conv}, out);
-  }
-  b.quantize_output(out, output_qparams(b, a.at(2), a.at(3), false));
-}
-
-void quantized_linear(OnnxBuilder& b, bool relu) {
-  const std::vector<Argument>& a = b.node().args();
-  std::optional<c10::IValue> packed = b.object(a.at(1));
-  if (!packed) refuse(b, "the packed weights are not an attribute");
-  const std::optional<OnnxBuilder::QParams> in = b.qparams(a.at(0));
-  if (!in) refuse(b, "the input is not quantized");
-  std::vector<c10::IValue> unpacked = call_operator("quantized::linear_unpack", {*packed});
-  const at::Tensor w = unpacked.at(0).toTensor();
-  const std::string& name = b.node().name();
-  const std::string x = b.dequantized(a.at(0));
-  const std::string weight = dequantized_weight(b, w);
-  const std::string t = b.fresh(name + "_weight_t");
-  set_ints(b.add("Transpose", {weight}, t), "perm", {1, 0});
-  std::string out = b.fresh(name + "_matmul");
-  b.add("MatMul", {x, t}, out);
-  if (!unpacked.at(1).isNone()) {
-    const std::string sum = b.fresh(name + "_add");
-    b.add("Add", {out, dequantized_bias(b, unpacked.at(1).toTensor(), w, in->scale)}, sum);
-    out = sum;
-  }
-  if (relu) {
-    const std::string r = b.fresh(name + "_relu");
-    b.add("Relu", {out}, r);
-    out = r;
-  }
-  b.quantize_output(out, output_qparams(b, a.at(2), a.at(3), false));
-}
-
-// quantized::add / mul (qa, qb, scale, zero_point), with relu after or not.
-OnnxMapping quantized_binary(std::string op_type, bool relu) {
-  return [op_type, relu](OnnxBuilder& b) {
-    const std::vector<Argument>& a = b.node().args();
-    std::string out = b.fresh(b.node().name() + "_" + op_type);
-    b.add(op_type, {b.dequantized(a.at(0)), b.dequantized(a.at(1))}, out);
-    if (relu) {
-      const std::string r = b.fresh(b.node().name() + "_relu");
-      b.add("Relu", {out}, r);
-      out = r;
-    }
-    b.quantize_output(out, output_qparams(b, a.at(2), a.at(3), false));
-  };
-}
-
-void quantized_cat(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const int64_t rank = static_cast<int64_t>(own_meta(b).sizes.size());
-  std::vector<std::string> inputs;
-  for (const Argument& t : args["qx"].elements()) inputs.push_back(b.dequantized(t));
-  const std::string out = b.fresh(b.node().name() + "_concat");
-  set_int(b.add("Concat", inputs, out), "axis", axis(args["dim"].to_int(), rank));
-  b.quantize_output(out, output_qparams(b, args["scale"], args["zero_point"], false));
-}
-
-void quantized_hardswish(OnnxBuilder& b) {
-  const std::vector<Argument>& a = b.node().args();
-  const std::string out = b.fresh(b.node().name() + "_hardswish");
-  b.add("HardSwish", {b.dequantized(a.at(0))}, out);
-  b.quantize_output(out, output_qparams(b, a.at(1), a.at(2), false));
-}
-
-}  // namespace
+}  // namespace onnx_ops
 
 std::optional<int32_t> onnx_element_type(c10::ScalarType dtype) {
   using onnx::TensorProto;
@@ -1312,269 +1151,10 @@ std::optional<int32_t> onnx_element_type(c10::ScalarType dtype) {
   }
 }
 
-// --- Graphs lowered to oneDNN ---------------------------------------------------
-// Each fx_onednn operator as the standard operators it replaced: its packed
-// weight unpacked (fx_onednn::unpack_weight) into an initializer, the
-// residual add and the activation it fused after it.
-
-// The initializer of a lowered operator's packed weight, in aten's layout.
-std::string unpacked_weight(OnnxBuilder& b, const Argument& weight,
-                            const char* kind, int64_t groups) {
-  const std::optional<at::Tensor> packed = b.constant(weight);
-  if (!packed) {
-    refuse(b, "its weight is not a packed weight attribute (a get_attr of "
-              "what fx_onednn's pack operators made)");
-  }
-  const at::Tensor w =
-      call_operator("fx_onednn::unpack_weight",
-                    {*packed, std::string(kind), groups})[0].toTensor();
-  return b.tensor(weight.to_node()->name() + "_unpacked", w);
-}
-
-// `activation` (not none; alpha, beta as fx_onednn's operators take them)
-// of `value` into `out`.
-void activation_into(OnnxBuilder& b, const std::string& value,
-                     const std::string& activation, double alpha, double beta,
-                     const std::string& out) {
-  if (activation == "relu" && alpha == 0) {
-    b.add("Relu", {value}, out);
-  } else if (activation == "relu") {
-    set_float(b.add("LeakyRelu", {value}, out), "alpha", alpha);
-  } else if (activation == "clip") {
-    b.add("Clip",
-          {value, b.floats({static_cast<float>(alpha)}, true),
-           b.floats({static_cast<float>(beta)}, true)},
-          out);
-  } else if (activation == "hardswish") {
-    b.add("HardSwish", {value}, out);
-  } else if (activation == "hardsigmoid") {
-    // ONNX's default alpha (0.2) is not PyTorch's 1/6.
-    onnx::NodeProto& n = b.add("HardSigmoid", {value}, out);
-    set_float(n, "alpha", 1.0 / 6.0);
-    set_float(n, "beta", 0.5);
-  } else if (activation == "sigmoid") {
-    b.add("Sigmoid", {value}, out);
-  } else if (activation == "tanh") {
-    b.add("Tanh", {value}, out);
-  } else if (activation == "silu") {
-    silu_into(b, value, out);
-  } else if (activation == "gelu" || activation == "gelu_tanh") {
-    gelu_into(b, value, activation == "gelu_tanh", out);
-  } else {
-    refuse(b, "its fused activation '" + activation + "' does not map");
-  }
-}
-
-// `value` + `other` (none: "") and then `activation` (alpha, beta as
-// fx_onednn's operators take them) into `out` (b.output() by default), the
-// values between named after `name` (the node's).
-void post_ops(OnnxBuilder& b, std::string value, const std::string& other,
-              const std::string& activation, double alpha, double beta,
-              const std::string& out, const std::string& name) {
-  if (!other.empty()) {
-    const std::string sum =
-        activation == "none" ? out : b.fresh(name + "_sum");
-    b.add("Add", {value, other}, sum);
-    value = sum;
-  }
-  if (activation == "none") return;
-  activation_into(b, value, activation, alpha, beta, out);
-}
-void post_ops(OnnxBuilder& b, const std::string& value,
-              const std::string& other, const std::string& activation,
-              double alpha, double beta) {
-  post_ops(b, value, other, activation, alpha, beta, b.output(),
-           b.node().name());
-}
-
-// The value a lowered operator writes before its post-ops: `out`
-// (b.output() by default) when it has none, else one named after `name`.
-std::string before_post_ops(OnnxBuilder& b, bool sum,
-                            const std::string& activation,
-                            const std::string& out, const std::string& name) {
-  return !sum && activation == "none" ? out : b.fresh(name + "_op");
-}
-std::string before_post_ops(OnnxBuilder& b, bool sum,
-                            const std::string& activation) {
-  return before_post_ops(b, sum, activation, b.output(), b.node().name());
-}
-
-// conv, its residual the argument `residual` (None: none); conv_add_'s
-// is `self` (self = activation(self + conv(input)), as a value: to_onnx
-// checks that nothing reads the old self afterwards).
-void lowered_conv(OnnxBuilder& b, const char* residual) {
-  CallArguments args(b.node());
-  const std::string activation = args["activation"].to_string_ref();
-  const bool sum = !args[residual].is_none();
-  const std::string conv = before_post_ops(b, sum, activation);
-  convolution(b,
-              unpacked_weight(b, args["weight"], "conv",
-                              args["groups"].to_int()),
-              conv);
-  post_ops(b, conv, sum ? b.value(args[residual]) : "", activation,
-           number(b, args["alpha"]), number(b, args["beta"]));
-}
-
-// fx_onednn::conv_chain: each layer as the convolution it replaced (Conv,
-// its residual's Add, its activation), the residual the value it was
-// added into.
-void lowered_conv_chain(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::string& name = b.node().name();
-  const std::vector<Argument>& weights = args["weights"].elements();
-  const std::vector<Argument>& biases = args["biases"].elements();
-  const std::vector<int64_t> layers = args["layers"].to_int_list();
-  const std::vector<Argument>& params = args["params"].elements();
-  const std::vector<std::string> activations =
-      absl::StrSplit(args["activations"].to_string_ref(), ',');
-  const size_t n = weights.size();
-  if (n == 0 || biases.size() != n || layers.size() != 4 * n ||
-      params.size() != 2 * n || activations.size() != n) {
-    refuse(b, "its lists do not hold one layer each (weights, biases, 4 "
-              "ints, an activation and 2 parameters per layer)");
-  }
-  std::vector<std::string> values = {b.value(args["input"])};
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t stride = layers[4 * i], padding = layers[4 * i + 1],
-                  groups = layers[4 * i + 2], residual = layers[4 * i + 3];
-    if (residual >= static_cast<int64_t>(i) || residual == 0) {
-      refuse(b, "a layer's residual is not an earlier layer's output");
-    }
-    const std::string& activation = activations[i];
-    const bool sum = residual > 0;
-    const std::string layer = absl::StrCat(name, "_", i);
-    const std::string out = i + 1 == n ? b.output() : b.fresh(layer);
-    const std::string conv = before_post_ops(b, sum, activation, out, layer);
-    onnx::NodeProto& c = b.add(
-        "Conv",
-        {values[i], unpacked_weight(b, weights[i], "conv", groups),
-         b.value(biases[i])},
-        conv);
-    set_ints(c, "strides", {stride, stride});
-    set_ints(c, "pads", {padding, padding, padding, padding});
-    set_ints(c, "dilations", {1, 1});
-    set_int(c, "group", groups);
-    post_ops(b, conv, sum ? values[residual] : "", activation,
-             number(b, params[2 * i]), number(b, params[2 * i + 1]), out,
-             layer);
-    values.push_back(out);
-  }
-}
-
-// fx_onednn::batch_norm: BatchNormalization, then its relu.
-void lowered_batch_norm(OnnxBuilder& b) {
-  const std::string activation =
-      CallArguments(b.node())["activation"].to_string_ref();
-  const std::string norm = before_post_ops(b, false, activation);
-  batch_norm_into(b, norm);
-  post_ops(b, norm, "", activation, 0.0, 0.0);
-}
-
-// fx_onednn::concat_buffer and concat_write_: the buffer as the
-// concatenation of what has been written into it so far (Concat of the
-// pieces; concat_write_'s with the buffer before it first), which is what
-// each aten::slice of its first channels reads (a Slice of the whole).
-void lowered_concat(OnnxBuilder& b, bool write) {
-  CallArguments args(b.node());
-  std::vector<std::string> inputs;
-  if (write) inputs.push_back(b.value(args["self"]));
-  for (const Argument& t : args["tensors"].elements()) {
-    inputs.push_back(b.value(t));
-  }
-  if (inputs.size() == 1) {
-    b.add("Identity", inputs, b.output());
-    return;
-  }
-  set_int(b.add("Concat", inputs, b.output()), "axis", 1);
-}
-
-// fx_onednn::squeeze_excite: GlobalAveragePool, Conv, its activation,
-// Conv, the gate, Mul: the block it replaced.
-void lowered_squeeze_excite(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::string& name = b.node().name();
-  const std::string x = b.value(args["input"]);
-  auto conv = [&](const std::string& in, const char* w, const char* bias,
-                  const std::string& out) {
-    if (rank_of(b, args[w]) != 4) {
-      refuse(b, std::string(w) + " is not a 4-d 1x1 convolution weight");
-    }
-    std::vector<std::string> inputs = {in, b.value(args[w])};
-    if (!args[bias].is_none()) inputs.push_back(b.value(args[bias]));
-    b.add("Conv", inputs, out);
-  };
-  const std::string activation = args["activation"].to_string_ref();
-  const std::string gate_kind = args["gate"].to_string_ref();
-  if (activation != "none" && activation != "relu" && activation != "silu") {
-    refuse(b, "its activation '" + activation + "' is not none, relu or silu");
-  }
-  if (gate_kind != "sigmoid" && gate_kind != "hardsigmoid") {
-    refuse(b, "its gate '" + gate_kind + "' is not sigmoid or hardsigmoid");
-  }
-  const std::string pooled = b.fresh(name + "_pool");
-  b.add("GlobalAveragePool", {x}, pooled);
-  const std::string squeezed = b.fresh(name + "_squeeze");
-  conv(pooled, "w1", "b1", squeezed);
-  std::string hidden = squeezed;
-  if (activation != "none") {
-    hidden = b.fresh(name + "_" + activation);
-    activation_into(b, squeezed, activation, 0.0, 0.0, hidden);
-  }
-  const std::string excited = b.fresh(name + "_excite");
-  conv(hidden, "w2", "b2", excited);
-  const std::string gate = b.fresh(name + "_gate");
-  activation_into(b, excited, gate_kind, 0.0, 0.0, gate);
-  b.add("Mul", {gate, x}, b.output());
-}
-
-void lowered_conv_transpose(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::string activation = args["activation"].to_string_ref();
-  const std::string deconv = before_post_ops(b, false, activation);
-  conv_transpose(b,
-                 unpacked_weight(b, args["weight"], "conv_transpose",
-                                 args["groups"].to_int()),
-                 deconv);
-  post_ops(b, deconv, "", activation, number(b, args["alpha"]),
-           number(b, args["beta"]));
-}
-
-void lowered_linear(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::string activation = args["activation"].to_string_ref();
-  const std::string product = before_post_ops(b, false, activation);
-  linear(b, unpacked_weight(b, args["weight"], "linear", 1), product);
-  post_ops(b, product, "", activation, number(b, args["alpha"]),
-           number(b, args["beta"]));
-}
-
-void lowered_matmul(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const double scale = number(b, args["scale"]);
-  const std::string product =
-      scale == 1 ? b.output() : b.fresh(b.node().name() + "_product");
-  b.add("MatMul", {b.value(args["self"]), b.value(args["other"])}, product);
-  if (scale != 1) {
-    b.add("Mul", {product, b.floats({static_cast<float>(scale)}, true)},
-          b.output());
-  }
-}
-
-void add_operator_mappings(Mappings* m) {
-  (*m)["aten::quantize_per_tensor"] = quantize_per_tensor;
-  (*m)["aten::dequantize.self"] = dequantize;
-  (*m)["quantized::conv2d.new"] = [](OnnxBuilder& b) { quantized_conv(b, "conv2d", false); };
-  (*m)["quantized::conv2d_relu.new"] = [](OnnxBuilder& b) { quantized_conv(b, "conv2d", true); };
-  (*m)["quantized::conv3d.new"] = [](OnnxBuilder& b) { quantized_conv(b, "conv3d", false); };
-  (*m)["quantized::conv3d_relu.new"] = [](OnnxBuilder& b) { quantized_conv(b, "conv3d", true); };
-  (*m)["quantized::linear"] = [](OnnxBuilder& b) { quantized_linear(b, false); };
-  (*m)["quantized::linear_relu"] = [](OnnxBuilder& b) { quantized_linear(b, true); };
-  (*m)["quantized::add"] = quantized_binary("Add", false);
-  (*m)["quantized::add_relu"] = quantized_binary("Add", true);
-  (*m)["quantized::mul"] = quantized_binary("Mul", false);
-  (*m)["quantized::mul_relu"] = quantized_binary("Mul", true);
-  (*m)["quantized::cat"] = quantized_cat;
-  (*m)["quantized::hardswish"] = quantized_hardswish;
+void add_operator_mappings(onnx_ops::Mappings* m) {
+  using namespace onnx_ops;  // NOLINT: this file's mappings
+  add_int8_mappings(m);
+  add_lowered_mappings(m);
   for (const char* name : {"aten::masked_fill.Scalar", "aten::masked_fill.Tensor"}) {
     (*m)[name] = masked_fill;
   }
@@ -1773,24 +1353,6 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = adaptive_avg_pool;
   }
   (*m)["aten::linear"] = [](OnnxBuilder& b) { linear(b); };
-  (*m)["fx_onednn::conv"] = [](OnnxBuilder& b) { lowered_conv(b, "other"); };
-  (*m)["fx_onednn::conv_add_"] = [](OnnxBuilder& b) { lowered_conv(b, "self"); };
-  (*m)["fx_onednn::conv_chain"] = lowered_conv_chain;
-  (*m)["fx_onednn::conv_transpose"] = lowered_conv_transpose;
-  (*m)["fx_onednn::linear"] = lowered_linear;
-  (*m)["fx_onednn::matmul"] = lowered_matmul;
-  (*m)["fx_onednn::lstm"] = [](OnnxBuilder& b) { recurrent(b, true, true); };
-  (*m)["fx_onednn::gru"] = [](OnnxBuilder& b) { recurrent(b, false, true); };
-  (*m)["fx_onednn::batch_norm"] = lowered_batch_norm;
-  (*m)["fx_onednn::squeeze_excite"] = lowered_squeeze_excite;
-  (*m)["fx_onednn::concat_buffer"] = [](OnnxBuilder& b) {
-    lowered_concat(b, false);
-  };
-  (*m)["fx_onednn::concat_write_"] = [](OnnxBuilder& b) {
-    lowered_concat(b, true);
-  };
-  (*m)["fx_onednn::max_pool2d"] = max_pool;
-  (*m)["fx_onednn::avg_pool2d"] = avg_pool;
   (*m)["aten::addmm"] = addmm;
   for (const char* name : {"aten::matmul", "aten::mm", "aten::bmm"}) {
     (*m)[name] = [](OnnxBuilder& b) {
@@ -1823,5 +1385,6 @@ void add_operator_mappings(Mappings* m) {
     (*m)[name] = upsample_linear;
   }
 }
+
 
 }  // namespace fx::internal

@@ -37,7 +37,8 @@
 // matmuls, softmax, activations, elementwise arithmetic, reductions,
 // reshapes, transposes, concatenation, chunk and split, masks and where,
 // comparisons, casts, gathers, LSTM and GRU layers, dropout in eval mode,
-// ...): onnx/operators.cc lists them. Int8 modules (convert_fx) export in
+// ...): onnx/operators.cc lists them (int8_operators.cc and
+// lowered_operators.cc beside it). Int8 modules (convert_fx) export in
 // QDQ form: quantized::conv2d, linear, add, mul, cat and hardswish as the
 // float operator between DequantizeLinear and QuantizeLinear, int8
 // weights, int32 biases. Anything else (an operator
