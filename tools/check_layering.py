@@ -43,8 +43,9 @@ may include testdata/ too; any file may include Catch2's wrapper,
 third_party/catch.h. Also fails on a cycle among the repository's
 own files (a header that includes itself through others), on a file of fx/
 that is in none of its layers, on ALLOWED not being a DAG without
-redundant edges, and on a picture (this one, README.md's) that differs
-from ALLOWED.
+redundant edges, on a picture (this one, README.md's) that differs
+from ALLOWED, and on a source file other than a test over MAX_LINES
+(1,500) lines.
 
     /usr/bin/python3 tools/check_layering.py [ROOT]      checks
     /usr/bin/python3 tools/check_layering.py --picture   prints the picture
@@ -269,6 +270,10 @@ def include_problems(path, included, layer, is_test):
             f"{', '.join(shown(a) for a in sorted(allowed)) or 'nothing'})"]
 
 
+# No source file but a test holds more than this many lines.
+MAX_LINES = 1500
+
+
 def main():
     if sys.argv[1:] == ["--picture"]:
         sys.stdout.write(picture())
@@ -293,6 +298,14 @@ def main():
                 f"{path} is in none of {layer}/'s layers: move it into one of "
                 + ", ".join(shown(f) for f in sorted(folders)
                             if top(f) == layer))
+        if not is_test:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                lines = sum(1 for _ in f)
+            if lines > MAX_LINES:
+                problems.append(
+                    f"{path} has {lines} lines, over {MAX_LINES}: split it by "
+                    "what it holds (a file per part, their shared layer in a "
+                    "header of its own)")
         edges = []
         for included in includes(root, path):
             if included in known:

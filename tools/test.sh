@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests, in six parts:
 #   0. the include graph against the layering (tools/check_layering.py: no
-#      folder includes one above it, no include cycle), this script's
+#      folder includes one above it, no include cycle, no source over 1,500
+#      lines but tests), this script's
 #      counting (tools/test_results_test.sh), CMake's sources against
 #      Bazel's (tools/check_cmake_sources.sh), and the API reference
 #      (docs/Doxyfile: Doxygen over the public headers, any warning fails);
