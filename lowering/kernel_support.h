@@ -2,25 +2,15 @@
 // lowering/channel_affine) and the thread pinning (lowering/threads) build
 // on.
 //
-// libgomp, the OpenMP runtime Debian's libtorch and oneDNN run on, called
-// directly: a parallel region as gcc compiles `#pragma omp parallel
-// num_threads(n)`, so that the region is libgomp's team whichever compiler
-// builds the caller (clang's -fopenmp would bring LLVM's runtime and a team
-// of its own), and the barrier `#pragma omp barrier` compiles to.
+// libgomp, the OpenMP runtime LibTorch and oneDNN run on, called directly
+// (third_party/libgomp.h): a parallel region is libgomp's team whichever
+// compiler builds the caller.
 //
 // AVX-512 intrinsics, for functions built for AVX-512 (FX_AVX512) and
 // called where has_avx512() says the CPU runs them.
 #pragma once
 
-extern "C" {
-void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads,
-                   unsigned flags);
-void GOMP_barrier();
-int omp_get_thread_num();
-int omp_get_num_threads();
-int omp_get_max_threads();
-void omp_set_num_threads(int threads);
-}
+#include "third_party/libgomp.h"
 
 // gcc 12 warns, inside its own AVX-512 intrinsics, of the undefined vectors
 // they start from.

@@ -658,9 +658,8 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
   }
   // Each thread's one-thread primitives on its rows.
   plan->steps.assign(threads, std::vector<ChainStep>(n));
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);  // oneDNN plans its kernels for this many
-  try {
+  {
+    ThreadsOfThisThread one(1);  // oneDNN plans its kernels for this many
     for (int64_t i = 0; i < n; ++i) {
       const ChainLayer& l = layers[i];
       const Header& header =
@@ -725,11 +724,7 @@ std::shared_ptr<const ChainPlan> make_chain_plan(
         step.dst_floats = (r.last - r.first) * out_channels;
       }
     }
-  } catch (...) {
-    omp_set_num_threads(saved);
-    throw;
   }
-  omp_set_num_threads(saved);
   return plan;
 }
 

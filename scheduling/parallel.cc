@@ -25,34 +25,10 @@
 #include "passes/aliasing.h"
 #include "passes/split_module.h"
 #include "passes/timing.h"
-
-// libgomp's, the OpenMP runtime libtorch runs on, declared rather than
-// taken from <omp.h>: clang (--config=fuzz) has none of its own here, and
-// its -fopenmp would bring LLVM's runtime beside libgomp (as
-// lowering/kernel_support.h does).
-extern "C" void omp_set_num_threads(int threads);
+#include "third_party/libgomp.h"
 
 namespace fx {
 namespace {
-
-// The calling thread's intra-op threads for a scope: OpenMP's count of this
-// thread, which ATen reads. at::set_num_threads would remake libtorch's
-// thread pools (about 8 ms a call in 1.13) and change the count every
-// thread started after it begins with.
-class ThreadsOfThisThread {
- public:
-  // at::get_num_threads first: ATen sets a thread's count from its own
-  // default on the thread's first use, which must not come after.
-  explicit ThreadsOfThisThread(int threads) : before_(at::get_num_threads()) {
-    omp_set_num_threads(threads);
-  }
-  ~ThreadsOfThisThread() { omp_set_num_threads(before_); }
-  ThreadsOfThisThread(const ThreadsOfThisThread&) = delete;
-  ThreadsOfThisThread& operator=(const ThreadsOfThisThread&) = delete;
-
- private:
-  const int before_;
-};
 
 bool is_getitem(const Node* n) {
   return n->op() == Opcode::kCallFunction && n->target().is_function() &&

@@ -32,12 +32,6 @@ ABSL_FLAG(int, repeats, 0,
           "timed runs or interleaved rounds per figure (0: 20, or 3 with "
           "--quick)");
 
-// libgomp's, the OpenMP runtime libtorch runs on, declared rather than
-// taken from <omp.h>: clang (--config=fuzz) has none of its own here, and
-// its -fopenmp would bring LLVM's runtime beside libgomp (as
-// lowering/kernel_support.h does).
-extern "C" void omp_set_num_threads(int threads);
-
 namespace fx {
 namespace benchmark {
 namespace {
@@ -124,13 +118,6 @@ std::vector<std::vector<double>> interleaved_samples_ms(
     }
   }
   return samples;
-}
-
-void set_threads_of_this_thread(int threads) {
-  // ATen sets each thread's count on its first use from its own default;
-  // that first use comes before, so it cannot undo the setting below.
-  (void)at::get_num_threads();
-  omp_set_num_threads(threads);
 }
 
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "passes/timing.h"
+#include "third_party/libgomp.h"
 
 namespace fx {
 namespace benchmark {
@@ -51,14 +52,13 @@ std::vector<std::vector<double>> interleaved_samples_ms(
     const std::vector<std::function<void()>>& variants, int rounds,
     int calls_per_sample);
 
-// Sets the intra-op thread count of the calling thread only (OpenMP's, which
-// ATen's kernels and oneDNN both read), for variants timed at different
-// thread counts in one run. Not at::set_num_threads: in Debian's libtorch
-// 1.13 each call takes about 8 ms (it also makes a new thread pool for
-// QNNPACK) and the run after it is slower still (googlenet lowered: 25 ms
-// instead of 11 when called before each run), which a timed variant must
-// not carry.
-void set_threads_of_this_thread(int threads);
+// Variants timed at different thread counts in one run set the calling
+// thread's count only: fx::set_threads_of_this_thread (third_party/libgomp.h).
+// Not at::set_num_threads: in Debian's libtorch 1.13 each call takes about
+// 8 ms (it also makes a new thread pool for QNNPACK) and the run after it
+// is slower still (googlenet lowered: 25 ms instead of 11 when called
+// before each run), which a timed variant must not carry.
+using fx::set_threads_of_this_thread;
 
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
 // the same round cancels the drift between rounds.
