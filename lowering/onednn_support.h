@@ -42,7 +42,7 @@ constexpr uint64_t kMagic = 0x6678'6f6e'6564'6e6eULL;  // "fxonednn"
 enum class PackKind : uint64_t { kConv = 1, kConvTranspose = 2, kLinear = 3 };
 
 // The layout a pack operator reads its weight in, and unpack_weight gives it
-// back in: aten's, float32 (defined with the layouts below).
+// back in: aten's, float32.
 memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
                                int64_t groups);
 

@@ -1,10 +1,10 @@
 // libgomp, the OpenMP runtime LibTorch (Debian's 1.13 and the 2.x
-// packages), its intra-op threads and oneDNN run on, called directly rather
-// through <omp.h>: clang (--config=fuzz) has no <omp.h> of its own here,
-// and its -fopenmp would bring LLVM's runtime and a team of its own beside
-// libgomp. GOMP_parallel is a parallel region as gcc compiles `#pragma omp
-// parallel num_threads(n)`, GOMP_barrier the barrier `#pragma omp barrier`
-// compiles to.
+// packages), its intra-op threads and oneDNN run on, called directly
+// rather than through <omp.h>: clang (--config=fuzz) has no <omp.h> of its
+// own here, and its -fopenmp would bring LLVM's runtime and a team of its
+// own beside libgomp. GOMP_parallel is a parallel region as gcc compiles
+// `#pragma omp parallel num_threads(n)`, GOMP_barrier the barrier
+// `#pragma omp barrier` compiles to.
 //
 // ThreadsOfThisThread sets the calling thread's intra-op threads for a
 // scope: OpenMP's count of this thread, which ATen reads
@@ -36,7 +36,8 @@ inline void set_threads_of_this_thread(int threads) {
 }
 
 // This thread's intra-op threads `threads` until the scope ends, then what
-// they were.
+// they were (read through at::get_num_threads, ATen's first use, for the
+// same reason).
 class ThreadsOfThisThread {
  public:
   explicit ThreadsOfThisThread(int threads) : before_(at::get_num_threads()) {
