@@ -251,6 +251,58 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
   return out;
 }
 
+namespace {
+
+// A tensor of `shape` laid out as `t` is: its dimensions in the same order
+// of strides, with the same gaps between them (a transposed or sliced
+// example gives a transposed or sliced input), so that a program whose
+// operators decide by strides (reshape copies what view cannot alias)
+// records the same graph at every size.
+at::Tensor like(const at::Tensor& t, const std::vector<int64_t>& shape,
+                bool filled) {
+  const at::TensorOptions options = t.options();
+  if (t.is_contiguous() || t.dim() == 0 || t.numel() == 0 ||
+      std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    return filled ? at::zeros(shape, options) : at::empty(shape, options);
+  }
+  const c10::MemoryFormat format = t.suggest_memory_format();
+  if (format != c10::MemoryFormat::Contiguous && t.is_contiguous(format)) {
+    const auto formatted = options.memory_format(format);
+    return filled ? at::zeros(shape, formatted) : at::empty(shape, formatted);
+  }
+  // Innermost first: by stride, then by position (later is inner).
+  const int64_t n = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t d = 0; d < n; ++d) order[static_cast<size_t>(d)] = n - 1 - d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return t.stride(a) < t.stride(b);
+  });
+  std::vector<int64_t> strides(static_cast<size_t>(n), 0);
+  int64_t next = 1;         // the new stride a dense dimension would take
+  int64_t old_next = 1;     // the example's
+  int64_t extent = 1;       // elements the new layout spans
+  for (int64_t d : order) {
+    const int64_t old_stride = t.stride(d);
+    if (old_stride == 0) continue;  // expanded: stays a broadcast
+    // The example's gap before this dimension, kept when it is whole.
+    const int64_t gap = old_next > 0 && old_stride >= old_next &&
+                                old_stride % old_next == 0
+                            ? old_stride / old_next
+                            : 1;
+    const int64_t stride = next * gap;
+    strides[static_cast<size_t>(d)] = stride;
+    const int64_t size = shape[static_cast<size_t>(d)];
+    extent += (size - 1) * stride;
+    next = stride * std::max<int64_t>(size, 1);
+    old_next = old_stride * std::max<int64_t>(t.size(d), 1);
+  }
+  at::Tensor storage = filled ? at::zeros({extent}, options)
+                              : at::empty({extent}, options);
+  return storage.as_strided(shape, strides);
+}
+
+}  // namespace
+
 std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
                                         const std::vector<DynamicDim>& dims,
                                         const SymbolSizes& sizes,
@@ -265,10 +317,7 @@ std::vector<c10::IValue> resized_inputs(const std::vector<c10::IValue>& inputs,
       shape[d.dim] = sizes.at(d.symbol);
     }
     if (shape.empty()) continue;
-    const at::Tensor& t = inputs[i].toTensor();
-    const at::TensorOptions options =
-        t.options().memory_format(t.suggest_memory_format());
-    out[i] = filled ? at::zeros(shape, options) : at::empty(shape, options);
+    out[i] = like(inputs[i].toTensor(), shape, filled);
   }
   return out;
 }

@@ -140,10 +140,10 @@ TEST_CASE("what the generalizer refuses, by name") {
   CHECK_THROWS_WITH(trace(scaled, {torch::randn({2, 8})}, {dim(0, 1, "T")}),
                     Catch::Contains("cannot be generalized") &&
                         Catch::Contains("aten::mul"));
-  auto square = [](torch::Tensor x) {
-    return x.sum() + torch::zeros({x.size(0) * x.size(0) + 1});
+  auto cube = [](torch::Tensor x) {
+    return x.sum() + torch::zeros({x.size(0) * x.size(0) * x.size(0)});
   };
-  CHECK_THROWS_WITH(trace(square, {torch::randn({3})}, {dim(0, 0, "N")}),
+  CHECK_THROWS_WITH(trace(cube, {torch::randn({3})}, {dim(0, 0, "N")}),
                     Catch::Contains("cannot express as a function"));
   auto two = [](torch::Tensor x, torch::Tensor y) {
     return x + y.view({y.size(0), -1});
@@ -360,4 +360,107 @@ TEST_CASE("a dimension the program needs fixed is refused at trace time") {
       trace(project, {torch::randn({2, 8})}, {dim(0, 0, "B")});
   const at::Tensor x = torch::randn({5, 8});
   CHECK(torch::equal(gm(x).toTensor(), project(x)));
+}
+
+TEST_CASE("roundings and sums of sizes are fitted where three traces cannot pin them") {
+  // Each refused before: three traces fit no a * S + b with a division by
+  // a divisor of multiple_of, and fix no offset of a rounding.
+  const at::Tensor example = torch::randn({2, 4, 3});
+  const std::vector<fx::DynamicDim> dims = {fx::Dim("T").max(40).on(0, 1)};
+  auto half = [](torch::Tensor x) {  // the first (T + 1) / 2 positions
+    return x.narrow(1, 0, (x.size(1) + 1) / 2);
+  };
+  auto padded = [](torch::Tensor x) {  // zeros up to a multiple of 8
+    const int64_t T = x.size(1);
+    return torch::constant_pad_nd(x, {0, 0, 0, (T + 7) / 8 * 8 - T});
+  };
+  auto rows = [](torch::Tensor x) {  // a view to the padded length
+    const int64_t T = x.size(1);
+    torch::Tensor p = torch::constant_pad_nd(x, {0, 0, 0, (T + 7) / 8 * 8 - T});
+    return p.view({x.size(0), (T + 7) / 8 * 8 / 8, -1});
+  };
+  auto check = [&](auto fn, const char* name, const char* printed) {
+    CAPTURE(name);
+    auto [gm, stats] = traced_with_stats(fn, {example}, dims);
+    CHECK_THAT(gm->graph().to_string(), Catch::Contains(printed));
+    CHECK(stats.narrowed.empty());
+    // Every size the bounds allow, and one past them.
+    for (int64_t t = 1; t <= 40; ++t) {
+      CAPTURE(t);
+      CHECK(right_or_refused(gm, fn, torch::randn({2, t, 3})) ==
+            Outcome::kRight);
+    }
+    CHECK(right_or_refused(gm, fn, torch::randn({2, 41, 3})) ==
+          Outcome::kRefused);
+    return stats;
+  };
+  const fx::TraceStats h = check(half, "half", "sym_floordiv");
+  // Three near traces, those that told candidates apart, and the bounds'.
+  CHECK(h.traces <= 3 + 16 + 2);
+  const fx::TraceStats p = check(padded, "padded", "sym_floordiv");
+  CHECK(p.traces > 5);
+  CHECK(p.traces <= 3 + 16 + 2);
+  check(rows, "rows", "sym_floordiv");
+  // Kept by fx::save / fx::load.
+  auto [gm, stats] = traced_with_stats(padded, {example}, dims);
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  const at::Tensor x = torch::randn({2, 13, 3});
+  CHECK(torch::equal(loaded(x).toTensor(), padded(x)));
+}
+
+TEST_CASE("a sum of two dynamic sizes is fitted") {
+  // Two inputs of independent lengths joined: a literal T + S.
+  auto joined = [](torch::Tensor x, torch::Tensor y) {
+    torch::Tensor both = torch::cat({x, y}, 1);
+    return both.view({x.size(0), x.size(1) + y.size(1), -1}) +
+           torch::zeros({x.size(1) + y.size(1), 1});
+  };
+  fx::TraceOptions options;
+  options.dynamic = {fx::Dim("T").max(32).on(0, 1), fx::Dim("S").max(32).on(1, 1)};
+  fx::Tracer tracer(options);
+  std::unique_ptr<fx::Graph> graph = tracer.trace(
+      nullptr, fx::box_function(joined),
+      {torch::randn({2, 5, 3}), torch::randn({2, 3, 3})});
+  fx::GraphModule gm(nullptr, std::move(graph), tracer.take_attributes());
+  CHECK_THAT(gm->graph().to_string(), Catch::Contains("sym_add"));
+  for (int64_t t : {1, 2, 7, 32}) {
+    for (int64_t s : {1, 4, 31, 32}) {
+      CAPTURE(t, s);
+      const at::Tensor x = torch::randn({2, t, 3}), y = torch::randn({2, s, 3});
+      CHECK(torch::equal(gm(x, y).toTensor(), joined(x, y)));
+    }
+  }
+  CHECK_THROWS_AS(gm(torch::randn({2, 33, 3}), torch::randn({2, 3, 3})),
+                  fx::GuardError);
+}
+
+TEST_CASE("a transposed or sliced example is traced again in its own layout") {
+  // reshape copies a tensor it cannot view: before, the traces at other
+  // sizes ran on contiguous zeros, recorded a view where the example had
+  // a copy, and the error blamed a branch on a size.
+  auto flat = [](torch::Tensor x) {
+    return x.reshape({x.size(0), -1}) * 2;
+  };
+  const std::vector<fx::DynamicDim> dims = {fx::Dim("T").max(64).on(0, 0)};
+  const at::Tensor transposed = torch::randn({3, 8, 2}).transpose(0, 1);
+  const at::Tensor sliced = torch::randn({8, 6}).slice(1, 0, 6, 2);
+  for (const at::Tensor& example : {transposed, sliced}) {
+    CAPTURE(example.strides());
+    REQUIRE_FALSE(example.is_contiguous());
+    auto [gm, stats] = traced_with_stats(flat, {example}, dims);
+    for (int64_t t : {int64_t{1}, int64_t{5}, int64_t{64}}) {
+      CAPTURE(t);
+      std::vector<int64_t> shape = example.sizes().vec();
+      shape[0] = t;
+      // Contiguous, and in the example's layout.
+      CHECK(right_or_refused(gm, flat, torch::randn(shape)) == Outcome::kRight);
+      const at::Tensor laid_out =
+          example.dim() == 3
+              ? torch::randn({shape[1], t, shape[2]}).transpose(0, 1)
+              : torch::randn({t, shape[1] * 2}).slice(1, 0, shape[1] * 2, 2);
+      CHECK(right_or_refused(gm, flat, laid_out) == Outcome::kRight);
+    }
+  }
 }

@@ -28,6 +28,10 @@ namespace {
 
 std::atomic<uint64_t> next_session_id{1};
 
+// Traces past the first three that tell fits of a size apart (each about
+// halves the candidates: internal/size_fit.h).
+constexpr int kMaxFittingTraces = 16;
+
 // Buffers of a module, restored after it ran on zeros for its outputs'
 // metadata (a BatchNorm in training mode would update running stats).
 class BufferSnapshot {
@@ -410,6 +414,33 @@ std::unique_ptr<Graph> Tracer::trace(
     if (!others.empty()) internal::fit_metadata(base, others, dims);
     internal::mark_dynamic(*base.graph, dims);
   } else {
+    // Where a literal has several fits that explain the traces (a rounding's
+    // offset, a sum's terms), traced again where they part.
+    for (int round = 0;; ++round) {
+      std::optional<internal::SymbolSizes> sizes =
+          internal::undecided_sizes(base, others, dims);
+      if (!sizes) break;
+      if (round == kMaxFittingTraces) {
+        throw TraceError(absl::StrCat(
+            "the dynamic dimensions cannot be generalized: after ",
+            kMaxFittingTraces, " more traces a size still has two fits that "
+            "differ at ", internal::describe(*sizes),
+            ". Make the dimension static, or bound it"));
+      }
+      internal::Trace other;
+      try {
+        other.graph = trace_once(root, named, forward,
+                                 resized_inputs(example_inputs, dims, *sizes));
+      } catch (const TraceError& e) {
+        throw TraceError(absl::StrCat(
+            "tracing again at ", internal::describe(*sizes),
+            " (to tell apart two functions of the dynamic sizes that explain "
+            "a size) failed: ", e.msg()));
+      }
+      other.attributes = std::move(attributes_);
+      other.sizes = std::move(*sizes);
+      others.push_back(std::move(other));
+    }
     // The near traces generalize first (refusing a program that changes
     // between them), then traces at the bounds check or narrow them.
     internal::check_generalizes(base, others, dims);

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
+#include "fx/trace/internal/size_fit.h"
 
 namespace fx::internal {
 namespace {
 
-constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 // Bisection steps per bound: from a max of 10^6 to within 2^-10 of it.
 constexpr int kSearchSteps = 10;
 
@@ -25,17 +25,6 @@ const DynamicDim& dim_of(const std::vector<DynamicDim>& dims,
     if (d.symbol == symbol) return d;
   }
   throw TraceError(absl::StrCat("no dynamic dimension is named ", symbol));
-}
-
-int64_t lowest(const DynamicDim& d) {
-  const int64_t m = d.multiple_of;
-  return (std::max<int64_t>(d.min, 1) + m - 1) / m * m;
-}
-
-// Nothing when the dimension has no max.
-std::optional<int64_t> highest(const DynamicDim& d) {
-  if (d.max == kUnbounded) return std::nullopt;
-  return d.max / d.multiple_of * d.multiple_of;
 }
 
 // The first line of a disagreement, enough to name the node.
@@ -84,7 +73,7 @@ class Verifier {
     SymbolSizes sizes = base_.sizes;
     for (auto& [symbol, size] : sizes) {
       const DynamicDim& d = dim_of(out_.dims, symbol);
-      size = up ? highest(d).value_or(size) : lowest(d);
+      size = up ? highest_size(d).value_or(size) : lowest_size(d);
     }
     return sizes;
   }
@@ -130,7 +119,7 @@ class Verifier {
   // agrees, the other symbols at their sizes in `at`.
   void narrow(const std::string& symbol, bool up, const SymbolSizes& at) {
     DynamicDim d = dim_of(out_.dims, symbol);
-    const std::optional<int64_t> bound = up ? highest(d) : lowest(d);
+    const std::optional<int64_t> bound = up ? highest_size(d) : lowest_size(d);
     if (!bound) return;
     SymbolSizes sizes = at;
     sizes[symbol] = *bound;

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 #include <utility>
+#include <variant>
 
 #include <ATen/ops/equal.h>
 #include <ATen/ops/zeros.h>
@@ -17,6 +18,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/node.h"
+#include "fx/trace/internal/size_fit.h"
 
 namespace fx::internal {
 
@@ -261,6 +263,34 @@ class Builder {
   Builder(Graph& graph, const std::vector<DynamicDim>& dims)
       : graph_(graph), dims_(dims), placeholders_(graph.placeholders()) {}
 
+  Node* build(const std::variant<SizeExpr, SizeFit>& fit) {
+    if (const auto* f = std::get_if<SizeFit>(&fit)) return build(*f);
+    return build(std::get<SizeExpr>(fit));
+  }
+
+  Node* build(const SizeFit& f) {
+    const std::string key = f.to_string();
+    auto it = fits_.find(key);
+    if (it != fits_.end()) return it->second;
+    Node* n = nullptr;
+    for (const auto& [name, c] : f.terms) {
+      Node* term = symbol(name);
+      if (c != 1) term = graph_.call_function(Target(sym_mul()), {term, c});
+      n = n == nullptr ? term
+                       : graph_.call_function(Target(sym_add()), {n, term});
+    }
+    if (f.q != 0) n = graph_.call_function(Target(sym_add()), {n, f.q});
+    if (f.r != 1) n = graph_.call_function(Target(sym_floordiv()), {n, f.r});
+    if (f.m != 1) n = graph_.call_function(Target(sym_mul()), {n, f.m});
+    if (f.a != 0) {
+      Node* outer = symbol(f.outer);
+      if (f.a != 1) outer = graph_.call_function(Target(sym_mul()), {outer, f.a});
+      n = graph_.call_function(Target(sym_add()), {n, outer});
+    }
+    fits_[key] = n;
+    return n;
+  }
+
   Node* build(const SizeExpr& f) {
     const std::string key = f.to_string();
     auto it = fits_.find(key);
@@ -437,10 +467,14 @@ struct Literals {
   std::vector<std::vector<Node*>> other_nodes;
   std::vector<std::vector<int64_t>> matches;  // match_nodes, per trace
   std::vector<SymbolSizes> sizes;
-  std::vector<std::pair<Position, SizeExpr>> fitted;
+  std::vector<std::pair<Position, std::variant<SizeExpr, SizeFit>>> fitted;
+  // With `undecided`: the sizes where two fits of a literal that explain
+  // every trace differ, instead of an error.
+  std::optional<SymbolSizes> undecided;
 };
 Literals fit_literals(const Trace& base, const std::vector<const Trace*>& traces,
-                      const std::vector<DynamicDim>& dims) {
+                      const std::vector<DynamicDim>& dims,
+                      bool undecided = false) {
   Literals l;
   l.nodes = base.graph->nodes().to_vector();
   l.other_nodes.reserve(traces.size());
@@ -459,24 +493,42 @@ Literals fit_literals(const Trace& base, const std::vector<const Trace*>& traces
       const int64_t j = l.matches[t][p.node];
       values.push_back(argument_at(*l.other_nodes[t][j], p).to_int());
     }
-    std::optional<SizeExpr> f =
-        SizeExpr::fit(values, l.sizes, symbol_multiples(dims));
-    if (!f) {
-      std::vector<std::string> seen;
+    SizeFitResult f = fit_size(values, l.sizes, dims);
+    auto seen = [&] {
+      std::vector<std::string> out;
       for (size_t t = 0; t < values.size(); ++t) {
-        seen.push_back(absl::StrCat(values[t], " at ", describe(l.sizes[t])));
+        out.push_back(absl::StrCat(values[t], " at ", describe(l.sizes[t])));
+      }
+      return absl::StrJoin(out, "; ");
+    };
+    if (const auto* u = std::get_if<Undecided>(&f)) {
+      if (undecided) {
+        l.undecided = u->at;
+        return l;
       }
       throw TraceError(absl::StrCat(
           "the dynamic dimensions cannot be generalized: the size in ",
-          describe_literal(*l.nodes[p.node], p), " is ",
-          absl::StrJoin(seen, "; "),
+          describe_literal(*l.nodes[p.node], p), " is ", seen(),
+          ", which both ", u->first, " and ",
+          u->second, " explain, and they differ at ", describe(u->at),
+          ". Make the dimension static, or bound it"));
+    }
+    if (std::holds_alternative<std::monostate>(f)) {
+      throw TraceError(absl::StrCat(
+          "the dynamic dimensions cannot be generalized: the size in ",
+          describe_literal(*l.nodes[p.node], p), " is ", seen(),
           ", which fx cannot express as a function of the dynamic sizes "
-          "(it tries a * S + b with floor division, and products of sizes, each "
-          "at most squared). "
+          "(it tries a * S + b with floor division, products of sizes, each "
+          "at most squared, roundings (S + q)//r and r*((S + q)//r) with r "
+          "up to ", kMaxDivisor, ", and sums a * S1 + b * S2 + c). "
           "Make the dimension static, or give it DynamicDim::multiple_of if "
           "the program divides it"));
     }
-    l.fitted.emplace_back(p, *f);
+    if (const auto* e = std::get_if<SizeExpr>(&f)) {
+      l.fitted.emplace_back(p, *e);
+    } else {
+      l.fitted.emplace_back(p, std::get<SizeFit>(f));
+    }
   }
   return l;
 }
@@ -490,6 +542,13 @@ std::vector<const Trace*> pointers(const std::vector<Trace>& traces,
 }
 
 }  // namespace
+
+std::optional<SymbolSizes> undecided_sizes(const Trace& base,
+                                           const std::vector<Trace>& others,
+                                           const std::vector<DynamicDim>& dims) {
+  return fit_literals(base, pointers(others, {}), dims, /*undecided=*/true)
+      .undecided;
+}
 
 void check_generalizes(const Trace& base, const std::vector<Trace>& others,
                        const std::vector<DynamicDim>& dims,

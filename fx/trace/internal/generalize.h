@@ -6,7 +6,8 @@
 // -1})` as a view to the example's batch size. Traced again at other sizes,
 // the graphs agree node for node except for such literals; each literal that
 // changed is fitted as a function of the dynamic sizes (affine with floor
-// division, or a product), the fit checked on a trace it was not fitted to,
+// division, a product, a rounding or a sum: internal/size_fit.h), the fit
+// checked on a trace it was not fitted to,
 // and the literal replaced by nodes that compute it:
 //
 //   traced at B=2:  %view = aten::view(%x, [2, -1])
@@ -20,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,14 @@ struct Trace {
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims,
                 const std::vector<const Trace*>& checks = {});
+
+// Sizes to trace at next: where two functions of the dynamic sizes that
+// explain every trace so far give a literal different values
+// (internal/size_fit.h); nothing when each literal has one fit, or none
+// (generalize() then says which).
+std::optional<SymbolSizes> undecided_sizes(const Trace& base,
+                                           const std::vector<Trace>& others,
+                                           const std::vector<DynamicDim>& dims);
 
 // Throws the fx::TraceError generalize(base, others, dims, {check}) would:
 // whether the traces agree (and `check`, if given, with what the others
