@@ -40,10 +40,12 @@
 // A comparison of sizes (an assert, a branch) becomes a check that it comes
 // out as it did while tracing (fx_guard::check_size, which raises
 // fx::GuardError), and so does the number of tensors a chunk, split or
-// unbind returned (fx_guard::check_length). A size used as a constant (a
-// loop count on it, a float made from it) specializes the graph to the
-// example's shapes instead, which its guards then check
-// (TraceStats::specialized_by names the TorchScript node);
+// unbind returned (fx_guard::check_length). A size an operator takes as a
+// constant (a float made from it, as attention's head_dim ** -0.5) is
+// checked to keep its value (fx_guard::check_size with "=="). A loop count
+// on a size specializes the graph to the example's shapes instead, which
+// its guards then check (TraceStats::specialized_by names the TorchScript
+// node);
 // TraceOptions::specialize_sizes asks for that always.
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -524,6 +525,8 @@ class Interpreter {
     // Sizes reach an operator: its node takes their nodes in place of the
     // ints, or they are constants of the trace.
     std::vector<std::pair<size_t, Argument>> sizes;
+    // The sizes among the inputs, with their values while tracing.
+    std::vector<std::pair<Argument, c10::IValue>> used;
     std::optional<Stack> inputs;
     if (tracer_ != nullptr) {
       bool constant = false;
@@ -541,6 +544,7 @@ class Interpreter {
           auto it = size_tensors_.find(v.toTensor().unsafeGetTensorImpl());
           if (it != size_tensors_.end() && !proxies) {
             constant = true;
+            used.emplace_back(it->second.sizes, *int_in(it->second.tensor));
           } else if (it != size_tensors_.end()) {
             if (!inputs) inputs = read(s.inputs, *frame).values;
             (*inputs)[i] = size_tensor_proxy(&it->second);
@@ -548,6 +552,7 @@ class Interpreter {
         }
         const Argument* a = sizes_of(s, i, *frame);
         if (a == nullptr) continue;
+        used.emplace_back(*a, v);
         if (s.vararg || s.schema == nullptr ||
             i >= s.schema->arguments().size() ||
             !(takes_ints(s.schema->arguments()[i].type()) ||
@@ -558,8 +563,18 @@ class Interpreter {
           sizes.emplace_back(i, *a);
         }
       }
+      // An operator on no tensor (aten::sqrt.int makes a float of a size)
+      // records no node: what it returns is a constant too.
+      if (!sizes.empty() && s.schema != nullptr && !on_tensors(*s.schema)) {
+        constant = true;
+      }
       if (constant) {
-        tracer_->specialize_sizes(where(n));
+        // A size made into a float, a scalar tensor or an argument that
+        // takes no ints (head_dim ** -0.5) is a constant of the trace: the
+        // graph checks it keeps its value, the other sizes stay generic.
+        for (const auto& [sizes_used, value] : used) {
+          pin(sizes_used, value, n);
+        }
         sizes.clear();
       }
     }
@@ -582,7 +597,9 @@ class Interpreter {
       if (!frame->sizes.empty()) frame->sizes[s.outputs[i]] = Argument();
     }
     if (substituted && tracer_->end_substitution()) {
-      tracer_->specialize_sizes(where(n));
+      // No node took them (aten::sqrt.int makes a float of a size): the
+      // result is a constant of the trace, which holds while they do.
+      for (const auto& [sizes_used, value] : used) pin(sizes_used, value, n);
     }
   }
 
@@ -905,6 +922,61 @@ class Interpreter {
     Stack stack{a, b, std::string(relation), what};
     check.callBoxed(&stack);
     if (tracer_->end_substitution()) tracer_->specialize_sizes(where(*s.node));
+  }
+
+  // Whether an operator takes or returns a tensor (in a list or optional
+  // too): a call of one that does not is computed here, not recorded.
+  static bool on_tensors(const c10::FunctionSchema& schema) {
+    std::function<bool(const c10::TypePtr&)> mentions =
+        [&](const c10::TypePtr& type) {
+          if (type->kind() == c10::TypeKind::TensorType) return true;
+          for (const c10::TypePtr& contained : type->containedTypes()) {
+            if (mentions(contained)) return true;
+          }
+          return false;
+        };
+    for (const c10::Argument& a : schema.arguments()) {
+      if (mentions(a.type())) return true;
+    }
+    for (const c10::Argument& r : schema.returns()) {
+      if (mentions(r.type())) return true;
+    }
+    return false;
+  }
+
+  // Records fx_guard::check_size(size, value, "==") for each size in
+  // `sizes` (an int's, or a list's elements) that is computed from the
+  // inputs: node `n` took it as the constant `value`. Specializes the trace
+  // for a value it cannot check so.
+  void pin(const Argument& sizes, const c10::IValue& value,
+           const torch::jit::Node& n) {
+    if (!sizes.contains_node()) return;
+    if (sizes.is_node() && value.isInt()) {
+      static const c10::OperatorHandle check =
+          c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
+                                                         "");
+      const int64_t v = value.toInt();
+      const std::string what =
+          absl::StrCat(sizes.to_string(), " == ", v, " (TorchScript's ",
+                       where(n), " takes it as a constant)");
+      tracer_->substitute_next(check.operator_name(), {{0, sizes}});
+      Stack stack{v, v, std::string("=="), what};
+      check.callBoxed(&stack);
+      if (tracer_->end_substitution()) tracer_->specialize_sizes(where(n));
+      return;
+    }
+    if ((sizes.is_list() || sizes.is_tuple()) &&
+        (value.isList() || value.isTuple())) {
+      const auto values = value.isList() ? value.toListRef().vec()
+                                         : value.toTupleRef().elements().vec();
+      if (values.size() == sizes.elements().size()) {
+        for (size_t k = 0; k < values.size(); ++k) {
+          pin(sizes.elements()[k], values[k], n);
+        }
+        return;
+      }
+    }
+    tracer_->specialize_sizes(where(n));
   }
 
   Argument add(const Argument& a, const Argument& b, const std::string& name) {
