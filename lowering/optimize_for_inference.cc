@@ -1281,7 +1281,7 @@ bool OptimizeForInference::run(GraphModuleImpl& module) {
 }
 
 namespace {
-const bool registered = [] {
+[[maybe_unused]] const bool registered = [] {
   // A lowered call does the multiply-adds of the call it replaced: the
   // cost model (and the schedulers balancing lowered graphs by it) count
   // them.

@@ -106,12 +106,12 @@ bool writes_only_made_tensors(const Node& n, StorageRoots& roots) {
 // for its dtype only, as the call of zeros / ones / full of that dtype that
 // the init graph makes instead (FoldOptions::writes); nullopt for any other
 // node.
-struct Call {
+struct NewTensorCall {
   Target target;
   std::vector<Argument> args;
   Kwargs kwargs;
 };
-std::optional<Call> unbound_new_tensor(const Node& n) {
+std::optional<NewTensorCall> unbound_new_tensor(const Node& n) {
   const bool full = n.is_call_to({"aten::new_full"});
   if (!full && !n.is_call_to({"aten::new_zeros", "aten::new_ones"})) {
     return std::nullopt;
@@ -130,15 +130,15 @@ std::optional<Call> unbound_new_tensor(const Node& n) {
       (!args["device"].is_none() && args["device"].is_node())) {
     return std::nullopt;
   }
-  Call call{op(full ? "aten::full"
-                    : n.is_call_to({"aten::new_zeros"}) ? "aten::zeros"
-                                                          : "aten::ones"),
-            {size},
-            {{"dtype", args["dtype"].is_none() ? Argument(self->dtype)
-                                               : args["dtype"]},
-             {"layout", args["layout"]},
-             {"device", args["device"]},
-             {"pin_memory", args["pin_memory"]}}};
+  NewTensorCall call{op(full ? "aten::full"
+                             : n.is_call_to({"aten::new_zeros"}) ? "aten::zeros"
+                                                                   : "aten::ones"),
+                     {size},
+                     {{"dtype", args["dtype"].is_none() ? Argument(self->dtype)
+                                                        : args["dtype"]},
+                      {"layout", args["layout"]},
+                      {"device", args["device"]},
+                      {"pin_memory", args["pin_memory"]}}};
   if (full) call.args.push_back(args["fill_value"]);
   return call;
 }
@@ -152,14 +152,14 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   // position of each node (for reads after the last write).
   StorageRoots roots;
   absl::flat_hash_set<const Node*> made_writers;
-  absl::flat_hash_map<const Node*, Call> unbound;
+  absl::flat_hash_map<const Node*, NewTensorCall> unbound;
   absl::flat_hash_map<const Node*, int64_t> position;
   if (options.writes) {
     int64_t i = 0;
     for (Node* n : graph.nodes()) {
       position[n] = i++;
       if (writes_only_made_tensors(*n, roots)) made_writers.insert(n);
-      if (std::optional<Call> call = unbound_new_tensor(*n)) {
+      if (std::optional<NewTensorCall> call = unbound_new_tensor(*n)) {
         unbound.emplace(n, std::move(*call));
       }
     }
@@ -303,7 +303,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   for (Node* n : graph.nodes()) {
     if (!copied.contains(n)) continue;
     if (auto it = unbound.find(n); it != unbound.end()) {
-      const Call& call = it->second;
+      const NewTensorCall& call = it->second;
       map[n] = init->call_function(call.target, call.args, call.kwargs);
       map[n]->meta() = n->meta();
       continue;

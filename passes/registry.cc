@@ -29,7 +29,7 @@ struct Table {
   };
 };
 
-Table& table() {
+Table& pass_table() {
   static auto* t = new Table();
   return *t;
 }
@@ -37,13 +37,13 @@ Table& table() {
 }  // namespace
 
 std::vector<PassInfo> registered_passes() {
-  Table& t = table();
+  Table& t = pass_table();
   std::lock_guard<std::mutex> lock(t.mutex);
   return t.passes;
 }
 
 void register_pass(PassInfo info) {
-  Table& t = table();
+  Table& t = pass_table();
   std::lock_guard<std::mutex> lock(t.mutex);
   for (const PassInfo& known : t.passes) {
     if (known.name == info.name) {
