@@ -437,9 +437,20 @@ TEST_CASE("a sum of two dynamic sizes is fitted") {
 }
 
 TEST_CASE("a transposed or sliced example is traced again in its own layout") {
-  // reshape copies a tensor it cannot view: before, the traces at other
-  // sizes ran on contiguous zeros, recorded a view where the example had
-  // a copy, and the error blamed a branch on a size.
+  // A program that reads the layout: before, the traces at other sizes
+  // ran on contiguous zeros, took the other branch, and the error blamed a
+  // branch on a size. Now the traces agree, and the strides it read are
+  // what is refused, by name.
+  auto by_layout = [](torch::Tensor x) {
+    return x.is_contiguous() ? x * 2 : x + 1;
+  };
+  CHECK_THROWS_WITH(
+      trace(by_layout, {torch::randn({3, 8, 2}).transpose(0, 1)},
+            {fx::Dim("T").max(64).on(0, 0)}),
+      Catch::Contains("which the traced code read") &&
+          Catch::Contains("pass a contiguous example input") &&
+          !Catch::Contains("cannot be generalized"));
+  // A program that does not read it runs at every size, contiguous or not.
   auto flat = [](torch::Tensor x) {
     return x.reshape({x.size(0), -1}) * 2;
   };
