@@ -414,8 +414,11 @@ std::unique_ptr<Graph> Tracer::trace(
     if (!others.empty()) internal::fit_metadata(base, others, dims);
     internal::mark_dynamic(*base.graph, dims);
   } else {
-    // Where a literal has several fits that explain the traces (a rounding's
-    // offset, a sum's terms), traced again where they part.
+    // The near traces generalize first (refusing a program that changes
+    // between them; undecided_sizes checks what check_generalizes would),
+    // traced again where a literal has several fits that explain them (a
+    // rounding's offset, a sum's terms); then traces at the bounds check or
+    // narrow them.
     for (int round = 0;; ++round) {
       std::optional<internal::SymbolSizes> sizes =
           internal::undecided_sizes(base, others, dims);
@@ -441,9 +444,6 @@ std::unique_ptr<Graph> Tracer::trace(
       other.sizes = std::move(*sizes);
       others.push_back(std::move(other));
     }
-    // The near traces generalize first (refusing a program that changes
-    // between them), then traces at the bounds check or narrow them.
-    internal::check_generalizes(base, others, dims);
     internal::VerifiedBounds bounds = internal::verify_bounds(
         base, others, dims, [&](const internal::SymbolSizes& sizes) {
           internal::Trace t;

@@ -910,18 +910,27 @@ class Interpreter {
     auto [a, a_sizes] = operand(i);
     auto [b, b_sizes] = operand(j);
     if (!a_sizes.contains_node() && !b_sizes.contains_node()) return;
-    static const c10::OperatorHandle check =
-        c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
-                                                       "");
     const std::string what =
         absl::StrCat(a_sizes.to_string(), " ", relation, " ",
                      b_sizes.to_string(), " (TorchScript's ", where(*s.node),
                      ")");
-    tracer_->substitute_next(check.operator_name(),
-                             {{0, std::move(a_sizes)}, {1, std::move(b_sizes)}});
+    record_check({{0, std::move(a_sizes)}, {1, std::move(b_sizes)}}, a, b,
+                 relation, what, *s.node);
+  }
+
+  // Records fx_guard::check_size(a, b, relation, what) with `sizes` in
+  // place of the arguments they compute; specializes the trace for node
+  // `n` if no node took them.
+  void record_check(std::vector<std::pair<size_t, Argument>> sizes, int64_t a,
+                    int64_t b, const char* relation, const std::string& what,
+                    const torch::jit::Node& n) {
+    static const c10::OperatorHandle check =
+        c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
+                                                       "");
+    tracer_->substitute_next(check.operator_name(), std::move(sizes));
     Stack stack{a, b, std::string(relation), what};
     check.callBoxed(&stack);
-    if (tracer_->end_substitution()) tracer_->specialize_sizes(where(*s.node));
+    if (tracer_->end_substitution()) tracer_->specialize_sizes(where(n));
   }
 
   // Whether an operator takes or returns a tensor (in a list or optional
@@ -952,17 +961,11 @@ class Interpreter {
            const torch::jit::Node& n) {
     if (!sizes.contains_node()) return;
     if (sizes.is_node() && value.isInt()) {
-      static const c10::OperatorHandle check =
-          c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
-                                                         "");
       const int64_t v = value.toInt();
       const std::string what =
           absl::StrCat(sizes.to_string(), " == ", v, " (TorchScript's ",
                        where(n), " takes it as a constant)");
-      tracer_->substitute_next(check.operator_name(), {{0, sizes}});
-      Stack stack{v, v, std::string("=="), what};
-      check.callBoxed(&stack);
-      if (tracer_->end_substitution()) tracer_->specialize_sizes(where(n));
+      record_check({{0, sizes}}, v, v, "==", what, n);
       return;
     }
     if ((sizes.is_list() || sizes.is_tuple()) &&

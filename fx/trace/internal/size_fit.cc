@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/function.h"
 
 namespace fx::internal {
 namespace {
@@ -22,12 +23,7 @@ constexpr int64_t kWindow = 4 * kMaxDivisor * kMaxDivisor;
 // candidates most evenly is chosen.
 constexpr int64_t kSplitWindow = 64;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_divide(-a, b); }
 
 // A candidate: one of SizeExpr's forms or a SizeFit.
 struct Candidate {
@@ -166,7 +162,6 @@ class Fitter {
     const size_t n = symbols_.size();
     if (n < 2) return std::nullopt;
     std::vector<std::vector<double>> rows;
-    std::vector<size_t> used;
     for (size_t t = 0; t < sizes_.size() && rows.size() < n + 1; ++t) {
       std::vector<double> row;
       for (const std::string& symbol : symbols_) {
@@ -174,10 +169,7 @@ class Fitter {
       }
       row.push_back(1.0);
       row.push_back(static_cast<double>(values_[t]));
-      if (independent(rows, row)) {
-        rows.push_back(row);
-        used.push_back(t);
-      }
+      if (independent(rows, row)) rows.push_back(row);
     }
     if (rows.size() < n + 1 || sizes_.size() < n + 2) {
       // Not solved or not checked: one more trace off the traces' span.
@@ -337,7 +329,7 @@ class Fitter {
 int64_t SizeFit::at(const SymbolSizes& sizes) const {
   int64_t sum = q;
   for (const auto& [symbol, c] : terms) sum += c * sizes.at(symbol);
-  return m * floor_div(sum, r) + (a == 0 ? 0 : a * sizes.at(outer));
+  return m * floor_divide(sum, r) + (a == 0 ? 0 : a * sizes.at(outer));
 }
 
 std::string SizeFit::to_string() const {
