@@ -281,6 +281,7 @@ Node* Graph::create_node(Opcode op, Target target, std::vector<Argument> args,
   node->name_ = unique_name(candidate);
   Node* raw = node.release();
   insert(raw);
+  ++op_counts_[static_cast<size_t>(op)];
   if (op == Opcode::kOutput) output_ = raw;
   return raw;
 }
@@ -385,6 +386,7 @@ void Graph::erase_node(Node* node) {
   touch();
   node->erased_ = true;
   --size_;
+  --op_counts_[static_cast<size_t>(node->op())];
   if (node == output_) output_ = nullptr;
   if (live_ranges_ > 0) {
     erased_.push_back(node);
@@ -431,16 +433,26 @@ std::vector<Node*> Graph::placeholders() const {
 
 std::vector<Node*> Graph::find_nodes(Opcode op) const {
   std::vector<Node*> out;
+  const size_t count = op_counts_[static_cast<size_t>(op)];
+  if (count == 0) return out;
+  out.reserve(count);
   for (Node* n : nodes()) {
-    if (n->op() == op) out.push_back(n);
+    if (n->op() == op) {
+      out.push_back(n);
+      if (out.size() == count) break;
+    }
   }
   return out;
 }
 
 std::vector<Node*> Graph::find_nodes(Opcode op, const Target& target) const {
   std::vector<Node*> out;
+  size_t left = op_counts_[static_cast<size_t>(op)];
   for (Node* n : nodes()) {
-    if (n->op() == op && n->target() == target) out.push_back(n);
+    if (left == 0) break;
+    if (n->op() != op) continue;
+    --left;
+    if (n->target() == target) out.push_back(n);
   }
   return out;
 }
@@ -458,6 +470,10 @@ bool Graph::eliminate_dead_code() {
 }
 
 void Graph::lint() const {
+  if (owner_ == nullptr &&
+      linted_version_.load(std::memory_order_relaxed) == version_) {
+    return;
+  }
   auto fail = [](const Node* n, const std::string& what) {
     throw GraphError(absl::StrCat("lint: %", n->name(), ": ", what));
   };
@@ -564,6 +580,9 @@ void Graph::lint() const {
   if (outputs != 1) {
     throw GraphError(absl::StrCat("lint: the graph has ", outputs,
                                   " output nodes; it needs exactly one"));
+  }
+  if (owner_ == nullptr) {
+    linted_version_.store(version_, std::memory_order_relaxed);
   }
 }
 

@@ -20,6 +20,7 @@
 //       return relu
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <functional>
@@ -260,6 +261,12 @@ class Graph {
 
   detail::NodeLink root_;
   size_t size_ = 0;
+  // Nodes per opcode, so that find_nodes stops at the last one (the
+  // placeholders lead the graph: finding them reads only them).
+  std::array<size_t, 6> op_counts_{};
+  // The version last linted without an owner: lint is structural then, and
+  // a graph that has not changed since need not be walked again.
+  mutable std::atomic<uint64_t> linted_version_{0};
   InsertionGuard::InsertPoint insert_point_;
 
   // Unique names: used names, and for each base name the next suffix to try,

@@ -37,11 +37,14 @@ GraphModuleImpl::GraphModuleImpl(const std::shared_ptr<torch::nn::Module>& root,
                                  Attributes attributes)
     : torch::nn::Module("GraphModule"), graph_(std::move(graph)) {
   if (!graph_) throw GraphError("GraphModule: the graph is null");
+  graph_->lint();
   take_attributes(*graph_, root, attributes);
   traced_training_ = attributes.traced_training;
   if (traced_training_) train(*traced_training_);
   graph_->set_owner(this);
-  recompile();
+  // Linted above; take_attributes found every get_attr and call_module
+  // target, which is what lint checks of an owned graph besides.
+  compile();
 }
 
 GraphModuleImpl::GraphModuleImpl(std::unique_ptr<Graph> graph,
@@ -75,7 +78,7 @@ GraphModuleImpl::GraphModuleImpl(std::unique_ptr<Graph> graph,
   graph_->set_owner(nullptr);
   graph_ = std::move(graph);
   graph_->set_owner(this);
-  recompile();
+  compile();  // linted above; take_attributes found every target
 }
 
 GraphModuleImpl::~GraphModuleImpl() {
@@ -123,11 +126,20 @@ class RootTensors {
 
 }  // namespace
 
-void GraphModuleImpl::take_attributes(
-    const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
-    Attributes& attributes) {
-  // Find everything first, so that a missing target changes nothing.
+struct GraphModuleImpl::FoundAttributes {
+  struct Tensor {
+    const std::string* path;  // a node's target, alive with the graph
+    at::Tensor tensor;
+    bool is_parameter;
+  };
   std::vector<std::pair<std::string, LeafModule*>> leaves;
+  std::vector<Tensor> tensors;
+};
+
+GraphModuleImpl::FoundAttributes GraphModuleImpl::find_attributes(
+    const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
+    Attributes& attributes) const {
+  FoundAttributes found;
   for (Node* n : graph.find_nodes(Opcode::kCallModule)) {
     const std::string& path = n->target().str();
     if (leaves_.count(path)) continue;
@@ -138,14 +150,8 @@ void GraphModuleImpl::take_attributes(
           "' has no module: pass it in Attributes::modules "
           "(fx::make_leaf_module)"));
     }
-    leaves.emplace_back(path, &it->second);
+    found.leaves.emplace_back(path, &it->second);
   }
-  struct Found {
-    const std::string* path;
-    at::Tensor tensor;
-    bool is_parameter;
-  };
-  std::vector<Found> found;
   RootTensors root_tensors(root);
   absl::flat_hash_set<absl::string_view> seen;
   for (Node* n : graph.find_nodes(Opcode::kGetAttr)) {
@@ -153,14 +159,14 @@ void GraphModuleImpl::take_attributes(
     if (!seen.insert(absl::string_view(path)).second) continue;
     if (auto parameter = attributes.parameters.find(path);
         parameter != attributes.parameters.end()) {
-      found.push_back({&path, parameter->second, true});
+      found.tensors.push_back({&path, parameter->second, true});
     } else if (auto buffer = attributes.buffers.find(path);
                buffer != attributes.buffers.end()) {
-      found.push_back({&path, buffer->second, false});
+      found.tensors.push_back({&path, buffer->second, false});
     } else if (tensors_.count(path) || objects_.count(path)) {
       continue;
     } else if (const auto* in_root = root_tensors.find(path)) {
-      found.push_back({&path, in_root->first, in_root->second});
+      found.tensors.push_back({&path, in_root->first, in_root->second});
     } else {
       throw GraphError(absl::StrCat(
           "GraphModule: get_attr target '", path,
@@ -168,9 +174,13 @@ void GraphModuleImpl::take_attributes(
           "given Attributes"));
     }
   }
+  return found;
+}
+
+void GraphModuleImpl::register_attributes(FoundAttributes& found) {
   // Leaf modules first, so that tensors under a leaf's path reuse it.
-  for (auto& [path, leaf] : leaves) register_leaf_module(path, *leaf);
-  for (Found& f : found) {
+  for (auto& [path, leaf] : found.leaves) register_leaf_module(path, *leaf);
+  for (FoundAttributes::Tensor& f : found.tensors) {
     auto existing = tensors_.find(*f.path);
     if (existing != tensors_.end() && existing->second.is_same(f.tensor) &&
         is_parameter_.at(*f.path) == f.is_parameter) {
@@ -178,6 +188,13 @@ void GraphModuleImpl::take_attributes(
     }
     register_tensor_attribute(*f.path, std::move(f.tensor), f.is_parameter);
   }
+}
+
+void GraphModuleImpl::take_attributes(
+    const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
+    Attributes& attributes) {
+  FoundAttributes found = find_attributes(graph, root, attributes);
+  register_attributes(found);
 }
 
 bool GraphModuleImpl::is_container(const torch::nn::Module& module) const {
@@ -454,8 +471,10 @@ void GraphModuleImpl::recompile() {
   compile();
 }
 
-void GraphModuleImpl::compile() {
-  executor_ = std::make_unique<Executor>(*graph_, environment_of(*this));
+void GraphModuleImpl::compile(std::unique_ptr<Executor> executor) {
+  executor_ = executor ? std::move(executor)
+                       : std::make_unique<Executor>(*graph_,
+                                                    environment_of(*this));
   guards_.clear();
   for (Node* n : graph_->placeholders()) {
     Guard g;
@@ -705,17 +724,33 @@ void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
                                 Attributes attributes) {
   if (!graph) throw GraphError("set_graph: the graph is null");
   graph->lint();
+  // Find every attribute and compile before changing anything, so that a
+  // graph that cannot run leaves the module as it was.
+  FoundAttributes found = find_attributes(*graph, nullptr, attributes);
+  std::unique_ptr<Executor> executor;
   {
-    // Compile once before changing anything, so that a graph that cannot
-    // run leaves the module as it was. (Only arguments are checked here;
-    // take_attributes names missing targets.)
+    // The tensors the module will hold once `found` is registered.
+    absl::flat_hash_map<absl::string_view, const at::Tensor*> taken;
+    for (const FoundAttributes::Tensor& f : found.tensors) {
+      taken.emplace(*f.path, &f.tensor);
+    }
     static const LeafModule unchecked;
     ExecutionEnvironment env;
-    env.attribute = [](const std::string&) { return c10::IValue(); };
-    env.module = [](const std::string&) { return &unchecked; };
-    Executor check(*graph, env);
+    env.attribute = [&](const std::string& path) -> c10::IValue {
+      auto it = taken.find(path);
+      return it != taken.end() ? c10::IValue(*it->second)
+                               : fetch_attribute(path);
+    };
+    // New leaf modules move into the module when registered: the executor
+    // compiled here only checks the graph then, and is compiled again.
+    const bool new_leaves = !found.leaves.empty();
+    env.module = [&](const std::string& path) -> const LeafModule* {
+      return new_leaves ? &unchecked : leaf_module(path);
+    };
+    executor = std::make_unique<Executor>(*graph, env);
+    if (new_leaves) executor.reset();
   }
-  take_attributes(*graph, nullptr, attributes);
+  register_attributes(found);
   graph_->set_owner(nullptr);
   graph_ = std::move(graph);
   graph_->set_owner(this);
@@ -723,7 +758,7 @@ void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
     traced_training_ = attributes.traced_training;
     train(*traced_training_);
   }
-  compile();  // linted above
+  compile(std::move(executor));  // linted above
 }
 
 void GraphModuleImpl::pretty_print(std::ostream& stream) const {

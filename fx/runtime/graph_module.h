@@ -178,8 +178,15 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   void pretty_print(std::ostream& stream) const override;
 
  private:
-  // Registers what `graph` reads that this module lacks, from `attributes`
-  // or else `root`; checks everything is found before registering any.
+  // What `graph` reads that this module lacks, found in `attributes` or
+  // else `root` (throws naming a target found nowhere; changes nothing).
+  struct FoundAttributes;
+  FoundAttributes find_attributes(
+      const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
+      Attributes& attributes) const;
+  // Registers what find_attributes found.
+  void register_attributes(FoundAttributes& found);
+  // Both: checks everything is found before registering any.
   void take_attributes(const Graph& graph,
                        const std::shared_ptr<torch::nn::Module>& root,
                        Attributes& attributes);
@@ -189,8 +196,9 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // made to hold attributes (whose children are all in modules_).
   bool is_container(const torch::nn::Module& module) const;
   void check_inputs(const std::vector<c10::IValue>& inputs) const;
-  // recompile() without the lint.
-  void compile();
+  // recompile() without the lint; `executor`, when given, was compiled
+  // from graph_ already.
+  void compile(std::unique_ptr<Executor> executor = nullptr);
 
   std::unique_ptr<Graph> graph_;
   std::map<std::string, at::Tensor> tensors_;
