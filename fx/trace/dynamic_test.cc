@@ -475,3 +475,33 @@ TEST_CASE("a transposed or sliced example is traced again in its own layout") {
     }
   }
 }
+
+TEST_CASE("a C++ division of a size that can be negative is not taken for floor division") {
+  // C++'s `/` truncates toward zero where the graph's sym_floordiv floors:
+  // roll by (T - 5) / 2 shifts by -1 at T = 2 and by 0 at T = 4, floor
+  // division by -2 and -1. The traces near T = 8 and at the bounds (1,
+  // 40) agree with both; the graph floored, wrong at T = 2 and 4.
+  auto shifted = [](torch::Tensor x) {
+    const int64_t T = x.size(1);
+    return x.roll({(T - 5) / 2}, {1});
+  };
+  const at::Tensor example = torch::randn({2, 8, 3});
+  CHECK_THROWS_WITH(
+      trace(shifted, {example}, {fx::Dim("T").max(40).on(0, 1)}),
+      Catch::Contains("truncates where the graph would floor"));
+  // From T = 5 the numerator is not negative: the two agree, and the
+  // rounding is fitted.
+  fx::GraphModule gm =
+      trace(shifted, {example}, {fx::Dim("T").min(5).max(40).on(0, 1)});
+  CHECK_THAT(gm->graph().to_string(), Catch::Contains("sym_floordiv"));
+  for (int64_t t = 5; t <= 40; ++t) {
+    CAPTURE(t);
+    CHECK(right_or_refused(gm, shifted, torch::randn({2, t, 3})) ==
+          Outcome::kRight);
+  }
+  for (int64_t t : {4, 41}) {
+    CAPTURE(t);
+    CHECK(right_or_refused(gm, shifted, torch::randn({2, t, 3})) ==
+          Outcome::kRefused);
+  }
+}

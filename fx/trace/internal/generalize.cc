@@ -520,7 +520,10 @@ Literals fit_literals(const Trace& base, const std::vector<const Trace*>& traces
           ", which fx cannot express as a function of the dynamic sizes "
           "(it tries a * S + b with floor division, products of sizes, each "
           "at most squared, roundings (S + q)//r and r*((S + q)//r) with r "
-          "up to ", kMaxDivisor, ", and sums a * S1 + b * S2 + c). "
+          "up to ", kMaxDivisor, ", and sums a * S1 + b * S2 + c; a C++ "
+          "division whose numerator can be negative within the bounds "
+          "truncates where the graph would floor, and is refused: raise "
+          "the dimension's min so that it stays non-negative). "
           "Make the dimension static, or give it DynamicDim::multiple_of if "
           "the program divides it"));
     }

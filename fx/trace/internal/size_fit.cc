@@ -62,11 +62,15 @@ class Fitter {
     if (candidates_.empty()) return std::monostate();
     if (std::optional<Undecided> split = disagreement()) return *split;
     // One function: its simplest form (SizeExpr's first, in the order
-    // found: smaller divisors first).
+    // found: smaller divisors first). The graph floors: a size that only a
+    // truncating division explains is not expressed.
     for (const Candidate& c : candidates_) {
       if (std::holds_alternative<SizeExpr>(c.fit)) return std::get<SizeExpr>(c.fit);
     }
-    return std::get<SizeFit>(candidates_.front().fit);
+    for (const Candidate& c : candidates_) {
+      if (!std::get<SizeFit>(c.fit).truncates) return std::get<SizeFit>(c.fit);
+    }
+    return std::monostate();
   }
 
  private:
@@ -104,23 +108,54 @@ class Fitter {
               hi = std::min(hi, r * w + r - 1 - s);
               ok = lo <= hi;
             }
-            if (!ok) continue;
-            for (int64_t q = lo; q <= hi; ++q) {
-              SizeFit f;
-              f.terms = {{symbol, 1}};
-              f.q = q;
-              f.r = r;
-              f.m = m;
-              if (a != 0) {
-                f.outer = symbol;
-                f.a = a;
-              }
-              add(Candidate{f});
-            }
+            if (ok) add_roundings(symbol, r, m, a, lo, hi, false);
+            truncations(symbol, r, m, a);
           }
         }
       }
     }
+  }
+
+  void add_roundings(const std::string& symbol, int64_t r, int64_t m,
+                     int64_t a, int64_t lo, int64_t hi, bool truncates) {
+    for (int64_t q = lo; q <= hi; ++q) {
+      SizeFit f;
+      f.terms = {{symbol, 1}};
+      f.q = q;
+      f.r = r;
+      f.m = m;
+      if (a != 0) {
+        f.outer = symbol;
+        f.a = a;
+      }
+      f.truncates = truncates;
+      add(Candidate{f});
+    }
+  }
+
+  // The same roundings with C++'s truncating division, for the offsets q
+  // that make the numerator negative somewhere in the bounds (elsewhere
+  // the two divisions agree): trunc((s + q) / r) = w puts s + q in
+  // [r * w, r * w + r - 1] for w > 0, [r * w - r + 1, r * w] for w < 0,
+  // and [-(r - 1), r - 1] for w = 0.
+  void truncations(const std::string& symbol, int64_t r, int64_t m,
+                   int64_t a) {
+    int64_t lo = std::numeric_limits<int64_t>::min();
+    int64_t hi = std::numeric_limits<int64_t>::max();
+    for (size_t t = 0; t < values_.size(); ++t) {
+      const int64_t s = sizes_[t].at(symbol);
+      const int64_t v = values_[t] - a * s;
+      if (v % m != 0) return;
+      const int64_t w = v / m;
+      const int64_t low = w > 0 ? r * w : r * w - r + 1;
+      const int64_t high = w < 0 ? r * w : r * w + r - 1;
+      lo = std::max(lo, low - s);
+      hi = std::min(hi, high - s);
+      if (lo > hi) return;
+    }
+    // Only offsets with a negative numerator at the smallest size.
+    hi = std::min(hi, -axes_.at(symbol).lo - 1);
+    if (lo <= hi) add_roundings(symbol, r, m, a, lo, hi, true);
   }
 
   // SizeExpr's forms, rivals of the others: a * S + b, and p * S1 * S2 + b
@@ -329,7 +364,8 @@ class Fitter {
 int64_t SizeFit::at(const SymbolSizes& sizes) const {
   int64_t sum = q;
   for (const auto& [symbol, c] : terms) sum += c * sizes.at(symbol);
-  return m * floor_divide(sum, r) + (a == 0 ? 0 : a * sizes.at(outer));
+  const int64_t quotient = truncates ? sum / r : floor_divide(sum, r);
+  return m * quotient + (a == 0 ? 0 : a * sizes.at(outer));
 }
 
 std::string SizeFit::to_string() const {
@@ -340,7 +376,10 @@ std::string SizeFit::to_string() const {
   std::string sum = absl::StrJoin(parts, " + ");
   if (q != 0) absl::StrAppend(&sum, q > 0 ? " + " : " - ", std::abs(q));
   std::string out = sum;
-  if (r != 1) out = absl::StrCat("(", sum, ")//", r);
+  if (r != 1) {
+    out = truncates ? absl::StrCat("int((", sum, ")/", r, ")")
+                    : absl::StrCat("(", sum, ")//", r);
+  }
   if (m != 1) out = absl::StrCat(m, "*(", out, ")");
   if (a == 1) absl::StrAppend(&out, " + ", outer);
   if (a == -1) absl::StrAppend(&out, " - ", outer);

@@ -19,7 +19,12 @@
 // them give different sizes somewhere in the bounds, the program is traced
 // again where they split most evenly (near the example first). The fit is
 // the one candidate left, or every candidate left gives the same size at
-// every size the bounds allow (they are one function). Two functions of
+// every size the bounds allow (they are one function). A C++ program
+// divides with `/`, which truncates: where a rounding's numerator can be
+// negative within the bounds ((T - 5) / 2 at T = 2 is -1 in C++, -2
+// floored), its truncating twin is a rival too, and the program is traced
+// where the two differ; a size only truncation explains is refused, since
+// the graph floors. Two functions of
 // these forms that agree on a run of kWindow consecutive sizes agree on
 // all of them, so the search looks no further.
 #pragma once
@@ -41,6 +46,11 @@ struct SizeFit {
   int64_t q = 0, r = 1, m = 1;
   std::string outer;  // S, when a is not 0
   int64_t a = 0;
+  // The division truncates toward zero, as C++'s `/` on integers does,
+  // where the graph's sym_floordiv floors: the two differ on a negative
+  // numerator that r does not divide. Only a rival while fitting: a fit
+  // that needs it is refused (fit_size never returns one).
+  bool truncates = false;
 
   int64_t at(const SymbolSizes& sizes) const;
   // As Python writes it: "S + T", "(T + 1)//2", "8*((T + 7)//8) - T".
