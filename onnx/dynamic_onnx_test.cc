@@ -3,6 +3,7 @@
 // computes as Shape / Gather / arithmetic, and ONNX Runtime runs other
 // batch sizes and lengths as the GraphModule does. What needs a size that
 // varies as a constant is refused by name.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -169,6 +170,29 @@ TEST_CASE("a floor division of a dynamic size is seen to vary, never baked in") 
   for (int64_t h : {16, 9, 30}) {
     INFO("height " << h);
     check_against_ort(gm, file, {torch::randn({1, 2, h, 8})});
+  }
+}
+
+TEST_CASE("a floor division of a negative size expression exports as a floor") {
+  // The last dimension sliced to T + floor((T - 5) / 2): 3 at T = 4,
+  // where ONNX's Div, truncating, gives 4; a negative end at T = 1 counts
+  // from the end.
+  auto fn = [](at::Tensor x) {
+    const int64_t t = x.size(1);
+    const auto k = static_cast<int64_t>(std::floor((t - 5) / 2.0));
+    return x.slice(2, 0, t + k);
+  };
+  fx::TraceOptions options;
+  options.dynamic = {fx::Dim("T").max(40).on(0, 1)};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({2, 8, 8})}, options);
+  CHECK_THAT(gm->graph().to_string(), Catch::Contains("sym_floordiv"));
+  const fs::path file = scratch() / "negative_floor.onnx";
+  fx::to_onnx(*gm, file.string());
+  for (int64_t t : {4, 3, 1, 8, 13}) {
+    INFO("length " << t);
+    const at::Tensor x = torch::randn({2, t, 8});
+    CHECK(gm(x).toTensor().size(2) == fn(x).size(2));
+    check_against_ort(gm, file, {x});
   }
 }
 

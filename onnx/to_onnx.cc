@@ -590,8 +590,10 @@ class Exporter : public OnnxBuilder {
   }
 
   // A size the graph computes (dynamic dimensions), as an int64 scalar:
-  // sym_size as Shape and Gather, sym_add / sym_mul / sym_floordiv as Add,
-  // Mul and Div (sizes are not negative: Div's truncation is the floor).
+  // sym_size as Shape and Gather, sym_add / sym_mul as Add and Mul, and
+  // sym_floordiv(a, b) as Div(a - Mod(a, b), b): ONNX's Div truncates, and
+  // a fitted offset can make the numerator negative ((T - 5)//2 at T = 2
+  // is -2, Div -1); Mod takes the divisor's sign, as Python's %.
   void export_size(const Node& n) {
     const std::string name = fresh(n.name());
     const std::string& function = n.target().function().name();
@@ -601,10 +603,17 @@ class Exporter : public OnnxBuilder {
       add("Gather",
           std::vector<std::string>{shape, int64s({n.args().at(1).to_int()}, true)},
           name);
+    } else if (function == "sym_floordiv") {
+      const std::string a = value(n.args().at(0), onnx::TensorProto::INT64);
+      const std::string b = value(n.args().at(1), onnx::TensorProto::INT64);
+      const std::string remainder = fresh(n.name() + "_mod");
+      const std::string multiple = fresh(n.name() + "_multiple");
+      add("Mod", std::vector<std::string>{a, b}, remainder);
+      add("Sub", std::vector<std::string>{a, remainder}, multiple);
+      add("Div", std::vector<std::string>{multiple, b}, name);
     } else {
       const char* op = function == "sym_add"   ? "Add"
-                       : function == "sym_mul" ? "Mul"
-                       : function == "sym_floordiv" ? "Div" : nullptr;
+                       : function == "sym_mul" ? "Mul" : nullptr;
       if (op == nullptr) {
         throw GraphError(absl::StrCat("to_onnx: ", describe(n), " computes a size by ",
                                       function, ", which has no ONNX mapping"));
