@@ -372,6 +372,33 @@ TEST_CASE("find_nodes filters by opcode and target in program order") {
   CHECK((s.g.find_nodes(Opcode::kPlaceholder) == std::vector<Node*>{s.x}));
   CHECK((s.g.find_nodes(Opcode::kGetAttr, Target("linear.weight")) ==
         std::vector<Node*>{s.w}));
+  // A placeholder added after the others, an erased call and none of an
+  // opcode: found by count, the last one included.
+  Node* late = s.g.placeholder("late");
+  CHECK((s.g.find_nodes(Opcode::kPlaceholder) ==
+        std::vector<Node*>{s.x, late}));
+  s.g.erase_node(r2);
+  CHECK((s.g.find_nodes(Opcode::kCallFunction, op("aten::relu")) ==
+        std::vector<Node*>{s.relu}));
+  CHECK(s.g.find_nodes(Opcode::kCallModule).empty());
+  s.g.erase_node(late);
+  CHECK((s.g.placeholders() == std::vector<Node*>{s.x}));
+}
+
+TEST_CASE("lint walks a graph again once it has changed") {
+  SmallGraph s;
+  s.g.lint();
+  s.g.lint();  // unchanged: not walked again, and still fine
+  // An edit after the lint is linted: a name taken by the next node is
+  // fine, a node used before it is defined is not.
+  Node* later = s.g.call_function(op("aten::neg"), {s.x});
+  CHECK_NOTHROW(s.g.lint());
+  {
+    auto guard = s.g.inserting_before(s.relu);
+    Node* early = s.g.call_function(op("aten::sigmoid"), {s.x});
+    early->update_arg(0, later);  // uses %neg, defined after it
+  }
+  CHECK_THROWS_WITH(s.g.lint(), Catch::Contains("before it is defined"));
 }
 
 TEST_CASE("tabular view has one row per node") {
