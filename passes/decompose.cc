@@ -310,6 +310,20 @@ const DecompositionTable& fused_attention_decompositions() {
 }
 
 bool decompose(GraphModuleImpl& module, const DecompositionTable& table) {
+  // Only call_function nodes are decomposed: a graph with none whose
+  // operator has a rule is left as it is, without retracing it.
+  absl::flat_hash_map<const c10::FunctionSchema*, bool> has_rule;
+  bool any = false;
+  for (const Node* n : module.graph().find_nodes(Opcode::kCallFunction)) {
+    if (!n->target().is_operator()) continue;
+    auto [it, fresh] = has_rule.try_emplace(&n->target().op().schema(), false);
+    if (fresh) it->second = table.find(n->target()) != nullptr;
+    if (it->second) {
+      any = true;
+      break;
+    }
+  }
+  if (!any) return false;
   GraphModule holder(
       std::static_pointer_cast<GraphModuleImpl>(module.shared_from_this()));
   Decomposer decomposer(holder, table);
