@@ -283,6 +283,16 @@ struct HasCallOperator : std::false_type {};
 template <typename F>
 struct HasCallOperator<F, std::void_t<decltype(&F::operator())>>
     : std::true_type {};
+// A TorchScript module (torch::jit::Module): callable, but traced by the
+// overload fx/torchscript/torchscript.h declares.
+template <typename F, typename = void>
+struct IsScriptModule : std::false_type {};
+template <typename F>
+struct IsScriptModule<F, std::void_t<decltype(std::declval<const F&>()
+                                                  .find_method(""))>>
+    : std::true_type {};
+template <typename F>
+constexpr bool is_script_module_v = IsScriptModule<std::decay_t<F>>::value;
 template <typename F>
 constexpr bool is_function_v =
     std::is_function_v<std::remove_pointer_t<std::decay_t<F>>> ||
@@ -331,6 +341,10 @@ template <typename Function, typename... Inputs,
                                detail::all_ivalues_v<Inputs...>,
                            int> = 0>
 GraphModule symbolic_trace(Function fn, Inputs&&... example_inputs) {
+  static_assert(!detail::is_script_module_v<Function>,
+                "fx::symbolic_trace of a torch::jit::Module: include "
+                "\"fx/torchscript/torchscript.h\" and pass the inputs as a "
+                "list: fx::symbolic_trace(module, {inputs...}[, options])");
   return symbolic_trace(nullptr, box_function(std::move(fn)),
                         {c10::IValue(std::forward<Inputs>(example_inputs))...});
 }
@@ -353,6 +367,10 @@ template <typename Function,
 GraphModule symbolic_trace(Function fn,
                            const std::vector<c10::IValue>& example_inputs,
                            const TraceOptions& options) {
+  static_assert(!detail::is_script_module_v<Function>,
+                "fx::symbolic_trace of a torch::jit::Module: include "
+                "\"fx/torchscript/torchscript.h\", which declares the "
+                "overload that traces it");
   return symbolic_trace(nullptr, box_function(std::move(fn)), example_inputs,
                         options);
 }
