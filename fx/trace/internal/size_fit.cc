@@ -86,76 +86,62 @@ class Fitter {
   }
 
   // m * ((S + q) // r) + a * S for r in 2..kMaxDivisor, m 1 or r, a -1,
-  // 0 or 1: each q that every trace allows (r * w <= s + q < r * w + r,
-  // w = (value - a * s) / m).
+  // 0 or 1: each q that every trace allows. With C++'s truncating
+  // division as a rival, for the offsets that make the numerator negative
+  // at the smallest size (elsewhere the two divisions agree).
   void roundings() {
     for (const std::string& symbol : symbols_) {
       for (int64_t r = 2; r <= kMaxDivisor; ++r) {
         for (int64_t m : {int64_t{1}, r}) {
           for (int64_t a : {int64_t{0}, int64_t{-1}, int64_t{1}}) {
-            int64_t lo = std::numeric_limits<int64_t>::min();
-            int64_t hi = std::numeric_limits<int64_t>::max();
-            bool ok = true;
-            for (size_t t = 0; t < values_.size() && ok; ++t) {
-              const int64_t s = sizes_[t].at(symbol);
-              const int64_t v = values_[t] - a * s;
-              if (v % m != 0) {
-                ok = false;
-                break;
+            for (bool truncates : {false, true}) {
+              std::optional<std::pair<int64_t, int64_t>> q =
+                  offsets(symbol, r, m, a, truncates);
+              if (!q) continue;
+              if (truncates) {
+                q->second = std::min(q->second, -axes_.at(symbol).lo - 1);
               }
-              const int64_t w = v / m;
-              lo = std::max(lo, r * w - s);
-              hi = std::min(hi, r * w + r - 1 - s);
-              ok = lo <= hi;
+              for (int64_t offset = q->first; offset <= q->second; ++offset) {
+                SizeFit f;
+                f.terms = {{symbol, 1}};
+                f.q = offset;
+                f.r = r;
+                f.m = m;
+                if (a != 0) {
+                  f.outer = symbol;
+                  f.a = a;
+                }
+                f.truncates = truncates;
+                add(Candidate{f});
+              }
             }
-            if (ok) add_roundings(symbol, r, m, a, lo, hi, false);
-            truncations(symbol, r, m, a);
           }
         }
       }
     }
   }
 
-  void add_roundings(const std::string& symbol, int64_t r, int64_t m,
-                     int64_t a, int64_t lo, int64_t hi, bool truncates) {
-    for (int64_t q = lo; q <= hi; ++q) {
-      SizeFit f;
-      f.terms = {{symbol, 1}};
-      f.q = q;
-      f.r = r;
-      f.m = m;
-      if (a != 0) {
-        f.outer = symbol;
-        f.a = a;
-      }
-      f.truncates = truncates;
-      add(Candidate{f});
-    }
-  }
-
-  // The same roundings with C++'s truncating division, for the offsets q
-  // that make the numerator negative somewhere in the bounds (elsewhere
-  // the two divisions agree): trunc((s + q) / r) = w puts s + q in
-  // [r * w, r * w + r - 1] for w > 0, [r * w - r + 1, r * w] for w < 0,
-  // and [-(r - 1), r - 1] for w = 0.
-  void truncations(const std::string& symbol, int64_t r, int64_t m,
-                   int64_t a) {
+  // The offsets q (lowest, highest) that every trace allows: with w =
+  // (value - a * s) / m, s + q lies in [r * w, r * w + r - 1] for floor
+  // division; truncating, there for w > 0, in [r * w - r + 1, r * w] for
+  // w < 0, and in [-(r - 1), r - 1] for w = 0. Nothing when none does.
+  std::optional<std::pair<int64_t, int64_t>> offsets(
+      const std::string& symbol, int64_t r, int64_t m, int64_t a,
+      bool truncates) const {
     int64_t lo = std::numeric_limits<int64_t>::min();
     int64_t hi = std::numeric_limits<int64_t>::max();
     for (size_t t = 0; t < values_.size(); ++t) {
       const int64_t s = sizes_[t].at(symbol);
       const int64_t v = values_[t] - a * s;
-      if (v % m != 0) return;
+      if (v % m != 0) return std::nullopt;
       const int64_t w = v / m;
-      const int64_t low = w > 0 ? r * w : r * w - r + 1;
-      const int64_t high = w < 0 ? r * w : r * w + r - 1;
+      const int64_t low = truncates && w <= 0 ? r * w - r + 1 : r * w;
+      const int64_t high = truncates && w < 0 ? r * w : r * w + r - 1;
       lo = std::max(lo, low - s);
       hi = std::min(hi, high - s);
-      if (lo > hi) return;
+      if (lo > hi) return std::nullopt;
     }
-    // Only offsets with a negative numerator at the smallest size.
-    hi = std::min(hi, -axes_.at(symbol).lo - 1);
-    if (lo <= hi) add_roundings(symbol, r, m, a, lo, hi, true);
+    return std::make_pair(lo, hi);
   }
 
   // SizeExpr's forms, rivals of the others: a * S + b, and p * S1 * S2 + b
