@@ -1,5 +1,6 @@
 #include "passes/decompose.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -17,26 +18,40 @@
 namespace fx {
 namespace {
 
+// The table's rule for a target (nullptr: none), looked up by name once
+// per operator, not per node.
+class RuleLookup {
+ public:
+  explicit RuleLookup(const DecompositionTable& table) : table_(table) {}
+
+  const DecompositionRule* find(const Target& target) {
+    if (!target.is_operator()) return nullptr;
+    const c10::FunctionSchema* key = &target.op().schema();
+    auto cached = rules_.find(key);
+    if (cached == rules_.end()) {
+      cached = rules_.emplace(key, table_.find(target)).first;
+    }
+    return cached->second;
+  }
+
+ private:
+  const DecompositionTable& table_;
+  absl::flat_hash_map<const c10::FunctionSchema*, const DecompositionRule*>
+      rules_;
+};
+
 class Decomposer : public Transformer {
  public:
-  Decomposer(GraphModule module, const DecompositionTable& table)
-      : Transformer(std::move(module)), table_(table) {}
+  Decomposer(GraphModule module, RuleLookup& rules)
+      : Transformer(std::move(module)), rules_(rules) {}
 
   c10::IValue call_function(const Node& node, const Target& target,
                             std::vector<c10::IValue> args,
                             IValueKwargs kwargs) override {
-    if (target.is_operator()) {
-      // One lookup by name per operator, not per node.
-      const c10::FunctionSchema* key = &target.op().schema();
-      auto cached = rules_.find(key);
-      if (cached == rules_.end()) {
-        cached = rules_.emplace(key, table_.find(target)).first;
-      }
-      if (const DecompositionRule* rule = cached->second) {
-        ++decomposed;
-        return (*rule)(bind_arguments(target.op().schema(), std::move(args),
-                                      std::move(kwargs)));
-      }
+    if (const DecompositionRule* rule = rules_.find(target)) {
+      ++decomposed;
+      return (*rule)(bind_arguments(target.op().schema(), std::move(args),
+                                    std::move(kwargs)));
     }
     return Transformer::call_function(node, target, std::move(args),
                                       std::move(kwargs));
@@ -45,9 +60,7 @@ class Decomposer : public Transformer {
   int decomposed = 0;
 
  private:
-  const DecompositionTable& table_;
-  absl::flat_hash_map<const c10::FunctionSchema*, const DecompositionRule*>
-      rules_;
+  RuleLookup& rules_;
 };
 
 at::Tensor tensor(const std::vector<c10::IValue>& args, size_t i) {
@@ -312,21 +325,17 @@ const DecompositionTable& fused_attention_decompositions() {
 bool decompose(GraphModuleImpl& module, const DecompositionTable& table) {
   // Only call_function nodes are decomposed: a graph with none whose
   // operator has a rule is left as it is, without retracing it.
-  absl::flat_hash_map<const c10::FunctionSchema*, bool> has_rule;
-  bool any = false;
-  for (const Node* n : module.graph().find_nodes(Opcode::kCallFunction)) {
-    if (!n->target().is_operator()) continue;
-    auto [it, fresh] = has_rule.try_emplace(&n->target().op().schema(), false);
-    if (fresh) it->second = table.find(n->target()) != nullptr;
-    if (it->second) {
-      any = true;
-      break;
-    }
+  RuleLookup rules(table);
+  const std::vector<Node*> calls =
+      module.graph().find_nodes(Opcode::kCallFunction);
+  if (std::none_of(calls.begin(), calls.end(), [&](const Node* n) {
+        return rules.find(n->target()) != nullptr;
+      })) {
+    return false;
   }
-  if (!any) return false;
   GraphModule holder(
       std::static_pointer_cast<GraphModuleImpl>(module.shared_from_this()));
-  Decomposer decomposer(holder, table);
+  Decomposer decomposer(holder, rules);
   Transformer::Result decomposed = decomposer.transform_graph();
   if (decomposer.decomposed == 0) return false;
   module.set_graph(std::move(decomposed.graph),
