@@ -700,6 +700,22 @@ class PinnedThreads {
   bool pinned_ = false;
 };
 
+// Calls each of `variants` once a round for `rounds` rounds, in order and
+// then reversed, each after `pause`: each variant's samples.
+std::vector<std::vector<double>> take_turns(
+    const std::vector<std::function<double()>>& variants, int rounds,
+    std::chrono::milliseconds pause) {
+  std::vector<std::vector<double>> samples(variants.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+      std::this_thread::sleep_for(pause);
+      samples[v].push_back(variants[v]());
+    }
+  }
+  return samples;
+}
+
 // The competing load's size: one busy process per CPU.
 int load_processes() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -781,16 +797,15 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     // advises a deployment: unpinned, the calls after each pause waited
     // for the scheduler (section 7), mobilenet_v3_small 1.3 ms or 13 ms
     // from one run to the next.
-    std::vector<std::vector<double>> samples(variants.size());
+    // Each variant's sample of `calls` calls.
+    std::vector<std::function<double()>> sampled;
+    for (const auto& variant : variants) {
+      sampled.push_back([&variant, calls] { return variant(calls); });
+    }
+    std::vector<std::vector<double>> samples;
     {
       const PinnedThreads pinned;
-      for (int round = 0; round < r.rounds; ++round) {
-        for (size_t k = 0; k < variants.size(); ++k) {
-          const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
-          std::this_thread::sleep_for(kPause);
-          samples[v].push_back(variants[v](calls));
-        }
-      }
+      samples = take_turns(sampled, r.rounds, kPause);
     }
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
@@ -806,14 +821,8 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
             std::this_thread::sleep_for(kPause);
             return per_call([&] { lowered(x); })(1);
           }};
-      std::vector<std::vector<double>> alone(isolated.size());
-      for (int round = 0; round < kIsolatedRounds; ++round) {
-        for (size_t k = 0; k < isolated.size(); ++k) {
-          const size_t v = round % 2 == 0 ? k : isolated.size() - 1 - k;
-          std::this_thread::sleep_for(kPause);
-          alone[v].push_back(isolated[v]());
-        }
-      }
+      const std::vector<std::vector<double>> alone =
+          take_turns(isolated, kIsolatedRounds, kPause);
       r.isolated_ms = median(alone[0]);
       r.isolated_ort_ms = median(alone[1]);
       r.isolated_pinned_ms = median(alone[2]);
@@ -821,28 +830,19 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
       r.isolated_pinned_ratio = median_paired_ratio(alone[2], alone[1]);
 
       // Beside a competing load: one busy process per CPU, started once
-      // for all three variants, which take turns round by round (order
-      // reversed every other round), each sample as in section 6.
-      std::vector<std::function<double()>> loaded = {
-          [&] { return per_call([&] { lowered(x); })(calls); },
-          [&] {
-            std::vector<double> ms = ort.run(calls + 1);
-            return median(std::vector<double>(ms.begin() + 1, ms.end()));
-          },
-          [&] {
+      // for section 6's samples of ours (unpinned, then pinned) and ONNX
+      // Runtime's, which take turns with no pause.
+      const std::vector<std::function<double()>> loaded = {
+          sampled[0], sampled[1], [&] {
             const PinnedThreads pinned;
-            return per_call([&] { lowered(x); })(calls);
+            return sampled[0]();
           }};
-      std::vector<std::vector<double>> busy(loaded.size());
+      std::vector<std::vector<double>> busy;
       {
         const CompetingLoad load(load_processes());
         std::this_thread::sleep_for(kPause);
-        for (int round = 0; round < kLoadRounds; ++round) {
-          for (size_t k = 0; k < loaded.size(); ++k) {
-            const size_t v = round % 2 == 0 ? k : loaded.size() - 1 - k;
-            busy[v].push_back(loaded[v]());
-          }
-        }
+        busy = take_turns(loaded, kLoadRounds,
+                          std::chrono::milliseconds(0));
       }
       r.loaded_ms = median(busy[0]);
       r.loaded_ort_ms = median(busy[1]);
