@@ -5,7 +5,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
+#include "fx/runtime/folding.h"
 #include "fx/runtime/graph_module.h"
 #include "passes/patterns.h"
 
@@ -105,14 +107,15 @@ class Fuser {
                               std::move(args), {}, name);
   }
 
-  // The init graph's get_attr of the attribute `arg` refers to (or None).
+  // The init graph's get_attr of the attribute the main graph's get_attr
+  // `arg` reads (or None), one per main graph node (a graph reads an
+  // attribute through one get_attr, as the tracer makes them; two would
+  // give two reads, which computes the same).
   Argument read(const Argument& arg) {
     if (arg.is_none()) return arg;
-    const std::string& path = arg.to_node()->target().str();
-    auto it = reads_.find(path);
-    if (it == reads_.end()) {
-      it = reads_.emplace(path, init_->get_attr(path)).first;
-    }
+    const Node* node = arg.to_node();
+    auto [it, added] = reads_.try_emplace(node, nullptr);
+    if (added) it->second = init_->get_attr(node->target().str());
     return it->second;
   }
 
@@ -145,58 +148,34 @@ class Fuser {
     Node* bias;
   };
 
-  // W * scale (scale laid along `channel_dim` of W) and
-  // (b - mean) * scale + beta, computed by the init step; returns the main
-  // graph's reads of them, inserted before `user`. A transposed
-  // convolution of `groups` > 1 has W of [in, out / groups, k...], its
-  // output channel g * (out / groups) + j at [g * (in / groups) + i, j]: W
-  // is scaled as [groups, in / groups, out / groups, k...].
+  // The init step's fx_fold::fuse_conv_bn_weights of the layer's weight
+  // (output channels along dimension 0, or 1 `transpose`d) and bias with
+  // the batch norm's statistics (see fx/runtime/folding.h); returns the
+  // main graph's reads of the folded pair, inserted before `user`.
   Fused fused_parameters(const BatchNorm& bn, Node* weight, Node* bias,
-                         int64_t channel_dim, Node* user, int64_t groups = 1) {
-    Argument mean = read(bn.running_mean);
-    Argument var = read(bn.running_var);
-    Argument gamma = read(argument_or_none(bn.weight));
-    Argument beta = read(argument_or_none(bn.bias));
-    double eps = bn.eps;
-    Node* inv_std = call("aten::rsqrt", {call("aten::add.Scalar", {var, eps})});
-    Node* scale = gamma.is_none()
-                      ? inv_std
-                      : call("aten::mul.Tensor", {gamma, inv_std});
-    TensorMeta weight_meta = attribute_meta(weight);
-    std::vector<int64_t> shape(weight_meta.sizes.size(), 1);
-    shape.at(channel_dim) = -1;
+                         Node* user, bool transpose = false,
+                         int64_t groups = 1) {
     const std::string& weight_path = weight->target().str();
     std::string weight_name = fused_name(weight_path);
-    Node* w;
-    if (groups > 1) {
-      const std::vector<int64_t>& sizes = weight_meta.sizes;
-      std::vector<int64_t> grouped = {groups, sizes[0] / groups, sizes[1]};
-      std::vector<int64_t> scale_shape = {groups, 1, sizes[1]};
-      for (size_t i = 2; i < sizes.size(); ++i) {
-        grouped.push_back(sizes[i]);
-        scale_shape.push_back(1);
-      }
-      Node* scaled = call(
-          "aten::mul.Tensor",
-          {call("aten::reshape", {read(weight), grouped}),
-           call("aten::reshape", {scale, scale_shape})});
-      w = call("aten::reshape", {scaled, sizes}, weight_name);
-    } else {
-      w = call("aten::mul.Tensor",
-               {read(weight), call("aten::reshape", {scale, shape})},
-               weight_name);
-    }
-    Node* shifted = bias == nullptr
-                        ? call("aten::neg", {mean})
-                        : call("aten::sub.Tensor", {read(bias), mean});
     std::string bias_name = fused_name(
         bias == nullptr ? bias_path(weight_path) : bias->target().str());
-    Node* b = beta.is_none()
-                  ? call("aten::mul.Tensor", {shifted, scale}, bias_name)
-                  : call("aten::addcmul", {beta, shifted, scale}, bias_name);
-    TensorMeta bias_meta = attribute_meta(bn.running_var);
-    return {fused_attribute(w, weight_name, weight_meta, user),
-            fused_attribute(b, bias_name, bias_meta, user)};
+    std::vector<Argument> args = {
+        read(weight),        read(argument_or_none(bias)),
+        read(bn.running_mean), read(bn.running_var),
+        bn.eps,              read(argument_or_none(bn.weight)),
+        read(argument_or_none(bn.bias))};
+    if (transpose) {
+      args.emplace_back(true);
+      args.emplace_back(groups);
+    }
+    Node* fold = call(kFuseConvBnWeights, std::move(args));
+    Node* w = init_->create_node(Opcode::kCallFunction, getitem(),
+                                 {fold, int64_t{0}}, {}, weight_name);
+    Node* b = init_->create_node(Opcode::kCallFunction, getitem(),
+                                 {fold, int64_t{1}}, {}, bias_name);
+    return {fused_attribute(w, weight_name, attribute_meta(weight), user),
+            fused_attribute(b, bias_name, attribute_meta(bn.running_var),
+                            user)};
   }
 
   // Replaces arguments of `n` by name; the old ones may be left unused.
@@ -219,9 +198,8 @@ class Fuser {
         attribute_meta(weight).sizes.at(0) % conv.groups != 0) {
       return false;
     }
-    Fused fused = fused_parameters(bn, weight, conv.bias,
-                                   conv.transposed ? 1 : 0, conv.node,
-                                   conv.transposed ? conv.groups : 1);
+    Fused fused = fused_parameters(bn, weight, conv.bias, conv.node,
+                                   conv.transposed, conv.groups);
     rewrite(conv.node, {{"weight", fused.weight}, {"bias", fused.bias}});
     return true;
   }
@@ -232,13 +210,13 @@ class Fuser {
     const Weight& w = linear.weight;
     if (!is_attribute_or_none(linear.bias)) return false;
     if (linear.kind == Linear::Kind::kLinear && w.t == nullptr) {
-      Fused fused = fused_parameters(bn, w.attr, linear.bias, 0, linear.node);
+      Fused fused = fused_parameters(bn, w.attr, linear.bias, linear.node);
       rewrite(linear.node, {{"weight", fused.weight}, {"bias", fused.bias}});
       return true;
     }
     if (linear.kind == Linear::Kind::kAddmm && w.t != nullptr &&
         w.t->users().size() == 1) {
-      Fused fused = fused_parameters(bn, w.attr, linear.bias, 0, w.t);
+      Fused fused = fused_parameters(bn, w.attr, linear.bias, w.t);
       stale_.insert(w.attr);
       w.t->update_arg(0, fused.weight);
       rewrite(linear.node, {{"self", fused.bias}});
@@ -253,7 +231,7 @@ class Fuser {
   std::shared_ptr<Graph> init_;
   std::vector<Argument> init_results_;
   std::vector<std::string> outputs_;
-  absl::flat_hash_map<std::string, Node*> reads_;
+  absl::flat_hash_map<const Node*, Node*> reads_;
   absl::flat_hash_set<std::string> taken_;
   // Nodes whose uses the pass removed; get_attrs left unused are erased.
   absl::flat_hash_set<const Node*> stale_;

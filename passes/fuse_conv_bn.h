@@ -19,7 +19,15 @@
 //
 // The new weights are computed once by an init step (as constant folding
 // makes: see passes/fold_constants.h) from the original parameters, which
-// stay untouched; GraphModuleImpl::run_init() recomputes them after new
+// stay untouched: one fx_fold::fuse_conv_bn_weights call per pair
+// (torch.nn.utils.fusion.fuse_conv_bn_weights as one operator:
+// fx/runtime/folding.h),
+//
+//       %fuse_conv_bn_weights = call_function[target=fx_fold::fuse_conv_bn_weights](args = (%conv1_weight, None, %bn1_running_mean, %bn1_running_var, 1e-05, %bn1_weight, %bn1_bias), kwargs = {})
+//       %conv1_weight_fused = call_function[target=getitem](args = (%fuse_conv_bn_weights, 0), kwargs = {})
+//       %conv1_bias_fused = call_function[target=getitem](args = (%fuse_conv_bn_weights, 1), kwargs = {})
+//
+// and GraphModuleImpl::run_init() recomputes them after new
 // weights are loaded. Handled: aten::conv1d/2d/3d (and their padding="same"
 // overloads), aten::convolution and aten::_convolution (as TorchScript
 // models call it) and aten::conv_transpose1d/2d/3d (grouped too). Left

@@ -1,5 +1,6 @@
 #include "passes/fuse_conv_bn.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 #include "fx/fx.h"
@@ -207,4 +208,72 @@ TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
   gm->recompile();
   CHECK(count(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), want, 1e-4, 1e-5));
+}
+
+// The operator init steps call (fx/runtime/folding.h), on its own: the
+// aten steps it stands for, bitwise, and a clear error for parameters that
+// do not go together.
+TEST_CASE("fx_fold::fuse_conv_bn_weights computes torch's fold, bitwise") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  const at::Tensor mean = torch::randn({6});
+  const at::Tensor var = torch::rand({6}) + 0.5;
+  const at::Tensor gamma = torch::rand({6}) + 0.5;
+  const at::Tensor beta = torch::randn({6});
+  const at::Tensor scale = gamma * torch::rsqrt(var + 1e-5);
+  auto call = [](std::vector<c10::IValue> stack) {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(
+            "fx_fold::fuse_conv_bn_weights", "");
+    op.callBoxed(&stack);
+    REQUIRE(stack.size() == 2);
+    return std::make_pair(stack[0].toTensor(), stack[1].toTensor());
+  };
+
+  SECTION("a convolution with a bias") {
+    const at::Tensor w = torch::randn({6, 3, 3, 3});
+    const at::Tensor b = torch::randn({6});
+    auto [fw, fb] = call({w, b, mean, var, 1e-5, gamma, beta, false, 1});
+    CHECK(torch::equal(fw, w * scale.reshape({-1, 1, 1, 1})));
+    CHECK(torch::equal(fb, torch::addcmul(beta, b - mean, scale)));
+  }
+  SECTION("a linear layer without bias, a batch norm without affine") {
+    const at::Tensor w = torch::randn({6, 4});
+    const at::Tensor inv_std = torch::rsqrt(var + 1e-3);
+    auto [fw, fb] = call({w, c10::IValue(), mean, var, 1e-3, c10::IValue(),
+                          c10::IValue(), false, 1});
+    CHECK(torch::equal(fw, w * inv_std.reshape({-1, 1})));
+    CHECK(torch::equal(fb, -mean * inv_std));
+  }
+  SECTION("a transposed convolution of 2 groups: W is [in, out / groups, k]") {
+    const at::Tensor w = torch::randn({4, 3, 2, 2});  // 4 in, 6 out
+    auto [fw, fb] = call({w, c10::IValue(), mean, var, 1e-5, gamma, beta,
+                          true, 2});
+    // Output channel g * 3 + j is W[g * 2 + i, j].
+    at::Tensor expected = w.clone();
+    for (int64_t g = 0; g < 2; ++g) {
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t j = 0; j < 3; ++j) {
+          expected[g * 2 + i][j] *= scale[g * 3 + j];
+        }
+      }
+    }
+    CHECK(torch::allclose(fw, expected, 0, 0));
+    CHECK(torch::equal(fb, torch::addcmul(beta, -mean, scale)));
+  }
+  SECTION("statistics of another channel count are refused by name") {
+    const at::Tensor w = torch::randn({5, 3, 3, 3});
+    CHECK_THROWS_WITH(
+        call({w, c10::IValue(), mean, var, 1e-5, gamma, beta, false, 1}),
+        Catch::Contains("bn_rm (the running mean) must hold one value per "
+                        "output channel (5 for a weight of [5, 3, 3, 3])") &&
+            Catch::Contains("got [6]"));
+    const at::Tensor wt = torch::randn({4, 3, 2, 2});
+    CHECK_THROWS_WITH(
+        call({wt, c10::IValue(), mean, var, 1e-5, gamma, beta, true, 3}),
+        Catch::Contains("groups must be at least 1 and divide"));
+    CHECK_THROWS_WITH(call({torch::randn({6}), c10::IValue(), mean, var, 1e-5,
+                            gamma, beta, false, 1}),
+                      Catch::Contains("at least 2 dimensions"));
+  }
 }

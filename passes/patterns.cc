@@ -582,6 +582,12 @@ std::optional<FusionMatch> match_fusion(const GraphModuleImpl& module,
                                         Node& root,
                                         const std::vector<Fusion>& fusions,
                                         const PatternOptions& options) {
+  // Every pattern's root is a call: placeholders, attributes (most nodes of
+  // a model's graph) and the output start none.
+  if (root.op() == Opcode::kPlaceholder || root.op() == Opcode::kGetAttr ||
+      root.op() == Opcode::kOutput) {
+    return std::nullopt;
+  }
   // The root matched once per op, however many fusions start with it.
   std::vector<std::pair<PatternOp, std::optional<FusionMatch>>> roots;
   for (Fusion fusion : fusions) {

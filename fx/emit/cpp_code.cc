@@ -1,5 +1,6 @@
 #include "fx/emit/cpp_code.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -739,8 +740,23 @@ class Emitter {
         string_literal(schema.overload_name()), ");\n  ",
         "std::vector<c10::IValue> ", stack, "{", absl::StrJoin(items, ", "),
         "};\n  ", handle, ".callBoxed(&", stack, ");");
+    const bool all_tensors =
+        std::all_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
+          return r.type()->kind() == c10::TypeKind::TensorType;
+        });
     if (returns.empty()) {
       v->kind = Kind::kNone;
+    } else if (returns.size() > 1 && all_tensors) {
+      // Tensors, typed as aten's calls return them (std::get<i> reads one).
+      v->kind = Kind::kTuple;
+      std::vector<std::string> elements;
+      for (size_t i = 0; i < returns.size(); ++i) {
+        v->elements.push_back(Kind::kTensor);
+        elements.push_back(
+            absl::StrCat("std::move(", stack, "[", i, "]).toTensor()"));
+      }
+      absl::StrAppend(&code, "\n  auto ", v->name, " = std::make_tuple(",
+                      absl::StrJoin(elements, ", "), ");");
     } else if (returns.size() > 1) {
       v->kind = Kind::kBoxed;
       absl::StrAppend(&code, "\n  c10::IValue ", v->name,
