@@ -178,6 +178,19 @@ class Fuser {
                             user)};
   }
 
+  // Whether the layer's bias and the batch norm's attributes each hold one
+  // value per output channel (`channels`), as the fold takes them. Others
+  // (an addmm's bias of [1, out], which broadcasts) are left as they are.
+  bool per_channel(const BatchNorm& bn, const Node* bias,
+                   int64_t channels) const {
+    const std::vector<int64_t> expected = {channels};
+    for (const Node* n : std::initializer_list<const Node*>{
+             bias, bn.running_mean, bn.running_var, bn.weight, bn.bias}) {
+      if (n != nullptr && attribute_meta(n).sizes != expected) return false;
+    }
+    return true;
+  }
+
   // Replaces arguments of `n` by name; the old ones may be left unused.
   void rewrite(Node* n,
                std::initializer_list<std::pair<const char*, Argument>> changes) {
@@ -194,10 +207,14 @@ class Fuser {
   bool fuse_convolution(const Convolution& conv, const BatchNorm& bn) {
     if (!is_attribute_or_none(conv.bias)) return false;
     Node* weight = conv.weight.attr;
-    if (conv.transposed &&
-        attribute_meta(weight).sizes.at(0) % conv.groups != 0) {
+    if (weight == nullptr) return false;
+    const std::vector<int64_t> sizes = attribute_meta(weight).sizes;
+    if (sizes.size() < 2 || (conv.transposed && sizes[0] % conv.groups != 0)) {
       return false;
     }
+    const int64_t channels =
+        conv.transposed ? sizes[1] * conv.groups : sizes[0];
+    if (!per_channel(bn, conv.bias, channels)) return false;
     Fused fused = fused_parameters(bn, weight, conv.bias, conv.node,
                                    conv.transposed, conv.groups);
     rewrite(conv.node, {{"weight", fused.weight}, {"bias", fused.bias}});
@@ -208,7 +225,11 @@ class Fuser {
   // t(weight)) as C++ F::linear traces for 2-D inputs.
   bool fuse_linear(const Linear& linear, const BatchNorm& bn) {
     const Weight& w = linear.weight;
-    if (!is_attribute_or_none(linear.bias)) return false;
+    if (!is_attribute_or_none(linear.bias) || w.attr == nullptr) return false;
+    const std::vector<int64_t> sizes = attribute_meta(w.attr).sizes;
+    if (sizes.size() != 2 || !per_channel(bn, linear.bias, sizes[0])) {
+      return false;
+    }
     if (linear.kind == Linear::Kind::kLinear && w.t == nullptr) {
       Fused fused = fused_parameters(bn, w.attr, linear.bias, linear.node);
       rewrite(linear.node, {{"weight", fused.weight}, {"bias", fused.bias}});

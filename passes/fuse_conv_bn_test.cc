@@ -210,6 +210,38 @@ TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
   CHECK(torch::allclose(gm(x).toTensor(), want, 1e-4, 1e-5));
 }
 
+TEST_CASE("addmm whose bias only broadcasts ([1, out]) is left unfolded") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(1);
+  fx::Attributes attributes;
+  attributes.parameters["fc.weight"] = torch::randn({4, 3});
+  attributes.parameters["fc.bias"] = torch::randn({1, 4});
+  attributes.parameters["bn.weight"] = torch::rand({4}) + 0.5;
+  attributes.parameters["bn.bias"] = torch::randn({4});
+  attributes.buffers["bn.running_mean"] = torch::randn({4});
+  attributes.buffers["bn.running_var"] = torch::rand({4}) + 0.5;
+  fx::GraphModule gm(fx::parse_graph(R"(graph():
+    %x = placeholder[target=x]
+    %fc_weight = get_attr[target=fc.weight]
+    %fc_bias = get_attr[target=fc.bias]
+    %t = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
+    %addmm = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {})
+    %bn_weight = get_attr[target=bn.weight]
+    %bn_bias = get_attr[target=bn.bias]
+    %bn_running_mean = get_attr[target=bn.running_mean]
+    %bn_running_var = get_attr[target=bn.running_var]
+    %batch_norm = call_function[target=aten::batch_norm](args = (%addmm, %bn_weight, %bn_bias, %bn_running_mean, %bn_running_var, False, 0.1, 1e-05, False), kwargs = {})
+    return batch_norm)"),
+                     attributes);
+  const at::Tensor x = torch::randn({5, 3});
+  const at::Tensor want = gm(x).toTensor();
+  const std::string before = gm->graph().to_string();
+  CHECK_FALSE(fx::fuse_conv_bn(*gm));
+  CHECK(gm->graph().to_string() == before);
+  CHECK(gm->init_steps().empty());
+  CHECK(torch::equal(gm(x).toTensor(), want));
+}
+
 // The operator init steps call (fx/runtime/folding.h), on its own: the
 // aten steps it stands for, bitwise, and a clear error for parameters that
 // do not go together.
@@ -271,7 +303,15 @@ TEST_CASE("fx_fold::fuse_conv_bn_weights computes torch's fold, bitwise") {
     const at::Tensor wt = torch::randn({4, 3, 2, 2});
     CHECK_THROWS_WITH(
         call({wt, c10::IValue(), mean, var, 1e-5, gamma, beta, true, 3}),
-        Catch::Contains("groups must be at least 1 and divide"));
+        Catch::Contains("a transposed weight's first dimension (input "
+                        "channels) must divide into groups, got [4, 3, 2, 2] "
+                        "in 3 groups"));
+    CHECK_THROWS_WITH(
+        call({w, torch::randn({4}), torch::randn({5}), torch::rand({5}), 1e-5,
+              c10::IValue(), c10::IValue(), false, 1}),
+        Catch::Contains("conv_b (the layer's bias) must hold one value per "
+                        "output channel (5") &&
+            Catch::Contains("pass the layer's own bias"));
     CHECK_THROWS_WITH(call({torch::randn({6}), c10::IValue(), mean, var, 1e-5,
                             gamma, beta, false, 1}),
                       Catch::Contains("at least 2 dimensions"));

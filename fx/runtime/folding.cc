@@ -33,29 +33,45 @@ std::tuple<at::Tensor, at::Tensor> fuse_conv_bn_weights(
               "input channels), got ",
         sizes_of(conv_w)));
   }
-  if (groups < 1 || (transpose && conv_w.size(0) % groups != 0)) {
+  if (groups < 1) {
+    throw GraphError(absl::StrCat(what, ": groups must be at least 1, got ",
+                                  groups));
+  }
+  if (transpose && conv_w.size(0) % groups != 0) {
     throw GraphError(absl::StrCat(
-        what, ": groups must be at least 1 and divide the transposed "
-              "weight's input channels, got groups = ",
-        groups, " for a weight of ", sizes_of(conv_w)));
+        what, ": a transposed weight's first dimension (input channels) "
+              "must divide into groups, got ",
+        sizes_of(conv_w), " in ", groups,
+        " groups: pass the groups of the transposed convolution"));
   }
   const int64_t channel_dim = transpose ? 1 : 0;
   const int64_t channels = conv_w.size(channel_dim) * (transpose ? groups : 1);
-  auto check_channels = [&](const at::Tensor& t, const char* name) {
+  auto check_channels = [&](const at::Tensor& t, const char* name,
+                            const char* hint) {
     if (t.dim() != 1 || t.size(0) != channels) {
       throw GraphError(absl::StrCat(
           what, ": ", name, " must hold one value per output channel (",
           channels, " for a weight of ", sizes_of(conv_w),
           transpose ? absl::StrCat(", transposed, groups = ", groups) : "",
-          "), got ", sizes_of(t), ": the batch norm does not follow this ",
-          "layer's output"));
+          "), got ", sizes_of(t), ": ", hint));
     }
   };
-  check_channels(bn_rm, "bn_rm (the running mean)");
-  check_channels(bn_rv, "bn_rv (the running variance)");
-  if (defined(bn_w)) check_channels(*bn_w, "bn_w (the batch norm's weight)");
-  if (defined(bn_b)) check_channels(*bn_b, "bn_b (the batch norm's bias)");
-  if (defined(conv_b)) check_channels(*conv_b, "conv_b (the layer's bias)");
+  const char* not_after =
+      "the batch norm does not follow this layer (fold only a batch norm "
+      "of as many channels as the layer's output)";
+  check_channels(bn_rm, "bn_rm (the running mean)", not_after);
+  check_channels(bn_rv, "bn_rv (the running variance)", not_after);
+  if (defined(bn_w)) {
+    check_channels(*bn_w, "bn_w (the batch norm's weight)", not_after);
+  }
+  if (defined(bn_b)) {
+    check_channels(*bn_b, "bn_b (the batch norm's bias)", not_after);
+  }
+  if (defined(conv_b)) {
+    check_channels(*conv_b, "conv_b (the layer's bias)",
+                   "pass the layer's own bias, of one value per output "
+                   "channel (or None)");
+  }
 
   const at::Tensor inv_std = at::rsqrt(at::add(bn_rv, bn_eps));
   const at::Tensor scale = defined(bn_w) ? at::mul(*bn_w, inv_std) : inv_std;
