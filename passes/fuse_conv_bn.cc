@@ -178,17 +178,26 @@ class Fuser {
                             user)};
   }
 
-  // Whether the layer's bias and the batch norm's attributes each hold one
-  // value per output channel (`channels`), as the fold takes them. Others
-  // (an addmm's bias of [1, out], which broadcasts) are left as they are.
-  bool per_channel(const BatchNorm& bn, const Node* bias,
-                   int64_t channels) const {
-    const std::vector<int64_t> expected = {channels};
-    for (const Node* n : std::initializer_list<const Node*>{
-             bias, bn.running_mean, bn.running_var, bn.weight, bn.bias}) {
-      if (n != nullptr && attribute_meta(n).sizes != expected) return false;
-    }
-    return true;
+  // Whether fx_fold::fuse_conv_bn_weights takes the pair's attributes, as
+  // their sizes say (fuse_conv_bn_refusal). Others (an addmm's bias of
+  // [1, out], which broadcasts) are left as they are.
+  bool foldable(const BatchNorm& bn, const Node* weight, const Node* bias,
+                bool transpose = false, int64_t groups = 1) const {
+    auto sizes = [this](const Node* n) -> std::optional<std::vector<int64_t>> {
+      if (n == nullptr) return std::nullopt;
+      return attribute_meta(n).sizes;
+    };
+    auto ref = [](const std::optional<std::vector<int64_t>>& s)
+        -> c10::optional<at::IntArrayRef> {
+      if (!s) return c10::nullopt;
+      return at::IntArrayRef(*s);
+    };
+    const auto w = sizes(weight), b = sizes(bias), mean = sizes(bn.running_mean),
+               var = sizes(bn.running_var), gamma = sizes(bn.weight),
+               beta = sizes(bn.bias);
+    return fuse_conv_bn_refusal(*w, ref(b), *mean, *var, ref(gamma),
+                                ref(beta), transpose, groups)
+        .empty();
   }
 
   // Replaces arguments of `n` by name; the old ones may be left unused.
@@ -207,14 +216,10 @@ class Fuser {
   bool fuse_convolution(const Convolution& conv, const BatchNorm& bn) {
     if (!is_attribute_or_none(conv.bias)) return false;
     Node* weight = conv.weight.attr;
-    if (weight == nullptr) return false;
-    const std::vector<int64_t> sizes = attribute_meta(weight).sizes;
-    if (sizes.size() < 2 || (conv.transposed && sizes[0] % conv.groups != 0)) {
+    if (weight == nullptr ||
+        !foldable(bn, weight, conv.bias, conv.transposed, conv.groups)) {
       return false;
     }
-    const int64_t channels =
-        conv.transposed ? sizes[1] * conv.groups : sizes[0];
-    if (!per_channel(bn, conv.bias, channels)) return false;
     Fused fused = fused_parameters(bn, weight, conv.bias, conv.node,
                                    conv.transposed, conv.groups);
     rewrite(conv.node, {{"weight", fused.weight}, {"bias", fused.bias}});
@@ -225,9 +230,8 @@ class Fuser {
   // t(weight)) as C++ F::linear traces for 2-D inputs.
   bool fuse_linear(const Linear& linear, const BatchNorm& bn) {
     const Weight& w = linear.weight;
-    if (!is_attribute_or_none(linear.bias) || w.attr == nullptr) return false;
-    const std::vector<int64_t> sizes = attribute_meta(w.attr).sizes;
-    if (sizes.size() != 2 || !per_channel(bn, linear.bias, sizes[0])) {
+    if (!is_attribute_or_none(linear.bias) || w.attr == nullptr ||
+        !foldable(bn, w.attr, linear.bias)) {
       return false;
     }
     if (linear.kind == Linear::Kind::kLinear && w.t == nullptr) {

@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "fx/fx.h"
 #include "fx/io/parser.h"
 #include "passes/pass_manager.h"
@@ -179,29 +180,42 @@ TEST_CASE("a grouped transposed convolution followed by BatchNorm folds") {
   CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
 }
 
-TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
-  torch::NoGradGuard no_grad;
-  torch::manual_seed(0);
+namespace {
+
+// F::linear of 3 -> 4 features as addmm(fc.bias, x, t(fc.weight)) with
+// `kwargs`, then BatchNorm1d(4) in eval mode.
+fx::GraphModule addmm_batch_norm(const at::Tensor& fc_bias,
+                                 const std::string& kwargs) {
   fx::Attributes attributes;
   attributes.parameters["fc.weight"] = torch::randn({4, 3});
-  attributes.parameters["fc.bias"] = torch::randn({4});
+  attributes.parameters["fc.bias"] = fc_bias;
   attributes.parameters["bn.weight"] = torch::rand({4}) + 0.5;
   attributes.parameters["bn.bias"] = torch::randn({4});
   attributes.buffers["bn.running_mean"] = torch::randn({4});
   attributes.buffers["bn.running_var"] = torch::rand({4}) + 0.5;
-  fx::GraphModule gm(fx::parse_graph(R"(graph():
+  return fx::GraphModule(fx::parse_graph(absl::StrCat(R"(graph():
     %x = placeholder[target=x]
     %fc_weight = get_attr[target=fc.weight]
     %fc_bias = get_attr[target=fc.bias]
     %t = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
-    %addmm = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {beta: 1.0, alpha: 1.0})
+    %addmm = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {)",
+                                                      kwargs, R"(})
     %bn_weight = get_attr[target=bn.weight]
     %bn_bias = get_attr[target=bn.bias]
     %bn_running_mean = get_attr[target=bn.running_mean]
     %bn_running_var = get_attr[target=bn.running_var]
     %batch_norm = call_function[target=aten::batch_norm](args = (%addmm, %bn_weight, %bn_bias, %bn_running_mean, %bn_running_var, False, 0.1, 1e-05, False), kwargs = {})
-    return batch_norm)"),
-                     attributes);
+    return batch_norm)")),
+                         attributes);
+}
+
+}  // namespace
+
+TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  fx::GraphModule gm =
+      addmm_batch_norm(torch::randn({4}), "beta: 1.0, alpha: 1.0");
   const at::Tensor x = torch::randn({5, 3});
   const at::Tensor want = gm(x).toTensor();
   CHECK(fx::fuse_conv_bn(*gm));
@@ -213,26 +227,7 @@ TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
 TEST_CASE("addmm whose bias only broadcasts ([1, out]) is left unfolded") {
   torch::NoGradGuard no_grad;
   torch::manual_seed(1);
-  fx::Attributes attributes;
-  attributes.parameters["fc.weight"] = torch::randn({4, 3});
-  attributes.parameters["fc.bias"] = torch::randn({1, 4});
-  attributes.parameters["bn.weight"] = torch::rand({4}) + 0.5;
-  attributes.parameters["bn.bias"] = torch::randn({4});
-  attributes.buffers["bn.running_mean"] = torch::randn({4});
-  attributes.buffers["bn.running_var"] = torch::rand({4}) + 0.5;
-  fx::GraphModule gm(fx::parse_graph(R"(graph():
-    %x = placeholder[target=x]
-    %fc_weight = get_attr[target=fc.weight]
-    %fc_bias = get_attr[target=fc.bias]
-    %t = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
-    %addmm = call_function[target=aten::addmm](args = (%fc_bias, %x, %t), kwargs = {})
-    %bn_weight = get_attr[target=bn.weight]
-    %bn_bias = get_attr[target=bn.bias]
-    %bn_running_mean = get_attr[target=bn.running_mean]
-    %bn_running_var = get_attr[target=bn.running_var]
-    %batch_norm = call_function[target=aten::batch_norm](args = (%addmm, %bn_weight, %bn_bias, %bn_running_mean, %bn_running_var, False, 0.1, 1e-05, False), kwargs = {})
-    return batch_norm)"),
-                     attributes);
+  fx::GraphModule gm = addmm_batch_norm(torch::randn({1, 4}), "");
   const at::Tensor x = torch::randn({5, 3});
   const at::Tensor want = gm(x).toTensor();
   const std::string before = gm->graph().to_string();

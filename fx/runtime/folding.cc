@@ -15,63 +15,76 @@ bool defined(const c10::optional<at::Tensor>& t) {
   return t.has_value() && t->defined();
 }
 
-std::string sizes_of(const at::Tensor& t) {
-  return c10::str(t.sizes());
+c10::optional<at::IntArrayRef> sizes_if_defined(
+    const c10::optional<at::Tensor>& t) {
+  if (!defined(t)) return c10::nullopt;
+  return t->sizes();
 }
 
 }  // namespace
+
+std::string fuse_conv_bn_refusal(at::IntArrayRef conv_w,
+                                 c10::optional<at::IntArrayRef> conv_b,
+                                 at::IntArrayRef bn_rm, at::IntArrayRef bn_rv,
+                                 c10::optional<at::IntArrayRef> bn_w,
+                                 c10::optional<at::IntArrayRef> bn_b,
+                                 bool transpose, int64_t groups) {
+  if (conv_w.size() < 2) {
+    return absl::StrCat(
+        "the weight must have at least 2 dimensions (output and input "
+        "channels), got ",
+        c10::str(conv_w));
+  }
+  if (groups < 1) return absl::StrCat("groups must be at least 1, got ", groups);
+  if (transpose && conv_w[0] % groups != 0) {
+    return absl::StrCat(
+        "a transposed weight's first dimension (input channels) must divide "
+        "into groups, got ",
+        c10::str(conv_w), " in ", groups,
+        " groups: pass the groups of the transposed convolution");
+  }
+  const int64_t channels = transpose ? conv_w[1] * groups : conv_w[0];
+  const char* not_after =
+      "the batch norm does not follow this layer (fold only a batch norm "
+      "of as many channels as the layer's output)";
+  struct Checked {
+    const char* name;
+    c10::optional<at::IntArrayRef> sizes;
+    const char* hint;
+  };
+  const Checked checked[] = {
+      {"bn_rm (the running mean)", bn_rm, not_after},
+      {"bn_rv (the running variance)", bn_rv, not_after},
+      {"bn_w (the batch norm's weight)", bn_w, not_after},
+      {"bn_b (the batch norm's bias)", bn_b, not_after},
+      {"conv_b (the layer's bias)", conv_b,
+       "pass the layer's own bias, of one value per output channel (or "
+       "None)"}};
+  for (const Checked& c : checked) {
+    if (!c.sizes || (c.sizes->size() == 1 && (*c.sizes)[0] == channels)) {
+      continue;
+    }
+    return absl::StrCat(
+        c.name, " must hold one value per output channel (", channels,
+        " for a weight of ", c10::str(conv_w),
+        transpose ? absl::StrCat(", transposed, groups = ", groups) : "",
+        "), got ", c10::str(*c.sizes), ": ", c.hint);
+  }
+  return "";
+}
 
 std::tuple<at::Tensor, at::Tensor> fuse_conv_bn_weights(
     const at::Tensor& conv_w, const c10::optional<at::Tensor>& conv_b,
     const at::Tensor& bn_rm, const at::Tensor& bn_rv, double bn_eps,
     const c10::optional<at::Tensor>& bn_w,
     const c10::optional<at::Tensor>& bn_b, bool transpose, int64_t groups) {
-  const char* what = kFuseConvBnWeights;
-  if (conv_w.dim() < 2) {
-    throw GraphError(absl::StrCat(
-        what, ": the weight must have at least 2 dimensions (output and "
-              "input channels), got ",
-        sizes_of(conv_w)));
-  }
-  if (groups < 1) {
-    throw GraphError(absl::StrCat(what, ": groups must be at least 1, got ",
-                                  groups));
-  }
-  if (transpose && conv_w.size(0) % groups != 0) {
-    throw GraphError(absl::StrCat(
-        what, ": a transposed weight's first dimension (input channels) "
-              "must divide into groups, got ",
-        sizes_of(conv_w), " in ", groups,
-        " groups: pass the groups of the transposed convolution"));
+  const std::string refusal = fuse_conv_bn_refusal(
+      conv_w.sizes(), sizes_if_defined(conv_b), bn_rm.sizes(), bn_rv.sizes(),
+      sizes_if_defined(bn_w), sizes_if_defined(bn_b), transpose, groups);
+  if (!refusal.empty()) {
+    throw GraphError(absl::StrCat(kFuseConvBnWeights, ": ", refusal));
   }
   const int64_t channel_dim = transpose ? 1 : 0;
-  const int64_t channels = conv_w.size(channel_dim) * (transpose ? groups : 1);
-  auto check_channels = [&](const at::Tensor& t, const char* name,
-                            const char* hint) {
-    if (t.dim() != 1 || t.size(0) != channels) {
-      throw GraphError(absl::StrCat(
-          what, ": ", name, " must hold one value per output channel (",
-          channels, " for a weight of ", sizes_of(conv_w),
-          transpose ? absl::StrCat(", transposed, groups = ", groups) : "",
-          "), got ", sizes_of(t), ": ", hint));
-    }
-  };
-  const char* not_after =
-      "the batch norm does not follow this layer (fold only a batch norm "
-      "of as many channels as the layer's output)";
-  check_channels(bn_rm, "bn_rm (the running mean)", not_after);
-  check_channels(bn_rv, "bn_rv (the running variance)", not_after);
-  if (defined(bn_w)) {
-    check_channels(*bn_w, "bn_w (the batch norm's weight)", not_after);
-  }
-  if (defined(bn_b)) {
-    check_channels(*bn_b, "bn_b (the batch norm's bias)", not_after);
-  }
-  if (defined(conv_b)) {
-    check_channels(*conv_b, "conv_b (the layer's bias)",
-                   "pass the layer's own bias, of one value per output "
-                   "channel (or None)");
-  }
 
   const at::Tensor inv_std = at::rsqrt(at::add(bn_rv, bn_eps));
   const at::Tensor scale = defined(bn_w) ? at::mul(*bn_w, inv_std) : inv_std;

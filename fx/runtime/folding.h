@@ -25,6 +25,7 @@
 // same whether one operator or the steps it stands for compute it.
 #pragma once
 
+#include <string>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
@@ -35,6 +36,19 @@ namespace fx {
 // The operator's qualified name, as a call_function's target.
 inline constexpr const char* kFuseConvBnWeights =
     "fx_fold::fuse_conv_bn_weights";
+
+// Why fuse_conv_bn_weights refuses parameters of these sizes (the text of
+// its error, after the operator's name), or "" when it takes them: a
+// weight of at least 2 dimensions, groups of at least 1 (dividing a
+// transposed weight's dimension 0), and every statistic and the layer's
+// bias 1-d, of one value per output channel. fuse_conv_bn asks before it
+// rewrites a pair, so that a pair the operator would refuse stays as it is.
+std::string fuse_conv_bn_refusal(at::IntArrayRef conv_w,
+                                 c10::optional<at::IntArrayRef> conv_b,
+                                 at::IntArrayRef bn_rm, at::IntArrayRef bn_rv,
+                                 c10::optional<at::IntArrayRef> bn_w,
+                                 c10::optional<at::IntArrayRef> bn_b,
+                                 bool transpose, int64_t groups);
 
 std::tuple<at::Tensor, at::Tensor> fuse_conv_bn_weights(
     const at::Tensor& conv_w, const c10::optional<at::Tensor>& conv_b,
