@@ -35,7 +35,7 @@ void save_tensors(const TensorMap& tensors, const std::string& path) {
     dict.insert(name, tensor.detach());
   }
   std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
+  write_file_atomically(path, std::string(bytes.data(), bytes.size()));
 }
 
 TensorMap load_tensors(const std::string& path) {

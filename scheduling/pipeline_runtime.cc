@@ -455,7 +455,8 @@ class Group {
         std::vector<uint8_t> bytes =
             store_call([&] { return store_->get(key); });
         descriptions_[r] =
-            Description::decode(std::string(bytes.begin(), bytes.end()));
+            Description::decode(std::string(
+                reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         (*seen)[r] = true;
         if (descriptions_[r].world != world_) {
           return absl::StrCat(

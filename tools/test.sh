@@ -112,9 +112,12 @@ timed "bazel test //... (LibTorch 2.13)" test_workspace .
 # UndefinedBehaviorSanitizer (--config=fuzz, which is --config=libtorch113
 # and more: .bazelrc), whose objects also make the fuzzers. gcc's build
 # against 1.13 (--config=libtorch113) is the same sources and flags as the
-# 2.13 one above; building it too would double the time 1.13 takes.
+# 2.13 one above; building it too would double the time 1.13 takes. Only
+# the tests and what they use are built here (--build_tests_only; the
+# fuzzers below, then): the benchmarks and the build-time generated ResNets
+# build and run against 2.13.
 timed "bazel test //... (LibTorch 1.13, ASan, UBSan)" test_workspace . \
-  --config=fuzz //...
+  --config=fuzz --build_tests_only //...
 # Unoptimized: the consumer checks the build as a dependency, not speed, and
 # compiles all of fx for LibTorch again (an external repository's paths are
 # its own), a fifth faster at -O0.

@@ -353,7 +353,7 @@ std::string save_to_bytes(const GraphModuleImpl& gm) {
   root.insert("meta", meta);
 
   std::vector<char> bytes = torch::pickle_save(c10::IValue(root));
-  return std::string(bytes.begin(), bytes.end());
+  return std::string(bytes.data(), bytes.size());
 }
 
 }  // namespace
