@@ -3,12 +3,11 @@
 // and over the zoo's graphs and saved files, which are the fuzzers' seeds.
 // A target aborts on a finding, which fails this test.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fuzz/targets.h"
+#include "fx/io/internal/files.h"
 #include "fx/io/serialization.h"
 #include "fx/runtime/graph_module.h"
 #include "models/zoo.h"
@@ -18,10 +17,7 @@
 namespace {
 
 std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();  // block reads: a per-character copy is slow at -O0
-  const std::string text = std::move(bytes).str();
+  const std::string text = fx::read_file(path.string(), "regressions_test");
   return std::vector<uint8_t>(text.data(), text.data() + text.size());
 }
 

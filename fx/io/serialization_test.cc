@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fx/fx.h"
+#include "fx/io/internal/files.h"
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 #include "testdata/zoo_testing.h"
@@ -28,10 +29,7 @@ std::string temp_path(const std::string& name) {
 }
 
 std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();  // block reads: a per-character copy is slow at -O0
-  return std::move(bytes).str();
+  return fx::read_file(path, "serialization_test");
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
