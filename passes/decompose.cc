@@ -343,4 +343,13 @@ bool decompose(GraphModuleImpl& module, const DecompositionTable& table) {
   return true;
 }
 
+bool DecomposeAttention::run(GraphModuleImpl& module) {
+  const DecompositionTable& table = fused_attention_decompositions();
+  split_ = 0;
+  for (const Node* n : module.graph().find_nodes(Opcode::kCallFunction)) {
+    split_ += table.find(n->target()) != nullptr;
+  }
+  return split_ > 0 && decompose(module, table);
+}
+
 }  // namespace fx

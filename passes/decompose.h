@@ -88,12 +88,17 @@ class Decompose : public Pass {
   bool run(GraphModuleImpl& module) override { return decompose(module); }
 };
 
+// Statistics: "attention", the fused ops split.
 class DecomposeAttention : public Pass {
  public:
   std::string name() const override { return "decompose_attention"; }
-  bool run(GraphModuleImpl& module) override {
-    return decompose(module, fused_attention_decompositions());
+  bool run(GraphModuleImpl& module) override;
+  std::vector<std::pair<std::string, int64_t>> statistics() const override {
+    return {{"attention", split_}};
   }
+
+ private:
+  int64_t split_ = 0;
 };
 
 }  // namespace fx

@@ -354,6 +354,20 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
   return std::move(plan.step);
 }
 
+FoldConstants::FoldConstants(const PassOptions& options) {
+  for (const auto& [name, value] : options) {
+    if (name == "writes") {
+      options_.writes = bool_option("fold_constants", name, value);
+    }
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> FoldConstants::option_docs() {
+  return {{"writes",
+           "also fold in-place writes into tensors the folded part makes "
+           "itself (a mask built in zeros; true/false)"}};
+}
+
 bool fold_constants(GraphModuleImpl& module, const FoldOptions& options) {
   FoldPlan plan = plan_folding(module, options);
   if (plan.step.outputs.empty()) return false;

@@ -74,10 +74,20 @@ GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
 // anything was folded.
 bool fold_constants(GraphModuleImpl& module, const FoldOptions& options = {});
 
+// Options: writes=true (FoldOptions::writes).
 class FoldConstants : public Pass {
  public:
+  FoldConstants() = default;
+  explicit FoldConstants(const FoldOptions& options) : options_(options) {}
+  explicit FoldConstants(const PassOptions& options);
   std::string name() const override { return "fold_constants"; }
-  bool run(GraphModuleImpl& module) override { return fold_constants(module); }
+  bool run(GraphModuleImpl& module) override {
+    return fold_constants(module, options_);
+  }
+  static std::vector<std::pair<std::string, std::string>> option_docs();
+
+ private:
+  FoldOptions options_;
 };
 
 }  // namespace fx

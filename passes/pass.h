@@ -11,16 +11,33 @@
 //
 // Passes never write to tensors shared with the traced model: a pass that
 // computes new weights registers them as new tensors of the GraphModule.
-// To run several, in order and checked, see passes/pass_manager.h.
+// To run several, in order and checked, see passes/pass_manager.h; a named
+// list of passes with their options is a PassPipeline (passes/pass_pipeline.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fx {
 
 // fx/runtime/graph_module.h, which pulls in the C++ frontend (torch/nn), is
 // for the passes' sources: their headers only name the module.
 class GraphModuleImpl;
+
+// A pass's options as written after its name in a pipeline
+// (`lower_onednn{bf16=true,decision=all}`, passes/pass_pipeline.h): name
+// and value, in order. A pass that takes options is made from them
+// (passes/registry.h).
+using PassOptions = std::vector<std::pair<std::string, std::string>>;
+
+// An option's value as a bool ("true", "false") or an integer; throws
+// fx::GraphError naming the pass, the option and what it takes otherwise.
+bool bool_option(const std::string& pass, const std::string& option,
+                 const std::string& value);
+int64_t int_option(const std::string& pass, const std::string& option,
+                   const std::string& value);
 
 class Pass {
  public:
@@ -30,6 +47,12 @@ class Pass {
   // Transforms `module` in place and returns whether anything changed. The
   // graph must lint afterwards; the caller recompiles.
   virtual bool run(GraphModuleImpl& module) = 0;
+  // What the last run did, as named counts ({"convolutions", 20}), in a
+  // fixed order (MLIR's pass statistics): PassManager::statistics() and
+  // `fx opt --statistics` read them. None by default.
+  virtual std::vector<std::pair<std::string, int64_t>> statistics() const {
+    return {};
+  }
 };
 
 }  // namespace fx

@@ -22,6 +22,15 @@ PassManager& PassManager::add(const std::string& name) {
   return add(make_pass(name));
 }
 
+PassManager& PassManager::add(const PassStep& step) {
+  return add(make_pass(step.pass, step.options));
+}
+
+PassManager& PassManager::add(const std::vector<PassStep>& steps) {
+  for (const PassStep& step : steps) add(step);
+  return *this;
+}
+
 PassManager& PassManager::to_fixpoint(int max_rounds) {
   if (max_rounds < 1) {
     throw GraphError("PassManager::to_fixpoint: max_rounds must be >= 1");
@@ -32,23 +41,38 @@ PassManager& PassManager::to_fixpoint(int max_rounds) {
 
 PassResult PassManager::run(const GraphModule& module) const {
   PassResult result{GraphModule(module->copy()), false};
-  GraphModuleImpl& copy = *result.module;
+  result.modified = run_in_place(*result.module);
+  return result;
+}
+
+bool PassManager::run_in_place(GraphModuleImpl& module) const {
+  bool modified = false;
   for (int round = 0; round < max_rounds_; ++round) {
     bool changed = false;
     for (const auto& pass : passes_) {
-      changed = pass->run(copy) || changed;
+      changed = pass->run(module) || changed;
       try {
-        copy.graph().lint();
+        module.graph().lint();
       } catch (const GraphError& e) {
         throw GraphError(absl::StrCat("after pass ", pass->name(), ": ",
                                       e.msg()));
       }
     }
-    result.modified = result.modified || changed;
+    modified = modified || changed;
     if (!changed) break;
   }
-  copy.recompile();
-  return result;
+  module.recompile();
+  return modified;
+}
+
+std::vector<PassManager::Statistic> PassManager::statistics() const {
+  std::vector<Statistic> out;
+  for (const auto& pass : passes_) {
+    for (auto& [name, value] : pass->statistics()) {
+      out.push_back({pass->name(), name, value});
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> PassManager::names() const {

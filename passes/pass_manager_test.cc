@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "passes/pass_pipeline.h"
 #include "passes/registry.h"
 #include "third_party/catch.h"
 
@@ -119,4 +120,77 @@ TEST_CASE("the by-name table knows every pass once and refuses others") {
                     Catch::Contains("fuse_everything") &&
                         Catch::Contains("fuse_conv_bn"));
   CHECK_THROWS_AS(fx::PassManager().add("fuse_everything"), fx::GraphError);
+}
+
+TEST_CASE("a pipeline prints and parses as text, options in braces") {
+  const std::vector<fx::PassStep> steps = {
+      {"fuse_conv_bn", {}},
+      {"lower_onednn", {{"bf16", "true"}, {"decision", "all"}}},
+      {"eliminate_dead_code", {}}};
+  const std::string text =
+      "fuse_conv_bn,lower_onednn{bf16=true,decision=all},eliminate_dead_code";
+  CHECK(fx::to_string(steps) == text);
+  CHECK(fx::parse_pass_pipeline(text) == steps);
+  CHECK(fx::parse_pass_pipeline(" fuse_conv_bn , lower_onednn{ bf16 = true ,"
+                           "decision=all } ,eliminate_dead_code ") == steps);
+  // Empty entries are skipped; an empty text is no step.
+  CHECK(fx::parse_pass_pipeline(",,fuse_conv_bn,,") ==
+        std::vector<fx::PassStep>{{"fuse_conv_bn", {}}});
+  CHECK(fx::parse_pass_pipeline("").empty());
+  CHECK(fx::to_string({}).empty());
+}
+
+TEST_CASE("a malformed pipeline says what is wrong with it") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a{b=1"), Contains("no closing '}'"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a{b}"),
+                    Contains("option 'b' of 'a' has no value"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a{=1}"),
+                    Contains("an empty name or value"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a{b=1}c"),
+                    Contains("followed by 'c', not a comma"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("{b=1}"),
+                    Contains("options without a pass"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a}"), Contains("unexpected '}'"));
+  CHECK_THROWS_WITH(fx::parse_pass_pipeline("a=1"), Contains("unexpected '='"));
+  // Names are checked when the passes are made, options by the pass.
+  CHECK_THROWS_WITH(fx::PassManager().add(fx::parse_pass_pipeline("fuse_everything")),
+                    Contains("no pass named 'fuse_everything'"));
+  CHECK_THROWS_WITH(
+      fx::PassManager().add(fx::parse_pass_pipeline("fuse_conv_bn{linear=false}")),
+      Contains("pass fuse_conv_bn takes no option 'linear'; it takes none"));
+}
+
+TEST_CASE("a pipeline's steps run in place, linted, with their statistics") {
+  fx::GraphModule gm = small_module();
+  fx::PassManager manager;
+  manager.add(fx::parse_pass_pipeline("decompose_attention,eliminate_dead_code"));
+  CHECK(manager.names() ==
+        std::vector<std::string>{"decompose_attention", "eliminate_dead_code"});
+  CHECK(manager.run_in_place(*gm));
+  CHECK(gm->graph().find_nodes(fx::Opcode::kCallFunction,
+                               fx::op("aten::add.Tensor")).empty());
+  const auto statistics = manager.statistics();
+  REQUIRE(statistics.size() == 1);
+  CHECK(statistics[0].pass == "decompose_attention");
+  CHECK(statistics[0].name == "attention");
+  CHECK(statistics[0].value == 0);
+  CHECK_FALSE(manager.run_in_place(*gm));
+  // A pass that breaks the graph in place is named as well.
+  fx::PassManager breaking;
+  breaking.add(std::make_unique<BreakingPass>());
+  CHECK_THROWS_WITH(breaking.run_in_place(*gm),
+                    Catch::Contains("after pass breaking"));
+}
+
+TEST_CASE("registered pipelines are named once") {
+  fx::register_pass_pipeline({"test_cleanup", "dead code, twice",
+                         fx::parse_pass_pipeline("eliminate_dead_code,"
+                                            "eliminate_dead_code")});
+  const std::optional<fx::PassPipeline> found = fx::pass_pipeline_named("test_cleanup");
+  REQUIRE(found.has_value());
+  CHECK(found->steps.size() == 2);
+  CHECK_FALSE(fx::pass_pipeline_named("no_such_pipeline").has_value());
+  CHECK_THROWS_WITH(fx::register_pass_pipeline({"test_cleanup", "", {}}),
+                    Catch::Contains("registered already"));
 }

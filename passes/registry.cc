@@ -1,6 +1,5 @@
 #include "passes/registry.h"
 
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +10,7 @@
 #include "passes/eliminate_noops.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/internal/named_table.h"
 #include "passes/normalize_args.h"
 #include "passes/remove_dropout.h"
 #include "passes/specialize_sizes.h"
@@ -19,46 +19,55 @@ namespace fx {
 
 namespace {
 
-struct Table {
-  std::mutex mutex;
-  std::vector<PassInfo> passes{
+internal::NamedTable<PassInfo>& pass_table() {
+  static auto* t = new internal::NamedTable<PassInfo>("pass", {
 #define FX_PASS(name, type, description) \
-  {name, description, [] { return std::unique_ptr<Pass>(new type()); }},
+  {name, description,                      \
+   [](const PassOptions&) { return std::unique_ptr<Pass>(new type()); }},
+#define FX_PASS_WITH_OPTIONS(name, type, description)                 \
+  {name, description,                                                 \
+   [](const PassOptions& options) {                                   \
+     return std::unique_ptr<Pass>(new type(options));                 \
+   },                                                                 \
+   type::option_docs()},
 #include "passes/passes.def"
+#undef FX_PASS_WITH_OPTIONS
 #undef FX_PASS
-  };
-};
-
-Table& pass_table() {
-  static auto* t = new Table();
+  });
   return *t;
 }
 
 }  // namespace
 
-std::vector<PassInfo> registered_passes() {
-  Table& t = pass_table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  return t.passes;
-}
+std::vector<PassInfo> registered_passes() { return pass_table().entries(); }
 
-void register_pass(PassInfo info) {
-  Table& t = pass_table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  for (const PassInfo& known : t.passes) {
-    if (known.name == info.name) {
-      throw GraphError(absl::StrCat("a pass named '", info.name,
-                                    "' is registered already"));
-    }
-  }
-  t.passes.push_back(std::move(info));
-}
+void register_pass(PassInfo info) { pass_table().add(std::move(info)); }
 
-std::unique_ptr<Pass> make_pass(const std::string& name) {
+std::unique_ptr<Pass> make_pass(const std::string& name,
+                                const PassOptions& options) {
   std::vector<std::string> known;
   for (const PassInfo& info : registered_passes()) {
-    if (info.name == name) return info.make();
-    known.push_back(info.name);
+    if (info.name != name) {
+      known.push_back(info.name);
+      continue;
+    }
+    for (const auto& [option, value] : options) {
+      bool takes = false;
+      for (const auto& known_option : info.options) {
+        takes = takes || known_option.first == option;
+      }
+      if (takes) continue;
+      std::vector<std::string> names;
+      for (const auto& known_option : info.options) {
+        names.push_back(known_option.first);
+      }
+      throw GraphError(absl::StrCat(
+          "pass ", name, " takes no option '", option, "'",
+          names.empty() ? std::string("; it takes none")
+                        : absl::StrCat("; its options are: ",
+                                       absl::StrJoin(names, ", "))));
+    }
+    return info.make(options);
   }
   throw GraphError(absl::StrCat("no pass named '", name, "'; the passes are: ",
                                 absl::StrJoin(known, ", ")));

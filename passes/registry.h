@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/pass.h"
@@ -15,7 +16,11 @@ namespace fx {
 struct PassInfo {
   std::string name;
   std::string description;
-  std::function<std::unique_ptr<Pass>()> make;
+  // Makes the pass with its options (none, for a pass that takes none:
+  // make_pass refuses any option before calling it).
+  std::function<std::unique_ptr<Pass>(const PassOptions&)> make;
+  // The options it takes, each with what it does ({"bf16", "..."}).
+  std::vector<std::pair<std::string, std::string>> options = {};
 };
 
 // Every registered pass: passes.def's, in its order, then those added with
@@ -27,8 +32,11 @@ std::vector<PassInfo> registered_passes();
 // name is taken.
 void register_pass(PassInfo info);
 
-// A new instance of the pass named `name`; throws fx::GraphError listing
-// the known names when there is none.
-std::unique_ptr<Pass> make_pass(const std::string& name);
+// A new instance of the pass named `name` with `options`; throws
+// fx::GraphError listing the known names when there is none, and the
+// pass's options when it takes no option of a name given.
+std::unique_ptr<Pass> make_pass(const std::string& name,
+                                const PassOptions& options = {});
+
 
 }  // namespace fx

@@ -176,7 +176,7 @@ std::vector<PassTime> measure_passes(const std::vector<int64_t>& sizes,
     PassTime t{info.name, {}};
     for (const fx::GraphModule& module : modules) {
       time_on(&t, module, rounds,
-              [&](fx::GraphModuleImpl& m) { info.make()->run(m); });
+              [&](fx::GraphModuleImpl& m) { info.make({})->run(m); });
     }
     times.push_back(std::move(t));
   }

@@ -306,17 +306,17 @@ std::function<fx::GraphModule(const std::vector<c10::IValue>&)> retracer(
 
 void add_passes_flag(Flags& flags, std::string* passes) {
   flags.add("passes", passes,
-            "passes to run, in order, comma-separated (`fx passes` lists "
-            "them)");
+            "passes to run, in order, comma-separated, each with its "
+            "options in braces: fuse_conv_bn,lower_onednn{bf16=true} "
+            "(`fx passes` lists the passes, their options and the "
+            "pipelines' steps)");
 }
 
 namespace {
 
 fx::PassManager pass_manager(const std::string& passes) {
   fx::PassManager manager;
-  for (absl::string_view pass : absl::StrSplit(passes, ',', absl::SkipEmpty())) {
-    manager.add(std::string(pass));
-  }
+  manager.add(fx::parse_pass_pipeline(passes));
   return manager;
 }
 

@@ -172,10 +172,7 @@ class Trace : public Command {
     if (!passes_.empty()) {
       const std::string passes = passes_;
       options.passes = [passes](fx::GraphModuleImpl& gm) {
-        for (absl::string_view pass : absl::StrSplit(passes, ',', absl::SkipEmpty())) {
-          fx::make_pass(std::string(pass))->run(gm);
-        }
-        gm.recompile();
+        fx::PassManager().add(fx::parse_pass_pipeline(passes)).run_in_place(gm);
       };
     }
     fx::SpecializationCache cache(retracer(name, shapes_), options);
