@@ -27,6 +27,7 @@
 #pragma once
 
 #include "fx/runtime/graph_module.h"
+#include "passes/pass.h"
 
 namespace fx {
 
@@ -38,5 +39,22 @@ struct ConvChainReport {
 // Rewrites `module`'s graph in place (it must carry tensor metadata, as a
 // lowered graph does); does not recompile.
 ConvChainReport chain_convolutions(GraphModuleImpl& module);
+
+// The pass "chain_convolutions" of the inference pipeline. Statistics:
+// "conv_chains" (calls made), "chained" (convolutions in them).
+class ChainConvolutions : public Pass {
+ public:
+  std::string name() const override { return "chain_convolutions"; }
+  bool run(GraphModuleImpl& module) override {
+    report_ = chain_convolutions(module);
+    return report_.chains > 0;
+  }
+  std::vector<std::pair<std::string, int64_t>> statistics() const override {
+    return {{"conv_chains", report_.chains}, {"chained", report_.layers}};
+  }
+
+ private:
+  ConvChainReport report_;
+};
 
 }  // namespace fx

@@ -366,4 +366,17 @@ MicroBatchReport micro_batch(GraphModuleImpl& module,
   return MicroBatching(module.graph(), options).run();
 }
 
+bool MicroBatch::run(GraphModuleImpl& module) {
+  report_ = {};
+  bool lowered = false;
+  for (const Node* n : module.graph().find_nodes(Opcode::kCallFunction)) {
+    lowered = lowered ||
+              n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_",
+                             "fx_onednn::conv_transpose", "fx_onednn::linear"});
+  }
+  if (!lowered) return false;
+  report_ = micro_batch(module);
+  return report_.nodes > 0;
+}
+
 }  // namespace fx

@@ -52,6 +52,7 @@
 #include <cstdint>
 
 #include "fx/runtime/graph_module.h"
+#include "passes/pass.h"
 
 namespace fx {
 
@@ -72,5 +73,23 @@ struct MicroBatchReport {
 // lowered graph does); does not recompile.
 MicroBatchReport micro_batch(GraphModuleImpl& module,
                              const MicroBatchOptions& options = {});
+
+// The pass "micro_batch" of the inference pipeline: micro_batch() with the
+// default options, on a lowered graph only (one holding a lowered
+// convolution or linear layer: fx_onednn::conv, conv_add_,
+// conv_transpose or linear); other graphs stay as they are. Statistics:
+// "micro_batched" (nodes), "micro_batches".
+class MicroBatch : public Pass {
+ public:
+  std::string name() const override { return "micro_batch"; }
+  bool run(GraphModuleImpl& module) override;
+  std::vector<std::pair<std::string, int64_t>> statistics() const override {
+    return {{"micro_batched", report_.nodes},
+            {"micro_batches", report_.micro_batches}};
+  }
+
+ private:
+  MicroBatchReport report_;
+};
 
 }  // namespace fx

@@ -51,6 +51,16 @@ check "--dynamic names a spec that does not parse" 2 \
 check "an unknown pass is named before tracing" 2 \
   "--passes=fuse_everything: no pass named 'fuse_everything'" -- \
   "$fx" trace lenet --passes=fuse_everything
+check "passes lists the pipelines as --passes takes them" 0 \
+  "^    decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,eliminate_dead_code,lower_onednn,micro_batch,chain_convolutions$" -- \
+  "$fx" passes
+check "passes lists a pass's options" 0 "^    \{decision=\.\.\.\}" -- "$fx" passes
+check "a malformed pipeline is named before tracing" 2 \
+  "the options of 'lower_onednn' have no closing" -- \
+  "$fx" trace lenet --passes=fuse_conv_bn,lower_onednn{bf16=true
+check "a pass's options run from the command line" 0 \
+  "fx_onednn::conv" -- \
+  "$fx" trace lenet '--passes=fuse_conv_bn,fold_constants,lower_onednn{decision=all,lower_pooling=false}' --print=graph
 check "--print is checked before tracing" 2 "--print takes graph, meta" -- \
   "$fx" quantize lenet --print=svg
 check "arguments are counted" 2 "fx trace: give MODEL" -- "$fx" trace
