@@ -25,10 +25,7 @@
 #include "interpreter/shape_prop.h"
 #include "passes/aliasing.h"
 #include "passes/decompose.h"
-#include "passes/eliminate_dead_code.h"
-#include "passes/fold_constants.h"
-#include "passes/fuse_conv_bn.h"
-#include "passes/specialize_sizes.h"
+#include "passes/pass_manager.h"
 
 namespace fx {
 namespace {
@@ -822,38 +819,45 @@ class Exporter : public OnnxBuilder {
 
 }  // namespace
 
-std::string to_onnx_string(const GraphModuleImpl& module,
-                           const OnnxOptions& options) {
-  std::shared_ptr<GraphModuleImpl> folded;
+PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
+                                  const OnnxOptions& options) {
+  PassPipeline pipeline{"to_onnx", "what fx::to_onnx runs before writing",
+                        {}};
+  const DecompositionTable& fused = fused_attention_decompositions();
+  bool attention = false;
+  bool sizes = false;
+  for (const Node* n : module.graph().nodes()) {
+    attention = attention || (n->op() == Opcode::kCallFunction &&
+                              fused.find(n->target()) != nullptr);
+    sizes = sizes || is_sym_call(*n);
+  }
   // PyTorch's fused transformer ops (nn.TransformerEncoderLayer and
   // nn.MultiheadAttention in eval mode without autograd, as a traced
   // TorchScript file holds them) as their parts, which map.
-  for (const Node* n : module.graph().nodes()) {
-    if (n->op() == Opcode::kCallFunction &&
-        fused_attention_decompositions().find(n->target()) != nullptr) {
-      folded = module.copy();
-      decompose(*folded, fused_attention_decompositions());
-      break;
-    }
-  }
+  if (attention) pipeline.steps.push_back({"decompose_attention", {}});
   // Sizes computed from the inputs (a TorchScript file's size arithmetic)
   // are written as the example's, as torch.onnx writes fixed shapes unless
   // asked otherwise; dynamic dimensions asked for are refused (Exporter).
   // First, so that folding sees the sizes as literals.
-  bool sizes = false;
-  for (const Node* n : module.graph().nodes()) sizes = sizes || is_sym_call(*n);
   if (sizes && dynamic_symbols(module.graph()).empty()) {
-    if (!folded) folded = module.copy();
-    specialize_sizes(*folded);
+    pipeline.steps.push_back({"specialize_sizes", {}});
   }
   if (options.fold && !module.traced_training().value_or(false)) {
-    if (!folded) folded = module.copy();
-    fuse_conv_bn(*folded);
+    pipeline.steps.push_back({"fuse_conv_bn", {}});
     // Masks built by writes into zeros (Swin's) become constants too.
-    FoldOptions fold_options;
-    fold_options.writes = true;
-    fold_constants(*folded, fold_options);
-    eliminate_dead_code(*folded);
+    pipeline.steps.push_back({"fold_constants", {{"writes", "true"}}});
+    pipeline.steps.push_back({"eliminate_dead_code", {}});
+  }
+  return pipeline;
+}
+
+std::string to_onnx_string(const GraphModuleImpl& module,
+                           const OnnxOptions& options) {
+  const PassPipeline pipeline = onnx_export_pipeline(module, options);
+  std::shared_ptr<GraphModuleImpl> folded;
+  if (!pipeline.steps.empty()) {
+    folded = module.copy();
+    PassManager().add(pipeline.steps).run_in_place(*folded);
   }
   onnx::ModelProto model = Exporter(folded ? *folded : module, options).run();
   std::string bytes;
@@ -875,6 +879,23 @@ void to_onnx(const GraphModuleImpl& module, const std::string& path,
   // Built and checked before the file is touched.
   write_file_atomically(path, to_onnx_string(module, options));
 }
+
+namespace {
+// The export's pipeline as `fx passes` lists it: the one of an eval-mode
+// graph that holds fused transformer ops and computes sizes of fixed
+// shapes (onnx_export_pipeline leaves out the steps a graph does not need).
+[[maybe_unused]] const bool registered = [] {
+  register_pass_pipeline(
+      {"to_onnx",
+       "fx::to_onnx's passes on a copy before writing (decompose_attention "
+       "for fused transformer ops, specialize_sizes for computed sizes of "
+       "fixed shapes, the folding with OnnxOptions::fold on eval graphs)",
+       parse_pass_pipeline("decompose_attention,specialize_sizes,"
+                           "fuse_conv_bn,fold_constants{writes=true},"
+                           "eliminate_dead_code")});
+  return true;
+}();
+}  // namespace
 
 void register_onnx_mapping(const std::string& target, OnnxMapping mapping) {
   if (!mapping) {

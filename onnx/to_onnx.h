@@ -59,6 +59,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "fx/runtime/graph_module.h"
+#include "passes/pass_pipeline.h"
 
 namespace onnx {
 class GraphProto;
@@ -77,6 +78,21 @@ struct OnnxOptions {
   // fold_constants and eliminate_dead_code. False: the graph as it is.
   bool fold = true;
 };
+
+// The passes run on a copy of `module` before it is written, as a pipeline
+// (passes/pass_pipeline.h), each linted after it runs:
+//   decompose_attention        when the graph holds PyTorch's fused
+//                              transformer ops (as their parts, which map);
+//   specialize_sizes           when it computes sizes from its inputs and
+//                              has no dynamic dimension (sizes written as the
+//                              example's, as torch.onnx writes fixed shapes);
+//   fuse_conv_bn, fold_constants{writes=true}, eliminate_dead_code
+//                              with OnnxOptions::fold, on a graph not traced
+//                              in training mode.
+// The pipeline "to_onnx" (`fx passes`) is the one for an eval-mode graph
+// with all three.
+PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
+                                  const OnnxOptions& options = {});
 
 // Writes `module` as an ONNX model. Throws fx::GraphError (see above) and
 // writes nothing when a node does not map or the checker refuses the model.

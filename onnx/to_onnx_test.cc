@@ -31,6 +31,7 @@
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
+#include "passes/typed_attributes.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/qconfig.h"
 #include "quantization/quantize_fx.h"
@@ -110,6 +111,32 @@ TEST_CASE("unfolded, every parameter is an initializer named by its path") {
   const fs::path file = scratch() / "resnet18_unfolded.onnx";
   fx::to_onnx(*gm, file.string(), options);
   check_against_ort(gm, file, model.example_inputs);
+}
+
+TEST_CASE("the export's passes are a pipeline of the steps a graph needs") {
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  CHECK(fx::to_string(fx::onnx_export_pipeline(*gm).steps) ==
+        "fuse_conv_bn,fold_constants{writes=true},eliminate_dead_code");
+  fx::OnnxOptions unfolded;
+  unfolded.fold = false;
+  CHECK(fx::onnx_export_pipeline(*gm, unfolded).steps.empty());
+  // A graph that computes sizes, of fixed shapes (a TorchScript file's
+  // size arithmetic): specialized first.
+  fx::GraphModule sized = fx::parse_graph_module(
+      "graph():\n"
+      "    %x : f32[2, 3, 4] = placeholder[target=x]\n"
+      "    %sym_size = call_function[target=sym_size](args = (%x, 0), kwargs = {})\n"
+      "    %view : f32[2, 12] = call_function[target=aten::view](args = (%x, [%sym_size, -1]), kwargs = {})\n"
+      "    return view\n");
+  CHECK(fx::to_string(fx::onnx_export_pipeline(*sized, unfolded).steps) ==
+        "specialize_sizes");
+  const std::optional<fx::PassPipeline> registered =
+      fx::pass_pipeline_named("to_onnx");
+  REQUIRE(registered.has_value());
+  CHECK(fx::to_string(registered->steps) ==
+        "decompose_attention,specialize_sizes,fuse_conv_bn,"
+        "fold_constants{writes=true},eliminate_dead_code");
 }
 
 namespace {
