@@ -387,6 +387,21 @@ void docs_writing_transformations::check_custom_pass() {
   CHECK(torch::equal(gm(x, y).toTensor(), x + y));
 }
 
+void docs_writing_transformations::check_pipeline() {
+  Traced t = trace_zoo("resnet18");
+  fx::GraphModule lowered = lower_pass_by_pass(t.gm);
+  CHECK(count_calls(t.gm, "aten::conv2d") == 20);  // gm is left as it was
+  CHECK(count_calls(lowered, "aten::conv2d") == 0);
+  // The stem's pooling stays aten's, as the option asks.
+  CHECK(count_calls(lowered, "aten::max_pool2d") == 1);
+  fx::GraphModule whole(t.gm->copy());
+  fx::InferenceOptions options;
+  options.lower_pooling = false;
+  fx::optimize_for_inference(*whole, options);
+  CHECK(lowered->graph().to_string() == whole->graph().to_string());
+  CHECK(relative_error(lowered(t.x).toTensor(), t.gm(t.x).toTensor()) < 1e-4);
+}
+
 // --- docs/deploying.md -------------------------------------------------------
 
 void docs_deploying::check_lower() {
