@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/ir/function.h"
 #include "fx/ir/graph.h"
+#include "fx/ir/operator_schemas.h"
 
 namespace fx {
 namespace {
@@ -206,6 +207,33 @@ class Chains {
 
 ConvChainReport chain_convolutions(GraphModuleImpl& module) {
   return Chains(module).run();
+}
+
+std::optional<double> conv_chain_macs(const Node& call) {
+  const CallArguments args(call);
+  const Argument input = args["input"];
+  const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
+                                         : nullptr;
+  if (in == nullptr || in->sizes.size() != 4) return std::nullopt;
+  const std::vector<Argument>& weights = args["weights"].elements();
+  const std::vector<int64_t> layers = args["layers"].to_int_list();
+  if (layers.size() != 4 * weights.size()) return std::nullopt;
+  int64_t height = in->sizes[2], width = in->sizes[3];
+  double macs = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const TensorMeta* w =
+        weights[i].is_node() ? weights[i].to_node()->tensor_meta() : nullptr;
+    const int64_t stride = layers[4 * i], padding = layers[4 * i + 1];
+    if (w == nullptr || w->sizes.size() != 4 || stride < 1) {
+      return std::nullopt;
+    }
+    // [out, in / groups, kh, kw]: each output element reads one window.
+    height = (height + 2 * padding - w->sizes[2]) / stride + 1;
+    width = (width + 2 * padding - w->sizes[3]) / stride + 1;
+    macs += static_cast<double>(in->sizes[0]) * height * width *
+            static_cast<double>(w->numel());
+  }
+  return macs;
 }
 
 }  // namespace fx

@@ -26,6 +26,8 @@
 // prints, saves, generates C++ and exports to TorchScript.
 #pragma once
 
+#include <optional>
+
 #include "fx/runtime/graph_module.h"
 #include "passes/pass.h"
 
@@ -39,6 +41,11 @@ struct ConvChainReport {
 // Rewrites `module`'s graph in place (it must carry tensor metadata, as a
 // lowered graph does); does not recompile.
 ConvChainReport chain_convolutions(GraphModuleImpl& module);
+
+// The multiply-accumulates of one fx_onednn::conv_chain call, layer by
+// layer from its input's sizes and its weights' (the cost model's price:
+// passes/cost_model.h, price_by_macs); nullopt when metadata is missing.
+std::optional<double> conv_chain_macs(const Node& call);
 
 // The pass "chain_convolutions" of the inference pipeline. Statistics:
 // "conv_chains" (calls made), "chained" (convolutions in them).

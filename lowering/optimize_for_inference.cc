@@ -92,6 +92,8 @@ namespace {
   price_as("fx_onednn::linear", "aten::linear");
   price_as("fx_onednn::matmul", "aten::matmul");
   price_as("fx_onednn::lstm", "aten::lstm.input");
+  price_as("fx_onednn::gru", "aten::gru.input");
+  price_by_macs("fx_onednn::conv_chain", conv_chain_macs);
   price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
   price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
   price_as("fx_onednn::batch_norm", "aten::batch_norm");

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -31,6 +32,7 @@
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
+#include "passes/cost_model.h"
 #include "passes/typed_attributes.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/qconfig.h"
@@ -111,6 +113,47 @@ TEST_CASE("unfolded, every parameter is an initializer named by its path") {
   const fs::path file = scratch() / "resnet18_unfolded.onnx";
   fx::to_onnx(*gm, file.string(), options);
   check_against_ort(gm, file, model.example_inputs);
+}
+
+TEST_CASE("every fx_onednn operator a graph holds is priced and exports") {
+  // The lowering registers them (optimize_for_inference links it). The
+  // packing operators run only in init steps, which are neither priced
+  // nor exported (the export unpacks the weights: unpack_weight).
+  const std::set<std::string> init_only = {
+      "fx_onednn::pack_conv_weight", "fx_onednn::pack_linear_weight",
+      "fx_onednn::pack_conv_transpose_weight", "fx_onednn::unpack_weight"};
+  size_t seen = 0;
+  for (const c10::OperatorName& name :
+       c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("fx_onednn::", 0) != 0) continue;
+    ++seen;
+    if (init_only.count(name.name) > 0) continue;
+    CAPTURE(name.name);
+    CHECK(fx::is_priced(name.name));
+    CHECK(fx::has_onnx_mapping(name.name));
+  }
+  CHECK(seen >= 18);
+  CHECK_FALSE(fx::is_priced("fx_onednn::no_such_op"));
+  CHECK(fx::is_priced("aten::conv2d"));
+}
+
+TEST_CASE("a lowered MobileNetV2's chained convolutions are priced") {
+  // At batch 1 its 52 convolutions run as one fx_onednn::conv_chain: the
+  // cost model counts their multiply-adds as the convolutions' own.
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("mobilenet_v2");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::GraphModule lowered(gm->copy());
+  const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  REQUIRE(report.chained == 52);
+  const fx::CostReport before = fx::estimate_cost(gm->graph());
+  const fx::CostReport after = fx::estimate_cost(lowered->graph());
+  for (const std::string& op : after.unmodelled_ops) {
+    CAPTURE(op);
+    CHECK(op.find("fx_onednn") == std::string::npos);
+  }
+  REQUIRE(before.total.macs > 2e8);
+  CHECK(after.total.macs == Approx(before.total.macs).epsilon(1e-9));
 }
 
 TEST_CASE("the export's passes are a pipeline of the steps a graph needs") {

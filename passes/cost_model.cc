@@ -35,6 +35,7 @@ enum class Kind {
   kAddbmm,     // self + sum of batched products
   kAttention,  // scaled_dot_product_attention
   kLstm,
+  kGru,
   kPool,
   kAdaptivePool,
   kElementwise,
@@ -68,6 +69,7 @@ const absl::flat_hash_map<std::string, Kind>& kinds() {
     add(Kind::kAddbmm, {"addbmm"});
     add(Kind::kAttention, {"scaled_dot_product_attention"});
     add(Kind::kLstm, {"lstm.input"});
+    add(Kind::kGru, {"gru.input"});
     add(Kind::kPool,
         {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
          "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d",
@@ -148,6 +150,18 @@ PricedAs& priced_as() {
   return *table;
 }
 
+// Operators priced by a function of their own (price_by_macs).
+struct PricedByMacs {
+  std::mutex mutex;
+  absl::flat_hash_map<std::string,
+                      std::function<std::optional<double>(const Node&)>>
+      macs;
+};
+PricedByMacs& priced_by_macs() {
+  static auto* table = new PricedByMacs;
+  return *table;
+}
+
 // The aten name without namespace and in-place underscore: "relu" for
 // aten::relu_ (in-place variants cost what their functional form does); for
 // an operator priced as an aten one, that one's (fx_onednn::conv_transpose
@@ -203,6 +217,33 @@ void price_as(const std::string& op, const std::string& aten_op) {
   PricedAs& other = priced_as();
   std::lock_guard<std::mutex> lock(other.mutex);
   other.names[op] = name;
+}
+
+void price_by_macs(const std::string& op,
+                   std::function<std::optional<double>(const Node&)> macs) {
+  if (!macs) {
+    throw GraphError(absl::StrCat("price_by_macs: no function given for '",
+                                  op, "'"));
+  }
+  PricedByMacs& table = priced_by_macs();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  table.macs[op] = std::move(macs);
+}
+
+bool is_priced(const std::string& op) {
+  {
+    PricedByMacs& table = priced_by_macs();
+    std::lock_guard<std::mutex> lock(table.mutex);
+    if (table.macs.count(op) > 0) return true;
+  }
+  {
+    PricedAs& other = priced_as();
+    std::lock_guard<std::mutex> lock(other.mutex);
+    if (other.names.count(op) > 0) return true;
+  }
+  constexpr std::string_view kAten = "aten::";
+  if (op.compare(0, kAten.size(), kAten) != 0) return false;
+  return kinds().count(op.substr(kAten.size())) > 0;
 }
 
 namespace {
@@ -435,18 +476,24 @@ std::optional<NodeCost> operator_cost(const Call& call, Kind kind) {
       c.flops = 2 * c.macs + scores * (kSoftmaxFlops + 2 * kElementwiseFlops);
       return c;
     }
-    case Kind::kLstm: {
+    case Kind::kLstm:
+    case Kind::kGru: {
       // lstm.input(input, hx, params, has_biases, num_layers, dropout,
-      //            train, bidirectional, batch_first)
+      //            train, bidirectional, batch_first); gru.input the same
+      //            with hx one tensor, not the pair (h, c).
+      const bool lstm = kind == Kind::kLstm;
       const Argument* hx = call.named("hx");
       const Argument* params = call.named("params");
       if (in == nullptr || in->sizes.empty() || hx == nullptr ||
-          !hx->is_sequence() || hx->elements().size() != 2 ||
           params == nullptr || !params->is_sequence()) {
         return std::nullopt;
       }
-      const TensorMeta* cell = meta_of(&hx->elements()[1]);
-      if (cell == nullptr || cell->sizes.size() != 3) return std::nullopt;
+      if (lstm && (!hx->is_sequence() || hx->elements().size() != 2)) {
+        return std::nullopt;
+      }
+      // The state: [layers * directions, batch, hidden].
+      const TensorMeta* state = meta_of(lstm ? &hx->elements()[1] : hx);
+      if (state == nullptr || state->sizes.size() != 3) return std::nullopt;
       // Every layer and direction runs each of the steps * batch positions.
       const double positions =
           static_cast<double>(in->numel()) / in->sizes.back();
@@ -457,12 +504,15 @@ std::optional<NodeCost> operator_cost(const Call& call, Kind kind) {
         if (m->sizes.size() == 2) weights += m->numel();
       }
       c.macs = positions * weights;
-      const double units = static_cast<double>(cell->sizes[0]) *
-                           static_cast<double>(cell->sizes[2]);
+      const double units = static_cast<double>(state->sizes[0]) *
+                           static_cast<double>(state->sizes[2]);
       const bool biases = flag(call.named("has_biases"), true);
       c.flops = 2 * c.macs +
                 positions * units *
-                    (kLstmPointwiseFlops + (biases ? kLstmBiasFlops : 0));
+                    (lstm ? kLstmPointwiseFlops +
+                                (biases ? kLstmBiasFlops : 0)
+                          : kGruPointwiseFlops +
+                                (biases ? kGruBiasFlops : 0));
       return c;
     }
     case Kind::kPool:
@@ -561,6 +611,24 @@ NodeCost estimate(const Node& node, std::string* unmodelled_name) {
       break;
   }
   const c10::FunctionSchema& schema = op->schema();
+  std::function<std::optional<double>(const Node&)> macs_of;
+  {
+    PricedByMacs& table = priced_by_macs();
+    std::lock_guard<std::mutex> lock(table.mutex);
+    auto it = table.macs.find(schema.name());
+    if (it != table.macs.end()) macs_of = it->second;
+  }
+  if (macs_of) {
+    const std::optional<double> macs = macs_of(node);
+    if (!macs || output_meta(node) == nullptr) {
+      return give_up(
+          absl::StrCat(operator_name(schema), " (no tensor metadata)"));
+    }
+    NodeCost cost = data_movement(node);
+    cost.macs = *macs;
+    cost.flops = 2 * *macs;
+    return cost;
+  }
   std::optional<Kind> kind = kind_of(schema);
   if (!kind) {
     if (is_view(*op) || is_metadata_query(schema)) return NodeCost{};

@@ -29,8 +29,9 @@
 //                                 (L per head) * S keys; FLOPs = 2 MACs +
 //                                 kSoftmaxFlops and 2 kElementwiseFlops (scale,
 //                                 mask) per score
-//   lstm                          MACs of every gate matrix product per step;
-//                                 kLstmPointwiseFlops per hidden unit and step
+//   lstm, gru                     MACs of every gate matrix product per step;
+//                                 kLstmPointwiseFlops (kGruPointwiseFlops)
+//                                 per hidden unit and step
 //   max/avg/adaptive pooling      N * window elements
 //   elementwise (relu, add_, ...) kElementwiseFlops per output element
 //   reductions (sum, mean, amax)  one per input element
@@ -54,9 +55,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +93,11 @@ inline constexpr double kSoftmaxFlops = 5;
 // c' = f*c + i*g (3), h' = o*tanh(c') (2); plus 8 with biases (2 per gate).
 inline constexpr double kLstmPointwiseFlops = 13;
 inline constexpr double kLstmBiasFlops = 8;
+// GRU, the same: add the two products of the reset and update gates (2),
+// 3 gate activations, n = tanh(x_n + r * h_n) (2 besides the tanh),
+// h' = (1 - z) * n + z * h (4); plus 6 with biases (2 per gate).
+inline constexpr double kGruPointwiseFlops = 11;
+inline constexpr double kGruBiasFlops = 6;
 // upsample_bilinear2d, per output element: weigh 4 neighbours and add them.
 inline constexpr double kBilinearFlops = 7;
 
@@ -142,6 +150,18 @@ struct CostReport {
 // (lowering/) make their calls known to the cost model. Throws
 // fx::GraphError when `aten_op` is not an operator the model prices.
 void price_as(const std::string& op, const std::string& aten_op);
+
+// Prices calls of `op` by the multiply-accumulates `macs` counts for one
+// call (nullopt: its arguments lack the metadata needed): FLOPs twice that,
+// bytes what the call reads and writes, as for every operator. For calls
+// no one aten operator prices: fx_onednn::conv_chain, a run of
+// convolutions in one call.
+void price_by_macs(const std::string& op,
+                   std::function<std::optional<double>(const Node&)> macs);
+
+// Whether calls of `op` (a qualified name: "aten::conv2d",
+// "fx_onednn::conv") are priced (by their overload-less name).
+bool is_priced(const std::string& op);
 
 // The cost of one node (zero for placeholders, get_attr and output).
 NodeCost estimate_node_cost(const Node& node);

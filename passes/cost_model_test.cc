@@ -254,6 +254,29 @@ TEST_CASE("an LSTM costs its gate matrix products at every step") {
   CHECK(embedding.bytes_written < gm->fetch_attr("embedding.weight").numel() * 4);
 }
 
+TEST_CASE("a GRU costs its gate matrix products at every step") {
+  // Two layers, batch first: [2, 5, 6] is 10 positions for each layer.
+  torch::nn::GRU gru(torch::nn::GRUOptions(6, 4).num_layers(2).batch_first(true));
+  gru->eval();
+  fx::GraphModule gm = fx::symbolic_trace(
+      [gru](at::Tensor x) mutable { return std::get<0>(gru->forward(x)); },
+      torch::randn({2, 5, 6}));
+  fx::CostReport r = fx::estimate_cost(gm->graph());
+  CHECK(r.unmodelled_ops.empty());
+  const std::vector<Node*> calls =
+      gm->graph().find_nodes(Opcode::kCallFunction, fx::op("aten::gru.input"));
+  REQUIRE(calls.size() == 1);
+  double weights = 0;
+  for (const at::Tensor& p : gru->parameters()) {
+    if (p.dim() == 2) weights += static_cast<double>(p.numel());
+  }
+  const double macs = 10.0 * weights;
+  CHECK(cost_of(r, calls[0]->name()).macs == macs);
+  // Per unit of each layer's state ([2 layers, batch 2, 4 units]).
+  CHECK(cost_of(r, calls[0]->name()).flops ==
+        2 * macs + 10.0 * 2 * 4 * (fx::kGruPointwiseFlops + fx::kGruBiasFlops));
+}
+
 TEST_CASE("costs group by module path, exactly and by prefix") {
   models::ZooModel model = models::make_zoo_model("resnet18");
   fx::GraphModule gm = models::trace_zoo_model(model);
