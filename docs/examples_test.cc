@@ -231,7 +231,9 @@ void docs_writing_transformations::check_rewrite_pattern() {
   CHECK(torch::equal(gm(x, b).toTensor(), fn(x, b)));
 }
 
-void docs_readme::check_qat() {
+// --- docs/training.md ------------------------------------------------------
+
+void docs_training::check_qat() {
   torch::AutoGradMode grad(true);  // the checks run under NoGradGuard
   torch::manual_seed(0);
   Classifier model;
@@ -248,7 +250,7 @@ void docs_readme::check_qat() {
   fx::set_quantized_engine("onednn");
 }
 
-void docs_readme::check_fine_tune() {
+void docs_training::check_fine_tune() {
   torch::AutoGradMode grad(true);  // the checks run under NoGradGuard
   auto make = [] {
     torch::manual_seed(0);
@@ -299,7 +301,9 @@ TORCH_MODULE(ThreeConvs);
 
 }  // namespace
 
-void docs_readme::check_export_onnx() {
+// --- docs/onnx.md ----------------------------------------------------------
+
+void docs_onnx::check_export_onnx() {
   export_onnx();  // in the test's own temporary directory
   std::ifstream in("conv.onnx", std::ios::binary);
   std::stringstream bytes;
