@@ -33,9 +33,12 @@
 #include "scheduling/child_processes.h"
 #include "scheduling/pipeline_runtime.h"
 #include "testdata/test_files.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
+
+using testdata::relative_error;
 
 // What `run` writes to std::cout.
 std::string printed_by(const std::function<void()>& run) {
@@ -68,12 +71,6 @@ void check_output(const std::string& printed, const char* page_shows) {
 
 size_t count_calls(const fx::GraphModule& gm, const char* op) {
   return gm->graph().find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
-
-// Largest difference relative to the reference's largest magnitude.
-double relative_error(const at::Tensor& a, const at::Tensor& reference) {
-  return (a - reference).abs().max().item<double>() /
-         reference.abs().max().item<double>();
 }
 
 struct Traced {

@@ -6,13 +6,12 @@
 #include "fx/fx.h"
 #include "lowering/optimize_for_inference.h"
 #include "testdata/round_trip.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
+using testdata::count_calls;
 
 // MobileNetV2's first layers (a wide expansion, a depthwise convolution, a
 // narrow projection) and a classifier after them.
@@ -102,10 +101,10 @@ TEST_CASE("the leading layers of a batch run one micro-batch at a time") {
   // depthwise output's bytes cross there); the classifier runs once.
   CHECK(report.nodes == 3);
   const fx::Graph& g = split->graph();
-  CHECK(count(g, "aten::slice.Tensor") == 4);
-  CHECK(count(g, "aten::cat") == 1);
-  CHECK(count(g, "fx_onednn::conv") == 12);
-  CHECK(count(g, "fx_onednn::linear") == 1);
+  CHECK(count_calls(g, "aten::slice.Tensor") == 4);
+  CHECK(count_calls(g, "aten::cat") == 1);
+  CHECK(count_calls(g, "fx_onednn::conv") == 12);
+  CHECK(count_calls(g, "fx_onednn::linear") == 1);
   const at::Tensor got = split(x).toTensor();
   CHECK(torch::allclose(got, whole(x).toTensor(), 1e-5, 1e-6));
   CHECK(torch::allclose(got, want, 1e-4, 1e-5));
@@ -122,7 +121,7 @@ TEST_CASE("the leading layers of a batch run one micro-batch at a time") {
   fx::GraphModule halves = lowered(model, x);
   CHECK(fx::micro_batch(*halves, pairs).micro_batch == 2);
   halves->recompile();
-  CHECK(count(halves->graph(), "aten::slice.Tensor") == 2);
+  CHECK(count_calls(halves->graph(), "aten::slice.Tensor") == 2);
   CHECK(torch::allclose(halves(x).toTensor(), want, 1e-4, 1e-5));
 }
 
@@ -212,7 +211,7 @@ TEST_CASE("what micro-batching leaves whole") {
         fx::micro_batch(*gm, small_thresholds());
     gm->recompile();
     CHECK(report.nodes == 0);
-    CHECK(count(gm->graph(), "aten::mul.Tensor") == 1);
+    CHECK(count_calls(gm->graph(), "aten::mul.Tensor") == 1);
     CHECK(torch::allclose(gm(x).toTensor(), scaled(x), 1e-4, 1e-5));
   }
 }

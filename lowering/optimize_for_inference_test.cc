@@ -16,19 +16,14 @@
 #include "passes/pass_manager.h"
 #include "testdata/filecheck.h"
 #include "testdata/round_trip.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
+using testdata::relative_error;
 
-// max |a - b| relative to b's largest magnitude (at least 1).
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const double scale = std::max(b.abs().max().item<double>(), 1.0);
-  return (a - b).abs().max().item<double>() / scale;
-}
+using testdata::count_calls;
 
 double output_error(const c10::IValue& a, const c10::IValue& b) {
   if (a.isTensor()) return relative_error(a.toTensor(), b.toTensor());
@@ -158,9 +153,9 @@ TEST_CASE("squeeze-excitation blocks run as one fx_onednn::squeeze_excite") {
   CHECK(report.pooling == 0);
   const std::string printed = gm->graph().to_string();
   INFO(printed);
-  CHECK(count(gm->graph(), "fx_onednn::conv") == 3);
-  CHECK(count(gm->graph(), "fx_onednn::avg_pool2d") == 0);
-  CHECK(count(gm->graph(), "aten::mul.Tensor") == 0);
+  CHECK(count_calls(gm->graph(), "fx_onednn::conv") == 3);
+  CHECK(count_calls(gm->graph(), "fx_onednn::avg_pool2d") == 0);
+  CHECK(count_calls(gm->graph(), "aten::mul.Tensor") == 0);
   CHECK(testdata::filecheck(R"(
     CHECK: fx_onednn::conv]
     CHECK-SAME: 'hardswish'
@@ -180,8 +175,8 @@ TEST_CASE("squeeze-excitation blocks run as one fx_onednn::squeeze_excite") {
   fx::InferenceOptions options;
   options.lower_squeeze_excite = false;
   CHECK(fx::optimize_for_inference(*kept, options).squeeze_excites == 0);
-  CHECK(count(kept->graph(), "fx_onednn::squeeze_excite") == 0);
-  CHECK(count(kept->graph(), "aten::mul.Tensor") == 2);
+  CHECK(count_calls(kept->graph(), "fx_onednn::squeeze_excite") == 0);
+  CHECK(count_calls(kept->graph(), "aten::mul.Tensor") == 2);
   CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
 }
 
@@ -209,8 +204,8 @@ TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   CHECK(report.convolutions == 3);
   const std::string printed = gm->graph().to_string();
   INFO(printed);
-  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
-  CHECK(count(gm->graph(), "aten::relu") == 0);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count_calls(gm->graph(), "aten::relu") == 0);
   CHECK(testdata::filecheck(R"(
     CHECK: fx_onednn::batch_norm]
     CHECK-SAME: 'relu')
@@ -227,7 +222,7 @@ TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   // buffer, each output once; the batch norm reads the first's view.
   CHECK(report.concatenations == 2);
   CHECK(report.concat_buffers == 1);
-  CHECK(count(gm->graph(), "aten::cat") == 0);
+  CHECK(count_calls(gm->graph(), "aten::cat") == 0);
   CHECK(testdata::filecheck(R"(
     CHECK: fx_onednn::concat_buffer](args = ([%conv, %conv_1], 32)
     CHECK: aten::slice.Tensor](args = (%concat_buffer, 1, 0, 24)
@@ -239,7 +234,7 @@ TEST_CASE("batch norms no convolution absorbs run on fx_onednn::batch_norm") {
   fx::InferenceOptions options;
   options.lower_batch_norm = false;
   CHECK(fx::optimize_for_inference(*kept, options).batch_norms == 0);
-  CHECK(count(kept->graph(), "aten::batch_norm") == 3);
+  CHECK(count_calls(kept->graph(), "aten::batch_norm") == 3);
   CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
 }
 
@@ -286,7 +281,7 @@ TEST_CASE("chained concatenations write each piece once into one buffer") {
   CHECK(report.concat_buffers == 1);
   const std::string printed = gm->graph().to_string();
   INFO(printed);
-  CHECK(count(gm->graph(), "aten::cat") == 0);
+  CHECK(count_calls(gm->graph(), "aten::cat") == 0);
   CHECK(testdata::filecheck(R"(
     CHECK: fx_onednn::concat_buffer](args = ([%conv], 40)
     CHECK: aten::slice.Tensor](args = (%concat_buffer, 1, 0, 16)
@@ -316,7 +311,7 @@ TEST_CASE("chained concatenations write each piece once into one buffer") {
   fx::GraphModule gw = fx::symbolic_trace(writes, x);
   const fx::InferenceReport wrote = fx::optimize_for_inference(*gw);
   CHECK(wrote.concatenations == 3);
-  CHECK(count(gw->graph(), "aten::cat") == 1);
+  CHECK(count_calls(gw->graph(), "aten::cat") == 1);
   CHECK(testdata::filecheck(R"(
     CHECK: fx_onednn::concat_buffer](args = ([%conv], 40)
     CHECK: aten::cat](args = ([%conv, %conv_1], 1)
@@ -328,7 +323,7 @@ TEST_CASE("chained concatenations write each piece once into one buffer") {
   fx::InferenceOptions options;
   options.concat_buffers = false;
   CHECK(fx::optimize_for_inference(*kept, options).concatenations == 0);
-  CHECK(count(kept->graph(), "aten::cat") == 4);
+  CHECK(count_calls(kept->graph(), "aten::cat") == 4);
   CHECK(relative_error(kept(x).toTensor(), want) < 1e-5);
 }
 
@@ -409,7 +404,7 @@ TEST_CASE("a conv-bn-relu, conv-add-relu and linear graph lowers and fuses") {
     CHECK-SAME: 'hardswish'
   )", printed));
   // The packing is an init step's: the graph reads packed weights.
-  CHECK(count(gm->graph(), "fx_onednn::pack_conv_weight") == 0);
+  CHECK(count_calls(gm->graph(), "fx_onednn::pack_conv_weight") == 0);
   CHECK(gm->init_steps().size() >= 2);
   torch::NoGradGuard no_grad;
   at::Tensor want = model->forward(x);
@@ -437,7 +432,7 @@ TEST_CASE("global pooling of a dynamic image size stays aten's") {
       fx::symbolic_trace(model, {torch::randn({2, 3, 10, 10})}, options);
   const fx::InferenceReport report = fx::optimize_for_inference(*gm);
   CHECK(report.pooling == 2);
-  CHECK(count(gm->graph(), "aten::adaptive_avg_pool2d") == 1);
+  CHECK(count_calls(gm->graph(), "aten::adaptive_avg_pool2d") == 1);
   torch::NoGradGuard no_grad;
   for (int64_t size : {10, 13, 20}) {
     CAPTURE(size);
@@ -459,27 +454,27 @@ TEST_CASE("every zoo model lowered matches eager") {
     const c10::IValue got = lowered->forward(model.example_inputs);
     CHECK(output_error(got, want) < 1e-4);
     // Every weight is packed once, by an init step, never in forward.
-    CHECK(count(lowered->graph(), "fx_onednn::pack_conv_weight") == 0);
-    CHECK(count(lowered->graph(), "fx_onednn::pack_linear_weight") == 0);
+    CHECK(count_calls(lowered->graph(), "fx_onednn::pack_conv_weight") == 0);
+    CHECK(count_calls(lowered->graph(), "fx_onednn::pack_linear_weight") == 0);
     // The original is left as it was.
     CHECK(gm->graph().to_string() == before);
     if (name == "resnet18" || name == "mobilenet_v2" || name == "lenet" ||
         name == "unet") {
-      CHECK(count(lowered->graph(), "fx_onednn::conv") +
-                count(lowered->graph(), "fx_onednn::conv_chain") >
+      CHECK(count_calls(lowered->graph(), "fx_onednn::conv") +
+                count_calls(lowered->graph(), "fx_onednn::conv_chain") >
             0);
-      CHECK(count(lowered->graph(), "aten::conv2d") == 0);
+      CHECK(count_calls(lowered->graph(), "aten::conv2d") == 0);
     }
     if (name == "resnet18" || name == "resnet50") {
       // The stem's max pooling runs on oneDNN.
-      CHECK(count(lowered->graph(), "fx_onednn::max_pool2d") == 1);
-      CHECK(count(lowered->graph(), "aten::max_pool2d") == 0);
+      CHECK(count_calls(lowered->graph(), "fx_onednn::max_pool2d") == 1);
+      CHECK(count_calls(lowered->graph(), "aten::max_pool2d") == 0);
       // Each block's input dies at its residual add: added in place.
-      CHECK(count(lowered->graph(), "fx_onednn::conv_add_") ==
+      CHECK(count_calls(lowered->graph(), "fx_onednn::conv_add_") ==
             (name == "resnet18" ? 8 : 16));
     }
     if (name == "mlp" || name == "transformer_encoder") {
-      CHECK(count(lowered->graph(), "fx_onednn::linear") > 0);
+      CHECK(count_calls(lowered->graph(), "fx_onednn::linear") > 0);
     }
   }
 }
@@ -496,10 +491,10 @@ TEST_CASE("at batch 1, runs of convolutions run as one fx_onednn::conv_chain") {
   // Its 52 convolutions, the first reading the image, in one chain.
   CHECK(report.conv_chains == 1);
   CHECK(report.chained == 52);
-  CHECK(count(chained->graph(), "fx_onednn::conv_chain") == 1);
-  CHECK(count(chained->graph(), "fx_onednn::conv") == 0);
-  CHECK(count(chained->graph(), "fx_onednn::conv_add_") == 0);
-  CHECK(count(apart->graph(), "fx_onednn::conv_chain") == 0);
+  CHECK(count_calls(chained->graph(), "fx_onednn::conv_chain") == 1);
+  CHECK(count_calls(chained->graph(), "fx_onednn::conv") == 0);
+  CHECK(count_calls(chained->graph(), "fx_onednn::conv_add_") == 0);
+  CHECK(count_calls(apart->graph(), "fx_onednn::conv_chain") == 0);
   const at::Tensor x = model.example_inputs[0].toTensor();
   const at::Tensor want = apart(x).toTensor();
   const int saved = at::get_num_threads();
@@ -517,7 +512,7 @@ TEST_CASE("at batch 1, runs of convolutions run as one fx_onednn::conv_chain") {
   fx::InferenceOptions no_micro;
   no_micro.micro_batch = false;
   CHECK(fx::optimize_for_inference(*batch2, no_micro).conv_chains == 0);
-  CHECK(count(batch2->graph(), "fx_onednn::conv_chain") == 0);
+  CHECK(count_calls(batch2->graph(), "fx_onednn::conv_chain") == 0);
 }
 
 TEST_CASE("a lowered graph runs on several threads at once, exactly") {
@@ -591,8 +586,8 @@ TEST_CASE("a lowered graph saves, loads (packing again) and still guards") {
                            .add("optimize_for_inference")
                            .run(models::trace_zoo_model(model))
                            .module;
-  CHECK(count(gm->graph(), "fx_onednn::conv") +
-            count(gm->graph(), "fx_onednn::conv_add_") ==
+  CHECK(count_calls(gm->graph(), "fx_onednn::conv") +
+            count_calls(gm->graph(), "fx_onednn::conv_add_") ==
         20);
   std::stringstream file;
   fx::save(gm, file);
@@ -699,7 +694,7 @@ TEST_CASE("a lone convolution is lowered only where it pays") {
   fx::InferenceReport report = fx::optimize_for_inference(*gm);
   CHECK(report.convolutions == 0);
   CHECK(report.declined == 1);
-  CHECK(count(gm->graph(), "aten::conv2d") == 1);
+  CHECK(count_calls(gm->graph(), "aten::conv2d") == 1);
 
   fx::InferenceOptions all;
   all.decision = fx::InferenceOptions::Decision::kAll;
@@ -725,7 +720,7 @@ TEST_CASE("what cannot be lowered is left alone") {
   fx::GraphModule gm =
       fx::symbolic_trace(f, torch::randn({1, 2, 5, 5}), torch::randn({3, 2, 3, 3}));
   CHECK(fx::optimize_for_inference(*gm).convolutions == 0);
-  CHECK(count(gm->graph(), "aten::conv2d") == 1);
+  CHECK(count_calls(gm->graph(), "aten::conv2d") == 1);
 
   torch::nn::Conv2d conv(torch::nn::Conv2dOptions(2, 3, 3));
   conv->to(at::kDouble);
@@ -747,7 +742,7 @@ TEST_CASE("what cannot be lowered is left alone") {
       fx::optimize_for_inference(*wide_graph);
   CHECK(wide_report.convolutions == 0);
   CHECK(wide_report.micro_batched == 0);
-  CHECK(count(wide_graph->graph(), "aten::slice.Tensor") == 0);
+  CHECK(count_calls(wide_graph->graph(), "aten::slice.Tensor") == 0);
 
   // A chain's value promoted to double before its pooling: aten pools it.
   torch::nn::Conv2d single(torch::nn::Conv2dOptions(2, 3, 3));
@@ -834,8 +829,8 @@ TEST_CASE("transposed convolutions lower, fuse, save, load and export") {
   const fx::InferenceReport report = fx::optimize_for_inference(*gm);
   CHECK(report.convolutions == 3);
   CHECK(report.fused_activations == 3);  // relu, relu, sigmoid
-  CHECK(count(gm->graph(), "fx_onednn::conv_transpose") == 2);
-  CHECK(count(gm->graph(), "aten::conv_transpose2d.input") == 0);
+  CHECK(count_calls(gm->graph(), "fx_onednn::conv_transpose") == 2);
+  CHECK(count_calls(gm->graph(), "aten::conv_transpose2d.input") == 0);
   // One chain: no layout conversion between the lowered calls; the first
   // converts its input itself.
   CHECK(report.layout_conversions == 1);  // the output
@@ -877,7 +872,7 @@ TEST_CASE("linear of a weight read through t() lowers, folded or not") {
     CAPTURE(gm->graph().to_string());
     CHECK(report.linear == 1);
     CHECK(report.fused_activations == 1);
-    CHECK(count(gm->graph(), "fx_onednn::linear") == 1);
+    CHECK(count_calls(gm->graph(), "fx_onednn::linear") == 1);
     CHECK(relative_error(gm(x).toTensor(), at::relu(at::linear(x, w.t(), b))) <
           1e-5);
   }
@@ -903,7 +898,7 @@ TEST_CASE("gelu after a linear layer fuses, exact or tanh") {
   CAPTURE(gm->graph().to_string());
   CHECK(report.linear == 2);
   CHECK(report.fused_activations == 2);
-  CHECK(count(gm->graph(), "aten::gelu") == 0);
+  CHECK(count_calls(gm->graph(), "aten::gelu") == 0);
   const at::Tensor want =
       at::gelu(at::linear(at::gelu(at::linear(x, w)), w), "tanh");
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);

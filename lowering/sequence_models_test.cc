@@ -24,9 +24,12 @@
 #include "testdata/bert_base.h"
 #include "testdata/round_trip.h"
 #include "testdata/test_files.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
+
+using testdata::relative_error;
 
 std::string model_path(const std::string& name) {
   static const std::string dir = testdata::torchscript_models(
@@ -40,11 +43,6 @@ torch::jit::Module load_script(const std::string& name) {
   torch::jit::Module script = torch::jit::load(model_path(name));
   script.eval();
   return script;
-}
-
-double relative_error(const at::Tensor& got, const at::Tensor& want) {
-  return (got - want).abs().max().item<double>() /
-         want.abs().max().item<double>();
 }
 
 at::Tensor first_tensor(const c10::IValue& v) {

@@ -15,9 +15,12 @@
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "testdata/test_files.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
+
+using testdata::relative_error;
 
 const std::vector<std::string> kModels = {
     "resnet18",        "resnet50",       "mobilenet_v2",  "mobilenet_v3_small",
@@ -32,11 +35,6 @@ std::string model_path(const std::string& name) {
     return testdata::torchscript_models("torchvision_models", traced);
   }();
   return dir + "/" + name + "_traced.pt";
-}
-
-double relative_error(const at::Tensor& got, const at::Tensor& want) {
-  return (got - want).abs().max().item<double>() /
-         want.abs().max().item<double>();
 }
 
 }  // namespace

@@ -5,19 +5,18 @@
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
 #include "models/zoo.h"
+#include "testdata/test_helpers.h"
 #include "testdata/zoo_testing.h"
 #include "third_party/catch.h"
 
 namespace {
 
+using testdata::count_calls;
+
 using fx::Argument;
 using fx::Node;
 using models::make_zoo_model;
 using models::ZooModel;
-
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
 
 at::Tensor element(const c10::IValue& tuple, size_t i) {
   return tuple.toTupleRef().elements().at(i).toTensor();
@@ -48,8 +47,8 @@ TEST_CASE("duplicate pure nodes merge into the first, in cascade") {
   // eliminate_common_subexpressions_merges_weight_t.ir; here, what it
   // computes.
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::t") == 1);
-  CHECK(count(gm->graph(), "aten::mm") == 1);
+  CHECK(count_calls(gm->graph(), "aten::t") == 1);
+  CHECK(count_calls(gm->graph(), "aten::mm") == 1);
   CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
   gm->recompile();
   at::Tensor in = torch::randn({2, 3});
@@ -83,7 +82,7 @@ TEST_CASE("in-place operators are never merged") {
   g->output(second);
   fx::GraphModule gm(std::move(g), fx::Attributes());
   CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::add_.Scalar") == 2);
+  CHECK(count_calls(gm->graph(), "aten::add_.Scalar") == 2);
   at::Tensor in = torch::randn({4});
   CHECK(torch::equal(gm(in).toTensor(), in + 1 + 1));
 }
@@ -100,7 +99,7 @@ TEST_CASE("a write through a view between two equal nodes keeps both") {
   g->output(Argument::tuple({a, b}));
   fx::GraphModule gm(std::move(g), fx::Attributes());
   CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::relu") == 2);
+  CHECK(count_calls(gm->graph(), "aten::relu") == 2);
   at::Tensor in = torch::randn({2, 3});
   c10::IValue out = gm(in.clone());
   CHECK(torch::equal(element(out, 0), in.relu()));
@@ -148,7 +147,7 @@ TEST_CASE("a value written later, even through an alias, is not merged") {
     INFO(how);
     fx::GraphModule gm = written_later(write);
     CHECK_FALSE(fx::eliminate_common_subexpressions(*gm));
-    CHECK(count(gm->graph(), "aten::relu") == 2);
+    CHECK(count_calls(gm->graph(), "aten::relu") == 2);
     gm->recompile();
     at::Tensor in = torch::randn({4, 4});
     CHECK(torch::equal(element(gm(in), 1), in.relu()));
@@ -158,7 +157,7 @@ TEST_CASE("a value written later, even through an alias, is not merged") {
     return g.call_function(fx::op("aten::add.Scalar"), {a, 1});
   });
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::relu") == 1);
+  CHECK(count_calls(gm->graph(), "aten::relu") == 1);
 }
 
 TEST_CASE("long chains of duplicates merge in one pass") {
@@ -174,7 +173,7 @@ TEST_CASE("long chains of duplicates merge in one pass") {
   g->output(g->call_function(fx::op("aten::sub.Tensor"), {a, b}));
   fx::GraphModule gm(std::move(g), fx::Attributes());
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::sin") == kLength);
+  CHECK(count_calls(gm->graph(), "aten::sin") == kLength);
   gm->graph().lint();
 }
 
@@ -194,9 +193,9 @@ TEST_CASE("a tied linear layer transposes its weight once") {
   model->eval();
   at::Tensor x = torch::randn({4, 8});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
-  REQUIRE(count(gm->graph(), "aten::t") == 2);
+  REQUIRE(count_calls(gm->graph(), "aten::t") == 2);
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::t") == 1);
+  CHECK(count_calls(gm->graph(), "aten::t") == 1);
   CHECK(gm->graph().find_nodes(fx::Opcode::kGetAttr).size() == 2);
   gm->recompile();
   CHECK(torch::equal(gm(x).toTensor(), model(x)));
@@ -206,9 +205,9 @@ TEST_CASE("the LSTM tagger's two zero states become one") {
   torch::NoGradGuard no_grad;
   ZooModel model = make_zoo_model("lstm_tagger");
   fx::GraphModule gm = models::trace_zoo_model(model);
-  REQUIRE(count(gm->graph(), "aten::zeros") == 2);
+  REQUIRE(count_calls(gm->graph(), "aten::zeros") == 2);
   CHECK(fx::eliminate_common_subexpressions(*gm));
-  CHECK(count(gm->graph(), "aten::zeros") == 1);
+  CHECK(count_calls(gm->graph(), "aten::zeros") == 1);
   Node* lstm =
       gm->graph()
           .find_nodes(fx::Opcode::kCallFunction, fx::op("aten::lstm.input"))
@@ -243,7 +242,7 @@ TEST_CASE("EliminateCommonSubexpressions is the pass of its name") {
   fx::GraphModule gm(std::move(g), fx::Attributes());
   fx::PassResult result = fx::PassManager().add(std::move(pass)).run(gm);
   CHECK(result.modified);
-  CHECK(count(result.module->graph(), "aten::exp") == 1);
+  CHECK(count_calls(result.module->graph(), "aten::exp") == 1);
 }
 
 }  // namespace

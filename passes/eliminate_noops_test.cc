@@ -5,16 +5,15 @@
 
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
+using testdata::count_calls;
+
 using fx::Argument;
 using fx::Node;
-
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
 
 at::Tensor element(const c10::IValue& tuple, size_t i) {
   return tuple.toTupleRef().elements().at(i).toTensor();
@@ -109,7 +108,7 @@ TEST_CASE("a view whose metadata is changed in place is kept") {
   Node* t_ = b.call("aten::t_", {view}, transposed);
   fx::GraphModule gm = b.module(Argument::tuple({t_, relu}));
   CHECK_FALSE(fx::eliminate_noops(*gm));
-  CHECK(count(gm->graph(), "aten::view") == 1);
+  CHECK(count_calls(gm->graph(), "aten::view") == 1);
   at::Tensor in = torch::randn({2, 8});
   c10::IValue out = gm(in);
   CHECK((element(out, 0).sizes().vec() == std::vector<int64_t>{8, 2}));
@@ -135,18 +134,18 @@ TEST_CASE("a traced function loses its no-op conversions and views") {
   torch::NoGradGuard no_grad;
   at::Tensor x = torch::randn({2, 8});
   fx::GraphModule gm = fx::symbolic_trace(&tidy, x);
-  REQUIRE(count(gm->graph(), "aten::to.dtype") == 2);
-  REQUIRE(count(gm->graph(), "aten::contiguous") == 2);
-  REQUIRE(count(gm->graph(), "aten::view") == 1);
-  REQUIRE(count(gm->graph(), "aten::flatten.using_ints") == 1);
-  REQUIRE(count(gm->graph(), "aten::expand") == 1);
+  REQUIRE(count_calls(gm->graph(), "aten::to.dtype") == 2);
+  REQUIRE(count_calls(gm->graph(), "aten::contiguous") == 2);
+  REQUIRE(count_calls(gm->graph(), "aten::view") == 1);
+  REQUIRE(count_calls(gm->graph(), "aten::flatten.using_ints") == 1);
+  REQUIRE(count_calls(gm->graph(), "aten::expand") == 1);
   CHECK(fx::eliminate_noops(*gm));
   // The copy and the contiguous of the transpose stay.
-  CHECK(count(gm->graph(), "aten::to.dtype") == 1);
-  CHECK(count(gm->graph(), "aten::contiguous") == 1);
-  CHECK(count(gm->graph(), "aten::view") == 0);
-  CHECK(count(gm->graph(), "aten::flatten.using_ints") == 0);
-  CHECK(count(gm->graph(), "aten::expand") == 0);
+  CHECK(count_calls(gm->graph(), "aten::to.dtype") == 1);
+  CHECK(count_calls(gm->graph(), "aten::contiguous") == 1);
+  CHECK(count_calls(gm->graph(), "aten::view") == 0);
+  CHECK(count_calls(gm->graph(), "aten::flatten.using_ints") == 0);
+  CHECK(count_calls(gm->graph(), "aten::expand") == 0);
   gm->recompile();
   CHECK(torch::equal(gm(x).toTensor(), tidy(x)));
   at::Tensor other = torch::randn({2, 8});
@@ -162,7 +161,7 @@ TEST_CASE("EliminateNoops is the pass named eliminate_noops") {
   fx::GraphModule gm = b.module(b.call("aten::exp", {to}, meta({3})));
   fx::PassResult result = fx::PassManager().add(std::move(pass)).run(gm);
   CHECK(result.modified);
-  CHECK(count(result.module->graph(), "aten::to.dtype") == 0);
+  CHECK(count_calls(result.module->graph(), "aten::to.dtype") == 0);
 }
 
 }  // namespace

@@ -8,16 +8,15 @@
 #include "fx/io/parser.h"
 #include "passes/pass_manager.h"
 #include "models/zoo.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
+using testdata::count_calls;
+
 using fx::Node;
 using fx::Opcode;
-
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(Opcode::kCallFunction, fx::op(op)).size();
-}
 
 std::vector<at::Tensor> parameter_copies(const torch::nn::Module& module) {
   std::vector<at::Tensor> out;
@@ -42,19 +41,19 @@ TEST_CASE("folded ResNet-18/50 and MobileNetV2 match eager without batch_norm") 
     models::ZooModel model = models::make_zoo_model(name);
     auto before = parameter_copies(*model.module);
     fx::GraphModule gm = models::trace_zoo_model(model);
-    size_t convs = count(gm->graph(), "aten::conv2d");
+    size_t convs = count_calls(gm->graph(), "aten::conv2d");
     fx::PassResult result =
         fx::PassManager().add("fuse_conv_bn").add("eliminate_dead_code").run(gm);
     CHECK(result.modified);
     const fx::Graph& folded = result.module->graph();
-    CHECK(count(folded, "aten::batch_norm") == 0);
-    CHECK(count(folded, "aten::conv2d") == convs);
+    CHECK(count_calls(folded, "aten::batch_norm") == 0);
+    CHECK(count_calls(folded, "aten::conv2d") == convs);
     at::Tensor expected = model.forward(model.example_inputs).toTensor();
     at::Tensor got = result.module->forward(model.example_inputs).toTensor();
     CHECK(torch::allclose(got, expected, /*rtol=*/1e-4, /*atol=*/1e-5));
     // The model, and the GraphModule given to the pass, are untouched.
     check_unchanged(*model.module, before);
-    CHECK(count(gm->graph(), "aten::batch_norm") > 0);
+    CHECK(count_calls(gm->graph(), "aten::batch_norm") > 0);
     CHECK(torch::equal(gm->forward(model.example_inputs).toTensor(), expected));
   }
 }
@@ -120,7 +119,7 @@ TEST_CASE("a conv without bias folds and computes what it did") {
   fx::GraphModule gm = fx::symbolic_trace(model, x);
   CHECK(fx::fuse_conv_bn(*gm));
   gm->recompile();
-  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
 }
 
@@ -144,10 +143,10 @@ TEST_CASE("linear followed by BatchNorm1d folds (addmm of t(weight))") {
   model->eval();
   auto x = torch::randn({4, 6});
   fx::GraphModule gm = fx::symbolic_trace(model, x);
-  REQUIRE(count(gm->graph(), "aten::addmm") == 1);
+  REQUIRE(count_calls(gm->graph(), "aten::addmm") == 1);
   CHECK(fx::fuse_conv_bn(*gm));
   gm->recompile();
-  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
 }
 
@@ -176,7 +175,7 @@ TEST_CASE("a grouped transposed convolution followed by BatchNorm folds") {
   fx::GraphModule gm = fx::symbolic_trace(model, x);
   CHECK(fx::fuse_conv_bn(*gm));
   gm->recompile();
-  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), model(x), 1e-4, 1e-5));
 }
 
@@ -220,7 +219,7 @@ TEST_CASE("addmm with alpha and beta given as 1.0 folds as with 1") {
   const at::Tensor want = gm(x).toTensor();
   CHECK(fx::fuse_conv_bn(*gm));
   gm->recompile();
-  CHECK(count(gm->graph(), "aten::batch_norm") == 0);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 0);
   CHECK(torch::allclose(gm(x).toTensor(), want, 1e-4, 1e-5));
 }
 

@@ -5,17 +5,16 @@
 #include "fx/fx.h"
 #include "passes/pass_manager.h"
 #include "models/zoo.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
+using testdata::count_calls;
+
 using fx::Node;
 using models::make_zoo_model;
 using models::ZooModel;
-
-size_t count(const fx::Graph& graph, const char* op) {
-  return graph.find_nodes(fx::Opcode::kCallFunction, fx::op(op)).size();
-}
 
 TEST_CASE("the transformer encoder in eval mode loses every dropout") {
   torch::NoGradGuard no_grad;
@@ -23,10 +22,10 @@ TEST_CASE("the transformer encoder in eval mode loses every dropout") {
   fx::GraphModule gm = models::trace_zoo_model(model);
   // Attention weights, attention output, feed-forward inside and output, in
   // each of the two layers.
-  REQUIRE(count(gm->graph(), "aten::dropout") == 8);
+  REQUIRE(count_calls(gm->graph(), "aten::dropout") == 8);
   const size_t size = gm->graph().size();
   CHECK(fx::remove_dropout(*gm));
-  CHECK(count(gm->graph(), "aten::dropout") == 0);
+  CHECK(count_calls(gm->graph(), "aten::dropout") == 0);
   CHECK(gm->graph().size() == size - 8);
   CHECK_FALSE(fx::remove_dropout(*gm));
   gm->recompile();
@@ -71,7 +70,7 @@ fx::GraphModule dropout_graph(const char* op, double p, bool train) {
 TEST_CASE("a dropout in training mode is kept, and stays random") {
   fx::GraphModule training = dropout_graph("aten::dropout", 0.5, true);
   CHECK_FALSE(fx::remove_dropout(*training));
-  CHECK(count(training->graph(), "aten::dropout") == 1);
+  CHECK(count_calls(training->graph(), "aten::dropout") == 1);
   auto x = torch::ones({1000});
   CHECK_FALSE(torch::equal(training(x).toTensor(), -x));
 }
@@ -82,9 +81,9 @@ TEST_CASE("RemoveDropout runs in a PassManager") {
   fx::GraphModule gm = dropout_graph("aten::dropout", 0.1, false);
   fx::PassResult result = fx::PassManager().add(std::move(pass)).run(gm);
   CHECK(result.modified);
-  CHECK(count(result.module->graph(), "aten::dropout") == 0);
+  CHECK(count_calls(result.module->graph(), "aten::dropout") == 0);
   // The given module is left as it was.
-  CHECK(count(gm->graph(), "aten::dropout") == 1);
+  CHECK(count_calls(gm->graph(), "aten::dropout") == 1);
 }
 
 }  // namespace

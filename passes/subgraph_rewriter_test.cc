@@ -10,10 +10,13 @@
 #include "fx/fx.h"
 #include "fx/ir/errors.h"
 #include "models/zoo.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace fx {
 namespace {
+
+using testdata::count_calls;
 
 template <typename F>
 GraphModule trace_function(F f, std::vector<c10::IValue> inputs,
@@ -31,10 +34,6 @@ std::vector<std::string> targets(const Graph& graph) {
     }
   }
   return out;
-}
-
-size_t count(const Graph& graph, const char* op_name) {
-  return graph.find_nodes(Opcode::kCallFunction, op(op_name)).size();
 }
 
 // (One call per statement: C++ leaves the order of operands unspecified,
@@ -138,7 +137,7 @@ TEST_CASE("every relu_ of ResNet-18 becomes clamp_min_(x, 0), same output") {
   models::ZooModel model = resnet18();
   GraphModule gm = models::trace_zoo_model(model);
   std::shared_ptr<GraphModuleImpl> original = gm->copy();
-  const size_t relus = count(gm->graph(), "aten::relu_");
+  const size_t relus = count_calls(gm->graph(), "aten::relu_");
   REQUIRE(relus == 17);
   std::vector<Node*> relu_nodes =
       gm->graph().find_nodes(Opcode::kCallFunction, op("aten::relu_"));
@@ -150,8 +149,8 @@ TEST_CASE("every relu_ of ResNet-18 becomes clamp_min_(x, 0), same output") {
       {torch::randn({1, 1, 1, 1})});
 
   CHECK(matches.size() == relus);
-  CHECK(count(gm->graph(), "aten::relu_") == 0);
-  CHECK(count(gm->graph(), "aten::clamp_min_") == relus);
+  CHECK(count_calls(gm->graph(), "aten::relu_") == 0);
+  CHECK(count_calls(gm->graph(), "aten::clamp_min_") == relus);
   gm->graph().lint();
   CHECK(matches[0].anchor == "relu_");
   CHECK(matches[0].outputs[0]->target() == op("aten::clamp_min_"));
@@ -203,9 +202,9 @@ TEST_CASE("bn + relu_ in ResNet-18: literal arguments must match exactly") {
          at::Tensor var) { return bn_relu(x, w, b, mean, var, 1e-5); },
       replacement, examples);
   CHECK(matches.size() == 9);
-  CHECK(count(gm->graph(), "aten::relu_") == 17 - 9);
-  CHECK(count(gm->graph(), "aten::relu") == 9);
-  CHECK(count(gm->graph(), "aten::batch_norm") == 20);
+  CHECK(count_calls(gm->graph(), "aten::relu_") == 17 - 9);
+  CHECK(count_calls(gm->graph(), "aten::relu") == 9);
+  CHECK(count_calls(gm->graph(), "aten::batch_norm") == 20);
   // The placeholders matched the BatchNorm's get_attr nodes.
   CHECK(matches[0].inputs[1].to_node()->target().str() == "bn1.weight");
   CHECK(matches[1].inputs[4].to_node()->target().str() ==
@@ -291,7 +290,7 @@ TEST_CASE("literal arguments: add(x, y, 2) matches only alpha=2") {
   // alpha=2.0 (a double) is another literal than 2.
   REQUIRE(matches.size() == 1);
   CHECK(matches[0].anchor == "add_1");
-  CHECK(count(gm->graph(), "aten::sub.Tensor") == 1);
+  CHECK(count_calls(gm->graph(), "aten::sub.Tensor") == 1);
   CHECK(torch::allclose(gm(x, y).toTensor(),
                         (x + y) + (x - y) + (x + 3 * y) + (x + 2 * y)));
 }
@@ -309,7 +308,7 @@ TEST_CASE("a placeholder used twice matches the same value twice") {
       [](at::Tensor a) { return torch::pow(a, 2); }, {x});
   REQUIRE(matches.size() == 1);
   CHECK(matches[0].anchor == "mul");
-  CHECK(count(gm->graph(), "aten::mul.Tensor") == 1);
+  CHECK(count_calls(gm->graph(), "aten::mul.Tensor") == 1);
   CHECK(torch::allclose(gm(x, y).toTensor(), x * x + x * y));
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "quantization/numeric_suite.h"
 #include "quantization/ops.h"
 #include "quantization/qconfig.h"
 #include "third_party/catch.h"
@@ -21,12 +22,6 @@ c10::IValue call(const std::string& qualified, std::vector<c10::IValue> stack) {
       name.c_str(), overload.c_str());
   op.callBoxed(&stack);
   return stack.empty() ? c10::IValue() : stack[0];
-}
-
-double sqnr(const at::Tensor& x, const at::Tensor& q) {
-  const at::Tensor d = q.dequantize();
-  return 10 * std::log10(x.pow(2).sum().item<double>() /
-                         (x - d).pow(2).sum().item<double>());
 }
 
 }  // namespace
@@ -114,7 +109,7 @@ TEST_CASE("the histogram observer searches the range of least L2 error") {
   fx::observe(mm, x, ms);
   fx::QParams qm = fx::calculate_qparams(mm, ms);
   CHECK(qh.scale_value() < qm.scale_value() * 0.97);
-  CHECK(sqnr(x, fx::quantize(hist, x, qh)) > sqnr(x, fx::quantize(mm, x, qm)));
+  CHECK(fx::sqnr_db(x, fx::quantize(hist, x, qh)) > fx::sqnr_db(x, fx::quantize(mm, x, qm)));
 
   // One far outlier: cutting it would cost more (its squared error) than
   // the coarser steps do, so the range stays, as in torch.ao.

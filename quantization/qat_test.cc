@@ -15,9 +15,12 @@
 #include "quantization/qconfig.h"
 #include "quantization/quantize_fx.h"
 #include "testdata/test_files.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
+
+using testdata::count_calls;
 
 // The engine whose int8 kernels compute what the fake quantizers simulate
 // here: onednn, or qnnpack on a CPU without VNNI (AVX2), where oneDNN's
@@ -56,28 +59,12 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-int count(const fx::Graph& g, const std::string& target) {
-  int n = 0;
-  for (const fx::Node* node : g.nodes()) {
-    if (node->op() == fx::Opcode::kCallFunction &&
-        node->target().to_string() == target) {
-      ++n;
-    }
-  }
-  return n;
-}
-
 fx::GraphModule trace_training(Net& net) {
   net->train();
   return fx::symbolic_trace(net, torch::randn({4, 3, 8, 8}));
 }
 
 at::Tensor run(fx::GraphModule m, const at::Tensor& x) { return m(x).toTensor(); }
-
-double sqnr(const at::Tensor& reference, const at::Tensor& x) {
-  return 10 * std::log10((reference.pow(2).sum() /
-                          (reference - x).pow(2).sum()).item<double>());
-}
 
 // A few SGD steps through `qat` on random batches (seeded).
 void train(fx::GraphModule& qat, int steps) {
@@ -107,10 +94,10 @@ TEST_CASE("prepare_qat_fx puts fake quantizers where prepare_fx puts observers, 
   // Weights: 3 convs and 2 linears. Activations: the input, conv1-bn1-relu,
   // bn2 (the add's input), add-relu, conv3-relu, fc1-relu, fc2 (the output
   // of the pool and flatten are quantized as they come).
-  CHECK(count(g, "fx_quant::fake_quantize") == 5 + 7);
-  CHECK(count(g, "aten::batch_norm") == 2);  // still training, in blocks
-  CHECK(count(g, "aten::sqrt") == 2);
-  CHECK(count(g, "aten::dropout") == 1);
+  CHECK(count_calls(g, "fx_quant::fake_quantize") == 5 + 7);
+  CHECK(count_calls(g, "aten::batch_norm") == 2);  // still training, in blocks
+  CHECK(count_calls(g, "aten::sqrt") == 2);
+  CHECK(count_calls(g, "aten::dropout") == 1);
   // The weights it trains are copies: the traced module's stay as they were.
   const at::Tensor w0 = gm->fetch_attr("conv1.weight").clone();
   train(qat, 3);
@@ -213,7 +200,7 @@ TEST_CASE("convert_fx makes a trained QAT module the int8 graph PTQ makes") {
   const at::Tensor x = torch::randn({4, 3, 8, 8});
   const at::Tensor q = run(int8, x);
   const at::Tensor r = run(reference, x);
-  CHECK(sqnr(r, q) > 30);
+  CHECK(fx::sqnr_db(r, q) > 30);
 }
 
 TEST_CASE("fx_quant::fake_quantize computes torch.ao's fake quantizers, "
@@ -328,7 +315,7 @@ TEST_CASE("a module traced in eval mode fine-tunes with its batch norms frozen")
   fx::GraphModule qat =
       fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("qnnpack"));
   CHECK(!qat->is_training());
-  CHECK(count(qat->graph(), "aten::sqrt") == 2);  // the blocks, frozen
+  CHECK(count_calls(qat->graph(), "aten::sqrt") == 2);  // the blocks, frozen
   const at::Tensor mean = qat->fetch_attr("bn1.running_mean").clone();
   const at::Tensor w0 = qat->fetch_attr("conv1.weight").clone();
   train(qat, 3);
@@ -340,10 +327,10 @@ TEST_CASE("a module traced in eval mode fine-tunes with its batch norms frozen")
   fx::GraphModule reference = fx::convert_to_reference_fx(qat);
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({4, 3, 8, 8});
-  CHECK(sqnr(run(reference, x), run(int8, x)) > 25);
+  CHECK(fx::sqnr_db(run(reference, x), run(int8, x)) > 25);
   // Converted with the qparams training simulated: the reference model (the
   // batch norms folded) computes what the QAT module computes.
-  CHECK(sqnr(run(qat, x), run(reference, x)) > 60);
+  CHECK(fx::sqnr_db(run(qat, x), run(reference, x)) > 60);
   fx::set_quantized_engine("onednn");
 }
 
@@ -374,10 +361,10 @@ TEST_CASE("aten::_convolution (TorchScript's) gets a block, converted back") {
   model->eval();
   fx::set_quantized_engine("qnnpack");
   fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({2, 3, 8, 8}));
-  REQUIRE(count(gm->graph(), "aten::_convolution") == 1);
+  REQUIRE(count_calls(gm->graph(), "aten::_convolution") == 1);
   fx::GraphModule qat =
       fx::prepare_qat_fx(gm, fx::get_default_qat_qconfig_mapping("qnnpack"));
-  CHECK(count(qat->graph(), "aten::sqrt") == 1);
+  CHECK(count_calls(qat->graph(), "aten::sqrt") == 1);
   fx::DistillationOptions options;
   options.steps = 4;
   std::vector<std::vector<c10::IValue>> batches;
@@ -388,7 +375,7 @@ TEST_CASE("aten::_convolution (TorchScript's) gets a block, converted back") {
   CHECK(fx::summarize_quantized(int8).float_ops == 0);
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({2, 3, 8, 8});
-  CHECK(sqnr(run(gm, x), run(int8, x)) > 20);
+  CHECK(fx::sqnr_db(run(gm, x), run(int8, x)) > 20);
   std::vector<std::vector<c10::IValue>> none;
   CHECK_THROWS_WITH(fx::distill_qat(qat, gm, none, options),
                     Catch::Contains("at least one batch"));
@@ -427,12 +414,12 @@ TEST_CASE("a linear layer's batch norm stays its own operation, in training and 
   }
   fx::disable_observer(qat);
   fx::GraphModule reference = fx::convert_to_reference_fx(qat);
-  CHECK(count(reference->graph(), "aten::batch_norm") == 1);
+  CHECK(count_calls(reference->graph(), "aten::batch_norm") == 1);
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({6, 8});
-  CHECK(sqnr(run(qat, x), run(reference, x)) > 60);
+  CHECK(fx::sqnr_db(run(qat, x), run(reference, x)) > 60);
   fx::GraphModule int8 = fx::convert_fx(qat);
-  CHECK(sqnr(run(reference, x), run(int8, x)) > 25);
+  CHECK(fx::sqnr_db(run(reference, x), run(int8, x)) > 25);
 }
 
 TEST_CASE("a QAT module saves, loads and keeps training") {
@@ -465,7 +452,7 @@ TEST_CASE("every traceable zoo model prepares, trains and converts") {
     fx::GraphModule gm = models::trace_zoo_model(model);  // eval: frozen
     fx::GraphModule qat = fx::prepare_qat_fx(
         gm, fx::get_default_qat_qconfig_mapping(exact_engine()), model.example_inputs);
-    if (count(qat->graph(), "fx_quant::fake_quantize") == 0) continue;
+    if (count_calls(qat->graph(), "fx_quant::fake_quantize") == 0) continue;
     fx::DistillationOptions options;
     options.steps = 2;
     options.lr = 1e-6;
@@ -489,8 +476,8 @@ TEST_CASE("every traceable zoo model prepares, trains and converts") {
     // What the QAT module computes, the reference computes (up to values
     // that the folding's rounding moves across a quantization step); int8
     // is near.
-    CHECK(sqnr(fake, first(reference->forward(model.example_inputs))) > 30);
-    CHECK(sqnr(first(out), first(int8->forward(model.example_inputs))) > 15);
+    CHECK(fx::sqnr_db(fake, first(reference->forward(model.example_inputs))) > 30);
+    CHECK(fx::sqnr_db(first(out), first(int8->forward(model.example_inputs))) > 15);
   }
 }
 
@@ -507,7 +494,7 @@ TEST_CASE("converted with the scales the observed ranges give, even with fake qu
   for (int i = 0; i < 3; ++i) qat(torch::randn({4, 3, 8, 8}));
   fx::GraphModule int8 = fx::convert_fx(qat);
   const at::Tensor x = torch::randn({4, 3, 8, 8});
-  CHECK(sqnr(run(gm, x), run(int8, x)) > 20);
+  CHECK(fx::sqnr_db(run(gm, x), run(int8, x)) > 20);
 }
 
 namespace {
@@ -555,7 +542,7 @@ TEST_CASE("a weight stored [in, out] fake-quantizes per column") {
   CHECK(weight_scales == 8);
   fx::disable_observer(qat);
   torch::NoGradGuard no_grad;
-  CHECK(sqnr(run(qat, x), run(fx::convert_to_reference_fx(qat), x)) > 60);
+  CHECK(fx::sqnr_db(run(qat, x), run(fx::convert_to_reference_fx(qat), x)) > 60);
 }
 
 TEST_CASE("a batch norm without running statistics stays as it is") {
@@ -571,5 +558,5 @@ TEST_CASE("a batch norm without running statistics stays as it is") {
   fx::GraphModule int8 = fx::convert_fx(qat);
   const at::Tensor x = torch::randn({4, 3, 8, 8});
   model->eval();
-  CHECK(sqnr(model->forward(x), run(int8, x)) > 15);
+  CHECK(fx::sqnr_db(model->forward(x), run(int8, x)) > 15);
 }

@@ -9,23 +9,15 @@
 #include "fx/io/serialization.h"
 #include "models/zoo.h"
 #include "quantization/numeric_suite.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
 
+using testdata::count_calls;
+
 at::Tensor first_tensor(const c10::IValue& v) {
   return v.isTensor() ? v.toTensor() : v.toTupleRef().elements()[0].toTensor();
-}
-
-int count(const fx::Graph& g, const std::string& target) {
-  int n = 0;
-  for (const fx::Node* node : g.nodes()) {
-    if (node->op() == fx::Opcode::kCallFunction &&
-        node->target().to_string() == target) {
-      ++n;
-    }
-  }
-  return n;
 }
 
 // Random calibration batches shaped like the model's first input.
@@ -70,8 +62,8 @@ TEST_CASE("prepare inserts observers and leaves the module alone") {
   const fx::Graph& g = prepared->graph();
   // Batch norms are folded, each conv has a weight observer, and the
   // conv-relu pairs have no observer between them.
-  CHECK(count(g, "aten::batch_norm") == 0);
-  const int observers = count(g, "fx_quant::observe");
+  CHECK(count_calls(g, "aten::batch_norm") == 0);
+  const int observers = count_calls(g, "fx_quant::observe");
   CHECK(observers > 40);
   for (const fx::Node* n : g.nodes()) {
     if (n->op() == fx::Opcode::kCallFunction &&
@@ -106,7 +98,7 @@ TEST_CASE("convert gives quantized kernels close to float on the zoo") {
     const fx::QuantizedSummary s = fx::summarize_quantized(q.converted);
     CAPTURE(s.to_string(), q.converted->graph().to_string());
     CHECK(s.quantized_ops > 0);
-    CHECK(count(q.converted->graph(), "fx_quant::observe") == 0);
+    CHECK(count_calls(q.converted->graph(), "fx_quant::observe") == 0);
     const at::Tensor x = model.example_inputs[0].toTensor();
     const at::Tensor want = first_tensor(model.forward(model.example_inputs));
     const at::Tensor got = first_tensor(q.converted(x));
@@ -120,12 +112,12 @@ TEST_CASE("conv-relu and add-relu fuse into one quantized kernel") {
   models::ZooModel model = models::make_zoo_model("resnet18");
   Quantized q = quantize(model, "onednn", 2);
   const fx::Graph& g = q.converted->graph();
-  CHECK(count(g, "quantized::conv2d_relu.new") > 5);
-  CHECK(count(g, "quantized::add_relu") == 8);
-  CHECK(count(g, "quantized::linear") == 1);
+  CHECK(count_calls(g, "quantized::conv2d_relu.new") > 5);
+  CHECK(count_calls(g, "quantized::add_relu") == 8);
+  CHECK(count_calls(g, "quantized::linear") == 1);
   // One quantize at the input, one dequantize at the output.
-  CHECK(count(g, "aten::quantize_per_tensor") == 1);
-  CHECK(count(g, "aten::dequantize.self") == 1);
+  CHECK(count_calls(g, "aten::quantize_per_tensor") == 1);
+  CHECK(count_calls(g, "aten::dequantize.self") == 1);
 }
 
 TEST_CASE("the reference model computes what the quantized one does") {
@@ -134,9 +126,9 @@ TEST_CASE("the reference model computes what the quantized one does") {
   Quantized q = quantize(model, "onednn");
   fx::GraphModule reference = fx::convert_to_reference_fx(q.prepared);
   const fx::Graph& g = reference->graph();
-  CHECK(count(g, "aten::quantize_per_tensor") > 0);
-  CHECK(count(g, "aten::dequantize.self") > 0);
-  CHECK(count(g, "aten::conv2d") > 0);
+  CHECK(count_calls(g, "aten::quantize_per_tensor") > 0);
+  CHECK(count_calls(g, "aten::dequantize.self") > 0);
+  CHECK(count_calls(g, "aten::conv2d") > 0);
   const at::Tensor x = model.example_inputs[0].toTensor();
   const at::Tensor got = first_tensor(q.converted(x));
   const at::Tensor ref = first_tensor(reference(x));
@@ -155,10 +147,10 @@ TEST_CASE("the mapping chooses per module, operator and node") {
   for (const at::Tensor& b : batches(model, 2)) prepared(b);
   fx::GraphModule converted = fx::convert_fx(prepared);
   const fx::Graph& g = converted->graph();
-  CHECK(count(g, "quantized::linear") == 0);
-  CHECK(count(g, "quantized::add_relu") == 0);
-  CHECK(count(g, "aten::addmm") + count(g, "aten::linear") == 1);
-  CHECK(count(g, "quantized::conv2d_relu.new") > 0);
+  CHECK(count_calls(g, "quantized::linear") == 0);
+  CHECK(count_calls(g, "quantized::add_relu") == 0);
+  CHECK(count_calls(g, "aten::addmm") + count_calls(g, "aten::linear") == 1);
+  CHECK(count_calls(g, "quantized::conv2d_relu.new") > 0);
   const at::Tensor x = model.example_inputs[0].toTensor();
   CHECK(fx::sqnr_db(first_tensor(model.forward(model.example_inputs)),
                     first_tensor(converted(x))) > 15);
@@ -166,7 +158,7 @@ TEST_CASE("the mapping chooses per module, operator and node") {
   // Nothing quantized: no observers at all.
   fx::QConfigMapping none;
   fx::GraphModule untouched = fx::prepare_fx(gm, none);
-  CHECK(count(untouched->graph(), "fx_quant::observe") == 0);
+  CHECK(count_calls(untouched->graph(), "fx_quant::observe") == 0);
 }
 
 TEST_CASE("converting before calibrating, or in training mode, is refused") {
@@ -225,7 +217,7 @@ TEST_CASE("qnnpack's relu6 reads its convolutions' channels-last outputs right")
   const at::Tensor x = model.example_inputs[0].toTensor();
   CHECK(fx::sqnr_db(first_tensor(model.forward(model.example_inputs)),
                     first_tensor(q.converted(x))) > 25);
-  CHECK(count(q.converted->graph(), "aten::contiguous") > 0);
+  CHECK(count_calls(q.converted->graph(), "aten::contiguous") > 0);
   fx::set_quantized_engine("onednn");
 }
 
@@ -238,12 +230,12 @@ TEST_CASE("dynamic quantization covers linear layers and LSTMs") {
     fx::GraphModule dynamic = fx::quantize_dynamic_fx(gm);
     const fx::Graph& g = dynamic->graph();
     CAPTURE(g.to_string());
-    CHECK(count(g, "quantized::linear_dynamic") +
-              count(g, "quantized::linear_relu_dynamic") +
-              count(g, "aten::quantized_lstm.input") >
+    CHECK(count_calls(g, "quantized::linear_dynamic") +
+              count_calls(g, "quantized::linear_relu_dynamic") +
+              count_calls(g, "aten::quantized_lstm.input") >
           0);
     if (std::string(name) == "lstm_tagger") {
-      CHECK(count(g, "aten::quantized_lstm.input") == 1);
+      CHECK(count_calls(g, "aten::quantized_lstm.input") == 1);
     }
     const at::Tensor want = first_tensor(model.forward(model.example_inputs));
     const at::Tensor got = first_tensor(dynamic->forward(model.example_inputs));
@@ -299,7 +291,7 @@ TEST_CASE("a linear layer of t(weight) quantizes, as addmm of t(weight) does") {
   prepared(x);
   fx::GraphModule converted = fx::convert_fx(prepared);
   CAPTURE(converted->graph().to_string());
-  CHECK(count(converted->graph(), "quantized::linear_relu") == 1);
+  CHECK(count_calls(converted->graph(), "quantized::linear_relu") == 1);
   CHECK(fx::sqnr_db(want, first_tensor(converted(x))) > 25);
 
   fx::GraphModule reference = fx::convert_to_reference_fx(prepared);
@@ -312,7 +304,7 @@ TEST_CASE("a linear layer of t(weight) quantizes, as addmm of t(weight) does") {
   CHECK(fx::sqnr_db(want, first_tensor(reference(x))) > 25);
 
   fx::GraphModule dynamic = fx::quantize_dynamic_fx(gm);
-  CHECK(count(dynamic->graph(), "quantized::linear_relu_dynamic") == 1);
+  CHECK(count_calls(dynamic->graph(), "quantized::linear_relu_dynamic") == 1);
   CHECK(fx::sqnr_db(want, first_tensor(dynamic(x))) > 20);
 }
 

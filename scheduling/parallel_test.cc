@@ -9,15 +9,13 @@
 #include "fx/fx.h"
 #include "fx/ir/errors.h"
 #include "models/zoo.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace fx {
 namespace {
 
-template <typename F>
-GraphModule trace_function(F f, std::vector<c10::IValue> inputs) {
-  return symbolic_trace(nullptr, box_function(f), inputs);
-}
+using testdata::trace_function;
 
 // An inception block: four branches of different cost from one input.
 GraphModule inception() {

@@ -15,6 +15,7 @@
 #include "fx/fx.h"
 #include "scheduling/child_processes.h"
 #include "scheduling/pipeline.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 // The runtime with every rank a thread of this process (each with its own
@@ -24,10 +25,7 @@
 namespace fx {
 namespace {
 
-template <typename F>
-GraphModule trace_function(F f, std::vector<c10::IValue> inputs) {
-  return symbolic_trace(nullptr, box_function(f), inputs);
-}
+using testdata::trace_function;
 
 PipelineGroup group(const std::string& master, int64_t rank, int64_t world,
                     int timeout_ms = 20000) {
