@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
@@ -1247,6 +1248,14 @@ decisions() {
   return *names;
 }
 
+// "cost_model, measure or all".
+std::string decision_names() {
+  std::vector<std::string> names;
+  for (const auto& [text, decision] : decisions()) names.push_back(text);
+  return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "),
+                      " or ", names.back());
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> LowerOnednn::option_docs() {
@@ -1254,36 +1263,34 @@ std::vector<std::pair<std::string, std::string>> LowerOnednn::option_docs() {
   for (const BoolOption& option : bool_options()) {
     out.emplace_back(option.name, absl::StrCat(option.doc, " (true/false)"));
   }
-  out.emplace_back("decision",
-                   "whether a convolution is lowered: cost_model, measure "
-                   "or all");
+  out.emplace_back("decision", absl::StrCat("whether a convolution is "
+                                            "lowered: ", decision_names()));
   out.emplace_back("measure_rounds", "with decision=measure: timed runs");
   return out;
 }
 
 InferenceOptions LowerOnednn::parse_options(const PassOptions& options,
                                             InferenceOptions base) {
-  for (const auto& [name, value] : options) {
-    bool known = false;
-    for (const BoolOption& option : bool_options()) {
-      if (name != option.name) continue;
-      base.*option.field = bool_option("lower_onednn", name, value);
-      known = true;
-    }
-    if (name == "decision") {
-      known = false;
-      for (const auto& [text, decision] : decisions()) {
-        if (value != text) continue;
-        base.decision = decision;
-        known = true;
-      }
-      if (!known) {
+  for (const auto& option : options) {
+    // Named, not structured bindings: lambdas capture them (C++17).
+    const std::string& name = option.first;
+    const std::string& value = option.second;
+    const auto bool_option_named =
+        std::find_if(bool_options().begin(), bool_options().end(),
+                     [&](const BoolOption& o) { return name == o.name; });
+    if (bool_option_named != bool_options().end()) {
+      base.*bool_option_named->field = bool_option("lower_onednn", name, value);
+    } else if (name == "decision") {
+      const auto decision =
+          std::find_if(decisions().begin(), decisions().end(),
+                       [&](const auto& d) { return value == d.first; });
+      if (decision == decisions().end()) {
         throw GraphError(absl::StrCat("pass lower_onednn: option decision "
-                                      "takes cost_model, measure or all, "
-                                      "not '", value, "'"));
+                                      "takes ", decision_names(), ", not '",
+                                      value, "'"));
       }
-    }
-    if (name == "measure_rounds") {
+      base.decision = decision->second;
+    } else if (name == "measure_rounds") {
       const int64_t rounds = int_option("lower_onednn", name, value);
       if (rounds < 1 || rounds > 1000) {
         throw GraphError(absl::StrCat("pass lower_onednn: option "
@@ -1291,9 +1298,7 @@ InferenceOptions LowerOnednn::parse_options(const PassOptions& options,
                                       value));
       }
       base.measure_rounds = static_cast<int>(rounds);
-      known = true;
-    }
-    if (!known) {
+    } else {
       throw GraphError(absl::StrCat("pass lower_onednn takes no option '",
                                     name, "'"));
     }

@@ -20,7 +20,6 @@
 
 #include "lowering/inference_options.h"
 #include "passes/pass.h"
-#include "passes/registry.h"
 
 namespace fx {
 

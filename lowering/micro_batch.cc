@@ -368,13 +368,15 @@ MicroBatchReport micro_batch(GraphModuleImpl& module,
 
 bool MicroBatch::run(GraphModuleImpl& module) {
   report_ = {};
-  bool lowered = false;
-  for (const Node* n : module.graph().find_nodes(Opcode::kCallFunction)) {
-    lowered = lowered ||
-              n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_",
-                             "fx_onednn::conv_transpose", "fx_onednn::linear"});
+  const std::vector<Node*> calls =
+      module.graph().find_nodes(Opcode::kCallFunction);
+  if (std::none_of(calls.begin(), calls.end(), [](const Node* n) {
+        return n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_",
+                              "fx_onednn::conv_transpose",
+                              "fx_onednn::linear"});
+      })) {
+    return false;
   }
-  if (!lowered) return false;
   report_ = micro_batch(module);
   return report_.nodes > 0;
 }

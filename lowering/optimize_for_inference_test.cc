@@ -795,6 +795,21 @@ TEST_CASE("the cost model prices lowered calls as the calls they replaced") {
                     Catch::Contains("does not price 'aten::no_such_op'"));
 }
 
+TEST_CASE("a lowered MobileNetV2's chained convolutions are priced") {
+  // At batch 1 its 52 convolutions run as one fx_onednn::conv_chain: the
+  // cost model counts their multiply-adds as the convolutions' own.
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("mobilenet_v2");
+  fx::GraphModule gm = models::trace_zoo_model(model);
+  fx::GraphModule lowered(gm->copy());
+  REQUIRE(fx::optimize_for_inference(*lowered).chained == 52);
+  const fx::CostReport before = fx::estimate_cost(gm->graph());
+  const fx::CostReport after = fx::estimate_cost(lowered->graph());
+  CHECK(after.unmodelled_ops.empty());
+  REQUIRE(before.total.macs > 2e8);
+  CHECK(after.total.macs == Approx(before.total.macs).epsilon(1e-9));
+}
+
 namespace {
 
 // A segmentation head's decoder: transposed convolutions upsample.

@@ -819,10 +819,35 @@ class Exporter : public OnnxBuilder {
 
 }  // namespace
 
+namespace {
+
+// The passes run before writing, each where the graph needs it
+// (onnx_export_pipeline says when).
+std::vector<PassStep> export_steps(bool attention, bool fixed_sizes,
+                                   bool fold) {
+  std::vector<PassStep> steps;
+  // PyTorch's fused transformer ops (nn.TransformerEncoderLayer and
+  // nn.MultiheadAttention in eval mode without autograd, as a traced
+  // TorchScript file holds them) as their parts, which map.
+  if (attention) steps.push_back({"decompose_attention", {}});
+  // Sizes computed from the inputs (a TorchScript file's size arithmetic)
+  // are written as the example's, as torch.onnx writes fixed shapes unless
+  // asked otherwise; dynamic dimensions asked for are refused (Exporter).
+  // First, so that folding sees the sizes as literals.
+  if (fixed_sizes) steps.push_back({"specialize_sizes", {}});
+  if (fold) {
+    steps.push_back({"fuse_conv_bn", {}});
+    // Masks built by writes into zeros (Swin's) become constants too.
+    steps.push_back({"fold_constants", {{"writes", "true"}}});
+    steps.push_back({"eliminate_dead_code", {}});
+  }
+  return steps;
+}
+
+}  // namespace
+
 PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
                                   const OnnxOptions& options) {
-  PassPipeline pipeline{"to_onnx", "what fx::to_onnx runs before writing",
-                        {}};
   const DecompositionTable& fused = fused_attention_decompositions();
   bool attention = false;
   bool sizes = false;
@@ -831,24 +856,11 @@ PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
                               fused.find(n->target()) != nullptr);
     sizes = sizes || is_sym_call(*n);
   }
-  // PyTorch's fused transformer ops (nn.TransformerEncoderLayer and
-  // nn.MultiheadAttention in eval mode without autograd, as a traced
-  // TorchScript file holds them) as their parts, which map.
-  if (attention) pipeline.steps.push_back({"decompose_attention", {}});
-  // Sizes computed from the inputs (a TorchScript file's size arithmetic)
-  // are written as the example's, as torch.onnx writes fixed shapes unless
-  // asked otherwise; dynamic dimensions asked for are refused (Exporter).
-  // First, so that folding sees the sizes as literals.
-  if (sizes && dynamic_symbols(module.graph()).empty()) {
-    pipeline.steps.push_back({"specialize_sizes", {}});
-  }
-  if (options.fold && !module.traced_training().value_or(false)) {
-    pipeline.steps.push_back({"fuse_conv_bn", {}});
-    // Masks built by writes into zeros (Swin's) become constants too.
-    pipeline.steps.push_back({"fold_constants", {{"writes", "true"}}});
-    pipeline.steps.push_back({"eliminate_dead_code", {}});
-  }
-  return pipeline;
+  return {"to_onnx", "what fx::to_onnx runs before writing",
+          export_steps(attention,
+                       sizes && dynamic_symbols(module.graph()).empty(),
+                       options.fold &&
+                           !module.traced_training().value_or(false))};
 }
 
 std::string to_onnx_string(const GraphModuleImpl& module,
@@ -890,9 +902,7 @@ namespace {
        "fx::to_onnx's passes on a copy before writing (decompose_attention "
        "for fused transformer ops, specialize_sizes for computed sizes of "
        "fixed shapes, the folding with OnnxOptions::fold on eval graphs)",
-       parse_pass_pipeline("decompose_attention,specialize_sizes,"
-                           "fuse_conv_bn,fold_constants{writes=true},"
-                           "eliminate_dead_code")});
+       export_steps(true, true, true)});
   return true;
 }();
 }  // namespace

@@ -139,26 +139,18 @@ const absl::flat_hash_map<std::string, Kind>& kinds() {
   return *table;
 }
 
-// Operators priced as an aten operator (price_as): that operator's base
-// name, by which they are priced.
+// Operators of other libraries the model prices: as an aten operator
+// (price_as: that operator's base name, by which they are priced), or by a
+// function of their own (price_by_macs).
 struct PricedAs {
   std::mutex mutex;
   absl::flat_hash_map<std::string, std::string> names;
-};
-PricedAs& priced_as() {
-  static auto* table = new PricedAs;
-  return *table;
-}
-
-// Operators priced by a function of their own (price_by_macs).
-struct PricedByMacs {
-  std::mutex mutex;
   absl::flat_hash_map<std::string,
                       std::function<std::optional<double>(const Node&)>>
       macs;
 };
-PricedByMacs& priced_by_macs() {
-  static auto* table = new PricedByMacs;
+PricedAs& priced_as() {
+  static auto* table = new PricedAs;
   return *table;
 }
 
@@ -225,25 +217,19 @@ void price_by_macs(const std::string& op,
     throw GraphError(absl::StrCat("price_by_macs: no function given for '",
                                   op, "'"));
   }
-  PricedByMacs& table = priced_by_macs();
-  std::lock_guard<std::mutex> lock(table.mutex);
-  table.macs[op] = std::move(macs);
+  PricedAs& other = priced_as();
+  std::lock_guard<std::mutex> lock(other.mutex);
+  other.macs[op] = std::move(macs);
 }
 
 bool is_priced(const std::string& op) {
-  {
-    PricedByMacs& table = priced_by_macs();
-    std::lock_guard<std::mutex> lock(table.mutex);
-    if (table.macs.count(op) > 0) return true;
-  }
-  {
-    PricedAs& other = priced_as();
-    std::lock_guard<std::mutex> lock(other.mutex);
-    if (other.names.count(op) > 0) return true;
-  }
   constexpr std::string_view kAten = "aten::";
-  if (op.compare(0, kAten.size(), kAten) != 0) return false;
-  return kinds().count(op.substr(kAten.size())) > 0;
+  if (op.compare(0, kAten.size(), kAten) == 0) {
+    return kinds().count(op.substr(kAten.size())) > 0;
+  }
+  PricedAs& other = priced_as();
+  std::lock_guard<std::mutex> lock(other.mutex);
+  return other.names.count(op) > 0 || other.macs.count(op) > 0;
 }
 
 namespace {
@@ -612,11 +598,11 @@ NodeCost estimate(const Node& node, std::string* unmodelled_name) {
   }
   const c10::FunctionSchema& schema = op->schema();
   std::function<std::optional<double>(const Node&)> macs_of;
-  {
-    PricedByMacs& table = priced_by_macs();
-    std::lock_guard<std::mutex> lock(table.mutex);
-    auto it = table.macs.find(schema.name());
-    if (it != table.macs.end()) macs_of = it->second;
+  if (!absl::StartsWith(schema.name(), "aten::")) {
+    PricedAs& other = priced_as();
+    std::lock_guard<std::mutex> lock(other.mutex);
+    auto it = other.macs.find(schema.name());
+    if (it != other.macs.end()) macs_of = it->second;
   }
   if (macs_of) {
     const std::optional<double> macs = macs_of(node);

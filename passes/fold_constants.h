@@ -78,7 +78,6 @@ bool fold_constants(GraphModuleImpl& module, const FoldOptions& options = {});
 class FoldConstants : public Pass {
  public:
   FoldConstants() = default;
-  explicit FoldConstants(const FoldOptions& options) : options_(options) {}
   explicit FoldConstants(const PassOptions& options);
   std::string name() const override { return "fold_constants"; }
   bool run(GraphModuleImpl& module) override {

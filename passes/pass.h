@@ -48,8 +48,8 @@ class Pass {
   // graph must lint afterwards; the caller recompiles.
   virtual bool run(GraphModuleImpl& module) = 0;
   // What the last run did, as named counts ({"convolutions", 20}), in a
-  // fixed order (MLIR's pass statistics): PassManager::statistics() and
-  // `fx opt --statistics` read them. None by default.
+  // fixed order (MLIR's pass statistics): PassManager::statistics()
+  // gathers them. None by default.
   virtual std::vector<std::pair<std::string, int64_t>> statistics() const {
     return {};
   }

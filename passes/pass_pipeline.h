@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "passes/registry.h"
+#include "passes/pass.h"
 
 namespace fx {
 
 struct PassStep {
   std::string pass;     // a registered pass's name
-  PassOptions options;  // only those that differ from the pass's defaults
+  PassOptions options;  // its options, in the order written
   bool operator==(const PassStep& other) const {
     return pass == other.pass && options == other.options;
   }
@@ -42,8 +42,8 @@ std::ostream& operator<<(std::ostream& os, const PassStep& step);
 
 // Text as to_string writes it (spaces around names and values allowed)
 // into steps; throws fx::GraphError naming what is malformed (an empty
-// name, an unclosed brace, an option without a value). Pass names are not
-// checked here: make_pass checks them.
+// name, an unclosed brace, an option without a value). Pass names and
+// options are not checked here: make_pass (passes/registry.h) checks them.
 std::vector<PassStep> parse_pass_pipeline(const std::string& text);
 
 // Every registered pipeline, in registration order.

@@ -1,5 +1,6 @@
 #include "passes/registry.h"
 
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -51,15 +52,13 @@ std::unique_ptr<Pass> make_pass(const std::string& name,
       known.push_back(info.name);
       continue;
     }
+    std::vector<std::string> names;
+    for (const auto& known_option : info.options) {
+      names.push_back(known_option.first);
+    }
     for (const auto& [option, value] : options) {
-      bool takes = false;
-      for (const auto& known_option : info.options) {
-        takes = takes || known_option.first == option;
-      }
-      if (takes) continue;
-      std::vector<std::string> names;
-      for (const auto& known_option : info.options) {
-        names.push_back(known_option.first);
+      if (std::find(names.begin(), names.end(), option) != names.end()) {
+        continue;
       }
       throw GraphError(absl::StrCat(
           "pass ", name, " takes no option '", option, "'",

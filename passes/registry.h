@@ -38,5 +38,4 @@ void register_pass(PassInfo info);
 std::unique_ptr<Pass> make_pass(const std::string& name,
                                 const PassOptions& options = {});
 
-
 }  // namespace fx

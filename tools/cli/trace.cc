@@ -170,9 +170,9 @@ class Trace : public Command {
     fx::SpecializationOptions options;
     options.capacity = static_cast<size_t>(capacity_);
     if (!passes_.empty()) {
-      const std::string passes = passes_;
-      options.passes = [passes](fx::GraphModuleImpl& gm) {
-        fx::PassManager().add(fx::parse_pass_pipeline(passes)).run_in_place(gm);
+      const std::vector<fx::PassStep> steps = fx::parse_pass_pipeline(passes_);
+      options.passes = [steps](fx::GraphModuleImpl& gm) {
+        fx::PassManager().add(steps).run_in_place(gm);
       };
     }
     fx::SpecializationCache cache(retracer(name, shapes_), options);
