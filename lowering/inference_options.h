@@ -1,7 +1,7 @@
 // The options of the inference lowering (fx::optimize_for_inference,
 // lowering/optimize_for_inference.h) and what it reports. Which passes its
-// pipeline holds follows from the options; the lowering's own pass
-// (lowering/lower_onednn.h) reads the rest.
+// pipeline holds follows from the options (lowering/lower_onednn.h lists
+// the lowering's); the passes read the rest.
 #pragma once
 
 #include <cstdint>
@@ -103,23 +103,26 @@ struct InferenceReport {
 };
 
 // InferenceReport's counts, each with its name (the statistic of that name,
-// Pass::statistics) and the pass of the pipeline that counts it.
+// Pass::statistics) and the pass of the pipeline that counts it (others
+// may add to it: lower_onednn_linear fuses activations too, and
+// lower_onednn_squeeze_excite takes back the convolutions, activations and
+// pooling a block absorbs).
 #define FX_INFERENCE_COUNTS(X)                         \
   X(attention, "decompose_attention")                  \
-  X(convolutions, "lower_onednn")                      \
-  X(linear, "lower_onednn")                            \
-  X(matmul, "lower_onednn")                            \
-  X(recurrent, "lower_onednn")                         \
-  X(fused_activations, "lower_onednn")                 \
-  X(fused_sums, "lower_onednn")                        \
-  X(in_place_sums, "lower_onednn")                     \
-  X(layout_conversions, "lower_onednn")                \
-  X(pooling, "lower_onednn")                           \
-  X(batch_norms, "lower_onednn")                       \
-  X(squeeze_excites, "lower_onednn")                   \
-  X(concatenations, "lower_onednn")                    \
-  X(concat_buffers, "lower_onednn")                    \
-  X(declined, "lower_onednn")                          \
+  X(convolutions, "lower_onednn_convolutions")         \
+  X(linear, "lower_onednn_linear")                     \
+  X(matmul, "lower_onednn_matmul")                     \
+  X(recurrent, "lower_onednn_recurrent")               \
+  X(fused_activations, "lower_onednn_convolutions")    \
+  X(fused_sums, "lower_onednn_convolutions")           \
+  X(in_place_sums, "lower_onednn_convolutions")        \
+  X(layout_conversions, "onednn_channels_last")        \
+  X(pooling, "lower_onednn_pooling")                   \
+  X(batch_norms, "lower_onednn_batch_norm")            \
+  X(squeeze_excites, "lower_onednn_squeeze_excite")    \
+  X(concatenations, "onednn_concat_buffers")           \
+  X(concat_buffers, "onednn_concat_buffers")           \
+  X(declined, "lower_onednn_convolutions")             \
   X(micro_batched, "micro_batch")                      \
   X(micro_batches, "micro_batch")                      \
   X(conv_chains, "chain_convolutions")                 \

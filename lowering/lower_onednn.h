@@ -1,17 +1,27 @@
-// The pass "lower_onednn" of the inference pipeline
-// (lowering/optimize_for_inference.h, whose comment says what it does):
-// convolutions, transposed convolutions, linear layers, attention's
-// matmuls and LSTM/GRU layers to fx_onednn operators, their residual adds
-// and activations fused; activations kept channels-last between lowered
-// convolutions; pooling, batch norms, squeeze-excitation blocks and
-// channel concatenations of those activations on oneDNN; the weights'
-// packing folded into an init step. Graphs traced in training mode stay as
-// they are.
+// The oneDNN lowering of the inference pipeline
+// (lowering/optimize_for_inference.h, whose comment says what it does), as
+// passes, one per rewrite (lowering/passes/), run in this order:
 //
-// Its options are InferenceOptions' fields of the same names
-// (lower_convolutions, ..., decision=cost_model|measure|all,
-// measure_rounds, bf16); its statistics the InferenceReport counts
-// FX_INFERENCE_COUNTS gives it.
+//   lower_onednn_convolutions   convolutions and transposed ones, residual
+//                               adds and activations fused, where lowering
+//                               pays (options decision, measure_rounds,
+//                               in_place, bf16)
+//   lower_onednn_linear         linear layers, activations fused (bf16)
+//   lower_onednn_matmul         products of two activations, scale fused
+//   lower_onednn_recurrent      LSTM and GRU layers
+//   lower_onednn_pooling        pooling between lowered convolutions
+//   lower_onednn_batch_norm     batch norms no convolution absorbed
+//   lower_onednn_squeeze_excite squeeze-and-excitation blocks as one call
+//   onednn_channels_last        layout conversions where chains of
+//                               channels-last activations start and end
+//   onednn_concat_buffers       channel concatenation chains in one buffer
+//   fold_constants, eliminate_dead_code   the weights' packing folded into
+//                               an init step
+//
+// InferenceOptions' switches of the same names (lower_convolutions,
+// lower_linear, ..., concat_buffers) say which of them the lowering holds.
+// The pass "lower_onednn" runs them all as one, taking every option (the
+// switches included). Graphs traced in training mode stay as they are.
 #pragma once
 
 #include <string>
@@ -20,8 +30,16 @@
 
 #include "lowering/inference_options.h"
 #include "passes/pass.h"
+#include "passes/pass_pipeline.h"
 
 namespace fx {
+
+// The lowering's steps for `options`, as above.
+std::vector<PassStep> onednn_lowering_steps(const InferenceOptions& options = {});
+
+// Registers the lowering's passes and lower_onednn (by //lowering's
+// registration, in the order above).
+void register_onednn_lowering_passes();
 
 class LowerOnednn : public Pass {
  public:
@@ -29,6 +47,7 @@ class LowerOnednn : public Pass {
       : options_(options) {}
   std::string name() const override { return "lower_onednn"; }
   bool run(GraphModuleImpl& module) override;
+  // The InferenceReport counts of its passes, summed.
   std::vector<std::pair<std::string, int64_t>> statistics() const override;
 
   // The options lower_onednn takes, each with what it does.
@@ -43,7 +62,7 @@ class LowerOnednn : public Pass {
 
  private:
   InferenceOptions options_;
-  InferenceReport report_;
+  std::vector<std::pair<std::string, int64_t>> statistics_;
 };
 
 // Throws fx::Error when InferenceOptions::bf16 is asked of a CPU without

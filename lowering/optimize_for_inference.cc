@@ -49,7 +49,9 @@ PassPipeline inference_pipeline(const InferenceOptions& options) {
     add("fold_constants");
     add("eliminate_dead_code");
   }
-  add("lower_onednn", LowerOnednn::to_pass_options(options));
+  for (PassStep& step : onednn_lowering_steps(options)) {
+    pipeline.steps.push_back(std::move(step));
+  }
   if (options.micro_batch) add("micro_batch");
   if (options.chain_convolutions) add("chain_convolutions");
   return pipeline;
@@ -100,16 +102,7 @@ namespace {
   price_as("fx_onednn::squeeze_excite", "aten::mul");
   price_as("fx_onednn::concat_buffer", "aten::cat");
   price_as("fx_onednn::concat_write_", "aten::cat");
-  register_pass({"lower_onednn",
-                 "lower convolutions, linear layers, matmuls, LSTMs and GRUs "
-                 "to oneDNN with fused activations, activations "
-                 "channels-last between them (optimize_for_inference's "
-                 "step; needs //lowering)",
-                 [](const PassOptions& options) {
-                   return std::unique_ptr<Pass>(
-                       new LowerOnednn(LowerOnednn::parse_options(options)));
-                 },
-                 LowerOnednn::option_docs()});
+  register_onednn_lowering_passes();
   register_pass({"micro_batch",
                  "run a lowered graph's leading layers one micro-batch at a "
                  "time where their activations outgrow the caches (needs "

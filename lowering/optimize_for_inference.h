@@ -68,16 +68,23 @@
 namespace fx {
 
 // The lowering as a pipeline of registered passes (passes/pass_pipeline.h), the
-// options deciding which passes it holds and the options of lower_onednn
+// options deciding which passes it holds and the options of those passes
 // (only those that differ from the defaults). With the default options,
 // the pipeline named "optimize_for_inference" (`fx passes` prints it):
 //
 //   decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,
-//   eliminate_dead_code,lower_onednn,micro_batch,chain_convolutions
+//   eliminate_dead_code,lower_onednn_convolutions,lower_onednn_linear,
+//   lower_onednn_matmul,lower_onednn_recurrent,lower_onednn_pooling,
+//   lower_onednn_batch_norm,lower_onednn_squeeze_excite,
+//   onednn_channels_last,onednn_concat_buffers,fold_constants,
+//   eliminate_dead_code,micro_batch,chain_convolutions
 //
-// (fold = false leaves out the four after decompose_attention,
-// split_attention = false the first, micro_batch and chain_convolutions =
-// false their passes; bf16 = true is lower_onednn{bf16=true}).
+// (the oneDNN lowering's passes: lowering/lower_onednn.h). fold = false
+// leaves out the four after decompose_attention, split_attention = false
+// the first, lower_pooling = false lower_onednn_pooling (and so on for each
+// switch of the lowering), micro_batch and chain_convolutions = false
+// their passes; bf16 = true is lower_onednn_convolutions{bf16=true} and
+// lower_onednn_linear{bf16=true}.
 PassPipeline inference_pipeline(const InferenceOptions& options = {});
 
 // Lowers `module` in place, as every pass edits the module it is given, by

@@ -1,0 +1,210 @@
+#include "lowering/passes/rewrite_support.h"
+
+#include <ATen/ATen.h>
+
+#include "fx/runtime/graph_module.h"
+#include "lowering/onednn_ops.h"
+
+namespace fx {
+namespace lowering {
+
+PostOp post_op(const std::optional<Activation>& activation) {
+  if (!activation) return {};
+  using Kind = Activation::Kind;
+  switch (activation->kind) {
+    case Kind::kRelu: return {"relu"};
+    case Kind::kLeakyRelu: return {"relu", activation->alpha, 0};
+    case Kind::kClamp: return {"clip", activation->alpha, activation->beta};
+    case Kind::kHardswish: return {"hardswish"};
+    case Kind::kSilu: return {"silu"};
+    case Kind::kSigmoid: return {"sigmoid"};
+    case Kind::kTanh: return {"tanh"};
+    case Kind::kGelu: return {"gelu"};
+    case Kind::kGeluTanh: return {"gelu_tanh"};
+    case Kind::kHardsigmoid: return {"hardsigmoid"};
+  }
+  return {};
+}
+
+void append_activation(const PostOp& act, std::vector<Argument>* args) {
+  if (act.name == "none") return;
+  args->push_back(act.name);
+  args->push_back(act.alpha);
+  args->push_back(act.beta);
+}
+
+std::vector<Argument> post_op_arguments(Node* residual, const PostOp& act) {
+  std::vector<Argument> out;
+  if (residual != nullptr || act.name != "none") {
+    out.push_back(residual != nullptr ? Argument(residual) : Argument());
+  }
+  append_activation(act, &out);
+  return out;
+}
+
+void apply_activation(at::Tensor& y, const PostOp& act) {
+  if (act.name == "relu") {
+    if (act.alpha == 0) {
+      y.relu_();
+    } else {
+      at::leaky_relu_(y, act.alpha);
+    }
+  } else if (act.name == "clip") {
+    y.clamp_(act.alpha, act.beta);
+  } else if (act.name == "hardswish") {
+    at::hardswish_(y);
+  } else if (act.name == "hardsigmoid") {
+    at::hardsigmoid_(y);
+  } else if (act.name == "silu") {
+    at::silu_(y);
+  } else if (act.name == "sigmoid") {
+    y.sigmoid_();
+  } else if (act.name == "tanh") {
+    y.tanh_();
+  } else if (act.name == "gelu") {
+    y = at::gelu(y);
+  } else if (act.name == "gelu_tanh") {
+    y = at::gelu(y, "tanh");
+  }
+}
+
+TensorMeta channels_last_meta(TensorMeta m) {
+  m.strides = onednn::channels_last_strides(m.sizes);
+  m.memory_format = memory_format_of(m.sizes, m.strides);
+  m.requires_grad = false;
+  return m;
+}
+
+Node* replace_with_call(Graph& graph, Node* original,
+                        const std::vector<Node*>& absorbed, const char* op,
+                        std::vector<Argument> args, bool channels_last) {
+  Node* tail = absorbed.empty() ? original : absorbed.back();
+  Node* lowered;
+  {
+    auto guard = graph.inserting_before(tail);
+    lowered = graph.call_function(fx::op(op), std::move(args));
+  }
+  if (const std::string* path = original->meta().get(kModulePath)) {
+    lowered->meta().set(kModulePath, *path);
+  }
+  if (const std::string* trace = original->meta().get(kStackTrace)) {
+    lowered->meta().set(kStackTrace, *trace);
+  }
+  if (const TensorMeta* m = tail->tensor_meta()) {
+    TensorMeta meta = *m;
+    meta.requires_grad = false;
+    lowered->meta().set(kTensorMeta,
+                        channels_last ? channels_last_meta(meta) : meta);
+  }
+  if (const auto* metas = tail->meta().get(kTensorMetaList)) {
+    lowered->meta().set(kTensorMetaList, *metas);  // a tuple's (an RNN's)
+  }
+  tail->replace_all_uses_with(lowered);
+  for (auto it = absorbed.rbegin(); it != absorbed.rend(); ++it) {
+    graph.erase_node(*it);
+  }
+  graph.erase_node(original);
+  return lowered;
+}
+
+bool is_lowered_convolution(const Node& n) {
+  return n.is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_",
+                       "fx_onednn::conv_transpose"});
+}
+
+bool keeps_layout(const Node& n) {
+  return n.is_call_to(
+      {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+       "aten::relu6", "aten::relu6_", "aten::leaky_relu",
+       "aten::leaky_relu_", "aten::elu", "aten::elu_", "aten::gelu_",
+       "aten::clamp", "aten::clamp_", "aten::hardswish",
+       "aten::hardswish_", "aten::hardsigmoid", "aten::hardsigmoid_",
+       "aten::silu", "aten::silu_", "aten::sigmoid", "aten::sigmoid_",
+       "aten::tanh", "aten::tanh_", "aten::gelu", "aten::add.Tensor",
+       "aten::add_.Tensor", "aten::mul.Tensor", "aten::mul_.Tensor",
+       "aten::sub.Tensor", "aten::div.Tensor", "aten::max_pool2d",
+       "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::cat",
+       "aten::batch_norm", "aten::dropout", "aten::dropout_",
+       "aten::feature_dropout", "aten::upsample_nearest2d",
+       "aten::upsample_bilinear2d", "fx_onednn::max_pool2d",
+       "fx_onednn::avg_pool2d", "fx_onednn::batch_norm",
+       "fx_onednn::squeeze_excite"});
+}
+
+bool reads_any_layout(const Node& n) {
+  return n.is_call_to({"aten::flatten.using_ints", "aten::reshape",
+                       "aten::mean.dim", "aten::size.int", "aten::dim",
+                       "aten::sum.dim_IntList", "aten::contiguous"});
+}
+
+bool in_chain(const Node& n, bool bf16) {
+  return keeps_layout(n) &&
+         !(bf16 &&
+           n.is_call_to({"aten::batch_norm", "aten::upsample_bilinear2d"}));
+}
+
+Chains Chains::of(const Graph& graph) {
+  Chains chains;
+  for (const Node* n : graph.nodes()) {
+    // A convolution's packed weight (its second argument, or third for
+    // conv_add_, whose first is the residual) says its dtype.
+    if (n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_"})) {
+      const Argument& weight =
+          n->args()[n->is_call_to({"fx_onednn::conv_add_"}) ? 2 : 1];
+      const TensorMeta* m =
+          weight.is_node() ? weight.to_node()->tensor_meta() : nullptr;
+      if (m != nullptr && m->dtype == c10::ScalarType::BFloat16) {
+        chains.bf16 = true;
+        break;
+      }
+    }
+  }
+  for (const Node* n : graph.nodes()) {
+    if (is_lowered_convolution(*n)) {
+      chains.values.insert(n);
+      continue;
+    }
+    if (!in_chain(*n, chains.bf16)) continue;
+    for (const Node* input : n->all_input_nodes()) {
+      if (chains.values.count(input) > 0) {
+        chains.values.insert(n);
+        break;
+      }
+    }
+  }
+  return chains;
+}
+
+const TensorMeta* Chains::value(const Argument& value) const {
+  const TensorMeta* m =
+      value.is_node() ? value.to_node()->tensor_meta() : nullptr;
+  // In bfloat16, onednn_channels_last marks the chains' values bfloat16
+  // (they may not be yet).
+  const bool in_a_chain =
+      m != nullptr && m->sizes.size() == 4 && m->device.is_cpu() &&
+      (bf16 || m->dtype == c10::ScalarType::Float) &&
+      contains(value.to_node());
+  return in_a_chain ? m : nullptr;
+}
+
+bool LoweringPass::run(GraphModuleImpl& module) {
+  report_ = {};
+  if (module.traced_training().value_or(false)) return false;
+  onednn::register_operators();
+  return rewrite(module);
+}
+
+std::vector<std::pair<std::string, int64_t>> LoweringPass::statistics()
+    const {
+  std::vector<std::pair<std::string, int64_t>> out;
+#define FX_COUNT(field, owner)                                   \
+  if (name_ == owner || report_.field != 0) {                    \
+    out.emplace_back(#field, static_cast<int64_t>(report_.field)); \
+  }
+  FX_INFERENCE_COUNTS(FX_COUNT)
+#undef FX_COUNT
+  return out;
+}
+
+}  // namespace lowering
+}  // namespace fx
