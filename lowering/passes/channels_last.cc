@@ -66,7 +66,8 @@ class KeepChannelsLast : public LoweringPass {
         const TensorMeta* m = input->tensor_meta();
         if (!chains.contains(input) && m != nullptr &&
             m->sizes.size() == 4 &&
-            (chains.bf16 || lowered_readers(*input) > 1) &&
+            (chains.bf16 || converted.count(input) > 0 ||
+             lowered_readers(*input) > 1) &&
             (chains.bf16 ||
              m->memory_format != c10::MemoryFormat::ChannelsLast)) {
           auto [it, fresh] = converted.emplace(input, nullptr);
