@@ -7,10 +7,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_join.h"
 #include "fx/ir/function.h"
 #include "fx/ir/graph.h"
 #include "fx/ir/operator_schemas.h"
+#include "lowering/operators.h"
 
 namespace fx {
 namespace {
@@ -48,44 +48,35 @@ bool batch_one_float(const Node* n) {
 }
 
 bool member(Node* n, Member* out) {
-  if (!n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_"}) ||
-      !n->kwargs().empty()) {
-    return false;
-  }
-  const bool in_place = n->is_call_to({"fx_onednn::conv_add_"});
-  const std::vector<Argument>& a = n->args();
-  const size_t first = in_place ? 1 : 0;  // the input's index
-  if (a.size() < first + 7) return false;
+  const auto conv = onednn::conv_call(*n);
+  if (!conv) return false;
   Member m;
   m.node = n;
-  if (!a[first].is_node() || !a[first + 1].is_node() ||
-      !a[first + 2].is_node()) {
+  if (!conv->input.is_node() || !conv->weight.is_node() ||
+      !conv->bias.is_node()) {
     return false;
   }
-  m.input = a[first].to_node();
-  m.weight = a[first + 1].to_node();
-  m.bias = a[first + 2].to_node();
+  m.input = conv->input.to_node();
+  m.weight = conv->weight.to_node();
+  m.bias = conv->bias.to_node();
   int64_t dilation = 0;
-  if (!square(a[first + 3], &m.stride) || !square(a[first + 4], &m.padding) ||
-      !square(a[first + 5], &dilation) || dilation != 1 ||
-      !a[first + 6].is_int()) {
+  if (!square(conv->stride, &m.stride) ||
+      !square(conv->padding, &m.padding) ||
+      !square(conv->dilation, &dilation) || dilation != 1 ||
+      !conv->groups.is_int() || !conv->alpha.is_double() ||
+      !conv->beta.is_double()) {
     return false;
   }
-  m.groups = a[first + 6].to_int();
-  size_t next = first + 7;
-  if (in_place) {
-    if (!a[0].is_node()) return false;
-    m.residual = a[0].to_node();
-  } else if (a.size() > next) {
-    if (!a[next].is_none()) return false;  // a residual into a copy
-    ++next;
+  m.groups = conv->groups.to_int();
+  if (conv->in_place) {
+    if (!conv->residual.is_node()) return false;
+    m.residual = conv->residual.to_node();
+  } else if (!conv->residual.is_none()) {
+    return false;  // a residual into a copy
   }
-  if (a.size() > next) {
-    if (!a[next].is_string() || a.size() != next + 3) return false;
-    m.activation = a[next].to_string_ref();
-    m.alpha = a[next + 1].to_double();
-    m.beta = a[next + 2].to_double();
-  }
+  m.activation = conv->activation;
+  m.alpha = conv->alpha.to_double();
+  m.beta = conv->beta.to_double();
   if (m.activation.find(',') != std::string::npos) return false;
   const TensorMeta* w = m.weight->tensor_meta();
   if (w == nullptr || w->sizes.size() != 4 || w->sizes[2] != w->sizes[3]) {
@@ -96,9 +87,9 @@ bool member(Node* n, Member* out) {
   return true;
 }
 
-class Chains {
+class ChainFinder {
  public:
-  explicit Chains(GraphModuleImpl& module) : graph_(module.graph()) {}
+  explicit ChainFinder(GraphModuleImpl& module) : graph_(module.graph()) {}
 
   ConvChainReport run() {
     ConvChainReport report;
@@ -169,20 +160,20 @@ class Chains {
 
   void replace(const std::vector<Member>& chain) {
     absl::flat_hash_map<const Node*, int64_t> value = {{chain[0].input, 0}};
-    std::vector<Node*> weights, biases;
-    std::vector<int64_t> layers;
-    std::vector<std::string> activations;
-    std::vector<Argument> params;
+    std::vector<onednn::ConvChainLayer> layers;
     for (size_t i = 0; i < chain.size(); ++i) {
       const Member& m = chain[i];
-      weights.push_back(m.weight);
-      biases.push_back(m.bias);
-      layers.insert(layers.end(),
-                    {m.stride, m.padding, m.groups,
-                     m.residual == nullptr ? -1 : value.at(m.residual)});
-      activations.push_back(m.activation);
-      params.push_back(m.alpha);
-      params.push_back(m.beta);
+      onednn::ConvChainLayer layer;
+      layer.weight = m.weight;
+      layer.bias = m.bias;
+      layer.stride = m.stride;
+      layer.padding = m.padding;
+      layer.groups = m.groups;
+      layer.adds_into = m.residual == nullptr ? -1 : value.at(m.residual);
+      layer.activation = m.activation;
+      layer.alpha = m.alpha;
+      layer.beta = m.beta;
+      layers.push_back(std::move(layer));
       value[m.node] = static_cast<int64_t>(i + 1);
     }
     Node* last = chain.back().node;
@@ -191,9 +182,7 @@ class Chains {
       auto guard = graph_.inserting_before(last);
       call = graph_.call_function(
           op("fx_onednn::conv_chain"),
-          {chain[0].input, Argument(weights), Argument(biases),
-           Argument(layers), absl::StrJoin(activations, ","),
-           Argument::list(std::move(params))});
+          onednn::conv_chain_arguments(chain[0].input, layers));
     }
     call->meta().set(kTensorMeta, *last->tensor_meta());
     last->replace_all_uses_with(call);
@@ -206,30 +195,26 @@ class Chains {
 }  // namespace
 
 ConvChainReport chain_convolutions(GraphModuleImpl& module) {
-  return Chains(module).run();
+  return ChainFinder(module).run();
 }
 
 std::optional<double> conv_chain_macs(const Node& call) {
-  const CallArguments args(call);
-  const Argument input = args["input"];
+  const auto layers = onednn::conv_chain_layers(call);
+  const Argument input = CallArguments(call)["input"];
   const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
                                          : nullptr;
-  if (in == nullptr || in->sizes.size() != 4) return std::nullopt;
-  const std::vector<Argument>& weights = args["weights"].elements();
-  const std::vector<int64_t> layers = args["layers"].to_int_list();
-  if (layers.size() != 4 * weights.size()) return std::nullopt;
+  if (!layers || in == nullptr || in->sizes.size() != 4) return std::nullopt;
   int64_t height = in->sizes[2], width = in->sizes[3];
   double macs = 0;
-  for (size_t i = 0; i < weights.size(); ++i) {
+  for (const onednn::ConvChainLayer& layer : *layers) {
     const TensorMeta* w =
-        weights[i].is_node() ? weights[i].to_node()->tensor_meta() : nullptr;
-    const int64_t stride = layers[4 * i], padding = layers[4 * i + 1];
-    if (w == nullptr || w->sizes.size() != 4 || stride < 1) {
+        layer.weight.is_node() ? layer.weight.to_node()->tensor_meta() : nullptr;
+    if (w == nullptr || w->sizes.size() != 4 || layer.stride < 1) {
       return std::nullopt;
     }
     // [out, in / groups, kh, kw]: each output element reads one window.
-    height = (height + 2 * padding - w->sizes[2]) / stride + 1;
-    width = (width + 2 * padding - w->sizes[3]) / stride + 1;
+    height = (height + 2 * layer.padding - w->sizes[2]) / layer.stride + 1;
+    width = (width + 2 * layer.padding - w->sizes[3]) / layer.stride + 1;
     macs += static_cast<double>(in->sizes[0]) * height * width *
             static_cast<double>(w->numel());
   }

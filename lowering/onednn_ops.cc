@@ -72,65 +72,11 @@ at::Tensor unpack_weight(const at::Tensor& packed, c10::string_view kind,
   return weight;
 }
 
+// The schemas, as lowering/operators.def declares them.
 TORCH_LIBRARY(fx_onednn, m) {
-  m.def(
-      "pack_conv_weight(Tensor weight, int[] input_size, int[] stride, "
-      "int[] padding, int[] dilation, int groups, bool bf16=False) -> "
-      "Tensor");
-  m.def(
-      "conv(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
-      "int[] padding, int[] dilation, int groups, Tensor? other=None, "
-      "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
-  m.def(
-      "conv_add_(Tensor(a!) self, Tensor input, Tensor weight, Tensor? bias, "
-      "int[] stride, int[] padding, int[] dilation, int groups, "
-      "str activation=\"none\", float alpha=0., float beta=0.) -> "
-      "Tensor(a!)");
-  m.def(
-      "pack_linear_weight(Tensor weight, int[] input_size, bool bf16=False) "
-      "-> Tensor");
-  m.def(
-      "linear(Tensor input, Tensor weight, Tensor? bias, "
-      "str activation=\"none\", float alpha=0., float beta=0.) -> Tensor");
-  m.def(
-      "pack_conv_transpose_weight(Tensor weight, int[] input_size, "
-      "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
-      "int groups) -> Tensor");
-  m.def(
-      "conv_transpose(Tensor input, Tensor weight, Tensor? bias, "
-      "int[] stride, int[] padding, int[] output_padding, int[] dilation, "
-      "int groups, str activation=\"none\", float alpha=0., float beta=0.) "
-      "-> Tensor");
-  m.def(
-      "conv_chain(Tensor input, Tensor[] weights, Tensor[] biases, "
-      "int[] layers, str activations, float[] params) -> Tensor");
-  m.def("matmul(Tensor self, Tensor other, float scale=1.) -> Tensor");
-  m.def("unpack_weight(Tensor packed, str kind, int groups=1) -> Tensor");
-  m.def(
-      "lstm(Tensor input, Tensor[] hx, Tensor[] params, int num_layers, "
-      "bool batch_first, bool bidirectional=False) -> (Tensor, Tensor, "
-      "Tensor)");
-  m.def(
-      "gru(Tensor input, Tensor hx, Tensor[] params, int num_layers, "
-      "bool batch_first, bool bidirectional=False) -> (Tensor, Tensor)");
-  m.def(
-      "batch_norm(Tensor input, Tensor? weight, Tensor? bias, "
-      "Tensor running_mean, Tensor running_var, float eps, "
-      "str activation=\"none\") -> Tensor");
-  m.def("concat_buffer(Tensor[] tensors, int channels) -> Tensor");
-  m.def(
-      "concat_write_(Tensor(a!) self, Tensor[] tensors, int offset) -> "
-      "Tensor(a!)");
-  m.def(
-      "squeeze_excite(Tensor input, Tensor w1, Tensor? b1, Tensor w2, "
-      "Tensor? b2, str activation=\"relu\", str gate=\"sigmoid\") -> Tensor");
-  m.def(
-      "max_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
-      "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
-  m.def(
-      "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride, "
-      "int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True) "
-      "-> Tensor");
+#define FX_ONEDNN_OPERATOR(name, schema, cost) m.def(schema);
+#include "lowering/operators.def"
+#undef FX_ONEDNN_OPERATOR
 }
 
 TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
@@ -139,15 +85,10 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
 
 // Inference only: no gradient flows through these operators.
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
-  for (const char* name :
-       {"pack_conv_weight", "conv", "conv_add_", "conv_chain",
-       "pack_linear_weight",
-        "linear", "pack_conv_transpose_weight", "conv_transpose",
-        "matmul", "unpack_weight", "lstm", "gru", "batch_norm",
-        "concat_buffer", "concat_write_", "squeeze_excite", "max_pool2d",
-        "avg_pool2d"}) {
-    m.impl(name, torch::CppFunction::makeFallthrough());
-  }
+#define FX_ONEDNN_OPERATOR(name, schema, cost) \
+  m.impl(#name, torch::CppFunction::makeFallthrough());
+#include "lowering/operators.def"
+#undef FX_ONEDNN_OPERATOR
 }
 
 std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {

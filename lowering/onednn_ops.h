@@ -3,52 +3,9 @@
 // namespace fx_onednn, so that a lowered graph runs wherever the dispatcher
 // does: the GraphModule, the Interpreter, generated C++, TorchScript.
 //
-//   fx_onednn::pack_conv_weight(Tensor weight, int[] input_size,
-//       int[] stride, int[] padding, int[] dilation, int groups,
-//       bool bf16=False) -> Tensor
-//   fx_onednn::conv(Tensor input, Tensor weight, Tensor? bias, int[] stride,
-//       int[] padding, int[] dilation, int groups, Tensor? other=None,
-//       str activation="none", float alpha=0., float beta=0.) -> Tensor
-//   fx_onednn::conv_add_(Tensor(a!) self, Tensor input, Tensor weight,
-//       Tensor? bias, int[] stride, int[] padding, int[] dilation,
-//       int groups, str activation="none", float alpha=0., float beta=0.)
-//       -> Tensor(a!)
-//   fx_onednn::conv_chain(Tensor input, Tensor[] weights, Tensor[] biases,
-//       int[] layers, str activations, float[] params) -> Tensor
-//   fx_onednn::pack_linear_weight(Tensor weight, int[] input_size,
-//       bool bf16=False) -> Tensor
-//   fx_onednn::linear(Tensor input, Tensor weight, Tensor? bias,
-//       str activation="none", float alpha=0., float beta=0.) -> Tensor
-//   fx_onednn::pack_conv_transpose_weight(Tensor weight, int[] input_size,
-//       int[] stride, int[] padding, int[] output_padding, int[] dilation,
-//       int groups) -> Tensor
-//   fx_onednn::conv_transpose(Tensor input, Tensor weight, Tensor? bias,
-//       int[] stride, int[] padding, int[] output_padding, int[] dilation,
-//       int groups, str activation="none", float alpha=0., float beta=0.)
-//       -> Tensor
-//   fx_onednn::matmul(Tensor self, Tensor other, float scale=1.) -> Tensor
-//   fx_onednn::unpack_weight(Tensor packed, str kind, int groups=1)
-//       -> Tensor
-//   fx_onednn::lstm(Tensor input, Tensor[] hx, Tensor[] params,
-//       int num_layers, bool batch_first, bool bidirectional=False)
-//       -> (Tensor, Tensor, Tensor)
-//   fx_onednn::gru(Tensor input, Tensor hx, Tensor[] params,
-//       int num_layers, bool batch_first, bool bidirectional=False)
-//       -> (Tensor, Tensor)
-//   fx_onednn::batch_norm(Tensor input, Tensor? weight, Tensor? bias,
-//       Tensor running_mean, Tensor running_var, float eps,
-//       str activation="none") -> Tensor
-//   fx_onednn::concat_buffer(Tensor[] tensors, int channels) -> Tensor
-//   fx_onednn::concat_write_(Tensor(a!) self, Tensor[] tensors, int offset)
-//       -> Tensor(a!)
-//   fx_onednn::squeeze_excite(Tensor input, Tensor w1, Tensor? b1,
-//       Tensor w2, Tensor? b2, str activation="relu", str gate="sigmoid")
-//       -> Tensor
-//   fx_onednn::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
-//       int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
-//   fx_onednn::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride,
-//       int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True)
-//       -> Tensor
+// Each operator (its schema, its price, what it does) is declared once, in
+// lowering/operators.def; lowering/operators.h gives the table and typed
+// readers of the calls.
 //
 // A packed weight has the logical sizes of the weight it was made from
 // (so shapes are inferred as usual) but holds oneDNN's preferred blocked
@@ -66,53 +23,7 @@
 // converts an input in another layout itself (an NCHW image into 16
 // channels it reads as it is), and its output is channels-last. Each
 // thread keeps a packed weight's last conv or linear call's primitive and
-// reuses it while the call's arguments stay the same. `other` is added to the result before the activation
-// (a residual connection: oneDNN's sum post-op), and the activation
-// (oneDNN's eltwise post-op) is one of activation_names(). conv_add_ does
-// the same in the residual's own memory (self = activation(self + conv)),
-// for a residual nothing reads afterwards. conv_chain runs a chain of 2-d
-// convolutions, each reading the one before, as conv and conv_add_ would
-// one by one: per layer its packed weight, float32 bias, four ints
-// (stride, padding, groups, and the value it adds into in place: -1 for
-// none, i for layer i - 1's output), an activation (comma-separated) and
-// its alpha and beta; at batch 1 in one parallel region, each thread the
-// same rows of every layer (lowering/conv_chain.h), at other batches layer
-// by layer. conv_transpose is aten's
-// transposed convolution (its weight [in, out / groups, kernel...], float32
-// only) on oneDNN's deconvolution. matmul is aten::matmul of two float32
-// tensors of the same rank (batch sizes equal or 1, broadcast) times
-// `scale`, on oneDNN's matmul, reading both through their strides
-// (attention's heads, views of one projection, and a transposed key need
-// no copy); its output is contiguous. lstm and gru are aten::lstm and
-// aten::gru of layers in eval mode on oneDNN's LSTM and linear-before-reset
-// GRU, their params per layer (and direction, forward first, where
-// bidirectional) the input and hidden weights transposed ([in, gates *
-// hidden], gates in oneDNN's order: a GRU's u, r, o are aten's z, r, n) and
-// one bias (an LSTM's b_ih + b_hh; a GRU's [b_iz + b_hz, b_ir + b_hr, b_in,
-// b_hn]); at batch 1 (hidden a multiple of 16, AVX-512) they compute their
-// input projections on oneDNN's matmul and their steps on a recurrence of
-// ours (lowering/recurrence.h: the recurrent weights streamed at twice the
-// speed of oneDNN 2.6's RNN primitives there; a bidirectional layer's two
-// directions at once, on half the threads each). batch_norm is
-// aten::batch_norm in eval mode of a 4-d float32 tensor, the relu after it
-// fused (activation none or relu), in one pass with a channels-last output
-// (lowering/channel_affine.h).
-// concat_buffer makes a channels-last [N, channels, H, W] tensor with the
-// concatenation of `tensors` (4-d float32 of its N, H, W) in its first
-// channels, the rest left for concat_write_, which writes the concatenation
-// of `tensors` into self's channels from `offset` on: a chain of
-// concatenations that each extend the last (DenseNet's blocks) written
-// into one buffer, each piece once, each concatenation a view of the
-// buffer's first channels (lowering/concat.h); batch_norm reads such a view
-// where it is.
-// squeeze_excite is torchvision's SqueezeExcitation block (MobileNetV3,
-// EfficientNet) of a 4-d float32 input: input * gate(conv(act(conv(
-// global_avg_pool(input), w1, b1)), w2, b2)), w1 and w2 1x1 convolution
-// weights ([S, C, 1, 1], [C, S, 1, 1]), act none, relu or silu, gate sigmoid
-// or hardsigmoid, in one call with a channels-last output
-// (lowering/squeeze_excite.h). max_pool2d and avg_pool2d give
-// aten's results (ceil_mode and count_include_pad included) with a
-// channels-last output.
+// reuses it while the call's arguments stay the same.
 //
 // NaN: oneDNN's max pooling and its relu and clip post-ops return the other
 // operand of a comparison with NaN (relu(NaN) = 0), where aten returns NaN;

@@ -87,21 +87,20 @@ namespace {
 [[maybe_unused]] const bool registered = [] {
   // A lowered call does the multiply-adds of the call it replaced: the
   // cost model (and the schedulers balancing lowered graphs by it) count
-  // them.
-  price_as("fx_onednn::conv", "aten::conv2d");
-  price_as("fx_onednn::conv_add_", "aten::conv2d");
-  price_as("fx_onednn::conv_transpose", "aten::conv_transpose2d");
-  price_as("fx_onednn::linear", "aten::linear");
-  price_as("fx_onednn::matmul", "aten::matmul");
-  price_as("fx_onednn::lstm", "aten::lstm.input");
-  price_as("fx_onednn::gru", "aten::gru.input");
-  price_by_macs("fx_onednn::conv_chain", conv_chain_macs);
-  price_as("fx_onednn::max_pool2d", "aten::max_pool2d");
-  price_as("fx_onednn::avg_pool2d", "aten::avg_pool2d");
-  price_as("fx_onednn::batch_norm", "aten::batch_norm");
-  price_as("fx_onednn::squeeze_excite", "aten::mul");
-  price_as("fx_onednn::concat_buffer", "aten::cat");
-  price_as("fx_onednn::concat_write_", "aten::cat");
+  // them, each priced as lowering/operators.def declares.
+#define FX_INIT_STEP
+#define FX_PRICED_AS(aten) price_as(operator_name, aten)
+#define FX_PRICED_BY(function) price_by_macs(operator_name, function)
+#define FX_ONEDNN_OPERATOR(name, schema, cost) \
+  {                                            \
+    [[maybe_unused]] const char* operator_name = "fx_onednn::" #name; \
+    cost;                                      \
+  }
+#include "lowering/operators.def"
+#undef FX_ONEDNN_OPERATOR
+#undef FX_PRICED_BY
+#undef FX_PRICED_AS
+#undef FX_INIT_STEP
   register_onednn_lowering_passes();
   register_pass({"micro_batch",
                  "run a lowered graph's leading layers one micro-batch at a "

@@ -7,9 +7,9 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
+#include "lowering/operators.h"
 #include "onnx/internal/mappings.h"
 
 namespace fx::internal::onnx_ops {
@@ -122,44 +122,34 @@ void lowered_conv(OnnxBuilder& b, const char* residual) {
 // its residual's Add, its activation), the residual the value it was
 // added into.
 void lowered_conv_chain(OnnxBuilder& b) {
-  CallArguments args(b.node());
   const std::string& name = b.node().name();
-  const std::vector<Argument>& weights = args["weights"].elements();
-  const std::vector<Argument>& biases = args["biases"].elements();
-  const std::vector<int64_t> layers = args["layers"].to_int_list();
-  const std::vector<Argument>& params = args["params"].elements();
-  const std::vector<std::string> activations =
-      absl::StrSplit(args["activations"].to_string_ref(), ',');
-  const size_t n = weights.size();
-  if (n == 0 || biases.size() != n || layers.size() != 4 * n ||
-      params.size() != 2 * n || activations.size() != n) {
+  const auto layers = onednn::conv_chain_layers(b.node());
+  if (!layers) {
     refuse(b, "its lists do not hold one layer each (weights, biases, 4 "
               "ints, an activation and 2 parameters per layer)");
   }
-  std::vector<std::string> values = {b.value(args["input"])};
+  const size_t n = layers->size();
+  std::vector<std::string> values = {b.value(CallArguments(b.node())["input"])};
   for (size_t i = 0; i < n; ++i) {
-    const int64_t stride = layers[4 * i], padding = layers[4 * i + 1],
-                  groups = layers[4 * i + 2], residual = layers[4 * i + 3];
-    if (residual >= static_cast<int64_t>(i) || residual == 0) {
+    const onednn::ConvChainLayer& l = (*layers)[i];
+    if (l.adds_into >= static_cast<int64_t>(i) || l.adds_into == 0) {
       refuse(b, "a layer's residual is not an earlier layer's output");
     }
-    const std::string& activation = activations[i];
-    const bool sum = residual > 0;
+    const bool sum = l.adds_into > 0;
     const std::string layer = absl::StrCat(name, "_", i);
     const std::string out = i + 1 == n ? b.output() : b.fresh(layer);
-    const std::string conv = before_post_ops(b, sum, activation, out, layer);
+    const std::string conv = before_post_ops(b, sum, l.activation, out, layer);
     onnx::NodeProto& c = b.add(
         "Conv",
-        {values[i], unpacked_weight(b, weights[i], "conv", groups),
-         b.value(biases[i])},
+        {values[i], unpacked_weight(b, l.weight, "conv", l.groups),
+         b.value(l.bias)},
         conv);
-    set_ints(c, "strides", {stride, stride});
-    set_ints(c, "pads", {padding, padding, padding, padding});
+    set_ints(c, "strides", {l.stride, l.stride});
+    set_ints(c, "pads", {l.padding, l.padding, l.padding, l.padding});
     set_ints(c, "dilations", {1, 1});
-    set_int(c, "group", groups);
-    post_ops(b, conv, sum ? values[residual] : "", activation,
-             number(b, params[2 * i]), number(b, params[2 * i + 1]), out,
-             layer);
+    set_int(c, "group", l.groups);
+    post_ops(b, conv, sum ? values[l.adds_into] : "", l.activation,
+             number(b, l.alpha), number(b, l.beta), out, layer);
     values.push_back(out);
   }
 }

@@ -28,6 +28,7 @@
 #include "fx/fx.h"
 #include "fx/torchscript/torchscript.h"
 #include "interpreter/shape_prop.h"
+#include "lowering/operators.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
@@ -116,23 +117,31 @@ TEST_CASE("unfolded, every parameter is an initializer named by its path") {
 }
 
 TEST_CASE("every fx_onednn operator a graph holds is priced and exports") {
-  // The lowering registers them (optimize_for_inference links it). The
-  // packing operators run only in init steps, which are neither priced
-  // nor exported (the export unpacks the weights: unpack_weight).
-  const std::set<std::string> init_only = {
-      "fx_onednn::pack_conv_weight", "fx_onednn::pack_linear_weight",
-      "fx_onednn::pack_conv_transpose_weight", "fx_onednn::unpack_weight"};
-  size_t seen = 0;
+  // Each is declared once (lowering/operators.def); the lowering registers
+  // their schemas (optimize_for_inference links it). The packing operators
+  // run only in init steps, which are neither priced nor exported (the
+  // export unpacks the weights: unpack_weight).
+  std::set<std::string> declared;
+  for (const fx::onednn::OperatorDeclaration& op :
+       fx::onednn::operator_declarations()) {
+    CAPTURE(op.name);
+    declared.insert(op.name);
+    const auto schema =
+        c10::Dispatcher::singleton().findSchema({op.name, ""});
+    REQUIRE(schema.has_value());
+    CHECK(op.schema.rfind(op.name.substr(11) + "(", 0) == 0);
+    CHECK(fx::is_priced(op.name) == !op.init_step);
+    CHECK(fx::has_onnx_mapping(op.name) == !op.init_step);
+    if (!op.priced_as.empty()) CHECK(fx::is_priced(op.priced_as));
+  }
+  CHECK(declared.size() == 18);
+  // And nothing registered in fx_onednn goes undeclared.
   for (const c10::OperatorName& name :
        c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("fx_onednn::", 0) != 0) continue;
-    ++seen;
-    if (init_only.count(name.name) > 0) continue;
     CAPTURE(name.name);
-    CHECK(fx::is_priced(name.name));
-    CHECK(fx::has_onnx_mapping(name.name));
+    CHECK(declared.count(name.name) > 0);
   }
-  CHECK(seen >= 18);
   CHECK_FALSE(fx::is_priced("fx_onednn::no_such_op"));
   CHECK(fx::is_priced("aten::conv2d"));
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/passes/passes.h"
 #include "lowering/passes/rewrite_support.h"
@@ -61,8 +62,7 @@ class KeepChannelsLast : public LoweringPass {
       // on a kernel of ours: the first convolution of a vision model in
       // half of aten's time); a value several read is converted once.
       if (is_lowered_convolution(*n)) {
-        const bool in_place = n->is_call_to({"fx_onednn::conv_add_"});
-        Node* input = n->args()[in_place ? 1 : 0].to_node();
+        Node* input = CallArguments(*n)["input"].to_node();
         const TensorMeta* m = input->tensor_meta();
         if (!chains.contains(input) && m != nullptr &&
             m->sizes.size() == 4 &&

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
+#include "lowering/operators.h"
 #include "lowering/passes/passes.h"
 #include "lowering/passes/rewrite_support.h"
 
@@ -48,31 +50,33 @@ class LowerSqueezeExcite : public LoweringPass {
           continue;
         }
         const Node* g = gate->node;
-        const auto squeeze = pointwise_conv(g->args()[0], g);
+        const auto squeeze = pointwise_conv(gate->input, g);
         if (!squeeze || (squeeze->activation != "none" &&
                          squeeze->activation != "relu" &&
                          squeeze->activation != "silu")) {
           continue;
         }
-        Node* pool = squeeze->node->args()[0].is_node()
-                         ? squeeze->node->args()[0].to_node()
-                         : nullptr;
+        Node* pool =
+            squeeze->input.is_node() ? squeeze->input.to_node() : nullptr;
         const std::vector<int64_t> window = {in->sizes[2], in->sizes[3]};
         if (pool == nullptr || !pool->is_call_to({"fx_onednn::avg_pool2d"}) ||
-            pool->users().size() != 1 || pool->args().size() != 6 ||
-            !(pool->args()[0] == x) ||
-            constant_ints(pool->args()[1], 2) != window ||
-            constant_ints(pool->args()[3], 2) !=
-                std::vector<int64_t>{0, 0} ||
-            !pool->args()[4].is_bool() || pool->args()[4].to_bool()) {
+            pool->users().size() != 1) {
           continue;
         }
-        const std::vector<Argument>& s = squeeze->node->args();
-        const std::vector<Argument>& e = gate->node->args();
+        const CallArguments pooling(*pool);
+        const Argument ceil_mode = pooling["ceil_mode"];
+        if (!(pooling["self"] == x) ||
+            constant_ints(pooling["kernel_size"], 2) != window ||
+            constant_ints(pooling["padding"], 2) !=
+                std::vector<int64_t>{0, 0} ||
+            !ceil_mode.is_bool() || ceil_mode.to_bool()) {
+          continue;
+        }
         std::vector<Node*> gone = {gate->node, squeeze->node, pool};
         Node* lowered = replace_with_call(
             module.graph(), n, {}, "fx_onednn::squeeze_excite",
-            {x, squeeze->pack->args()[0], s[2], gate->pack->args()[0], e[2],
+            {x, CallArguments(*squeeze->pack)["weight"], squeeze->bias,
+             CallArguments(*gate->pack)["weight"], gate->bias,
              squeeze->activation, gate->activation},
             /*channels_last=*/true);
         chains.values.erase(n);
@@ -100,23 +104,26 @@ class LowerSqueezeExcite : public LoweringPass {
   struct PointwiseConv {
     Node* node;
     Node* pack;
+    Argument input, bias;
     std::string activation;
   };
   static std::optional<PointwiseConv> pointwise_conv(const Argument& value,
                                                      const Node* reader) {
     Node* n = value.is_node() ? value.to_node() : nullptr;
-    if (n == nullptr || !n->is_call_to({"fx_onednn::conv"}) || n->users().size() != 1 ||
+    const auto conv = n == nullptr ? std::nullopt : onednn::conv_call(*n);
+    if (!conv || conv->in_place || n->users().size() != 1 ||
         *n->users().begin() != reader) {
       return std::nullopt;
     }
-    const std::vector<Argument>& a = n->args();
     const std::vector<int64_t> one = {1, 1}, zero = {0, 0};
-    Node* pack = a[1].is_node() ? a[1].to_node() : nullptr;
+    Node* pack = conv->weight.is_node() ? conv->weight.to_node() : nullptr;
     if (pack == nullptr ||
         !pack->is_call_to({"fx_onednn::pack_conv_weight"}) ||
-        constant_ints(a[3], 2) != one || constant_ints(a[4], 2) != zero ||
-        constant_ints(a[5], 2) != one || !a[6].is_int() ||
-        a[6].to_int() != 1 || !n->kwargs().empty()) {
+        constant_ints(conv->stride, 2) != one ||
+        constant_ints(conv->padding, 2) != zero ||
+        constant_ints(conv->dilation, 2) != one || !conv->groups.is_int() ||
+        conv->groups.to_int() != 1 || !conv->residual.is_none() ||
+        !conv->alpha.is_double() || conv->alpha.to_double() != 0) {
       return std::nullopt;
     }
     const TensorMeta* w = pack->tensor_meta();
@@ -124,15 +131,8 @@ class LowerSqueezeExcite : public LoweringPass {
         w->sizes[3] != 1 || w->dtype != c10::ScalarType::Float) {
       return std::nullopt;
     }
-    if (a.size() == 7) return PointwiseConv{n, pack, "none"};
-    // other, activation, alpha, beta
-    if (a.size() != 11 || !a[7].is_none() || !a[8].is_string() ||
-        !a[9].is_double() || a[9].to_double() != 0) {
-      return std::nullopt;
-    }
-    return PointwiseConv{n, pack, a[8].to_string_ref()};
+    return PointwiseConv{n, pack, conv->input, conv->bias, conv->activation};
   }
-
 };
 
 }  // namespace

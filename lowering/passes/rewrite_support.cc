@@ -4,6 +4,7 @@
 
 #include "fx/runtime/graph_module.h"
 #include "lowering/onednn_ops.h"
+#include "lowering/operators.h"
 
 namespace fx {
 namespace lowering {
@@ -146,13 +147,11 @@ bool in_chain(const Node& n, bool bf16) {
 Chains Chains::of(const Graph& graph) {
   Chains chains;
   for (const Node* n : graph.nodes()) {
-    // A convolution's packed weight (its second argument, or third for
-    // conv_add_, whose first is the residual) says its dtype.
-    if (n->is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_"})) {
-      const Argument& weight =
-          n->args()[n->is_call_to({"fx_onednn::conv_add_"}) ? 2 : 1];
-      const TensorMeta* m =
-          weight.is_node() ? weight.to_node()->tensor_meta() : nullptr;
+    // A convolution's packed weight says its dtype.
+    if (const auto conv = onednn::conv_call(*n)) {
+      const TensorMeta* m = conv->weight.is_node()
+                                ? conv->weight.to_node()->tensor_meta()
+                                : nullptr;
       if (m != nullptr && m->dtype == c10::ScalarType::BFloat16) {
         chains.bf16 = true;
         break;
