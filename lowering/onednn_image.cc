@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "lowering/channel_affine.h"
-#include "lowering/concat.h"
+#include "lowering/kernels/channel_affine.h"
+#include "lowering/kernels/concat.h"
 #include "lowering/onednn_support.h"
-#include "lowering/squeeze_excite.h"
+#include "lowering/kernels/squeeze_excite.h"
 
 namespace fx::onednn {
 namespace {
@@ -133,7 +133,7 @@ at::Tensor batch_norm_meta(const at::Tensor& input,
 
 // --- Concatenation into one buffer -----------------------------------------
 // A chain of concatenations along the channels, each extending the last
-// (DenseNet's blocks), on one channels-last buffer (lowering/concat.h):
+// (DenseNet's blocks), on one channels-last buffer (lowering/kernels/concat.h):
 // concat_buffer makes it with the first pieces in its first channels,
 // concat_write_ writes each later piece once, and each concatenation is a
 // view of the buffer's first channels (aten::slice), which later writes
@@ -215,7 +215,7 @@ at::Tensor& concat_write_meta(at::Tensor& self, at::TensorList, int64_t) {
 
 // --- Squeeze-and-excitation ----------------------------------------------------
 // torchvision's SqueezeExcitation block (MobileNetV3, EfficientNet) in one
-// call (lowering/squeeze_excite.h): input * gate(conv(act(conv(
+// call (lowering/kernels/squeeze_excite.h): input * gate(conv(act(conv(
 // global_avg_pool(input), w1, b1)), w2, b2)), the convolutions 1x1 on the
 // pooled 1x1 image. W2 is read transposed, made once per weight
 // (ReorderedWeights).

@@ -19,11 +19,11 @@
 #include <unordered_map>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "lowering/activation_cache.h"
-#include "lowering/elementwise.h"
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/activation_cache.h"
+#include "lowering/kernels/elementwise.h"
+#include "lowering/kernels/kernel_support.h"
 #include "lowering/onednn_support.h"
-#include "lowering/recurrence.h"
+#include "lowering/kernels/recurrence.h"
 
 namespace fx::onednn {
 namespace {

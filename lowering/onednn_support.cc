@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "lowering/activation_cache.h"
-#include "lowering/elementwise.h"
-#include "lowering/image_layout.h"
+#include "lowering/kernels/activation_cache.h"
+#include "lowering/kernels/elementwise.h"
+#include "lowering/kernels/image_layout.h"
 #include "lowering/onednn_ops.h"
 
 namespace fx::onednn {

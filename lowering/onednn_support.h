@@ -137,7 +137,7 @@ dnnl::primitive_attr post_ops(const char* op, bool sum,
                               double beta);
 
 // Whether a conv or linear layer's `activation` runs as a pass of our own
-// after its primitive (lowering/elementwise.h: SiLU on a float32 output),
+// after its primitive (lowering/kernels/elementwise.h: SiLU on a float32 output),
 // the primitive then made with no activation.
 bool silu_as_pass(c10::string_view activation, DataType output);
 

@@ -11,7 +11,7 @@
 
 #include <absl/strings/str_join.h>
 
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/kernel_support.h"
 
 namespace fx {
 namespace {

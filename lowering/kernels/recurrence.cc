@@ -1,4 +1,4 @@
-#include "lowering/recurrence.h"
+#include "lowering/kernels/recurrence.h"
 
 #include <ATen/Parallel.h>
 
@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "lowering/kernel_support.h"
-#include "lowering/vector_math.h"
+#include "lowering/kernels/kernel_support.h"
+#include "lowering/kernels/vector_math.h"
 
 namespace fx::onednn {
 namespace {

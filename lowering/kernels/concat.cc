@@ -1,10 +1,10 @@
-#include "lowering/concat.h"
+#include "lowering/kernels/concat.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/kernel_support.h"
 
 namespace fx::onednn {
 namespace {

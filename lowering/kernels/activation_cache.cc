@@ -18,7 +18,7 @@
 // transformers 0.99x. Any free block that fits, however large, was
 // faster still at batch 1 on a quiet machine but up to 1.05x slower at
 // batch 8.
-#include "lowering/activation_cache.h"
+#include "lowering/kernels/activation_cache.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>

@@ -1,8 +1,8 @@
-#include "lowering/image_layout.h"
+#include "lowering/kernels/image_layout.h"
 
 #include <ATen/Parallel.h>
 
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/kernel_support.h"
 
 namespace fx::onednn {
 namespace {

@@ -1,11 +1,11 @@
-#include "lowering/elementwise.h"
+#include "lowering/kernels/elementwise.h"
 
 #include <ATen/Parallel.h>
 
 #include <cmath>
 
-#include "lowering/kernel_support.h"
-#include "lowering/vector_math.h"
+#include "lowering/kernels/kernel_support.h"
+#include "lowering/kernels/vector_math.h"
 
 namespace fx::onednn {
 namespace {

@@ -1,5 +1,5 @@
-// Internal to //lowering: what the kernels of our own (lowering/recurrence,
-// lowering/channel_affine) and the thread pinning (lowering/threads) build
+// Internal to //lowering: what the kernels of our own (lowering/kernels/recurrence,
+// lowering/kernels/channel_affine) and the thread pinning (lowering/threads) build
 // on.
 //
 // libgomp, the OpenMP runtime LibTorch and oneDNN run on, called directly

@@ -1,8 +1,8 @@
-#include "lowering/channel_affine.h"
+#include "lowering/kernels/channel_affine.h"
 
 #include <ATen/Parallel.h>
 
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/kernel_support.h"
 
 namespace fx::onednn {
 namespace {

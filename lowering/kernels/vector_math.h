@@ -1,9 +1,9 @@
 // Internal to //lowering: exp, sigmoid and tanh on 16 floats at a time
-// (AVX-512), for the kernels of our own (lowering/recurrence,
-// lowering/elementwise). Include after lowering/kernel_support.h.
+// (AVX-512), for the kernels of our own (lowering/kernels/recurrence,
+// lowering/kernels/elementwise). Include after lowering/kernels/kernel_support.h.
 #pragma once
 
-#include "lowering/kernel_support.h"
+#include "lowering/kernels/kernel_support.h"
 
 namespace fx::onednn {
 

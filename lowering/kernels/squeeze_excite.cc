@@ -1,4 +1,4 @@
-#include "lowering/squeeze_excite.h"
+#include "lowering/kernels/squeeze_excite.h"
 
 #include <ATen/Parallel.h>
 
@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "lowering/kernel_support.h"
-#include "lowering/vector_math.h"
+#include "lowering/kernels/kernel_support.h"
+#include "lowering/kernels/vector_math.h"
 
 namespace fx::onednn {
 namespace {
