@@ -7,52 +7,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
+#include "fx/runtime/buffer_snapshot.h"
 #include "fx/runtime/guards.h"
 
 namespace fx {
-
-namespace {
-
-// The module's buffers' values, to put back after runs that must leave no
-// trace (what running writes into them: observers' ranges, batch-norm
-// statistics, counters).
-class BufferSnapshot {
- public:
-  explicit BufferSnapshot(const GraphModule& module) {
-    for (const auto& [path, tensor] : module->tensor_attributes()) {
-      if (!module->is_parameter(path)) saved_.emplace_back(tensor, tensor.clone());
-    }
-    for (const auto& [path, leaf] : module->leaf_modules()) {
-      for (const at::Tensor& buffer : leaf.module->buffers(/*recurse=*/true)) {
-        if (buffer.defined()) saved_.emplace_back(buffer, buffer.clone());
-      }
-    }
-  }
-  void restore() {
-    at::NoGradGuard no_grad;
-    for (auto& [buffer, values] : saved_) buffer.copy_(values);
-  }
-
- private:
-  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;  // the buffer, its values
-};
-
-}  // namespace
 
 ShapeProp::ShapeProp(GraphModule module, ShapePropOptions options)
     : Interpreter(std::move(module)), options_(options) {}
 
 c10::IValue ShapeProp::propagate_keeping_buffers(std::vector<c10::IValue> inputs) {
-  BufferSnapshot snapshot(module_);
-  c10::IValue result;
-  try {
-    result = propagate(std::move(inputs));
-  } catch (...) {
-    snapshot.restore();
-    throw;
-  }
-  snapshot.restore();
-  return result;
+  const BufferSnapshot snapshot(*module_);
+  return propagate(std::move(inputs));
 }
 
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
@@ -104,7 +69,9 @@ void ShapeProp::fit_symbolic(Recording& example,
   }
   std::vector<SymbolSizes> all = {sizes};
   std::vector<Recording> runs;
-  BufferSnapshot snapshot(module_);
+  {
+  // The buffers as they were once the runs are done.
+  const BufferSnapshot snapshot(*module_);
   try {
     for (SymbolSizes& other : sample_sizes(dims, sizes)) {
       recorded_.clear();
@@ -125,7 +92,7 @@ void ShapeProp::fit_symbolic(Recording& example,
     // Sizes the graph does not run at: the example's metadata only.
     runs.clear();
   }
-  snapshot.restore();
+  }
   recorded_.clear();
   if (runs.empty()) return;
   SymbolicShapeFitter fitter(all, symbol_multiples(dims));

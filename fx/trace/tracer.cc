@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
+#include "fx/runtime/buffer_snapshot.h"
 #include "fx/runtime/guards.h"
 #include "fx/trace/internal/bounds.h"
 #include "fx/trace/internal/generalize.h"
@@ -31,24 +32,6 @@ std::atomic<uint64_t> next_session_id{1};
 // Traces past the first three that tell fits of a size apart (each about
 // halves the candidates: internal/size_fit.h).
 constexpr int kMaxFittingTraces = 16;
-
-// Buffers of a module, restored after it ran on zeros for its outputs'
-// metadata (a BatchNorm in training mode would update running stats).
-class BufferSnapshot {
- public:
-  explicit BufferSnapshot(torch::nn::Module& module) {
-    for (auto& buffer : module.buffers(/*recurse=*/true)) {
-      if (buffer.defined()) saved_.emplace_back(buffer, buffer.clone());
-    }
-  }
-  ~BufferSnapshot() {
-    torch::NoGradGuard no_grad;
-    for (auto& [buffer, copy] : saved_) buffer.copy_(copy);
-  }
-
- private:
-  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
-};
 
 }  // namespace
 
@@ -188,7 +171,9 @@ c10::IValue Tracer::call_leaf_module(const std::string& path, LeafModule leaf,
   c10::IValue result;
   {
     SuspendTracing suspend;
-    BufferSnapshot snapshot(*leaf.module);
+    // Buffers restored after it ran on zeros for its outputs' metadata (a
+    // BatchNorm in training mode would update its running statistics).
+    const BufferSnapshot snapshot(*leaf.module);
     torch::NoGradGuard no_grad;
     std::vector<c10::IValue> zeros;
     for (const c10::IValue& v : inputs) {
