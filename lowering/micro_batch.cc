@@ -11,6 +11,7 @@
 #include "fx/ir/graph.h"
 #include "passes/aliasing.h"
 #include "passes/cost_model.h"
+#include "passes/operator_families.h"
 
 namespace fx {
 namespace {
@@ -51,23 +52,10 @@ int64_t dim_arg(const Node& n, size_t index, int64_t fallback, size_t rank) {
 enum class PerSample { kNo, kOperator, kElementwise };
 
 PerSample per_sample_operator(const Node& n, size_t rank) {
-  if (n.is_call_to({"fx_onednn::conv", "fx_onednn::conv_add_",
-                    "fx_onednn::max_pool2d", "fx_onednn::avg_pool2d",
-                    "fx_onednn::batch_norm", "fx_onednn::squeeze_excite",
-                    "fx_onednn::concat_buffer", "fx_onednn::concat_write_",
-                    "fx_onednn::linear", "aten::conv1d", "aten::conv2d",
-                    "aten::conv3d", "aten::_convolution",
-                    "aten::convolution"})) {
+  if (has_trait(n, kPerSample)) {
     return PerSample::kOperator;  // its tensors from get_attr: weights
   }
-  if (n.is_call_to({"aten::relu", "aten::relu_", "aten::hardtanh",
-                    "aten::hardtanh_", "aten::hardswish", "aten::hardswish_",
-                    "aten::silu", "aten::silu_", "aten::sigmoid",
-                    "aten::sigmoid_", "aten::gelu", "aten::add.Tensor",
-                    "aten::add_.Tensor", "aten::mul.Tensor",
-                    "aten::mul_.Tensor", "aten::contiguous"})) {
-    return PerSample::kElementwise;
-  }
+  if (has_trait(n, kPerSampleElementwise)) return PerSample::kElementwise;
   if (n.is_call_to({"aten::slice.Tensor", "aten::cat"})) {
     return dim_arg(n, 1, 0, rank) != 0 ? PerSample::kElementwise
                                         : PerSample::kNo;

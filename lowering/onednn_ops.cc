@@ -74,7 +74,7 @@ at::Tensor unpack_weight(const at::Tensor& packed, c10::string_view kind,
 
 // The schemas, as lowering/operators.def declares them.
 TORCH_LIBRARY(fx_onednn, m) {
-#define FX_ONEDNN_OPERATOR(name, schema, cost) m.def(schema);
+#define FX_ONEDNN_OPERATOR(name, schema, cost, traits) m.def(schema);
 #include "lowering/operators.def"
 #undef FX_ONEDNN_OPERATOR
 }
@@ -85,7 +85,7 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
 
 // Inference only: no gradient flows through these operators.
 TORCH_LIBRARY_IMPL(fx_onednn, Autograd, m) {
-#define FX_ONEDNN_OPERATOR(name, schema, cost) \
+#define FX_ONEDNN_OPERATOR(name, schema, cost, traits) \
   m.impl(#name, torch::CppFunction::makeFallthrough());
 #include "lowering/operators.def"
 #undef FX_ONEDNN_OPERATOR

@@ -3,6 +3,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/operator_schemas.h"
+#include "passes/operator_families.h"
 
 namespace fx::onednn {
 
@@ -11,8 +12,8 @@ const std::vector<OperatorDeclaration>& operator_declarations() {
 #define FX_INIT_STEP true, ""
 #define FX_PRICED_AS(aten) false, aten
 #define FX_PRICED_BY(function) false, ""
-#define FX_ONEDNN_OPERATOR(name, schema, cost) \
-  {"fx_onednn::" #name, schema, cost},
+#define FX_ONEDNN_OPERATOR(name, schema, cost, traits) \
+  {"fx_onednn::" #name, schema, cost, traits},
 #include "lowering/operators.def"
 #undef FX_ONEDNN_OPERATOR
 #undef FX_PRICED_BY
@@ -21,6 +22,16 @@ const std::vector<OperatorDeclaration>& operator_declarations() {
   };
   return *declarations;
 }
+
+namespace {
+// Each operator's traits, in the table of operator families.
+[[maybe_unused]] const bool registered = [] {
+  for (const OperatorDeclaration& op : operator_declarations()) {
+    register_operator_family(op.name, OperatorFamily::kLowered, op.traits);
+  }
+  return true;
+}();
+}  // namespace
 
 std::optional<ConvCall> conv_call(const Node& n) {
   const bool in_place = n.is_call_to({"fx_onednn::conv_add_"});

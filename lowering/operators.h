@@ -23,6 +23,8 @@ struct OperatorDeclaration {
   // The aten operator whose price a call takes; "" for one priced by a
   // function of its own (conv_chain's) or an init step's.
   std::string priced_as;
+  // passes/operator_families.h's traits (its family: kLowered).
+  uint32_t traits = 0;
 };
 // operators.def's, in its order.
 const std::vector<OperatorDeclaration>& operator_declarations();

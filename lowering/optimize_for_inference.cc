@@ -91,7 +91,7 @@ namespace {
 #define FX_INIT_STEP
 #define FX_PRICED_AS(aten) price_as(operator_name, aten)
 #define FX_PRICED_BY(function) price_by_macs(operator_name, function)
-#define FX_ONEDNN_OPERATOR(name, schema, cost) \
+#define FX_ONEDNN_OPERATOR(name, schema, cost, traits) \
   {                                            \
     [[maybe_unused]] const char* operator_name = "fx_onednn::" #name; \
     cost;                                      \

@@ -29,6 +29,7 @@
 #include "fx/torchscript/torchscript.h"
 #include "interpreter/shape_prop.h"
 #include "lowering/operators.h"
+#include "passes/operator_families.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "testdata/onnx_runtime.h"
@@ -121,11 +122,19 @@ TEST_CASE("every fx_onednn operator a graph holds is priced and exports") {
   // their schemas (optimize_for_inference links it). The packing operators
   // run only in init steps, which are neither priced nor exported (the
   // export unpacks the weights: unpack_weight).
+  std::map<std::string, fx::OperatorFamilyInfo> families;
+  for (const auto& [name, info] : fx::operator_families()) {
+    families.emplace(name, info);
+  }
   std::set<std::string> declared;
   for (const fx::onednn::OperatorDeclaration& op :
        fx::onednn::operator_declarations()) {
     CAPTURE(op.name);
     declared.insert(op.name);
+    // Its traits in the table of operator families.
+    REQUIRE(families.count(op.name) > 0);
+    CHECK(families.at(op.name).family == fx::OperatorFamily::kLowered);
+    CHECK(families.at(op.name).traits == op.traits);
     const auto schema =
         c10::Dispatcher::singleton().findSchema({op.name, ""});
     REQUIRE(schema.has_value());

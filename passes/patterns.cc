@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fx/ir/operator_schemas.h"
+#include "passes/operator_families.h"
 
 namespace fx {
 namespace {
@@ -291,12 +292,8 @@ std::optional<double> constant_number(const std::optional<Argument>& a) {
 std::optional<Convolution> match_convolution(const GraphModuleImpl& module,
                                              Node& node,
                                              const PatternOptions& options) {
-  if (!node.is_call_to({"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                        "aten::conv1d.padding", "aten::conv2d.padding",
-                        "aten::conv3d.padding", "aten::convolution",
-                        "aten::_convolution", "aten::conv_transpose1d",
-                        "aten::conv_transpose2d.input",
-                        "aten::conv_transpose3d.input"})) {
+  const bool transposed = in_family(node, OperatorFamily::kConvTranspose);
+  if (!transposed && !in_family(node, OperatorFamily::kConvolution)) {
     return std::nullopt;
   }
   const CallArguments args(node);
@@ -307,9 +304,7 @@ std::optional<Convolution> match_convolution(const GraphModuleImpl& module,
     if (!transposed.is_bool()) return std::nullopt;
     c.transposed = transposed.to_bool();
   } else {
-    c.transposed = node.is_call_to({"aten::conv_transpose1d",
-                                    "aten::conv_transpose2d.input",
-                                    "aten::conv_transpose3d.input"});
+    c.transposed = transposed;
   }
   const auto weight = match_weight(module, args["weight"], false, options);
   if (!args["input"].is_node() || !weight ||

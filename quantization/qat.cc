@@ -16,6 +16,7 @@
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
+#include "passes/operator_families.h"
 #include "passes/patterns.h"
 #include "passes/remove_dropout.h"
 #include "quantization/internal/plan.h"
@@ -149,10 +150,7 @@ struct Block {
 };
 
 std::optional<Block> match_block(Node& conv) {
-  if (!conv.is_call_to({"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                        "aten::conv1d.padding", "aten::conv2d.padding",
-                        "aten::conv3d.padding", "aten::convolution",
-                        "aten::_convolution"}) ||
+  if (!in_family(conv, OperatorFamily::kConvolution) ||
       conv.args().size() < 2 || !conv.args()[1].is_node()) {
     return std::nullopt;
   }

@@ -17,6 +17,7 @@
 #include "fx/ir/operator_schemas.h"
 #include "interpreter/shape_prop.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/operator_families.h"
 #include "passes/patterns.h"
 #include "passes/remove_dropout.h"
 #include "quantization/internal/plan.h"
@@ -158,20 +159,7 @@ std::optional<Unit> match_unit(const GraphModuleImpl& module, Node* n,
 // input's scale (or choosing a fixed one): the first argument is the only
 // tensor they read.
 bool is_pass_through(const Node& n) {
-  if (!n.is_call_to({"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d",
-                   "aten::avg_pool2d", "aten::adaptive_avg_pool2d",
-                   "aten::_adaptive_avg_pool2d", "aten::adaptive_max_pool2d",
-                   "aten::relu", "aten::relu_", "aten::relu6", "aten::relu6_",
-                   "aten::hardtanh", "aten::hardtanh_", "aten::clamp",
-                   "aten::flatten.using_ints", "aten::reshape",
-                   "aten::view", "aten::permute", "aten::transpose.int",
-                   "aten::squeeze", "aten::squeeze.dim", "aten::unsqueeze",
-                   "aten::contiguous", "aten::mean.dim",
-                   "aten::upsample_nearest2d", "aten::sigmoid",
-                   "aten::hardsigmoid", "aten::tanh", "aten::dropout",
-                   "aten::feature_dropout"})) {
-    return false;
-  }
+  if (!has_trait(n, kQuantPassThrough)) return false;
   if (n.all_input_nodes().empty() || !n.args()[0].is_node()) return false;
   const Node* input = n.args()[0].to_node();
   for (const Node* in : n.all_input_nodes()) {
@@ -184,11 +172,8 @@ bool is_pass_through(const Node& n) {
   return is_float(through_observers(const_cast<Node*>(input))) && is_float(&n);
 }
 
-// hardtanh, relu6 or clamp, in place or not.
-bool is_clamp(const Node& n) {
-  return n.is_call_to({"aten::relu6", "aten::relu6_", "aten::hardtanh",
-                       "aten::hardtanh_", "aten::clamp"});
-}
+// hardtanh, relu6 or clamp.
+bool is_clamp(const Node& n) { return has_trait(n, kClampLike); }
 
 const char* pass_through_family(const Node& n) {
   if (n.is_call_to({"aten::sigmoid"})) return "sigmoid";

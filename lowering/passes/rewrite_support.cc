@@ -5,6 +5,7 @@
 #include "fx/runtime/graph_module.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/operators.h"
+#include "passes/operator_families.h"
 
 namespace fx {
 namespace lowering {
@@ -113,24 +114,7 @@ bool is_lowered_convolution(const Node& n) {
                        "fx_onednn::conv_transpose"});
 }
 
-bool keeps_layout(const Node& n) {
-  return n.is_call_to(
-      {"aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
-       "aten::relu6", "aten::relu6_", "aten::leaky_relu",
-       "aten::leaky_relu_", "aten::elu", "aten::elu_", "aten::gelu_",
-       "aten::clamp", "aten::clamp_", "aten::hardswish",
-       "aten::hardswish_", "aten::hardsigmoid", "aten::hardsigmoid_",
-       "aten::silu", "aten::silu_", "aten::sigmoid", "aten::sigmoid_",
-       "aten::tanh", "aten::tanh_", "aten::gelu", "aten::add.Tensor",
-       "aten::add_.Tensor", "aten::mul.Tensor", "aten::mul_.Tensor",
-       "aten::sub.Tensor", "aten::div.Tensor", "aten::max_pool2d",
-       "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::cat",
-       "aten::batch_norm", "aten::dropout", "aten::dropout_",
-       "aten::feature_dropout", "aten::upsample_nearest2d",
-       "aten::upsample_bilinear2d", "fx_onednn::max_pool2d",
-       "fx_onednn::avg_pool2d", "fx_onednn::batch_norm",
-       "fx_onednn::squeeze_excite"});
-}
+bool keeps_layout(const Node& n) { return has_trait(n, kKeepsLayout); }
 
 bool reads_any_layout(const Node& n) {
   return n.is_call_to({"aten::flatten.using_ints", "aten::reshape",
