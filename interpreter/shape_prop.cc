@@ -16,8 +16,10 @@ ShapeProp::ShapeProp(GraphModule module, ShapePropOptions options)
     : Interpreter(std::move(module)), options_(options) {}
 
 c10::IValue ShapeProp::propagate_keeping_buffers(std::vector<c10::IValue> inputs) {
-  const BufferSnapshot snapshot(*module_);
-  return propagate(std::move(inputs));
+  BufferSnapshot snapshot(*module_);
+  c10::IValue result = propagate(std::move(inputs));
+  snapshot.restore();
+  return result;
 }
 
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
@@ -69,9 +71,8 @@ void ShapeProp::fit_symbolic(Recording& example,
   }
   std::vector<SymbolSizes> all = {sizes};
   std::vector<Recording> runs;
-  {
   // The buffers as they were once the runs are done.
-  const BufferSnapshot snapshot(*module_);
+  BufferSnapshot snapshot(*module_);
   try {
     for (SymbolSizes& other : sample_sizes(dims, sizes)) {
       recorded_.clear();
@@ -92,7 +93,7 @@ void ShapeProp::fit_symbolic(Recording& example,
     // Sizes the graph does not run at: the example's metadata only.
     runs.clear();
   }
-  }
+  snapshot.restore();
   recorded_.clear();
   if (runs.empty()) return;
   SymbolicShapeFitter fitter(all, symbol_multiples(dims));

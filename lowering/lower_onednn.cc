@@ -121,7 +121,10 @@ InferenceOptions parse(const std::string& pass, const PassOptions& options,
   return base;
 }
 
-// The lowering's passes in the order they run: each with what it does, how
+// The lowering's passes in the order they run (linear layers, matmuls and
+// recurrent layers first: a lowered call reads its inputs where its last
+// absorbed node was, so the convolutions' in-place adds must see where
+// those reads are), each with what it does, how
 // it is made, the switch of InferenceOptions that holds it in the lowering
 // (null: held whenever the lowering is) and the options it takes.
 struct LoweringStep {
@@ -135,12 +138,6 @@ struct LoweringStep {
 const std::vector<LoweringStep>& lowering_steps() {
   using namespace lowering;  // NOLINT: the passes' factories
   static const auto* steps = new std::vector<LoweringStep>{
-      {"lower_onednn_convolutions",
-       "convolutions and transposed ones to fx_onednn::conv / "
-       "conv_transpose on packed weights, their residual adds and "
-       "activations fused, where lowering pays",
-       make_lower_convolutions, &InferenceOptions::lower_convolutions,
-       {"decision", "measure_rounds", "in_place", "bf16"}},
       {"lower_onednn_linear",
        "linear layers to fx_onednn::linear on packed weights, their "
        "activations fused",
@@ -152,6 +149,12 @@ const std::vector<LoweringStep>& lowering_steps() {
       {"lower_onednn_recurrent",
        "LSTM and GRU layers to fx_onednn::lstm / gru",
        make_lower_recurrent, &InferenceOptions::lower_recurrent, {}},
+      {"lower_onednn_convolutions",
+       "convolutions and transposed ones to fx_onednn::conv / "
+       "conv_transpose on packed weights, their residual adds and "
+       "activations fused, where lowering pays",
+       make_lower_convolutions, &InferenceOptions::lower_convolutions,
+       {"decision", "measure_rounds", "in_place", "bf16"}},
       {"lower_onednn_pooling",
        "max, average and global average pooling of channels-last chains to "
        "fx_onednn::max_pool2d / avg_pool2d",
@@ -173,6 +176,10 @@ const std::vector<LoweringStep>& lowering_steps() {
        "write chains of channel concatenations of channels-last values into "
        "one buffer, each concatenation a view",
        make_concat_buffers, &InferenceOptions::concat_buffers, {}},
+      {"onednn_fold_weights",
+       "fold the lowered calls' weight packing into an init step (and drop "
+       "what no call reads), when the lowering packed any",
+       make_fold_weights, nullptr, {}},
   };
   return *steps;
 }
@@ -201,9 +208,6 @@ std::vector<PassStep> onednn_lowering_steps(const InferenceOptions& options) {
     }
     out.push_back({step.pass, std::move(taken)});
   }
-  // The packing moves into an init step, run once now and on load.
-  out.push_back({"fold_constants", {}});
-  out.push_back({"eliminate_dead_code", {}});
   return out;
 }
 
@@ -230,19 +234,14 @@ void register_onednn_lowering_passes() {
                    std::move(options)});
   }
   register_pass({"lower_onednn",
-                 "the oneDNN lowering's passes (lower_onednn_convolutions to "
-                 "onednn_concat_buffers, then fold_constants and "
-                 "eliminate_dead_code) as one, the switches choosing which "
+                 "the oneDNN lowering's passes (lower_onednn_linear to "
+                 "onednn_fold_weights) as one, the switches choosing which "
                  "(needs //lowering)",
                  [](const PassOptions& options) {
                    return std::unique_ptr<Pass>(
                        new LowerOnednn(LowerOnednn::parse_options(options)));
                  },
                  docs});
-}
-
-std::vector<std::pair<std::string, std::string>> LowerOnednn::option_docs() {
-  return all_option_docs();
 }
 
 InferenceOptions LowerOnednn::parse_options(const PassOptions& options,
@@ -279,18 +278,21 @@ void check_bf16_supported(const InferenceOptions& options) {
 }
 
 bool LowerOnednn::run(GraphModuleImpl& module) {
-  statistics_.clear();
-  if (module.traced_training().value_or(false)) return false;
-  check_bf16_supported(options_);
-  PassManager passes;
-  passes.add(onednn_lowering_steps(options_));
-  const bool changed = passes.run_in_place(module);
   absl::flat_hash_map<std::string, int64_t> sums;
-  for (const PassManager::Statistic& statistic : passes.statistics()) {
-    if (is_lowering_step(statistic.pass)) {
-      sums[statistic.name] += statistic.value;
+  bool changed = false;
+  // A graph traced in training mode stays as it is (all counts zero).
+  if (!module.traced_training().value_or(false)) {
+    check_bf16_supported(options_);
+    PassManager passes;
+    passes.add(onednn_lowering_steps(options_));
+    changed = passes.run_in_place(module);
+    for (const PassManager::Statistic& statistic : passes.statistics()) {
+      if (is_lowering_step(statistic.pass)) {
+        sums[statistic.name] += statistic.value;
+      }
     }
   }
+  statistics_.clear();
 #define FX_COUNT(field, owner)                                  \
   if (is_lowering_step(owner)) {                                \
     statistics_.emplace_back(#field, sums[#field]);             \

@@ -2,21 +2,25 @@
 // (lowering/optimize_for_inference.h, whose comment says what it does), as
 // passes, one per rewrite (lowering/passes/), run in this order:
 //
-//   lower_onednn_convolutions   convolutions and transposed ones, residual
-//                               adds and activations fused, where lowering
-//                               pays (options decision, measure_rounds,
-//                               in_place, bf16)
 //   lower_onednn_linear         linear layers, activations fused (bf16)
 //   lower_onednn_matmul         products of two activations, scale fused
 //   lower_onednn_recurrent      LSTM and GRU layers
+//   lower_onednn_convolutions   convolutions and transposed ones, residual
+//                               adds and activations fused, where lowering
+//                               pays (options decision, measure_rounds,
+//                               in_place, bf16); after the three above,
+//                               whose calls read their inputs where their
+//                               last absorbed node was: an add in place
+//                               must not come before those reads
 //   lower_onednn_pooling        pooling between lowered convolutions
 //   lower_onednn_batch_norm     batch norms no convolution absorbed
 //   lower_onednn_squeeze_excite squeeze-and-excitation blocks as one call
 //   onednn_channels_last        layout conversions where chains of
 //                               channels-last activations start and end
 //   onednn_concat_buffers       channel concatenation chains in one buffer
-//   fold_constants, eliminate_dead_code   the weights' packing folded into
-//                               an init step
+//   onednn_fold_weights         the weights' packing folded into an init
+//                               step (fold_constants, eliminate_dead_code)
+//                               when the passes packed any
 //
 // InferenceOptions' switches of the same names (lower_convolutions,
 // lower_linear, ..., concat_buffers) say which of them the lowering holds.
@@ -50,8 +54,6 @@ class LowerOnednn : public Pass {
   // The InferenceReport counts of its passes, summed.
   std::vector<std::pair<std::string, int64_t>> statistics() const override;
 
-  // The options lower_onednn takes, each with what it does.
-  static std::vector<std::pair<std::string, std::string>> option_docs();
   // `options` (lower_onednn's) set on a copy of `base`; throws
   // fx::GraphError naming a malformed value.
   static InferenceOptions parse_options(const PassOptions& options,

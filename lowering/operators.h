@@ -46,7 +46,7 @@ struct ConvChainLayer {
   Argument weight, bias;
   int64_t stride = 1, padding = 0, groups = 1;
   // The chain's value the layer adds its result into in place: -1 for
-  // none, 0 the chain's input, i > 0 layer i - 1's output.
+  // none, i >= 1 layer i - 1's output (the chain's input, value 0, never).
   int64_t adds_into = -1;
   std::string activation = "none";
   Argument alpha, beta;

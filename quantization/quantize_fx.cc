@@ -175,11 +175,12 @@ bool is_pass_through(const Node& n) {
 // hardtanh, relu6 or clamp.
 bool is_clamp(const Node& n) { return has_trait(n, kClampLike); }
 
-const char* pass_through_family(const Node& n) {
-  if (n.is_call_to({"aten::sigmoid"})) return "sigmoid";
-  if (n.is_call_to({"aten::hardsigmoid"})) return "hardsigmoid";
-  if (n.is_call_to({"aten::tanh"})) return "tanh";
-  return "general";
+// The qconfig family of a pass-through operator: a fixed-qparams one's
+// name (sigmoid, hardsigmoid, tanh), else "general".
+std::string pass_through_family(const Node& n) {
+  if (!has_trait(n, kFixedQParams)) return "general";
+  const std::string& name = n.target().op().operator_name().name;
+  return name.substr(name.find("::") + 2);
 }
 
 void check_not_training(const GraphModuleImpl& module, const char* what) {

@@ -23,9 +23,18 @@ void BufferSnapshot::keep(const at::Tensor& buffer) {
   if (buffer.defined()) saved_.emplace_back(buffer, buffer.clone());
 }
 
-BufferSnapshot::~BufferSnapshot() {
+void BufferSnapshot::restore() {
+  if (restored_) return;
+  restored_ = true;
   at::NoGradGuard no_grad;
   for (auto& [buffer, values] : saved_) buffer.copy_(values);
+}
+
+BufferSnapshot::~BufferSnapshot() {
+  try {
+    restore();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): see the header
+  }
 }
 
 }  // namespace fx

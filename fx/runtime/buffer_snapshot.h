@@ -6,7 +6,11 @@
 //   {
 //     fx::BufferSnapshot keep(*module);
 //     module->forward(zeros);     // may update running statistics
-//   }                             // the buffers hold what they held
+//     keep.restore();             // the buffers hold what they held
+//   }
+//
+// The destructor restores them too (after an exception), quietly: an
+// error restoring while another unwinds is not raised.
 #pragma once
 
 #include <torch/torch.h>
@@ -25,6 +29,8 @@ class BufferSnapshot {
   // A GraphModule's tensor attributes that are not parameters, and the
   // buffers of its leaf modules.
   explicit BufferSnapshot(const GraphModuleImpl& module);
+  // Puts the values back (once; later calls do nothing).
+  void restore();
   ~BufferSnapshot();
   BufferSnapshot(const BufferSnapshot&) = delete;
   BufferSnapshot& operator=(const BufferSnapshot&) = delete;
@@ -32,6 +38,7 @@ class BufferSnapshot {
  private:
   void keep(const at::Tensor& buffer);
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;  // buffer, values
+  bool restored_ = false;
 };
 
 }  // namespace fx

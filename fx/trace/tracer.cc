@@ -173,7 +173,7 @@ c10::IValue Tracer::call_leaf_module(const std::string& path, LeafModule leaf,
     SuspendTracing suspend;
     // Buffers restored after it ran on zeros for its outputs' metadata (a
     // BatchNorm in training mode would update its running statistics).
-    const BufferSnapshot snapshot(*leaf.module);
+    BufferSnapshot snapshot(*leaf.module);
     torch::NoGradGuard no_grad;
     std::vector<c10::IValue> zeros;
     for (const c10::IValue& v : inputs) {
@@ -187,6 +187,7 @@ c10::IValue Tracer::call_leaf_module(const std::string& path, LeafModule leaf,
           "example shapes (fx runs it so to learn its outputs' shapes): ",
           e.what_without_backtrace()));
     }
+    snapshot.restore();
   }
   ++stats_.opaque_calls;
   attributes_.modules[path] = std::move(leaf);

@@ -27,12 +27,36 @@ int64_t lowered_readers(const Node& value) {
   return readers;
 }
 
+// Operators that read any layout right and keep nothing of it.
+bool reads_any_layout(const Node& n) {
+  return n.is_call_to({"aten::flatten.using_ints", "aten::reshape",
+                       "aten::mean.dim", "aten::size.int", "aten::dim",
+                       "aten::sum.dim_IntList", "aten::contiguous"});
+}
+
+// A conversion this pass makes in bfloat16: aten::to.dtype to `dtype` in
+// `format` (so that running the pass again adds none).
+bool is_conversion(const Node& n, c10::ScalarType dtype,
+                   c10::MemoryFormat format) {
+  if (!n.is_call_to({"aten::to.dtype"})) return false;
+  const CallArguments arg(n);
+  const Argument to = arg["dtype"], memory_format = arg["memory_format"];
+  return to.is_dtype() && to.to_dtype() == dtype &&
+         memory_format.is_memory_format() &&
+         memory_format.to_memory_format() == format;
+}
+
 // Whether `user` reads a chain's value right as it is: another lowered
 // convolution, an operator of the chain, or one that reads its layout
-// (in bfloat16, only its sizes: the value's dtype must not escape).
+// (in bfloat16, only its sizes and the conversion back to float32: the
+// value's dtype must not escape).
 bool reads_chain_value(const Node& user, bool bf16) {
   if (is_lowered_convolution(user) || in_chain(user, bf16)) return true;
-  if (bf16) return user.is_call_to({"aten::size.int", "aten::dim"});
+  if (bf16) {
+    return user.is_call_to({"aten::size.int", "aten::dim"}) ||
+           is_conversion(user, c10::ScalarType::Float,
+                         c10::MemoryFormat::Contiguous);
+  }
   return reads_any_layout(user);
 }
 
@@ -46,12 +70,15 @@ class KeepChannelsLast : public LoweringPass {
     Graph& graph = module.graph();
     const Chains chains = Chains::of(graph);
     if (chains.values.empty()) return false;
+    bool marked = false;
     if (chains.bf16) {
       // 4-d chains run in bfloat16 (other convolutions convert inside).
       for (const Node* n : chains.values) {
         TensorMeta* m = const_cast<Node*>(n)->meta().get_mutable(kTensorMeta);
-        if (m != nullptr && m->sizes.size() == 4) {
+        if (m != nullptr && m->sizes.size() == 4 &&
+            m->dtype != c10::ScalarType::BFloat16) {
           m->dtype = c10::ScalarType::BFloat16;
+          marked = true;
         }
       }
     }
@@ -64,7 +91,10 @@ class KeepChannelsLast : public LoweringPass {
       if (is_lowered_convolution(*n)) {
         Node* input = CallArguments(*n)["input"].to_node();
         const TensorMeta* m = input->tensor_meta();
-        if (!chains.contains(input) && m != nullptr &&
+        const bool converted_already =
+            chains.bf16 && is_conversion(*input, c10::ScalarType::BFloat16,
+                                         c10::MemoryFormat::ChannelsLast);
+        if (!chains.contains(input) && !converted_already && m != nullptr &&
             m->sizes.size() == 4 &&
             (chains.bf16 || converted.count(input) > 0 ||
              lowered_readers(*input) > 1) &&
@@ -120,7 +150,7 @@ class KeepChannelsLast : public LoweringPass {
         user->replace_input_with(value, contiguous);
       }
     }
-    return chains.bf16 || report().layout_conversions > 0;
+    return marked || report().layout_conversions > 0;
   }
 };
 

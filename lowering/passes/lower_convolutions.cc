@@ -6,6 +6,7 @@
 // added into in place (fx_onednn::conv_add_). Transposed convolutions
 // become fx_onednn::conv_transpose, always (not in bfloat16).
 // Options: decision, measure_rounds, in_place, bf16.
+#include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
@@ -13,7 +14,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/lower_onednn.h"
 #include "lowering/onednn_ops.h"
@@ -37,6 +37,43 @@ const std::vector<Fusion>& conv_transpose_fusions() {
   static const std::vector<Fusion> fusions = {
       Fusion::kConvTransposeActivation, Fusion::kConvTranspose};
   return fusions;
+}
+
+// A residual and a post-op as trailing arguments (none when neither).
+std::vector<Argument> post_op_arguments(Node* residual, const PostOp& act) {
+  std::vector<Argument> out;
+  if (residual != nullptr || act.name != "none") {
+    out.push_back(residual != nullptr ? Argument(residual) : Argument());
+  }
+  append_activation(act, &out);
+  return out;
+}
+
+// The post-op applied to `y` by aten (what the lowered call fuses).
+void apply_activation(at::Tensor& y, const PostOp& act) {
+  if (act.name == "relu") {
+    if (act.alpha == 0) {
+      y.relu_();
+    } else {
+      at::leaky_relu_(y, act.alpha);
+    }
+  } else if (act.name == "clip") {
+    y.clamp_(act.alpha, act.beta);
+  } else if (act.name == "hardswish") {
+    at::hardswish_(y);
+  } else if (act.name == "hardsigmoid") {
+    at::hardsigmoid_(y);
+  } else if (act.name == "silu") {
+    at::silu_(y);
+  } else if (act.name == "sigmoid") {
+    y.sigmoid_();
+  } else if (act.name == "tanh") {
+    y.tanh_();
+  } else if (act.name == "gelu") {
+    y = at::gelu(y);
+  } else if (act.name == "gelu_tanh") {
+    y = at::gelu(y, "tanh");
+  }
 }
 
 void count_fusions(const FusionMatch& m, InferenceReport& report) {

@@ -30,6 +30,8 @@ std::unique_ptr<Pass> make_lower_squeeze_excite(
 std::unique_ptr<Pass> make_channels_last(const InferenceOptions& options);
 // concat_buffers.cc: channel concatenation chains into one buffer.
 std::unique_ptr<Pass> make_concat_buffers(const InferenceOptions& options);
+// fold_weights.cc: the weights' packing folded into an init step.
+std::unique_ptr<Pass> make_fold_weights(const InferenceOptions& options);
 
 }  // namespace lowering
 }  // namespace fx

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/onednn_ops.h"
 #include "lowering/operators.h"
@@ -33,41 +34,6 @@ void append_activation(const PostOp& act, std::vector<Argument>* args) {
   args->push_back(act.name);
   args->push_back(act.alpha);
   args->push_back(act.beta);
-}
-
-std::vector<Argument> post_op_arguments(Node* residual, const PostOp& act) {
-  std::vector<Argument> out;
-  if (residual != nullptr || act.name != "none") {
-    out.push_back(residual != nullptr ? Argument(residual) : Argument());
-  }
-  append_activation(act, &out);
-  return out;
-}
-
-void apply_activation(at::Tensor& y, const PostOp& act) {
-  if (act.name == "relu") {
-    if (act.alpha == 0) {
-      y.relu_();
-    } else {
-      at::leaky_relu_(y, act.alpha);
-    }
-  } else if (act.name == "clip") {
-    y.clamp_(act.alpha, act.beta);
-  } else if (act.name == "hardswish") {
-    at::hardswish_(y);
-  } else if (act.name == "hardsigmoid") {
-    at::hardsigmoid_(y);
-  } else if (act.name == "silu") {
-    at::silu_(y);
-  } else if (act.name == "sigmoid") {
-    y.sigmoid_();
-  } else if (act.name == "tanh") {
-    y.tanh_();
-  } else if (act.name == "gelu") {
-    y = at::gelu(y);
-  } else if (act.name == "gelu_tanh") {
-    y = at::gelu(y, "tanh");
-  }
 }
 
 TensorMeta channels_last_meta(TensorMeta m) {
@@ -116,12 +82,6 @@ bool is_lowered_convolution(const Node& n) {
 
 bool keeps_layout(const Node& n) { return has_trait(n, kKeepsLayout); }
 
-bool reads_any_layout(const Node& n) {
-  return n.is_call_to({"aten::flatten.using_ints", "aten::reshape",
-                       "aten::mean.dim", "aten::size.int", "aten::dim",
-                       "aten::sum.dim_IntList", "aten::contiguous"});
-}
-
 bool in_chain(const Node& n, bool bf16) {
   return keeps_layout(n) &&
          !(bf16 &&
@@ -131,16 +91,21 @@ bool in_chain(const Node& n, bool bf16) {
 Chains Chains::of(const Graph& graph) {
   Chains chains;
   for (const Node* n : graph.nodes()) {
-    // A convolution's packed weight says its dtype.
-    if (const auto conv = onednn::conv_call(*n)) {
-      const TensorMeta* m = conv->weight.is_node()
-                                ? conv->weight.to_node()->tensor_meta()
-                                : nullptr;
-      if (m != nullptr && m->dtype == c10::ScalarType::BFloat16) {
-        chains.bf16 = true;
-        break;
-      }
+    // A convolution's packed weight says its dtype: the pack call's bf16
+    // argument, or once folded, the packed weight's metadata.
+    const auto conv = onednn::conv_call(*n);
+    const Node* weight = conv && conv->weight.is_node()
+                             ? conv->weight.to_node()
+                             : nullptr;
+    if (weight == nullptr) continue;
+    if (weight->is_call_to({"fx_onednn::pack_conv_weight"})) {
+      const Argument bf16 = CallArguments(*weight)["bf16"];
+      chains.bf16 = bf16.is_bool() && bf16.to_bool();
+    } else {
+      const TensorMeta* m = weight->tensor_meta();
+      chains.bf16 = m != nullptr && m->dtype == c10::ScalarType::BFloat16;
     }
+    if (chains.bf16) break;
   }
   for (const Node* n : graph.nodes()) {
     if (is_lowered_convolution(*n)) {

@@ -31,10 +31,6 @@ struct PostOp {
 PostOp post_op(const std::optional<Activation>& activation);
 // The post-op's arguments of a lowered call (none for "none").
 void append_activation(const PostOp& act, std::vector<Argument>* args);
-// A residual and a post-op as trailing arguments (none when neither).
-std::vector<Argument> post_op_arguments(Node* residual, const PostOp& act);
-// The post-op applied to `y` by aten (what the lowered call fuses).
-void apply_activation(at::Tensor& y, const PostOp& act);
 
 // `m` with channels-last strides, not requiring grad.
 TensorMeta channels_last_meta(TensorMeta m);
@@ -52,8 +48,6 @@ Node* replace_with_call(Graph& graph, Node* original,
 bool is_lowered_convolution(const Node& n);
 // Operators whose output keeps a channels-last input's layout.
 bool keeps_layout(const Node& n);
-// Operators that read any layout right and keep nothing of it.
-bool reads_any_layout(const Node& n);
 // Operators a chain runs through: those that keep the layout and, in
 // bfloat16, those aten runs in bfloat16 (batch norms and bilinear
 // upsampling take float32).
