@@ -10,14 +10,14 @@
 namespace fx {
 namespace {
 
-struct Table {
+struct FamilyTable {
   std::mutex mutex;  // registration only; lookups follow static init
   absl::flat_hash_map<std::string, OperatorFamilyInfo> by_name;
 };
 
-Table& table() {
-  static Table* t = [] {
-    auto* made = new Table;
+FamilyTable& family_table() {
+  static FamilyTable* t = [] {
+    auto* made = new FamilyTable;
 #define FX_OPERATOR_FAMILY(name, family, traits)                       \
   made->by_name.emplace(name, OperatorFamilyInfo{OperatorFamily::family, \
                                                  static_cast<uint32_t>(traits)});
@@ -35,7 +35,7 @@ const OperatorFamilyInfo* operator_family(const Node& n) {
     return nullptr;
   }
   const c10::OperatorName& op = n.target().op().operator_name();
-  const Table& t = table();
+  const FamilyTable& t = family_table();
   auto it = t.by_name.find(op.overload_name.empty()
                                ? op.name
                                : absl::StrCat(op.name, ".", op.overload_name));
@@ -53,7 +53,7 @@ bool has_trait(const Node& n, OperatorTrait trait) {
 }
 
 std::vector<std::pair<std::string, OperatorFamilyInfo>> operator_families() {
-  Table& t = table();
+  FamilyTable& t = family_table();
   std::lock_guard<std::mutex> lock(t.mutex);
   std::vector<std::pair<std::string, OperatorFamilyInfo>> out(
       t.by_name.begin(), t.by_name.end());
@@ -64,7 +64,7 @@ std::vector<std::pair<std::string, OperatorFamilyInfo>> operator_families() {
 
 void register_operator_family(const std::string& qualified_name,
                               OperatorFamily family, uint32_t traits) {
-  Table& t = table();
+  FamilyTable& t = family_table();
   std::lock_guard<std::mutex> lock(t.mutex);
   if (!t.by_name.emplace(qualified_name, OperatorFamilyInfo{family, traits})
            .second) {
