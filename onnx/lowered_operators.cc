@@ -102,20 +102,19 @@ std::string before_post_ops(OnnxBuilder& b, bool sum,
   return before_post_ops(b, sum, activation, b.output(), b.node().name());
 }
 
-// conv, its residual the argument `residual` (None: none); conv_add_'s
-// is `self` (self = activation(self + conv(input)), as a value: to_onnx
-// checks that nothing reads the old self afterwards).
-void lowered_conv(OnnxBuilder& b, const char* residual) {
-  CallArguments args(b.node());
-  const std::string activation = args["activation"].to_string_ref();
-  const bool sum = !args[residual].is_none();
-  const std::string conv = before_post_ops(b, sum, activation);
+// conv, its residual `other` (None: none), or conv_add_, whose residual is
+// `self` (self = activation(self + conv(input)), as a value: to_onnx checks
+// that nothing reads the old self afterwards).
+void lowered_conv(OnnxBuilder& b) {
+  const auto c = onednn::conv_call(b.node());
+  if (!c) refuse(b, "its activation is not a constant name");
+  const bool sum = !c->residual.is_none();
+  const std::string conv = before_post_ops(b, sum, c->activation);
   convolution(b,
-              unpacked_weight(b, args["weight"], "conv",
-                              args["groups"].to_int()),
+              unpacked_weight(b, c->weight, "conv", c->groups.to_int()),
               conv);
-  post_ops(b, conv, sum ? b.value(args[residual]) : "", activation,
-           number(b, args["alpha"]), number(b, args["beta"]));
+  post_ops(b, conv, sum ? b.value(c->residual) : "", c->activation,
+           number(b, c->alpha), number(b, c->beta));
 }
 
 // fx_onednn::conv_chain: each layer as the convolution it replaced (Conv,
@@ -256,8 +255,8 @@ void lowered_matmul(OnnxBuilder& b) {
 }  // namespace
 
 void add_lowered_mappings(Mappings* m) {
-  (*m)["fx_onednn::conv"] = [](OnnxBuilder& b) { lowered_conv(b, "other"); };
-  (*m)["fx_onednn::conv_add_"] = [](OnnxBuilder& b) { lowered_conv(b, "self"); };
+  (*m)["fx_onednn::conv"] = lowered_conv;
+  (*m)["fx_onednn::conv_add_"] = lowered_conv;
   (*m)["fx_onednn::conv_chain"] = lowered_conv_chain;
   (*m)["fx_onednn::conv_transpose"] = lowered_conv_transpose;
   (*m)["fx_onednn::linear"] = lowered_linear;
