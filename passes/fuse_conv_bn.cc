@@ -23,13 +23,6 @@ const std::vector<Fusion>& folded_fusions() {
   return fusions;
 }
 
-void store(Node* n, std::vector<Argument> full) {
-  auto [args, kwargs] = split_arguments(n->target().op().schema(),
-                                        std::move(full));
-  n->set_args(std::move(args));
-  n->set_kwargs(std::move(kwargs));
-}
-
 // A get_attr node (or None) the fold can read.
 bool is_attribute_or_none(const Node* n) {
   return n == nullptr || n->op() == Opcode::kGetAttr;
@@ -210,7 +203,7 @@ class Fuser {
       for_each_node(slot, [&](Node* old) { stale_.insert(old); });
       slot = value;
     }
-    store(n, std::move(full));
+    set_full_arguments(*n, std::move(full));
   }
 
   bool fuse_convolution(const Convolution& conv, const BatchNorm& bn) {

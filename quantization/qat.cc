@@ -38,22 +38,6 @@ constexpr const char* kStateNames[] = {"observer_enabled", "fake_quant_enabled",
                                        "min_val", "max_val", "scale",
                                        "zero_point"};
 
-// Sets the argument `name` of an operator call, as a keyword or positional
-// argument as the schema has it.
-void set_argument(Node& n, std::string_view name, Argument value) {
-  const c10::FunctionSchema& schema = n.target().op().schema();
-  std::vector<Argument> full = full_arguments(n, schema);
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    if (schema.arguments()[i].name() != name) continue;
-    full[i] = std::move(value);
-    auto [args, kwargs] = split_arguments(schema, std::move(full));
-    n.set_args(std::move(args));
-    n.set_kwargs(std::move(kwargs));
-    return;
-  }
-  throw QuantizationError(absl::StrCat(n.format_node(), ": no argument ", std::string(name)));
-}
-
 bool literal_true(const std::optional<Argument>& a) {
   return a && a->is_bool() && a->to_bool();
 }
@@ -71,9 +55,9 @@ void set_inference_mode(Graph& graph) {
       const auto mean = operator_argument(*n, "running_mean");
       const auto var = operator_argument(*n, "running_var");
       if (!mean || !var || !mean->is_node() || !var->is_node()) continue;
-      set_argument(*n, "training", false);
+      set_operator_argument(*n, "training", false);
     } else if (is_dropout(*n) && literal_true(operator_argument(*n, "train"))) {
-      set_argument(*n, "train", false);
+      set_operator_argument(*n, "train", false);
     } else if (n->is_call_to({"aten::add_.Scalar", "aten::add_.Tensor"}) &&
                n->users().empty() && n->args()[0].is_node() &&
                n->args()[0].to_node()->op() == Opcode::kGetAttr &&
@@ -315,7 +299,7 @@ class QatPreparer {
     Node* fq = add_fake_quantize(scaled, spec, absl::StrCat("weight_fake_quant_", count_++),
                                  "weight", w.sizes(), conv);
     conv->replace_input_with(weight, fq);
-    set_argument(*conv, "bias", Argument());
+    set_operator_argument(*conv, "bias", Argument());
     Node* input = nullptr;
     {
       auto guard = graph_.inserting_before(bn);
@@ -475,7 +459,7 @@ int set_bn_training(GraphModule& module, const std::string& scope, bool training
   int count = 0;
   for (const Block& b : blocks(module->graph())) {
     if (!in_scope(*b.batch_norm, scope) && !in_scope(*b.conv, scope)) continue;
-    set_argument(*b.batch_norm, "training", training);
+    set_operator_argument(*b.batch_norm, "training", training);
     ++count;
   }
   if (count == 0) {
@@ -718,7 +702,7 @@ GraphModule qat_as_prepared(const GraphModuleImpl& module) {
   // The blocks back to convolution -> batch norm, the fake quantizers out.
   for (const Block& b : found) {
     b.conv->replace_input_with(b.weight_fake_quant, b.weight);
-    set_argument(*b.conv, "bias", b.bias == nullptr ? Argument() : Argument(b.bias));
+    set_operator_argument(*b.conv, "bias", b.bias == nullptr ? Argument() : Argument(b.bias));
     b.batch_norm->replace_input_with(b.bn_input, b.conv);
   }
   for (Node* n : fake_quantizers) {

@@ -530,6 +530,20 @@ void check_operator_call(const Node& node, const char* what) {
   }
 }
 
+// The index of `call`'s schema argument `name`; throws naming the schema
+// when it has none.
+size_t argument_index(const Node& call, const c10::FunctionSchema& schema,
+                      std::string_view name) {
+  auto index =
+      schema.argumentIndexWithName(c10::string_view(name.data(), name.size()));
+  if (!index) {
+    throw GraphError(absl::StrCat("%", call.name(), " calls ",
+                                  schema_string(schema),
+                                  ", which has no argument '", std::string(name), "'"));
+  }
+  return static_cast<size_t>(*index);
+}
+
 }  // namespace
 
 CallArguments::CallArguments(const Node& call) : call_(&call) {
@@ -545,14 +559,23 @@ bool CallArguments::has(std::string_view name) const {
 }
 
 const Argument& CallArguments::operator[](std::string_view name) const {
-  auto index =
-      schema_->argumentIndexWithName(c10::string_view(name.data(), name.size()));
-  if (!index) {
-    throw GraphError(absl::StrCat("%", call_->name(), " calls ",
-                                  schema_string(*schema_),
-                                  ", which has no argument '", std::string(name), "'"));
-  }
-  return full_[static_cast<size_t>(*index)];
+  return full_[argument_index(*call_, *schema_, name)];
+}
+
+void set_full_arguments(Node& call, std::vector<Argument> full) {
+  check_operator_call(call, "set_full_arguments");
+  auto [args, kwargs] =
+      split_arguments(call.target().op().schema(), std::move(full));
+  call.set_args(std::move(args));
+  call.set_kwargs(std::move(kwargs));
+}
+
+void set_operator_argument(Node& call, std::string_view name, Argument value) {
+  check_operator_call(call, "set_operator_argument");
+  const c10::FunctionSchema& schema = call.target().op().schema();
+  std::vector<Argument> full = full_arguments(call, schema);
+  full[argument_index(call, schema, name)] = std::move(value);
+  set_full_arguments(call, std::move(full));
 }
 
 std::optional<Argument> operator_argument(const Node& node,

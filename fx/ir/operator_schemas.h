@@ -128,6 +128,17 @@ std::optional<Argument> operator_argument(const Node& node,
 std::pair<std::vector<Argument>, Kwargs> split_arguments(
     const c10::FunctionSchema& schema, std::vector<Argument> full);
 
+// Sets the arguments of `call`, a call_function of an operator, from a
+// full list (one per schema argument), written as split_arguments writes
+// them.
+void set_full_arguments(Node& call, std::vector<Argument> full);
+// Sets the schema argument `name` of `call`, a call_function of an
+// operator, keeping the others:
+//   %d = aten::dropout(%x, 0.1, True)
+//   set_operator_argument(*d, "train", false)   %d = aten::dropout(%x, 0.1, False)
+// Throws fx::GraphError naming the schema when it has no argument `name`.
+void set_operator_argument(Node& call, std::string_view name, Argument value);
+
 // The overload of aten::<method_name> that call_method would call with these
 // values (args[0] is the tensor), chosen as the first, in a fixed order, whose
 // schema they fit. Throws fx::GraphError listing the overloads tried.
