@@ -690,12 +690,8 @@ class ProfilingInterpreter : public Interpreter {
 std::string shapes(const std::vector<TensorMeta>& metas) {
   std::vector<std::string> parts;
   for (const TensorMeta& meta : metas) {
-    std::vector<std::string> sizes;
-    for (const SizeExpr& e : meta.symbolic_sizes) sizes.push_back(e.to_string());
-    parts.push_back(absl::StrCat(
-        c10::toString(meta.dtype), "[",
-        sizes.empty() ? absl::StrJoin(meta.sizes, ", ") : absl::StrJoin(sizes, ", "),
-        "]"));
+    parts.push_back(
+        absl::StrCat(c10::toString(meta.dtype), "[", meta.sizes_text(), "]"));
   }
   return absl::StrJoin(parts, " ");
 }

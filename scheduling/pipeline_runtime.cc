@@ -43,13 +43,7 @@ constexpr int64_t kHeaderFields = 3;  // round, micro-batches, symbols
 constexpr int64_t kMaxSymbols = 16;
 
 std::string meta_text(const TensorMeta& meta) {
-  if (meta.symbolic_sizes.empty()) {
-    return absl::StrCat(c10::toString(meta.dtype), "[",
-                        absl::StrJoin(meta.sizes, ", "), "]");
-  }
-  std::vector<std::string> sizes;
-  for (const SizeExpr& e : meta.symbolic_sizes) sizes.push_back(e.to_string());
-  return absl::StrCat(c10::toString(meta.dtype), "[", absl::StrJoin(sizes, ", "), "]");
+  return absl::StrCat(c10::toString(meta.dtype), "[", meta.sizes_text(), "]");
 }
 
 // The metas with their sizes at `sizes` of the dynamic dimensions'

@@ -84,18 +84,28 @@ int64_t TensorMeta::numel() const {
   return n;
 }
 
+namespace {
+
+// Values, or their symbolic forms where there are some, comma-separated.
+std::string join_sizes(const std::vector<int64_t>& values,
+                       const std::vector<SizeExpr>& symbolic) {
+  if (symbolic.empty()) return absl::StrJoin(values, ", ");
+  std::vector<std::string> parts;
+  for (const SizeExpr& e : symbolic) parts.push_back(e.to_string());
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+std::string TensorMeta::sizes_text() const {
+  return join_sizes(sizes, symbolic_sizes);
+}
+
 std::string TensorMeta::to_string() const {
-  auto join = [](const std::vector<int64_t>& values,
-                 const std::vector<SizeExpr>& symbolic) {
-    if (symbolic.empty()) return absl::StrJoin(values, ", ");
-    std::vector<std::string> parts;
-    for (const SizeExpr& e : symbolic) parts.push_back(e.to_string());
-    return absl::StrJoin(parts, ", ");
-  };
-  std::string out = absl::StrCat(short_dtype_name(dtype), "[",
-                                 join(sizes, symbolic_sizes), "]");
+  std::string out =
+      absl::StrCat(short_dtype_name(dtype), "[", sizes_text(), "]");
   if (memory_format != c10::MemoryFormat::Contiguous) {
-    absl::StrAppend(&out, "{", join(strides, symbolic_strides), "}");
+    absl::StrAppend(&out, "{", join_sizes(strides, symbolic_strides), "}");
   }
   return out;
 }

@@ -136,6 +136,8 @@ struct TensorMeta {
   // "f32[3, 2]{1, 3}"; symbolic sizes in place of the example's:
   // "f32[B, 4*T, 16]{16, 64*B, 1}".
   std::string to_string() const;
+  // The sizes alone, symbolic where they are: "1, 3, 224, 224", "B, 4*T, 16".
+  std::string sizes_text() const;
   friend bool operator==(const TensorMeta& a, const TensorMeta& b);
   friend bool operator!=(const TensorMeta& a, const TensorMeta& b) {
     return !(a == b);
