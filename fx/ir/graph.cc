@@ -159,6 +159,19 @@ InsertionGuard::~InsertionGuard() {
   if (--graph_->live_ranges_ == 0) graph_->free_erased();
 }
 
+EraseListener::EraseListener(EraseListener&& other) noexcept
+    : graph_(other.graph_), id_(other.id_) {
+  other.graph_ = nullptr;
+}
+
+EraseListener::~EraseListener() {
+  if (!graph_) return;
+  auto& listeners = graph_->erase_listeners_;
+  listeners.erase(std::remove_if(listeners.begin(), listeners.end(),
+                                 [&](const auto& l) { return l.first == id_; }),
+                  listeners.end());
+}
+
 // --- Graph -------------------------------------------------------------------
 
 uint64_t Graph::next_version() {
@@ -381,6 +394,9 @@ void Graph::erase_node(Node* node) {
         " user(s): ", describe_nodes(node->users().to_vector()),
         "; replace its uses (replace_all_uses_with) or erase them first"));
   }
+  for (size_t i = 0; i < erase_listeners_.size(); ++i) {
+    erase_listeners_[i].second(node);
+  }
   node->unlink_uses();
   unlink(node);
   touch();
@@ -393,6 +409,12 @@ void Graph::erase_node(Node* node) {
   } else {
     delete node;
   }
+}
+
+EraseListener Graph::on_erase(std::function<void(const Node*)> callback) {
+  const uint64_t id = next_listener_++;
+  erase_listeners_.emplace_back(id, std::move(callback));
+  return EraseListener(this, id);
 }
 
 void Graph::free_erased() const {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -121,6 +122,23 @@ class InsertionGuard {
   InsertPoint saved_;
 };
 
+// Tells a callback of each node erased from a graph while it lives;
+// returned by Graph::on_erase. Move-only; must not outlive the graph.
+class EraseListener {
+ public:
+  EraseListener(EraseListener&& other) noexcept;
+  EraseListener(const EraseListener&) = delete;
+  EraseListener& operator=(const EraseListener&) = delete;
+  EraseListener& operator=(EraseListener&&) = delete;
+  ~EraseListener();
+
+ private:
+  friend class Graph;
+  EraseListener(Graph* graph, uint64_t id) : graph_(graph), id_(id) {}
+  Graph* graph_;
+  uint64_t id_;
+};
+
 // Maps nodes of one graph to nodes of another (graph_copy, node_copy).
 using NodeMap = absl::flat_hash_map<const Node*, Node*>;
 
@@ -199,6 +217,16 @@ class Graph {
   // them). Its own uses of other nodes are dropped.
   void erase_node(Node* node);
 
+  // Calls `callback` with each node erased from the graph (erase_node,
+  // eliminate_dead_code), before it is freed, while the returned listener
+  // lives, as MLIR's rewriter listener: a rewrite keeping facts about
+  // nodes by Node* drops them there rather than at each erase.
+  //   absl::flat_hash_set<const Node*> chain = ...;
+  //   EraseListener listening =
+  //       graph.on_erase([&](const Node* n) { chain.erase(n); });
+  [[nodiscard]] EraseListener on_erase(
+      std::function<void(const Node*)> callback);
+
   // --- Insertion point ----------------------------------------------------
   // Within the guard's scope, new nodes go before `node` (nullptr: the
   // start of the graph) or after it (nullptr: the end). As in torch.fx,
@@ -251,6 +279,7 @@ class Graph {
   friend class Node;
   friend class NodeRange;
   friend class InsertionGuard;
+  friend class EraseListener;
 
   std::string unique_name(std::string_view candidate);
   void check_insert_point() const;
@@ -280,6 +309,10 @@ class Graph {
   mutable std::vector<Node*> erased_;
   mutable std::atomic<int> live_ranges_{0};
   Node* output_ = nullptr;
+  // on_erase's callbacks by id.
+  std::vector<std::pair<uint64_t, std::function<void(const Node*)>>>
+      erase_listeners_;
+  uint64_t next_listener_ = 0;
   const GraphOwner* owner_ = nullptr;
   uint64_t version_ = next_version();
   static uint64_t next_version();

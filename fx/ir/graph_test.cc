@@ -74,6 +74,30 @@ TEST_CASE("a node says what it calls, its one user and its tensor metadata") {
   CHECK(*s.x->tensor_meta() == meta);
 }
 
+TEST_CASE("an erase listener is told of each node erased while it lives") {
+  SmallGraph s;
+  Node* dead = s.g.call_function(op("aten::neg"), {s.x});
+  Node* dead_too = s.g.call_function(op("aten::neg"), {dead});
+  std::vector<std::string> told;
+  {
+    EraseListener listening =
+        s.g.on_erase([&](const Node* n) { told.push_back(n->name()); });
+    s.g.erase_node(dead_too);  // by hand
+    CHECK_THROWS(s.g.erase_node(s.relu));  // has a user: not erased, not told
+    CHECK(s.g.eliminate_dead_code());      // by dead-code elimination
+    CHECK((told == std::vector<std::string>{"neg_1", "neg"}));
+    // Moved, it keeps listening.
+    EraseListener moved = std::move(listening);
+    s.out->replace_input_with(s.relu, s.linear);
+    s.g.erase_node(s.relu);
+    CHECK(told.back() == "relu");
+  }
+  // Gone, it is told nothing.
+  s.out->replace_input_with(s.linear, s.x);
+  s.g.erase_node(s.linear);
+  CHECK(told.size() == 3);
+}
+
 TEST_CASE("arguments print as torch.fx prints them") {
   Graph g;
   Node* x = g.placeholder("x");

@@ -85,6 +85,7 @@ class LowerPooling : public LoweringPass {
  private:
   bool rewrite(GraphModuleImpl& module) override {
     Chains chains = Chains::of(module.graph());
+    const EraseListener following = chains.follow_erasures(module.graph());
     for (Node* n : module.graph().nodes()) {
       if (!chains.contains(n)) continue;
       const bool max = n->is_call_to({"aten::max_pool2d"});
@@ -97,7 +98,6 @@ class LowerPooling : public LoweringPass {
           global ? global_pool_arguments(arg, *in)
                  : pool_arguments(arg, max);
       if (!args) continue;
-      chains.values.erase(n);
       chains.values.insert(replace_with_call(
           module.graph(), n, {},
           max ? "fx_onednn::max_pool2d" : "fx_onednn::avg_pool2d", *args,
@@ -116,6 +116,7 @@ class LowerBatchNorm : public LoweringPass {
  private:
   bool rewrite(GraphModuleImpl& module) override {
     Chains chains = Chains::of(module.graph());
+    const EraseListener following = chains.follow_erasures(module.graph());
     for (Node* n : module.graph().nodes()) {
       if (!chains.contains(n) || !n->is_call_to({"aten::batch_norm"})) {
         continue;
@@ -134,8 +135,6 @@ class LowerBatchNorm : public LoweringPass {
           users[0]->is_call_to({"aten::relu", "aten::relu_"})) {
         absorbed.push_back(users[0]);
       }
-      chains.values.erase(n);
-      for (const Node* a : absorbed) chains.values.erase(a);
       chains.values.insert(replace_with_call(
           module.graph(), n, absorbed, "fx_onednn::batch_norm",
           {input, arg["weight"], arg["bias"], arg["running_mean"],

@@ -35,6 +35,7 @@ class LowerSqueezeExcite : public LoweringPass {
   //   %y = fx_onednn::squeeze_excite(%x, %w1, %b1, %w2, %b2, relu, sigmoid)
   bool rewrite(GraphModuleImpl& module) override {
     Chains chains = Chains::of(module.graph());
+    const EraseListener following = chains.follow_erasures(module.graph());
     for (Node* n : module.graph().nodes()) {
       if (!chains.contains(n) ||
           !n->is_call_to({"aten::mul.Tensor"}) || n->args().size() != 2) {
@@ -79,12 +80,8 @@ class LowerSqueezeExcite : public LoweringPass {
              CallArguments(*gate->pack)["weight"], gate->bias,
              squeeze->activation, gate->activation},
             /*channels_last=*/true);
-        chains.values.erase(n);
         chains.values.insert(lowered);
-        for (Node* dead : gone) {
-          chains.values.erase(dead);
-          module.graph().erase_node(dead);
-        }
+        for (Node* dead : gone) module.graph().erase_node(dead);
         // The packs die with the convolutions (dead code, erased later).
         // The block's convolutions, activations and pooling are counted
         // as its (InferenceReport's counts are of the calls left).

@@ -123,6 +123,10 @@ Chains Chains::of(const Graph& graph) {
   return chains;
 }
 
+EraseListener Chains::follow_erasures(Graph& graph) {
+  return graph.on_erase([this](const Node* n) { values.erase(n); });
+}
+
 const TensorMeta* Chains::value(const Argument& value) const {
   const TensorMeta* m =
       value.is_node() ? value.to_node()->tensor_meta() : nullptr;

@@ -63,6 +63,10 @@ struct Chains {
 
   static Chains of(const Graph& graph);
   bool contains(const Node* n) const { return values.count(n) > 0; }
+  // While the returned listener lives, a node erased from `graph` leaves
+  // `values` (a rewrite adds the calls it makes itself). The chains must
+  // stay where they are until then.
+  [[nodiscard]] EraseListener follow_erasures(Graph& graph);
   // `value`'s metadata when it is a chain's 4-d CPU value in the chain's
   // dtype (float32, or bfloat16), as a lowered convolution leaves it (an
   // elementwise operator may have promoted it); else null.
