@@ -123,3 +123,34 @@ TEST_CASE("CallArguments names a call's arguments, defaults included") {
   CHECK_THROWS_WITH(fx::CallArguments(*x),
                     Catch::Contains("not a call_function of an operator"));
 }
+
+TEST_CASE("set_operator_argument sets one argument by name, as a caller "
+          "would write it") {
+  fx::Graph g;
+  fx::Node* x = g.placeholder("x");
+  fx::Node* d = g.call_function(fx::op("aten::dropout"), {x, 0.1, true});
+  fx::set_operator_argument(*d, "train", false);
+  CHECK(d->format_node() ==
+        "%dropout : [#users=0] = call_function[target=aten::dropout](args = "
+        "(%x, 0.1, False), kwargs = {})");
+  // A default drops out of the call; a keyword-only one stays a keyword.
+  fx::Node* a = g.call_function(fx::op("aten::add.Tensor"), {x, x},
+                                {{"alpha", int64_t{2}}});
+  fx::set_operator_argument(*a, "alpha", int64_t{1});
+  CHECK(a->args().size() == 2);
+  CHECK(a->kwargs().empty());
+  fx::set_operator_argument(*a, "alpha", int64_t{3});
+  REQUIRE(a->kwargs().size() == 1);
+  CHECK(a->kwargs()[0].first == "alpha");
+  CHECK_THROWS_WITH(fx::set_operator_argument(*a, "beta", int64_t{1}),
+                    Catch::Contains("no argument 'beta'") &&
+                        Catch::Contains("aten::add.Tensor"));
+  CHECK_THROWS_WITH(fx::set_operator_argument(*x, "train", false),
+                    Catch::Contains("set_operator_argument: %x") &&
+                        Catch::Contains("not a call_function of an operator"));
+  // A full list written back.
+  std::vector<fx::Argument> full = fx::CallArguments(*d).full();
+  full[1] = 0.5;
+  fx::set_full_arguments(*d, full);
+  CHECK(fx::CallArguments(*d)["p"].to_double() == 0.5);
+}
