@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "fx/ir/operator_schemas.h"
 #include "onnx/internal/mappings.h"
 #include "onnx/internal/operators.h"
+#include "passes/operator_families.h"
 #include "passes/patterns.h"
 
 namespace fx::internal {
@@ -889,16 +891,43 @@ void reduce_sum(OnnxBuilder& b) {
 // batch, hidden] made [seq, batch, dirs * hidden] for the next. `lowered`:
 // fx_onednn::lstm / gru, whose parameters are aten's rearranged.
 void recurrent(OnnxBuilder& b, bool lstm, bool lowered) {
-  CallArguments args(b.node());
-  const bool has_biases = lowered || args["has_biases"].to_bool();
-  const int64_t layers = args["num_layers"].to_int();
-  const bool bidirectional = args["bidirectional"].to_bool();
-  const bool batch_first = args["batch_first"].to_bool();
-  if (!lowered && args["train"].to_bool() && number(b, args["dropout"]) != 0.0) {
-    refuse(b, "a recurrent layer with dropout in training mode: trace in eval mode");
+  // The layer: aten's through the pattern library (weights as aten has
+  // them), fx_onednn's by its arguments' names (rearranged weights and one
+  // bias per layer and direction).
+  std::vector<Argument> params;
+  Argument hx, input;
+  int64_t layers = 1;
+  bool bidirectional = false, batch_first = false, has_biases = true;
+  if (lowered) {
+    CallArguments args(b.node());
+    for (const Argument& p : args["params"].elements()) params.push_back(p);
+    hx = args["hx"];
+    input = args["input"];
+    layers = args["num_layers"].to_int();
+    bidirectional = args["bidirectional"].to_bool();
+    batch_first = args["batch_first"].to_bool();
+  } else {
+    PatternOptions untyped;
+    untyped.typed = false;
+    const std::optional<Recurrent> r =
+        match_recurrent(b.module(), b.node(), untyped);
+    if (!r) {
+      refuse(b, "an LSTM or GRU maps with constant layer counts and switches, "
+                "its parameters attributes (get_attr), without projections "
+                "(proj_size)");
+    }
+    if (r->train && number(b, r->dropout) != 0.0) {
+      refuse(b, "a recurrent layer with dropout in training mode: trace in eval mode");
+    }
+    for (Node* p : r->params) params.emplace_back(p);
+    hx = r->hx;
+    input = Argument(r->input);
+    layers = r->layers;
+    bidirectional = r->bidirectional;
+    batch_first = r->batch_first;
+    has_biases = r->has_biases;
   }
   const int64_t dirs = bidirectional ? 2 : 1;
-  const std::vector<Argument>& params = args["params"].elements();
   const size_t per = lowered ? 3 : has_biases ? 4 : 2;
   if (params.size() != per * layers * dirs) {
     refuse(b, "the parameter list does not match the layers");
@@ -943,13 +972,14 @@ void recurrent(OnnxBuilder& b, bool lstm, bool lowered) {
   const std::string& name = b.node().name();
   std::vector<std::string> states;  // h0 (and c0)
   if (lstm) {
-    const std::vector<Argument>& hx = args["hx"].elements();
-    if (hx.size() != 2) refuse(b, "expected (h0, c0)");
-    states = {b.value(hx[0]), b.value(hx[1])};
+    if (!hx.is_sequence() || hx.elements().size() != 2) {
+      refuse(b, "expected (h0, c0)");
+    }
+    states = {b.value(hx.elements()[0]), b.value(hx.elements()[1])};
   } else {
-    states = {b.value(args["hx"])};
+    states = {b.value(hx)};
   }
-  std::string x = b.value(args["input"]);
+  std::string x = b.value(input);
   if (batch_first) {
     const std::string t = b.fresh(name + "_seq_first");
     set_ints(b.add("Transpose", {x}, t), "perm", {1, 0, 2});
@@ -1330,15 +1360,13 @@ void add_operator_mappings(onnx_ops::Mappings* m) {
   (*m)["aten::triu"] = triangle(true);
   (*m)["aten::tril"] = triangle(false);
 
-  for (const char* name : {"aten::conv1d", "aten::conv2d", "aten::conv3d",
-                           "aten::conv1d.padding", "aten::conv2d.padding",
-                           "aten::conv3d.padding", "aten::convolution",
-                           "aten::_convolution"}) {
-    (*m)[name] = [](OnnxBuilder& b) { convolution(b); };
-  }
-  for (const char* name : {"aten::conv_transpose1d", "aten::conv_transpose2d.input",
-                           "aten::conv_transpose3d.input"}) {
-    (*m)[name] = [](OnnxBuilder& b) { conv_transpose(b); };
+  // The convolution families as passes/operator_families.def declares them.
+  for (const auto& [name, info] : operator_families()) {
+    if (info.family == OperatorFamily::kConvolution) {
+      (*m)[name] = [](OnnxBuilder& b) { convolution(b); };
+    } else if (info.family == OperatorFamily::kConvTranspose) {
+      (*m)[name] = [](OnnxBuilder& b) { conv_transpose(b); };
+    }
   }
   (*m)["aten::batch_norm"] = batch_norm;
   (*m)["aten::layer_norm"] = layer_norm;

@@ -380,6 +380,7 @@ class Exporter : public OnnxBuilder {
     return name;
   }
 
+  const GraphModuleImpl& module() const override { return module_; }
   const Node& node() const override { return *node_; }
   const std::string& output() const override { return output_; }
 

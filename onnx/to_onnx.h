@@ -172,7 +172,8 @@ class OnnxBuilder {
   // run, its size in the tensor metadata being only the example's. A
   // mapping needing a size reads one that does not vary, or refuses.
   virtual bool varies(const Node& node, int64_t dim) const = 0;
-  // The fx node being exported.
+  // The module being exported, and the fx node of it being exported.
+  virtual const GraphModuleImpl& module() const = 0;
   virtual const Node& node() const = 0;
   // Its output value's name (what the mapping must produce).
   virtual const std::string& output() const = 0;

@@ -48,6 +48,7 @@ const std::vector<FusionPattern>& table() {
       {Fusion::kMulRelu, "mul_relu", {Op::kMul, Op::kRelu}},
       {Fusion::kCat, "cat", {Op::kCat}},
       {Fusion::kHardswish, "hardswish", {Op::kHardswish}},
+      {Fusion::kRecurrent, "recurrent", {Op::kRecurrent}},
   };
   return patterns;
 }
@@ -211,6 +212,9 @@ bool match_root(const GraphModuleImpl& module, Node& n, PatternOp op,
     case PatternOp::kBatchNorm:
       m->batch_norm = match_batch_norm(module, n, options);
       return m->batch_norm.has_value();
+    case PatternOp::kRecurrent:
+      m->recurrent = match_recurrent(module, n, options);
+      return m->recurrent.has_value();
     default:
       return match_quantizable_root(n, op, options, m);
   }
@@ -469,6 +473,65 @@ std::optional<BatchNorm> match_batch_norm(const GraphModuleImpl& module,
   return b;
 }
 
+std::optional<Recurrent> match_recurrent(const GraphModuleImpl& module,
+                                         const Node& node,
+                                         const PatternOptions& options) {
+  const bool gru = node.is_call_to({"aten::gru.input"});
+  if (!gru && !node.is_call_to({"aten::lstm.input"})) return std::nullopt;
+  const CallArguments args(node);
+  Recurrent r;
+  r.node = &node;
+  r.kind = gru ? Recurrent::Kind::kGru : Recurrent::Kind::kLstm;
+  r.hx = args["hx"];
+  r.dropout = args["dropout"];
+  const Argument& input = args["input"];
+  const Argument& params = args["params"];
+  const Argument& has_biases = args["has_biases"];
+  const Argument& layers = args["num_layers"];
+  const Argument& train = args["train"];
+  const Argument& bidirectional = args["bidirectional"];
+  const Argument& batch_first = args["batch_first"];
+  if (!input.is_node() || !params.is_sequence() || !has_biases.is_bool() ||
+      !layers.is_int() || layers.to_int() < 1 || !train.is_bool() ||
+      !bidirectional.is_bool() || !batch_first.is_bool()) {
+    return std::nullopt;
+  }
+  r.input = input.to_node();
+  r.layers = layers.to_int();
+  r.has_biases = has_biases.to_bool();
+  r.train = train.to_bool();
+  r.bidirectional = bidirectional.to_bool();
+  r.batch_first = batch_first.to_bool();
+  if (gru ? !r.hx.is_node()
+          : !r.hx.is_sequence() || r.hx.elements().size() != 2) {
+    return std::nullopt;
+  }
+  for (const Argument& h : gru ? std::vector<Argument>{r.hx} : r.hx.elements()) {
+    if (!h.is_node()) return std::nullopt;
+    r.states.push_back(h.to_node());
+  }
+  if (params.elements().size() !=
+      r.params_per_layer() * static_cast<size_t>(r.layers * r.directions())) {
+    return std::nullopt;
+  }
+  for (const Argument& p : params.elements()) {
+    Node* attr = p.is_node() ? attribute_node(module, p.to_node()) : nullptr;
+    if (attr == nullptr) return std::nullopt;
+    r.params.push_back(attr);
+  }
+  if (options.typed) {
+    const TensorMeta* in = r.input->tensor_meta();
+    if (!float32_cpu(in) || in->sizes.size() != 3) return std::nullopt;
+    for (const Node* h : r.states) {
+      if (!float32_cpu(h->tensor_meta())) return std::nullopt;
+    }
+    for (const Node* p : r.params) {
+      if (!float32_cpu_tensor(tensor_of(module, p))) return std::nullopt;
+    }
+  }
+  return r;
+}
+
 std::optional<Activation> match_activation(Node& n, const Node* input) {
   if (n.op() != Opcode::kCallFunction || !n.target().is_operator() ||
       n.args().empty() || !n.args()[0].is_node() ||
@@ -649,6 +712,18 @@ std::string to_string(const FusionMatch& m) {
                     ", running_mean ", name_of(b->running_mean),
                     ", running_var ", name_of(b->running_var), ", eps ",
                     b->eps, "\n");
+  }
+  if (const auto& r = m.recurrent) {
+    std::vector<std::string> states, params;
+    for (const Node* n : r->states) states.push_back(name_of(n));
+    for (const Node* n : r->params) params.push_back(name_of(n));
+    absl::StrAppend(
+        &s, r->kind == Recurrent::Kind::kLstm ? "  lstm: " : "  gru: ",
+        "input ", name_of(r->input), ", states [", absl::StrJoin(states, ", "),
+        "], layers ", r->layers, ", directions ", r->directions(),
+        r->has_biases ? ", biases" : ", no biases",
+        r->train ? ", train" : "", r->batch_first ? ", batch_first" : "",
+        "\n    parameters [", absl::StrJoin(params, ", "), "]\n");
   }
   if (!m.inputs.empty()) {
     std::vector<std::string> inputs;

@@ -168,6 +168,50 @@ const char* activation_name(Activation::Kind kind);
 // tensor of value's sizes (as the sum's), or nullptr.
 Node* match_residual_add(Node& node, const Node* value);
 
+// aten::lstm.input and aten::gru.input (nn.LSTM, nn.GRU, the C++
+// frontend's LSTM and GRU), their arguments decoded once:
+//   %lstm = call_function[target=aten::lstm.input](args = (%x, [%h0, %c0], [%w_ih, %w_hh, %b_ih, %b_hh], True, 1, 0.0, False, False, True))
+// matches (match_fusion(module, lstm, {Fusion::kRecurrent}), printed):
+//   %lstm: recurrent [%lstm]
+//     lstm: input %x, states [%h0, %c0], layers 1, directions 1, biases, batch_first
+//       parameters [%w_ih, %w_hh, %b_ih, %b_hh]
+// The layer counts and switches are constants (num_layers an int;
+// has_biases, train, bidirectional and batch_first bools); the
+// parameters get_attrs of tensor attributes, 4 per layer and direction
+// with biases and 2 without (projections, proj_size, add a fifth: no
+// match); the state an LSTM's (h0, c0) or a GRU's h0, nodes. Typed: a
+// float32 CPU input of rank 3, float32 CPU states and parameters.
+struct Recurrent {
+  enum class Kind : uint8_t { kLstm, kGru };
+  const Node* node = nullptr;
+  Kind kind = Kind::kLstm;
+  Node* input = nullptr;
+  Argument hx;                // as the call passes it
+  std::vector<Node*> states;  // h0 (and c0)
+  // Per layer and direction in aten's order (layer 0's forward direction
+  // first): w_ih, w_hh and, with biases, b_ih, b_hh.
+  std::vector<Node*> params;
+  int64_t layers = 1;
+  bool has_biases = true;
+  bool train = false;
+  bool bidirectional = false;
+  bool batch_first = false;
+  Argument dropout;  // as the call passes it
+
+  int64_t directions() const { return bidirectional ? 2 : 1; }
+  size_t params_per_layer() const { return has_biases ? 4 : 2; }
+  // Parameter `which` (0 w_ih, 1 w_hh, 2 b_ih, 3 b_hh) of `layer`'s
+  // `direction`.
+  Node* param(int64_t layer, int64_t direction, size_t which) const {
+    return params.at(static_cast<size_t>(layer * directions() + direction) *
+                         params_per_layer() +
+                     which);
+  }
+};
+std::optional<Recurrent> match_recurrent(const GraphModuleImpl& module,
+                                         const Node& node,
+                                         const PatternOptions& options = {});
+
 // --- Fusions ------------------------------------------------------------------
 
 // What a node of a fusion pattern is.
@@ -185,6 +229,7 @@ enum class PatternOp : uint8_t {
   kRelu,                   // after a root: relu or relu_
   kActivation,             // after a root: match_activation
   kScale,                  // after a root: match_scale
+  kRecurrent,              // match_recurrent
 };
 
 // Every fusion pattern; the table in patterns.cc says what each is made of.
@@ -212,6 +257,7 @@ enum class Fusion : uint8_t {
   kMulRelu,
   kCat,
   kHardswish,
+  kRecurrent,
 };
 
 struct FusionPattern {
@@ -231,6 +277,7 @@ struct FusionMatch {
   std::optional<Linear> linear;
   std::optional<Matmul> matmul;
   std::optional<BatchNorm> batch_norm;  // a batch_norm root, or after one
+  std::optional<Recurrent> recurrent;
   std::vector<Node*> inputs;            // kAdd, kMul, kCat, kHardswish
   int64_t cat_dim = 0;                  // kCat
   // What the ops after it read.

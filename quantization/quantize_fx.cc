@@ -590,9 +590,7 @@ class Converter {
     expand("stride", kernel);
     expand("padding", {});
     expand("dilation", {});
-    auto [args, kwargs] = split_arguments(schema, std::move(full));
-    n->set_args(std::move(args));
-    n->set_kwargs(std::move(kwargs));
+    set_full_arguments(*n, std::move(full));
   }
 
   void visit_observer(Node* obs) {
@@ -1029,32 +1027,20 @@ class DynamicQuantizer {
   }
 
   void lower_lstm(Node* n) {
-    const CallArguments arg(*n);
-    const Argument params = arg["params"];
-    const Argument has_biases = arg["has_biases"];
-    const Argument num_layers = arg["num_layers"];
-    const Argument bidirectional = arg["bidirectional"];
-    const Argument train = arg["train"];
-    if (!params.is_sequence() || !has_biases.is_bool() || !has_biases.to_bool() ||
-        !num_layers.is_int() || !bidirectional.is_bool() || !train.is_bool() ||
-        train.to_bool()) {
+    PatternOptions untyped;
+    untyped.typed = false;
+    const std::optional<Recurrent> r = match_recurrent(module_, *n, untyped);
+    if (!r || r->kind != Recurrent::Kind::kLstm || !r->has_biases || r->train) {
       return;
     }
-    const int64_t directions = bidirectional.to_bool() ? 2 : 1;
-    const auto& p = params.elements();
-    if (static_cast<int64_t>(p.size()) != 4 * num_layers.to_int() * directions) {
-      return;
-    }
-    for (const Argument& a : p) {
-      if (!a.is_node() || a.to_node()->op() != Opcode::kGetAttr ||
-          !module_.has_tensor_attribute(a.to_node()->target().str()) ||
-          module_.fetch_attr(a.to_node()->target().str()).scalar_type() !=
-              at::kFloat) {
+    const std::vector<Node*>& p = r->params;
+    for (const Node* a : p) {
+      if (module_.fetch_attr(a->target().str()).scalar_type() != at::kFloat) {
         return;
       }
     }
     auto attr = [&](size_t i) {
-      return init_.get_attr(p[i].to_node()->target().str());
+      return init_.get_attr(p[i]->target().str());
     };
     std::vector<Node*> cells;
     auto guard = graph_.inserting_before(n);
@@ -1072,10 +1058,11 @@ class DynamicQuantizer {
           {pack_ih, pack_hh, b_ih, b_hh});
       cells.push_back(add_output(cell, absl::StrCat(n->name(), "_cell", i / 4)));
     }
-    std::vector<Argument> args = {arg["input"],  arg["hx"],  Argument(cells),
-                                  has_biases,    num_layers, arg["dropout"],
-                                  train,         bidirectional,
-                                  arg["batch_first"]};
+    std::vector<Argument> args = {r->input,      r->hx,
+                                  Argument(cells), r->has_biases,
+                                  r->layers,     r->dropout,
+                                  r->train,      r->bidirectional,
+                                  r->batch_first};
     Node* q = graph_.create_node(
         Opcode::kCallFunction, fx::op("aten::quantized_lstm.input"),
         std::move(args),

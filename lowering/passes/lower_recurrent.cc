@@ -5,12 +5,13 @@
 // primitives, on weights transposed (a GRU's gates reordered) and biases
 // summed by steps that fold into an init step.
 #include <memory>
+#include <optional>
 #include <vector>
 
-#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
 #include "lowering/passes/passes.h"
 #include "lowering/passes/rewrite_support.h"
+#include "passes/patterns.h"
 
 namespace fx {
 namespace lowering {
@@ -33,48 +34,15 @@ class LowerRecurrent : public LoweringPass {
   // reordered) and the biases summed, by init steps.
   void lower(GraphModuleImpl& module, Node* n) {
     Graph& graph = module.graph();
-    const bool gru = n->is_call_to({"aten::gru.input"});
-    if (!gru && !n->is_call_to({"aten::lstm.input"})) return;
-    const CallArguments arg(*n);
-    const Argument input = arg["input"];
-    const Argument hx = arg["hx"];
-    const Argument params = arg["params"];
-    const Argument has_biases = arg["has_biases"];
-    const Argument num_layers = arg["num_layers"];
-    const Argument train = arg["train"];
-    const Argument bidirectional = arg["bidirectional"];
-    const Argument batch_first = arg["batch_first"];
-    const bool hx_fits = gru ? hx.is_node()
-                             : hx.is_sequence() && hx.elements().size() == 2;
-    if (!input.is_node() || !hx_fits || !params.is_sequence() ||
-        !has_biases.is_bool() ||
-        !has_biases.to_bool() || !num_layers.is_int() || !train.is_bool() ||
-        train.to_bool() || !bidirectional.is_bool() ||
-        !batch_first.is_bool()) {
-      return;
-    }
-    const TensorMeta* in = input.to_node()->tensor_meta();
-    if (!float32_cpu(in) || in->sizes.size() != 3) return;
-    for (const Argument& h :
-         gru ? std::vector<Argument>{hx} : hx.elements()) {
-      if (!h.is_node() || !float32_cpu(h.to_node()->tensor_meta())) return;
-    }
-    const int64_t layers = num_layers.to_int();
-    const int64_t directions = bidirectional.to_bool() ? 2 : 1;
-    if (layers < 1 || params.elements().size() !=
-                          static_cast<size_t>(4 * layers * directions)) {
-      return;  // projections (proj_size) have a fifth weight per layer
-    }
-    for (const Argument& p : params.elements()) {
-      if (!p.is_node() || p.to_node()->op() != Opcode::kGetAttr) return;
-      const at::Tensor t =
-          module.fetch_attr(p.to_node()->target().str());
-      if (t.scalar_type() != at::kFloat || !t.device().is_cpu()) return;
-    }
+    const std::optional<Recurrent> r = match_recurrent(module, *n);
+    if (!r || !r->has_biases || r->train) return;
+    const bool gru = r->kind == Recurrent::Kind::kGru;
+    const int64_t layers = r->layers;
+    const int64_t directions = r->directions();
     std::vector<Argument> weights;
     {
       auto guard = graph.inserting_before(n);
-      const std::vector<Argument>& p = params.elements();
+      const std::vector<Node*>& p = r->params;
       // Rows [start, start + hidden) of a gate-stacked GRU weight or bias.
       auto gate = [&](const Argument& w, int64_t g, int64_t hidden) {
         return Argument(graph.call_function(
@@ -88,14 +56,14 @@ class LowerRecurrent : public LoweringPass {
       // Per layer and direction (aten's order: the forward one first).
       for (int64_t l = 0; l < layers * directions; ++l) {
         const int64_t hidden =
-            module.fetch_attr(p[4 * l + 1].to_node()->target().str()).size(1);
+            module.fetch_attr(p[4 * l + 1]->target().str()).size(1);
         for (int i = 0; i < 2; ++i) {
           // aten's GRU gates are r, z, n; oneDNN's u (= z), r, o (= n).
           const Argument w =
               gru ? cat({gate(p[4 * l + i], 1, hidden),
                          gate(p[4 * l + i], 0, hidden),
                          gate(p[4 * l + i], 2, hidden)})
-                  : p[4 * l + i];
+                  : Argument(p[4 * l + i]);
           weights.push_back(graph.call_function(
               fx::op("aten::contiguous"),
               {graph.call_function(fx::op("aten::t"), {w})}));
@@ -105,7 +73,7 @@ class LowerRecurrent : public LoweringPass {
               fx::op("aten::add.Tensor"), {p[4 * l + 2], p[4 * l + 3]}));
           continue;
         }
-        const Argument b_ih = p[4 * l + 2], b_hh = p[4 * l + 3];
+        const Argument b_ih(p[4 * l + 2]), b_hh(p[4 * l + 3]);
         auto sum = [&](int64_t g) {
           return Argument(graph.call_function(
               fx::op("aten::add.Tensor"),
@@ -115,14 +83,14 @@ class LowerRecurrent : public LoweringPass {
                                gate(b_hh, 2, hidden)}));
       }
     }
-    std::vector<Argument> args = {input, hx, Argument::list(std::move(weights)),
-                                  layers, batch_first};
+    std::vector<Argument> args = {r->input, r->hx,
+                                  Argument::list(std::move(weights)), layers,
+                                  r->batch_first};
     if (directions == 2) args.push_back(true);
     replace_with_call(graph, n, {}, gru ? "fx_onednn::gru" : "fx_onednn::lstm",
                       std::move(args), /*channels_last=*/false);
     ++report().recurrent;
   }
-
 };
 
 }  // namespace
