@@ -16,6 +16,15 @@ namespace fx {
 namespace {
 
 constexpr size_t kMinLayers = 3;
+// A layer joins a chain when its multiply-accumulates are at most these:
+// the chain pays where a layer works about as long as forking and joining
+// the threads takes (MobileNetV2's layers: 2.7-20M), and costs where its
+// rows, split between the threads, leave oneDNN too few to block on:
+// AlexNet's three 3x3 layers of 256-384 channels at 13x13 (100-150M each)
+// chained, its lowered graph took 42 ms at batch 1, and 17-24 ms called
+// one by one (unlowered: 22 ms; 2 threads); Inception-v3's chains of
+// 30-200M layers gained nothing (52-58 ms either way).
+constexpr double kMaxLayerMacs = 32e6;
 
 // A lowered convolution that can be a chain's member: its input, its
 // residual (the value it adds into in place, or null) and its layer's
@@ -83,6 +92,11 @@ bool member(Node* n, Member* out) {
     return false;
   }
   if (!batch_one_float(m.input) || !batch_one_float(n)) return false;
+  // Output elements times each one's multiply-accumulates.
+  const TensorMeta* y = n->tensor_meta();
+  double macs = static_cast<double>(y->numel());
+  for (size_t d = 1; d < 4; ++d) macs *= static_cast<double>(w->sizes[d]);
+  if (macs > kMaxLayerMacs) return false;
   *out = std::move(m);
   return true;
 }

@@ -19,9 +19,11 @@
 // adds into in place (-1: none; i: the output of the chain's layer i - 1,
 // 0 being the chain's input), `params` its activation's alpha and beta.
 // A chain's members are 2-d float32 convolutions of batch 1 with a bias,
-// equal strides and paddings in both dimensions and no dilation, whose
-// outputs only the chain reads (but the last's); it starts at the first
-// such convolution and needs three or more. Called at another batch or
+// equal strides and paddings in both dimensions and no dilation, of at
+// most 32M multiply-accumulates each (larger layers run faster on
+// oneDNN's own threading), whose outputs only the chain reads (but the
+// last's); it starts at the first such convolution and needs three or
+// more. Called at another batch or
 // type, fx_onednn::conv_chain runs its layers one by one. The graph still
 // prints, saves, generates C++ and exports to TorchScript.
 #pragma once
