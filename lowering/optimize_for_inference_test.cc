@@ -1,4 +1,5 @@
 #include "lowering/optimize_for_inference.h"
+#include "lowering/threads.h"
 
 #include <torch/torch.h>
 
@@ -504,6 +505,12 @@ TEST_CASE("at batch 1, runs of convolutions run as one fx_onednn::conv_chain") {
     const at::Tensor got = chained(x).toTensor();
     CHECK(((got - want).abs().max() / want.abs().max()).item<double>() < 1e-5);
   }
+  // Through LoadAwareThreads on a machine it counts busy: on one thread.
+  fx::LoadAwareThreads aware;
+  for (int i = 0; i < 4; ++i) aware.record(1e6, 1e6);
+  REQUIRE(aware.threads() == 1);
+  const at::Tensor got = aware.run([&] { return chained(x).toTensor(); });
+  CHECK(((got - want).abs().max() / want.abs().max()).item<double>() < 1e-5);
   at::set_num_threads(saved);
   testdata::check_round_trips(chained, {x});
   // A graph traced at batch 2 keeps its convolutions apart.

@@ -2,11 +2,15 @@
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <optional>
 
 #include <absl/strings/str_join.h>
@@ -131,6 +135,83 @@ std::vector<std::vector<int>> intra_op_thread_cpus() {
       threads, [&](int i) { cpus[i] = cpus_of(mask_of_this_thread()); });
   cpus.resize(ran);
   return cpus;
+}
+
+// --- LoadAwareThreads ----------------------------------------------------------
+
+namespace {
+
+// The calling thread's /proc/thread-self/schedstat, open while the thread
+// lives.
+struct SchedStat {
+  int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  ~SchedStat() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// The time the calling thread has spent runnable but waiting for a CPU,
+// in ns (schedstat's second field), or -1 where the kernel keeps none.
+int64_t run_queue_delay_ns() {
+  thread_local SchedStat stat;
+  if (stat.fd < 0) return -1;
+  char text[128];
+  const ssize_t n = pread(stat.fd, text, sizeof(text) - 1, 0);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  unsigned long long running = 0, waiting = 0;
+  if (std::sscanf(text, "%llu %llu", &running, &waiting) != 2) return -1;
+  return static_cast<int64_t>(waiting);
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The weight of one call in the running average: about the last four
+// calls decide.
+constexpr double kNewCallWeight = 0.25;
+
+}  // namespace
+
+LoadAwareThreads::LoadAwareThreads(Options options) : options_(options) {
+  if (options_.threads == 0) options_.threads = at::get_num_threads();
+  TORCH_CHECK(options_.threads >= 1 && options_.busy_threads >= 1,
+              "fx::LoadAwareThreads: threads ", options_.threads,
+              " and busy_threads ", options_.busy_threads,
+              ": give each at least 1 (threads 0: at::get_num_threads())");
+  TORCH_CHECK(options_.quiet_below <= options_.busy_above,
+              "fx::LoadAwareThreads: quiet_below ", options_.quiet_below,
+              " is above busy_above ", options_.busy_above,
+              ": the machine would count as busy and quiet at once");
+}
+
+void LoadAwareThreads::record(double wall_ns, double waited_ns) {
+  if (!(wall_ns > 0) || !(waited_ns >= 0)) return;
+  const double share = std::min(1.0, waited_ns / wall_ns);
+  waiting_ = (1 - kNewCallWeight) * waiting_ + kNewCallWeight * share;
+  if (!busy_ && waiting_ > options_.busy_above) busy_ = true;
+  if (busy_ && waiting_ < options_.quiet_below) busy_ = false;
+}
+
+LoadAwareThreads::Call::Call(LoadAwareThreads& owner)
+    : owner_(owner),
+      threads_before_(omp_get_max_threads()),
+      start_ns_(now_ns()),
+      waited_before_ns_(run_queue_delay_ns()) {
+  omp_set_num_threads(owner_.threads());
+}
+
+LoadAwareThreads::Call::~Call() {
+  const int64_t waited = run_queue_delay_ns();
+  const int64_t end = now_ns();
+  omp_set_num_threads(threads_before_);
+  if (waited >= 0 && waited_before_ns_ >= 0) {
+    owner_.record(static_cast<double>(end - start_ns_),
+                  static_cast<double>(waited - waited_before_ns_));
+  }
 }
 
 }  // namespace fx
