@@ -584,6 +584,11 @@ struct OrtRun {
   // ratios to ONNX Runtime's.
   double loaded_ms = 0, loaded_pinned_ms = 0, loaded_ort_ms = 0;
   double loaded_ratio = 0, loaded_pinned_ratio = 0;
+  // Ours through fx::LoadAwareThreads beside the load, the share of the
+  // loaded calls it ran on fewer threads, and whether it ran on all of them
+  // again once the load stopped.
+  double loaded_aware_ms = 0, loaded_aware_ratio = 0, aware_busy_share = 0;
+  bool aware_quiet_after = false;
   int rounds = 0;
   fx::InferenceReport report;  // what the lowering did
   std::string failure;
@@ -832,11 +837,26 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
       // Beside a competing load: one busy process per CPU, started once
       // for section 6's samples of ours (unpinned, then pinned) and ONNX
       // Runtime's, which take turns with no pause.
+      // Ours through fx::LoadAwareThreads (unpinned: one thread on a busy
+      // machine goes where the scheduler finds room), each of its samples'
+      // calls through it.
+      fx::LoadAwareThreads aware;
+      int aware_calls = 0, aware_busy_calls = 0;
+      auto through_aware = [&] {
+        const auto one_call = per_call([&] {
+          aware_busy_calls += aware.busy();
+          ++aware_calls;
+          aware.run([&] { return lowered(x); });
+        });
+        return one_call(calls);
+      };
       const std::vector<std::function<double()>> loaded = {
-          sampled[0], sampled[1], [&] {
+          sampled[0], sampled[1],
+          [&] {
             const PinnedThreads pinned;
             return sampled[0]();
-          }};
+          },
+          through_aware};
       std::vector<std::vector<double>> busy;
       {
         const CompetingLoad load(load_processes());
@@ -847,8 +867,16 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
       r.loaded_ms = median(busy[0]);
       r.loaded_ort_ms = median(busy[1]);
       r.loaded_pinned_ms = median(busy[2]);
+      r.loaded_aware_ms = median(busy[3]);
       r.loaded_ratio = median_paired_ratio(busy[0], busy[1]);
       r.loaded_pinned_ratio = median_paired_ratio(busy[2], busy[1]);
+      r.loaded_aware_ratio = median_paired_ratio(busy[3], busy[1]);
+      r.aware_busy_share =
+          static_cast<double>(aware_busy_calls) / std::max(1, aware_calls);
+      // The load gone, back on every thread within a few calls.
+      std::this_thread::sleep_for(kPause);
+      for (int i = 0; i < 8; ++i) through_aware();
+      r.aware_quiet_after = !aware.busy();
     }
     if (name == kMatmulModel && batch == kMatmulBatch) {
       MatmulsAlone matmuls(lowered);
@@ -956,15 +984,18 @@ std::string env_or(const char* name, const std::string& otherwise) {
 }
 
 void print_loaded(const std::vector<OrtRun>& runs) {
-  Table table({"model", "ours ms", "ours pinned ms", "ONNX Runtime ms",
-               "ours / ORT", "pinned / ORT", "quiet: ours / ORT"},
+  Table table({"model", "ours ms", "ours pinned ms", "load-aware ms",
+               "ONNX Runtime ms", "ours / ORT", "pinned / ORT",
+               "load-aware / ORT", "its calls on fewer threads",
+               "quiet: ours / ORT"},
               1);
   for (const OrtRun& r : runs) {
     if (!r.failure.empty() || r.batch != 1) continue;
     table.add_row({r.model, fixed(r.loaded_ms, 2),
-                   fixed(r.loaded_pinned_ms, 2), fixed(r.loaded_ort_ms, 2),
-                   times(r.loaded_ratio), times(r.loaded_pinned_ratio),
-                   times(r.ratio)});
+                   fixed(r.loaded_pinned_ms, 2), fixed(r.loaded_aware_ms, 2),
+                   fixed(r.loaded_ort_ms, 2), times(r.loaded_ratio),
+                   times(r.loaded_pinned_ratio), times(r.loaded_aware_ratio),
+                   percent(r.aware_busy_share), times(r.ratio)});
   }
   print_section(
       "8. Beside a competing load (batch 1)", table,
@@ -973,12 +1004,14 @@ void print_loaded(const std::vector<OrtRun>& runs) {
           " processes spinning on the CPU (one per CPU, started before the "
           "rounds and stopped after), as a build or another service on the "
           "same machine; ours with the intra-op threads as libtorch leaves "
-          "them and pinned (fx::pin_intra_op_threads), and ONNX Runtime's, "
-          "in turn, ",
+          "them, pinned (fx::pin_intra_op_threads) and through "
+          "fx::LoadAwareThreads (unpinned; one thread while the calling "
+          "thread waits for a CPU more than a tenth of the time), and ONNX "
+          "Runtime's, in turn, ",
           kLoadRounds,
           " rounds, each sample as in section 6; medians, ratios medians of "
-          "per-round ratios; quiet: section 6's ratio. Gated: pinned, as "
-          "section 6 runs ours."),
+          "per-round ratios; quiet: section 6's ratio. Gated: load-aware, "
+          "and its return to every thread once the load stops (8 calls)."),
        "libgomp's waiting, read from the environment when it loaded: "
        "GOMP_SPINCOUNT=" + env_or("GOMP_SPINCOUNT", "(unset: 300000 spins)") +
            ", OMP_WAIT_POLICY=" + env_or("OMP_WAIT_POLICY", "(unset)") +
@@ -1027,10 +1060,13 @@ void check_ort_targets(const std::vector<OrtRun>& runs,
           {absl::StrFormat("%s beside a competing load: <= %.1fx ONNX "
                            "Runtime's time",
                            what, kLoadedTarget),
-           absl::StrFormat("%s pinned (%.2f vs %.2f ms; unpinned %s)",
-                           times(r.loaded_pinned_ratio), r.loaded_pinned_ms,
-                           r.loaded_ort_ms, times(r.loaded_ratio)),
-           r.loaded_pinned_ratio <= kLoadedTarget});
+           absl::StrFormat("%s load-aware (%.2f vs %.2f ms; pinned %s)",
+                           times(r.loaded_aware_ratio), r.loaded_aware_ms,
+                           r.loaded_ort_ms, times(r.loaded_pinned_ratio)),
+           r.loaded_aware_ratio <= kLoadedTarget});
+      checks->push_back(
+          {what + ": load-aware threads all back once the load stops",
+           r.aware_quiet_after ? "yes" : "no", r.aware_quiet_after});
     }
     log_sum += std::log(r.ratio);
     ++n;
