@@ -424,6 +424,20 @@ void docs_deploying::check_pin() {
   }
 }
 
+void docs_deploying::check_load_aware() {
+  torch::NoGradGuard no_grad;
+  models::ZooModel model = models::make_zoo_model("resnet18");
+  fx::GraphModule lowered = models::trace_zoo_model(model);
+  fx::optimize_for_inference(*lowered);
+  const at::Tensor x = model.example_inputs[0].toTensor();
+  const int before = at::get_num_threads();
+  const int on_fewer = serve_load_aware(lowered, {x, x, x});
+  // However busy the machine, the caller's thread count is as it was.
+  CHECK(at::get_num_threads() == before);
+  CHECK(on_fewer >= 0);
+  CHECK(on_fewer <= 3);
+}
+
 void docs_deploying::check_quantize() {
   Traced t = trace_zoo("lenet");
   std::vector<at::Tensor> calibration;
