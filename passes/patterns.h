@@ -200,13 +200,6 @@ struct Recurrent {
 
   int64_t directions() const { return bidirectional ? 2 : 1; }
   size_t params_per_layer() const { return has_biases ? 4 : 2; }
-  // Parameter `which` (0 w_ih, 1 w_hh, 2 b_ih, 3 b_hh) of `layer`'s
-  // `direction`.
-  Node* param(int64_t layer, int64_t direction, size_t which) const {
-    return params.at(static_cast<size_t>(layer * directions() + direction) *
-                         params_per_layer() +
-                     which);
-  }
 };
 std::optional<Recurrent> match_recurrent(const GraphModuleImpl& module,
                                          const Node& node,
