@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
       auto samples = interleaved_samples_ms(
           {[&] { out = specialized(x); }, [&] { out = generic(x); },
            [&] { out = lowered(x); }, [&] { out = generic_lowered(x); }},
-          flags.repeats, 1);
+          flags.repeats, 1, Sample::kWarm);
       Row r;
       r.model = m.name;
       r.batch = b;
@@ -262,8 +262,9 @@ int main(int argc, char** argv) {
       "One generic graph (traced once, at batch 2) against graphs "
       "specialized to each batch",
       table,
-      {absl::StrFormat("%d threads, %d interleaved rounds, medians; ratios "
-                       "are medians of per-round ratios",
+      {absl::StrFormat("%d threads, %d interleaved rounds, warm (each "
+                       "sample after an untimed call of the same graph), "
+                       "medians; ratios are medians of per-round ratios",
                        flags.threads, flags.repeats),
        blas});
   print_section("Tracing with dynamic dimensions (3 traces near the "

@@ -103,15 +103,17 @@ double median_ms(const std::function<double()>& timed_run, int repeats) {
 
 // Milliseconds per call of each variant, one sample per round. After a
 // warm-up call of each, every round times `calls_per_sample` calls of each
-// variant, in order on even rounds and in reverse order on odd ones.
+// variant (each after an untimed call of it with Sample::kWarm), in order
+// on even rounds and in reverse order on odd ones.
 std::vector<std::vector<double>> interleaved_samples_ms(
     const std::vector<std::function<void()>>& variants, int rounds,
-    int calls_per_sample) {
+    int calls_per_sample, Sample sample) {
   for (const auto& variant : variants) variant();
   std::vector<std::vector<double>> samples(variants.size());
   for (int round = 0; round < rounds; ++round) {
     for (size_t k = 0; k < variants.size(); ++k) {
       size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+      if (sample == Sample::kWarm) variants[v]();
       auto start = Clock::now();
       for (int call = 0; call < calls_per_sample; ++call) variants[v]();
       samples[v].push_back(ms_since(start) / calls_per_sample);

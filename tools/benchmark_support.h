@@ -48,9 +48,19 @@ double median_ms(const std::function<double()>& timed_run, int repeats);
 // warm-up call of each, every round times `calls_per_sample` calls of each
 // variant, in order on even rounds and in reverse order on odd ones, so that
 // drift on a shared machine hits them alike.
+//
+// Sample::kWarm puts one untimed call of the variant before each sample,
+// so that every timed call follows a call of itself (its weights and
+// activations in the caches, as in a server's steady state). Without it, the
+// order 0 1 2 3 | 3 2 1 0 | 0 1 2 3 ... has the first and last variants
+// follow themselves every other round and the middle ones never: a
+// comparison of variants 0 and 1 favours 0 (the unlowered generic
+// transformers of benchmark_dynamic: 1.02-1.04x their specialized twins
+// in cold samples, 1.00-1.01x warm).
+enum class Sample { kCold, kWarm };
 std::vector<std::vector<double>> interleaved_samples_ms(
     const std::vector<std::function<void()>>& variants, int rounds,
-    int calls_per_sample);
+    int calls_per_sample, Sample sample = Sample::kCold);
 
 // Variants timed at different thread counts in one run set the calling
 // thread's count only: fx::set_threads_of_this_thread (third_party/libgomp.h).
