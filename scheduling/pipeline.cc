@@ -727,6 +727,169 @@ Pipeline split_pipeline(const GraphModule& module,
   return split(module, options);
 }
 
+namespace {
+
+// A cut and its stages as measured.
+struct MeasuredCut {
+  std::vector<std::vector<std::string>> stage_nodes;
+  std::vector<double> seconds;
+};
+
+// Solves the n x n system `a` x = `b` in place (Gaussian elimination with
+// partial pivoting; `a` is symmetric positive definite here).
+std::vector<double> solve(std::vector<std::vector<double>> a,
+                          std::vector<double> b) {
+  const size_t n = b.size();
+  for (size_t col = 0; col < n; ++col) {
+    size_t pivot = col;
+    for (size_t row = col + 1; row < n; ++row) {
+      if (std::abs(a[row][col]) > std::abs(a[pivot][col])) pivot = row;
+    }
+    std::swap(a[col], a[pivot]);
+    std::swap(b[col], b[pivot]);
+    for (size_t row = col + 1; row < n; ++row) {
+      const double f = a[row][col] / a[col][col];
+      for (size_t k = col; k < n; ++k) a[row][k] -= f * a[col][k];
+      b[row] -= f * b[col];
+    }
+  }
+  std::vector<double> x(n);
+  for (size_t i = n; i-- > 0;) {
+    double sum = b[i];
+    for (size_t k = i + 1; k < n; ++k) sum -= a[i][k] * x[k];
+    x[i] = sum / a[i][i];
+  }
+  return x;
+}
+
+// Each node's seconds as every measured cut so far has it. The nodes fall
+// into segments, those in the same stage in every cut (one per stage after
+// one cut; a cut moved once adds the nodes it moved as a segment of their
+// own). Each segment's seconds are fitted to every stage measured (least
+// squares: a stage's seconds are its segments' sum), held near the last
+// cut's estimate (its stage's measured / predicted times the segment's
+// price) where the measurements leave them free; a node gets its share of
+// its segment by its price. After one cut this is the last cut's estimate
+// itself; after two that bracket the balance, the nodes between them are
+// timed by what moving them changed.
+std::map<std::string, double> calibrated_node_seconds(
+    const GraphModule& module, const std::vector<MeasuredCut>& history,
+    const PipelineOptions& options) {
+  std::map<std::string, const Node*> by_name;
+  for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;
+  // Each node's stage in every cut, and its price in the last.
+  std::map<std::string, std::vector<size_t>> stages_of;
+  for (const MeasuredCut& cut : history) {
+    for (size_t s = 0; s < cut.stage_nodes.size(); ++s) {
+      for (const std::string& name : cut.stage_nodes[s]) {
+        if (by_name.count(name)) stages_of[name].push_back(s);
+      }
+    }
+  }
+  const MeasuredCut& last = history.back();
+  std::map<std::string, double> node_price;
+  std::vector<double> last_factor(last.stage_nodes.size(), 1.0);
+  for (size_t s = 0; s < last.stage_nodes.size(); ++s) {
+    std::vector<std::pair<std::string, NodePrice>> prices;
+    double weight_bytes = 0;
+    for (const std::string& name : last.stage_nodes[s]) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) continue;
+      prices.emplace_back(name, price(options, *it->second));
+      weight_bytes += prices.back().second.weight_bytes;
+    }
+    const WeightsIn weights = weights_in(weight_bytes, options.machine);
+    double predicted = 0;
+    for (const auto& [name, p] : prices) {
+      node_price[name] = p.seconds(weights);
+      predicted += node_price[name];
+    }
+    if (predicted > 0 && last.seconds[s] > 0) {
+      last_factor[s] = last.seconds[s] / predicted;
+    }
+  }
+  // Segments: nodes with the same stage in every cut.
+  std::map<std::vector<size_t>, size_t> segment_of;
+  std::vector<double> segment_price;
+  std::vector<double> prior;
+  std::map<std::string, size_t> node_segment;
+  for (const auto& [name, stages] : stages_of) {
+    if (stages.size() != history.size() || !node_price.count(name)) continue;
+    auto [it, added] = segment_of.emplace(stages, segment_price.size());
+    if (added) {
+      segment_price.push_back(0);
+      prior.push_back(0);
+    }
+    node_segment[name] = it->second;
+    segment_price[it->second] += node_price[name];
+    prior[it->second] += node_price[name] * last_factor[stages.back()];
+  }
+  const size_t k = segment_price.size();
+  // Least squares, scaled by the mean stage time, with a light pull of
+  // each segment toward its prior (relative to it).
+  double scale = 0;
+  size_t equations = 0;
+  for (const MeasuredCut& cut : history) {
+    for (double v : cut.seconds) {
+      scale += v;
+      ++equations;
+    }
+  }
+  scale = equations > 0 && scale > 0 ? scale / equations : 1.0;
+  constexpr double kPull = 1e-4;
+  std::vector<std::vector<double>> normal(k, std::vector<double>(k, 0.0));
+  std::vector<double> rhs(k, 0.0);
+  for (size_t c = 0; c < history.size(); ++c) {
+    for (size_t s = 0; s < history[c].seconds.size(); ++s) {
+      std::vector<double> row(k, 0.0);
+      for (const auto& [stages, seg] : segment_of) {
+        if (stages[c] == s) row[seg] = 1.0;
+      }
+      for (size_t i = 0; i < k; ++i) {
+        for (size_t j = 0; j < k; ++j) normal[i][j] += row[i] * row[j];
+        rhs[i] += row[i] * history[c].seconds[s] / scale;
+      }
+    }
+  }
+  for (size_t i = 0; i < k; ++i) {
+    const double p = std::max(prior[i] / scale, 1e-12);
+    normal[i][i] += kPull / (p * p);
+    rhs[i] += kPull / p;
+  }
+  std::vector<double> fitted = k > 0 ? solve(normal, rhs) : std::vector<double>{};
+  std::map<std::string, double> seconds;
+  for (const auto& [name, seg] : node_segment) {
+    const double segment_seconds =
+        std::max(fitted[seg] * scale, 0.01 * prior[seg]);
+    seconds[name] = segment_price[seg] > 0
+                        ? node_price[name] / segment_price[seg] * segment_seconds
+                        : 0.0;
+  }
+  return seconds;
+}
+
+Pipeline split_by_history(const GraphModule& module,
+                          const std::vector<MeasuredCut>& history,
+                          PipelineOptions options) {
+  auto corrected = std::make_shared<std::map<std::string, double>>(
+      calibrated_node_seconds(module, history, options));
+  options.split_points.clear();
+  options.stages = static_cast<int64_t>(history.back().seconds.size());
+  options.node_seconds = [priced = options, corrected](const Node& n) {
+    auto it = corrected->find(n.name());
+    return it != corrected->end() ? it->second : price(priced, n).in_cache;
+  };
+  return split_pipeline(module, options);
+}
+
+std::vector<std::vector<std::string>> stage_nodes(const Pipeline& p) {
+  std::vector<std::vector<std::string>> names;
+  for (const PipelineStage& stage : p.stages) names.push_back(stage.node_names);
+  return names;
+}
+
+}  // namespace
+
 Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
                             const std::vector<double>& measured_stage_seconds,
                             PipelineOptions options) {
@@ -737,36 +900,59 @@ Pipeline rebalance_pipeline(const GraphModule& module, const Pipeline& pipeline,
   }
   // The seconds each node was priced at (with its stage's weights where
   // they were), times its stage's measured / predicted.
-  auto corrected = std::make_shared<std::map<std::string, double>>();
-  std::map<std::string, const Node*> by_name;
-  for (const Node* n : module->graph().nodes()) by_name[n->name()] = n;
-  for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-    std::vector<std::pair<std::string, NodePrice>> prices;
-    double weight_bytes = 0;
-    for (const std::string& name : pipeline.stages[s].node_names) {
-      auto it = by_name.find(name);
-      if (it == by_name.end()) continue;
-      prices.emplace_back(name, price(options, *it->second));
-      weight_bytes += prices.back().second.weight_bytes;
+  return split_by_history(
+      module, {{stage_nodes(pipeline), measured_stage_seconds}},
+      std::move(options));
+}
+
+TunedPipeline tune_pipeline(
+    const GraphModule& module, const PipelineOptions& options,
+    const std::function<std::vector<double>(Pipeline&)>& measure,
+    int rounds) {
+  if (rounds < 0) {
+    throw GraphError(absl::StrCat("tune_pipeline: ", rounds,
+                                  " rounds; give 0 (the cost model's cut) "
+                                  "or more"));
+  }
+  auto measured = [&](Pipeline& cut) {
+    std::vector<double> seconds = measure(cut);
+    if (seconds.size() != cut.stages.size()) {
+      throw GraphError(absl::StrCat("tune_pipeline: measure returned ",
+                                    seconds.size(), " times for ",
+                                    cut.stages.size(), " stages"));
     }
-    const WeightsIn weights = weights_in(weight_bytes, options.machine);
-    double predicted = 0;
-    for (const auto& [name, p] : prices) predicted += p.seconds(weights);
-    const double factor =
-        predicted > 0 && measured_stage_seconds[s] > 0
-            ? measured_stage_seconds[s] / predicted
-            : 1.0;
-    for (const auto& [name, p] : prices) {
-      (*corrected)[name] = p.seconds(weights) * factor;
+    for (size_t s = 0; s < seconds.size(); ++s) {
+      if (!std::isfinite(seconds[s]) || seconds[s] <= 0) {
+        throw GraphError(absl::StrCat("tune_pipeline: measure returned ",
+                                      seconds[s], " seconds for stage ", s,
+                                      "; each stage's time must be positive"));
+      }
+    }
+    return seconds;
+  };
+  auto slowest = [](const std::vector<double>& seconds) {
+    return *std::max_element(seconds.begin(), seconds.end());
+  };
+  TunedPipeline tuned;
+  tuned.pipeline = split_pipeline(module, options);
+  tuned.stage_seconds = measured(tuned.pipeline);
+  tuned.measured.push_back(tuned.stage_seconds);
+  std::vector<MeasuredCut> history{
+      {stage_nodes(tuned.pipeline), tuned.stage_seconds}};
+  std::set<std::vector<std::vector<std::string>>> seen{history[0].stage_nodes};
+  for (int round = 0; round < rounds; ++round) {
+    Pipeline next = split_by_history(module, history, options);
+    if (!seen.insert(stage_nodes(next)).second) break;
+    std::vector<double> seconds = measured(next);
+    tuned.measured.push_back(seconds);
+    history.push_back({stage_nodes(next), seconds});
+    if (slowest(seconds) < slowest(tuned.stage_seconds)) {
+      tuned.pipeline = std::move(next);
+      tuned.stage_seconds = std::move(seconds);
+      tuned.kept = tuned.measured.size() - 1;
     }
   }
-  options.split_points.clear();
-  options.stages = static_cast<int64_t>(pipeline.stages.size());
-  options.node_seconds = [priced = options, corrected](const Node& n) {
-    auto it = corrected->find(n.name());
-    return it != corrected->end() ? it->second : price(priced, n).in_cache;
-  };
-  return split_pipeline(module, options);
+  return tuned;
 }
 
 c10::IValue run_pipeline_locally(const Pipeline& pipeline,

@@ -1,5 +1,7 @@
 #include "scheduling/pipeline.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -363,6 +365,115 @@ TEST_CASE("rebalancing by measured stage times moves the cut") {
   CHECK(same.stages[0].nodes == first.stages[0].nodes);
   CHECK_THROWS_WITH(rebalance_pipeline(t.module, first, {1.0}, options),
                     Catch::Contains("1 measured times for 2 stages"));
+}
+
+// A stage's "measured" seconds: its call nodes, those named conv* at
+// `conv` seconds each and the rest at 1 (the cost model prices them
+// otherwise, so the first cut is off balance).
+std::vector<double> node_count_seconds(const Pipeline& p, double conv) {
+  std::vector<double> seconds;
+  for (const PipelineStage& stage : p.stages) {
+    double total = 0;
+    for (const std::string& name : stage.node_names) {
+      total += name.rfind("conv", 0) == 0 ? conv : 1.0;
+    }
+    seconds.push_back(total);
+  }
+  return seconds;
+}
+
+double slowest(const std::vector<double>& seconds) {
+  return *std::max_element(seconds.begin(), seconds.end());
+}
+
+TEST_CASE("tune_pipeline keeps the cut whose slowest stage measured fastest") {
+  Traced t = trace_zoo("resnet18");
+  const PipelineOptions options = with_stages(2);
+  const Pipeline by_cost_model = split_pipeline(t.module, options);
+  std::vector<const GraphModuleImpl*> measured_modules;
+  auto measure = [&](Pipeline& p) {
+    measured_modules.push_back(p.stages[1].module.get());
+    return node_count_seconds(p, 20.0);
+  };
+  const TunedPipeline tuned = tune_pipeline(t.module, options, measure, 3);
+  REQUIRE(tuned.measured.size() >= 2);
+  CHECK(measured_modules.size() == tuned.measured.size());
+  CHECK(tuned.measured[0] == node_count_seconds(by_cost_model, 20.0));
+  CHECK(tuned.stage_seconds == tuned.measured[tuned.kept]);
+  CHECK(tuned.stage_seconds == node_count_seconds(tuned.pipeline, 20.0));
+  for (const std::vector<double>& seconds : tuned.measured) {
+    CHECK(slowest(tuned.stage_seconds) <= slowest(seconds));
+  }
+  CHECK(slowest(tuned.stage_seconds) < slowest(tuned.measured[0]));
+  // As balanced as a cut by the true node times themselves.
+  PipelineOptions by_truth = options;
+  by_truth.node_seconds = [](const Node& n) {
+    return n.name().rfind("conv", 0) == 0 ? 20.0 : 1.0;
+  };
+  const double best =
+      slowest(node_count_seconds(split_pipeline(t.module, by_truth), 20.0));
+  INFO("tuned " << slowest(tuned.stage_seconds) << ", best " << best);
+  CHECK(slowest(tuned.stage_seconds) <= 1.05 * best);
+  // The cut kept is the one measured, as `measure` left it.
+  CHECK(std::count(measured_modules.begin(), measured_modules.end(),
+                   tuned.pipeline.stages[1].module.get()) == 1);
+  CHECK(torch::equal(
+      run_pipeline_locally(tuned.pipeline, t.model.example_inputs).toTensor(),
+      t.module->forward(t.model.example_inputs).toTensor()));
+
+  SECTION("a rebalance that measures slower is not kept") {
+    int calls = 0;
+    const TunedPipeline first_kept = tune_pipeline(
+        t.module, options,
+        [&](Pipeline&) {
+          ++calls;
+          return calls == 1 ? std::vector<double>{1.0, 2.0}
+                            : std::vector<double>{3.0, 0.5};
+        },
+        3);
+    CHECK(first_kept.kept == 0);
+    CHECK(first_kept.stage_seconds == std::vector<double>{1.0, 2.0});
+    CHECK(first_kept.pipeline.stages[0].node_names ==
+          by_cost_model.stages[0].node_names);
+  }
+  SECTION("no rounds: the cost model's cut, measured once") {
+    const TunedPipeline once = tune_pipeline(t.module, options, measure, 0);
+    CHECK(once.measured.size() == 1);
+    CHECK(once.kept == 0);
+    CHECK(once.pipeline.stages[0].node_names ==
+          by_cost_model.stages[0].node_names);
+  }
+  SECTION("measured as predicted: the same cut again, so it stops") {
+    int calls = 0;
+    const TunedPipeline stopped = tune_pipeline(
+        t.module, options,
+        [&](Pipeline& p) {
+          ++calls;
+          return std::vector<double>{p.stages[0].compute_seconds,
+                                     p.stages[1].compute_seconds};
+        },
+        3);
+    CHECK(calls == 1);
+    CHECK(stopped.measured.size() == 1);
+  }
+  SECTION("bad measurements are refused by name") {
+    CHECK_THROWS_WITH(
+        tune_pipeline(t.module, options,
+                      [](Pipeline&) { return std::vector<double>{1.0}; }),
+        Catch::Contains("measure returned 1 times for 2 stages"));
+    CHECK_THROWS_WITH(
+        tune_pipeline(t.module, options,
+                      [](Pipeline&) { return std::vector<double>{1.0, 0.0}; }),
+        Catch::Contains("0 seconds for stage 1"));
+    CHECK_THROWS_WITH(
+        tune_pipeline(t.module, options,
+                      [](Pipeline&) {
+                        return std::vector<double>{std::nan(""), 1.0};
+                      }),
+        Catch::Contains("nan seconds for stage 0"));
+    CHECK_THROWS_WITH(tune_pipeline(t.module, options, measure, -1),
+                      Catch::Contains("-1 rounds"));
+  }
 }
 
 TEST_CASE("balancing by measured node times") {
