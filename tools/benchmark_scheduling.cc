@@ -8,7 +8,8 @@
 //
 // The zoo's ResNet-50 (eval), traced at batch 1 (one micro-batch), cut into
 // 2 stages balanced by the cost model on this machine's measured one-thread
-// limits, each stage lowered to oneDNN (fx::optimize_for_inference) and run
+// limits and tuned by the lowered stages' times, measured running at once
+// (fx::tune_pipeline, 3 rounds), each stage lowered to oneDNN (fx::optimize_for_inference) and run
 // by a process of its own with 1 intra-op thread (rank 1 is this program
 // started again); a batch of 8 is 8 micro-batches through GPipe's schedule.
 // Beside it, in the same run and interleaved: one process running the same
@@ -28,11 +29,13 @@
 // the batch's time (and each batch's in a stream) from predict_pipeline
 // against the pipeline's measured time.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -138,6 +141,73 @@ std::vector<double> stage_medians(const fx::Pipeline& pipeline,
     medians.push_back(median(samples));
   }
   return medians;
+}
+
+// Each stage on its micro-batch input as in the pipeline's steady state:
+// all stages at once, each on a thread of its own with `threads` intra-op
+// threads, calling its stage until every stage has `rounds` timed calls;
+// median milliseconds. The stages share the machine's last-level cache
+// and memory as the pipeline's processes do: here ResNet-50's second
+// stage streams tens of MB of weights through the shared L3 that the
+// first stage's weights sit in when it runs alone.
+std::vector<double> stage_medians_together(const fx::Pipeline& pipeline,
+                                           const at::Tensor& x, int rounds,
+                                           int threads) {
+  std::vector<std::vector<c10::IValue>> inputs{{x}};
+  for (size_t r = 0; r + 1 < pipeline.stages.size(); ++r) {
+    fx::GraphModule stage = pipeline.stages[r].module;
+    inputs.push_back(as_inputs(stage->forward(inputs.back())));
+  }
+  const size_t n = pipeline.stages.size();
+  std::vector<std::vector<double>> samples(n);
+  std::atomic<size_t> ready{0};
+  std::atomic<size_t> done{0};
+  std::vector<std::thread> workers;
+  for (size_t r = 0; r < n; ++r) {
+    workers.emplace_back([&, r] {
+      torch::NoGradGuard no_grad;
+      set_threads_of_this_thread(threads);
+      fx::GraphModule stage = pipeline.stages[r].module;
+      stage->forward(inputs[r]);
+      ++ready;
+      while (ready.load() < n) std::this_thread::yield();
+      bool counted = false;
+      while (!counted || done.load() < n) {
+        auto start = Clock::now();
+        stage->forward(inputs[r]);
+        if (counted) continue;
+        samples[r].push_back(ms_since(start));
+        if (static_cast<int>(samples[r].size()) == rounds) {
+          counted = true;
+          ++done;
+        }
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  std::vector<double> medians;
+  for (std::vector<double>& s : samples) medians.push_back(median(std::move(s)));
+  return medians;
+}
+
+// The cuts fx::tune_pipeline measured, in a line.
+std::string cuts_note(const fx::TunedPipeline& tuned) {
+  std::vector<std::string> cuts;
+  for (size_t c = 0; c < tuned.measured.size(); ++c) {
+    cuts.push_back(absl::StrCat(
+        "cut ", c + 1, " ",
+        absl::StrJoin(tuned.measured[c], " and ",
+                      [](std::string* out, double v) {
+                        absl::StrAppend(out, absl::StrFormat("%.2f", v * 1e3));
+                      }),
+        c == 0 ? " ms" : ""));
+  }
+  return absl::StrCat(
+      "cuts (fx::tune_pipeline): the cost model's, then cut again from the "
+      "stages measured, lowered and running at once: ",
+      absl::StrJoin(cuts, ", "), "; cut ", tuned.kept + 1,
+      " kept (the fastest slowest stage); the plan below is priced by the "
+      "cost model alone");
 }
 
 // --- 3. Branches at once ----------------------------------------------------
@@ -351,15 +421,20 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   at::Tensor x = torch::randn({micro_batches, 3, 224, 224});
   auto micro_batch = [&](int64_t m) { return x.narrow(0, m, 1); };
-  // Cut by the cost model, lower, time each stage, and cut once more with
-  // each stage's measured / predicted (rebalance_pipeline).
-  fx::Pipeline first = lowered(fx::split_pipeline(module, options));
-  const std::vector<double> first_ms =
-      stage_medians(first, micro_batch(0), repeats);
-  std::vector<double> first_seconds;
-  for (double v : first_ms) first_seconds.push_back(v * 1e-3);
-  fx::Pipeline pipeline =
-      lowered(fx::rebalance_pipeline(module, first, first_seconds, options));
+  // Cut by the cost model, then tuned by each cut's lowered stages timed
+  // alone (fx::tune_pipeline: rebalanced by measured / predicted, the
+  // cut with the fastest slowest stage kept).
+  const fx::TunedPipeline tuned = fx::tune_pipeline(
+      module, options, [&](fx::Pipeline& cut) {
+        cut = lowered(cut);
+        std::vector<double> seconds;
+        for (double v : stage_medians_together(cut, micro_batch(0), repeats,
+                                                threads)) {
+          seconds.push_back(v * 1e-3);
+        }
+        return seconds;
+      });
+  const fx::Pipeline& pipeline = tuned.pipeline;
   // What the cost model alone predicts for the cuts that run, priced as
   // they run: the lowered stages (fx_onednn calls cost what the calls they
   // replaced did; the activations and sums they absorbed cost nothing
@@ -532,14 +607,7 @@ int main(int argc, char** argv) {
        "stage: the cost model over the lowered stage's nodes (weights in "
        "memory when they exceed the cache: fetched before computing) plus "
        "receiving its inputs; measured: the lowered stage alone",
-       absl::StrFormat("cuts: the cost model's first (stages measured %s "
-                       "ms), then rebalanced once by measurement; the "
-                       "plan below is priced by the cost model alone",
-                       absl::StrJoin(first_ms, " and ",
-                                     [](std::string* out, double v) {
-                                       absl::StrAppend(
-                                           out, absl::StrFormat("%.2f", v));
-                                     }))};
+       cuts_note(tuned)};
   for (absl::string_view line : absl::StrSplit(fx::format_pipeline(repriced),
                                                '\n', absl::SkipEmpty())) {
     notes.emplace_back(line);
