@@ -1,6 +1,7 @@
 #include "scheduling/pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "interpreter/shape_prop.h"
 #include "passes/aliasing.h"
 #include "passes/timing.h"
+#include "third_party/libgomp.h"
 
 namespace fx {
 namespace {
@@ -953,6 +956,73 @@ TunedPipeline tune_pipeline(
     }
   }
   return tuned;
+}
+
+std::vector<double> time_stages_at_once(const Pipeline& pipeline,
+                                        const std::vector<c10::IValue>& inputs,
+                                        int rounds, int threads_per_stage) {
+  if (rounds < 1 || threads_per_stage < 1) {
+    throw GraphError(absl::StrCat(
+        "time_stages_at_once: ", rounds, " rounds and ", threads_per_stage,
+        " threads per stage; each must be at least 1"));
+  }
+  const size_t n = pipeline.stages.size();
+  // Each stage's input: the stages before it, run once in turn.
+  std::vector<std::vector<c10::IValue>> stage_inputs{inputs};
+  for (size_t s = 0; s + 1 < n; ++s) {
+    GraphModule stage = pipeline.stages[s].module;
+    const c10::IValue out = stage->forward(stage_inputs.back());
+    std::vector<c10::IValue> next;
+    if (out.isTuple()) {
+      for (const c10::IValue& e : out.toTupleRef().elements()) next.push_back(e);
+    } else {
+      next.push_back(out);
+    }
+    stage_inputs.push_back(std::move(next));
+  }
+  const bool grad = c10::GradMode::is_enabled();
+  std::vector<std::vector<double>> samples(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> ready{0};
+  std::atomic<size_t> done{0};
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < n; ++s) {
+    threads.emplace_back([&, s] {
+      bool announced = false;
+      bool counted = false;
+      try {
+        c10::AutoGradMode mode(grad);
+        set_threads_of_this_thread(threads_per_stage);
+        GraphModule stage = pipeline.stages[s].module;
+        stage->forward(stage_inputs[s]);  // warm
+        announced = true;
+        ++ready;
+        while (ready.load() < n) std::this_thread::yield();
+        while (!counted || done.load() < n) {
+          const auto start = Clock::now();
+          stage->forward(stage_inputs[s]);
+          if (counted) continue;
+          samples[s].push_back(ms_since(start) * 1e-3);
+          if (static_cast<int>(samples[s].size()) == rounds) {
+            counted = true;
+            ++done;
+          }
+        }
+      } catch (...) {
+        errors[s] = std::current_exception();
+        // Let the others start and finish.
+        if (!announced) ++ready;
+        if (!counted) ++done;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& s : samples) medians.push_back(median(std::move(s)));
+  return medians;
 }
 
 c10::IValue run_pipeline_locally(const Pipeline& pipeline,

@@ -476,6 +476,29 @@ TEST_CASE("tune_pipeline keeps the cut whose slowest stage measured fastest") {
   }
 }
 
+TEST_CASE("time_stages_at_once: every stage timed while the others run") {
+  Traced t = trace_zoo("resnet18");
+  const Pipeline p = split_pipeline(t.module, with_stages(3));
+  const std::vector<double> seconds =
+      time_stages_at_once(p, t.model.example_inputs, 3);
+  REQUIRE(seconds.size() == 3);
+  for (double s : seconds) {
+    CHECK(s > 0);
+    CHECK(s < 10.0);
+  }
+  // Grad mode carries into the stages' threads: no autograd graph here.
+  {
+    torch::NoGradGuard no_grad;
+    CHECK(time_stages_at_once(p, t.model.example_inputs, 1, 2).size() == 3);
+  }
+  CHECK_THROWS_WITH(time_stages_at_once(p, t.model.example_inputs, 0),
+                    Catch::Contains("0 rounds and 1 threads per stage"));
+  CHECK_THROWS_WITH(time_stages_at_once(p, t.model.example_inputs, 2, 0),
+                    Catch::Contains("each must be at least 1"));
+  // A stage that throws: its error, after every thread has stopped.
+  CHECK_THROWS(time_stages_at_once(p, {torch::zeros({1, 5})}, 2));
+}
+
 TEST_CASE("balancing by measured node times") {
   Traced t = trace_zoo("resnet18");
   std::map<std::string, double> seconds =

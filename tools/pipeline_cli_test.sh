@@ -80,6 +80,15 @@ check "split another model" 0 "wrote $out/mlp/stage_1.fx" -- \
   "$fx" pipeline split mlp --stages=2 --output="$out/mlp"
 check "a split point that is nowhere is named" 1 "'nowhere' names neither" -- \
   "$fx" pipeline split lenet --split_points=nowhere --output="$out/bad"
+check "cuts tuned by the stages' times, lowered" 0 \
+  "tuned by measurement \(the stages at once, 1 thread each\): cut 1 [^;]+; cut [1-4] kept.*wrote $out/tuned/stage_1.fx" -- \
+  bash -c "'$fx' pipeline split resnet18 --stages=2 --balance=tune \
+    --passes=optimize_for_inference --output='$out/tuned' 2>&1 | tr '\\n' ' '"
+check "tuned cuts run, bitwise equal to one process" 0 "bitwise equal" -- \
+  "$fx" pipeline run mlp --stages=2 --balance=tune --micro_batches=4 --rounds=2
+check "tuning moves the cuts, so it takes no split points" 2 \
+  "give --stages, not --split_points" -- \
+  "$fx" pipeline split lenet --split_points=relu --balance=tune --output="$out/bad"
 
 check "branches: the schedule and the measured choice" 0 \
   "worker 1: .*measured: 2 workers x 1 thread" -- \

@@ -48,8 +48,11 @@ struct SplitFlags {
               "cut here instead, comma-separated: node names (cut after) or "
               "module paths such as layer3 (cut before)");
     flags.add("balance", &balance,
-              "balance the stages by the cost model's roofline (cost) or by "
-              "each node's measured time (measure)");
+              "balance the stages by the cost model's roofline (cost), by "
+              "each node's measured time (measure), or by the cost model "
+              "and then the stages' own times after --passes, measured "
+              "running at once, 1 thread each (tune: fx::tune_pipeline, 3 "
+              "rounds)");
     flags.add("passes", &passes,
               "passes to run on each stage (and, to compare, on the whole "
               "model), comma-separated (`fx passes` lists them)");
@@ -60,8 +63,13 @@ struct SplitFlags {
   }
 
   void check() const {
-    if (balance != "cost" && balance != "measure") {
-      throw UsageError("--balance is cost or measure, not '" + balance + "'");
+    if (balance != "cost" && balance != "measure" && balance != "tune") {
+      throw UsageError("--balance is cost, measure or tune, not '" + balance +
+                       "'");
+    }
+    if (balance == "tune" && !split_points.empty()) {
+      throw UsageError(
+          "--balance=tune moves the cuts; give --stages, not --split_points");
     }
     check_passes(passes);
   }
@@ -82,10 +90,30 @@ fx::Pipeline split_from_flags(const fx::GraphModule& module,
       return it == seconds.end() ? 0.0 : it->second;
     };
   }
-  fx::Pipeline pipeline = fx::split_pipeline(module, options);
-  for (fx::PipelineStage& stage : pipeline.stages) {
-    stage.module = run_passes(stage.module, flags.passes).module;
+  auto with_passes = [&flags](fx::Pipeline& pipeline) {
+    for (fx::PipelineStage& stage : pipeline.stages) {
+      stage.module = run_passes(stage.module, flags.passes).module;
+    }
+  };
+  if (flags.balance == "tune") {
+    const fx::TunedPipeline tuned = fx::tune_pipeline(
+        module, options, [&](fx::Pipeline& cut) {
+          with_passes(cut);
+          return fx::time_stages_at_once(cut, inputs);
+        });
+    std::cout << "tuned by measurement (the stages at once, 1 thread each):";
+    for (size_t c = 0; c < tuned.measured.size(); ++c) {
+      std::cout << (c == 0 ? " " : ", ") << "cut " << c + 1;
+      for (size_t s = 0; s < tuned.measured[c].size(); ++s) {
+        std::cout << (s == 0 ? " " : " / ")
+                  << fx::format_seconds(tuned.measured[c][s]);
+      }
+    }
+    std::cout << "; cut " << tuned.kept + 1 << " kept\n";
+    return tuned.pipeline;
   }
+  fx::Pipeline pipeline = fx::split_pipeline(module, options);
+  with_passes(pipeline);
   return pipeline;
 }
 
