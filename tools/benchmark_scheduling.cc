@@ -29,13 +29,11 @@
 // the batch's time (and each batch's in a stream) from predict_pipeline
 // against the pipeline's measured time.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -140,53 +138,6 @@ std::vector<double> stage_medians(const fx::Pipeline& pipeline,
   for (const auto& samples : interleaved_samples_ms(runs, rounds, 1)) {
     medians.push_back(median(samples));
   }
-  return medians;
-}
-
-// Each stage on its micro-batch input as in the pipeline's steady state:
-// all stages at once, each on a thread of its own with `threads` intra-op
-// threads, calling its stage until every stage has `rounds` timed calls;
-// median milliseconds. The stages share the machine's last-level cache
-// and memory as the pipeline's processes do: here ResNet-50's second
-// stage streams tens of MB of weights through the shared L3 that the
-// first stage's weights sit in when it runs alone.
-std::vector<double> stage_medians_together(const fx::Pipeline& pipeline,
-                                           const at::Tensor& x, int rounds,
-                                           int threads) {
-  std::vector<std::vector<c10::IValue>> inputs{{x}};
-  for (size_t r = 0; r + 1 < pipeline.stages.size(); ++r) {
-    fx::GraphModule stage = pipeline.stages[r].module;
-    inputs.push_back(as_inputs(stage->forward(inputs.back())));
-  }
-  const size_t n = pipeline.stages.size();
-  std::vector<std::vector<double>> samples(n);
-  std::atomic<size_t> ready{0};
-  std::atomic<size_t> done{0};
-  std::vector<std::thread> workers;
-  for (size_t r = 0; r < n; ++r) {
-    workers.emplace_back([&, r] {
-      torch::NoGradGuard no_grad;
-      set_threads_of_this_thread(threads);
-      fx::GraphModule stage = pipeline.stages[r].module;
-      stage->forward(inputs[r]);
-      ++ready;
-      while (ready.load() < n) std::this_thread::yield();
-      bool counted = false;
-      while (!counted || done.load() < n) {
-        auto start = Clock::now();
-        stage->forward(inputs[r]);
-        if (counted) continue;
-        samples[r].push_back(ms_since(start));
-        if (static_cast<int>(samples[r].size()) == rounds) {
-          counted = true;
-          ++done;
-        }
-      }
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-  std::vector<double> medians;
-  for (std::vector<double>& s : samples) medians.push_back(median(std::move(s)));
   return medians;
 }
 
@@ -427,12 +378,8 @@ int main(int argc, char** argv) {
   const fx::TunedPipeline tuned = fx::tune_pipeline(
       module, options, [&](fx::Pipeline& cut) {
         cut = lowered(cut);
-        std::vector<double> seconds;
-        for (double v : stage_medians_together(cut, micro_batch(0), repeats,
-                                                threads)) {
-          seconds.push_back(v * 1e-3);
-        }
-        return seconds;
+        return fx::time_stages_at_once(cut, {micro_batch(0)}, repeats,
+                                       threads);
       });
   const fx::Pipeline& pipeline = tuned.pipeline;
   // What the cost model alone predicts for the cuts that run, priced as
