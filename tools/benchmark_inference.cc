@@ -684,43 +684,6 @@ at::Tensor ort_input(const std::string& spec, int64_t batch) {
   return torch::randn(sizes);
 }
 
-// The intra-op threads pinned (fx::pin_intra_op_threads) while it lives,
-// when there is a CPU per thread (else left as they are).
-class PinnedThreads {
- public:
-  PinnedThreads() {
-    try {
-      fx::pin_intra_op_threads();
-      pinned_ = true;
-    } catch (const std::exception&) {
-    }
-  }
-  ~PinnedThreads() {
-    if (pinned_) fx::unpin_intra_op_threads();
-  }
-  PinnedThreads(const PinnedThreads&) = delete;
-  PinnedThreads& operator=(const PinnedThreads&) = delete;
-
- private:
-  bool pinned_ = false;
-};
-
-// Calls each of `variants` once a round for `rounds` rounds, in order and
-// then reversed, each after `pause`: each variant's samples.
-std::vector<std::vector<double>> take_turns(
-    const std::vector<std::function<double()>>& variants, int rounds,
-    std::chrono::milliseconds pause) {
-  std::vector<std::vector<double>> samples(variants.size());
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t k = 0; k < variants.size(); ++k) {
-      const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
-      std::this_thread::sleep_for(pause);
-      samples[v].push_back(variants[v]());
-    }
-  }
-  return samples;
-}
-
 // The competing load's size: one busy process per CPU.
 int load_processes() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

@@ -14,11 +14,22 @@
 //    SQNR beside post-training quantization's and beside Python's
 //    prepare_qat_fx trained by the same procedure (converted, and as the
 //    QAT module itself computes), and the median training step's time.
+// 5. ONNX Runtime's int8 beside ours, on six CNNs (those of 1-2 and
+//    EfficientNet-B0 and GoogLeNet): the converted model exported as
+//    QuantizeLinear / DequantizeLinear (fx::to_onnx) and run by ONNX
+//    Runtime's CPU library (tools/ort_timer.h) on the same input and
+//    threads, in turn with ours (each after a pause: ONNX Runtime's
+//    threads spin for a while after each call: ours timed right after
+//    them took up to 2x their time at batch 1), warm; SQNR of each
+//    against float32.
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -35,14 +46,20 @@
 #include "quantization/numeric_suite.h"
 #include "quantization/qat.h"
 #include "quantization/qconfig.h"
+#include "onnx/to_onnx.h"
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"
+#include "tools/ort_timer.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
           "torchvision models (default: resnet18, resnet50, mobilenet_v2, "
           "mobilenet_v3_small; --quick: resnet18, mobilenet_v2)");
 ABSL_FLAG(std::vector<std::string>, batches, {},
           "batch sizes timed (default 1,8; --quick: 1)");
+ABSL_FLAG(std::vector<std::string>, ort_models, {},
+          "models timed beside ONNX Runtime's int8 (default: resnet18, "
+          "resnet50, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, "
+          "googlenet; --quick: resnet18; none: skip)");
 ABSL_FLAG(int64_t, qat_steps, 0,
           "quantization-aware training steps (default 40; --quick: 4)");
 
@@ -97,6 +114,176 @@ std::vector<at::Tensor> load_images(const std::string& dir,
     images.push_back(v.toTensor());
   }
   return images;
+}
+
+// --- 5. Beside ONNX Runtime's int8 ---------------------------------------------------
+
+constexpr char kOrtTimerScript[] = "tools/ort_timer.js";
+const std::vector<std::string> kOrtModels = {
+    "resnet18",        "resnet50", "mobilenet_v2", "mobilenet_v3_small",
+    "efficientnet_b0", "googlenet"};
+const std::vector<std::string> kQuickOrtModels = {"resnet18"};
+// The targets: every model at most 0.9x ONNX Runtime's int8 time,
+// their geometric mean at most 0.8x, SQNR at most 0.5 dB below ORT's.
+constexpr double kOrtTarget = 0.9;
+constexpr double kOrtGeomeanTarget = 0.8;
+constexpr double kOrtSqnrSlackDb = 0.5;
+// Between the variants timed beside ONNX Runtime, as benchmark_inference's.
+constexpr std::chrono::milliseconds kPause(50);
+
+struct OrtInt8Run {
+  std::string model;
+  int64_t batch = 1;
+  double ours_ms = 0, ort_ms = 0;
+  double ratio = 0;  // median of per-round ours / ORT
+  double sqnr_ours = 0, sqnr_ort = 0;
+  int rounds = 0;
+  std::string failure;
+};
+
+// One model at one batch size: traced at that batch, calibrated on
+// kCalibration images of normal noise (seeded as the Python reference
+// seeds its own; each repeated to the batch), converted (onednn), exported
+// as QDQ and timed beside ONNX Runtime on one more such image (repeated to
+// the batch).
+OrtInt8Run measure_ort_int8(const std::string& dir, const std::string& timer,
+                            const std::string& name, int64_t batch,
+                            int rounds, int threads) {
+  OrtInt8Run r;
+  r.model = name;
+  r.batch = batch;
+  try {
+    torch::manual_seed(12345);
+    std::vector<at::Tensor> images;
+    for (int i = 0; i <= kCalibration; ++i) {
+      images.push_back(torch::randn({1, 3, 224, 224}));
+    }
+    auto batched = [batch](const at::Tensor& image) {
+      return image.expand({batch, -1, -1, -1}).contiguous();
+    };
+    const at::Tensor x = batched(images[kCalibration]);
+    torch::jit::Module script = load_script(dir, name);
+    const at::Tensor want = script.forward({x}).toTensor();
+    fx::GraphModule gm = fx::symbolic_trace(script, {x});
+    fx::set_quantized_engine("onednn");
+    fx::GraphModule prepared =
+        fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+    for (int i = 0; i < kCalibration; ++i) prepared(batched(images[i]));
+    fx::GraphModule int8 = fx::convert_fx(prepared);
+    const std::string onnx =
+        absl::StrCat(dir, "/", name, "_int8_b", batch, ".onnx");
+    fx::to_onnx(*int8, onnx);
+    r.sqnr_ours = fx::sqnr_db(want, int8(x).toTensor());
+
+    OrtTimer ort(timer, onnx, threads, {x}, dir);
+    ort.run(2);
+    r.sqnr_ort = fx::sqnr_db(want, ort.output().reshape_as(want));
+    const int calls = batch == 1 ? 3 : 1;
+    // Each sample warm: an untimed call, then the median of `calls`; each
+    // after a pause, in which ONNX Runtime's threads stop spinning.
+    auto ours = [&] {
+      int8(x);
+      std::vector<double> ms;
+      for (int i = 0; i < calls; ++i) {
+        auto start = Clock::now();
+        int8(x);
+        ms.push_back(ms_since(start));
+      }
+      return median(ms);
+    };
+    auto theirs = [&] {
+      std::vector<double> ms = ort.run(calls + 1);
+      return median(std::vector<double>(ms.begin() + 1, ms.end()));
+    };
+    std::vector<std::vector<double>> samples;
+    {
+      const PinnedThreads pinned;
+      samples = take_turns({ours, theirs}, rounds, kPause);
+    }
+    r.rounds = rounds;
+    r.ours_ms = median(samples[0]);
+    r.ort_ms = median(samples[1]);
+    r.ratio = median_paired_ratio(samples[0], samples[1]);
+  } catch (const std::exception& e) {
+    r.failure = std::string(e.what()).substr(0, 300);
+  }
+  return r;
+}
+
+double ort_geomean(const std::vector<OrtInt8Run>& runs, bool* all) {
+  double log_sum = 0;
+  int n = 0;
+  *all = !runs.empty();
+  for (const OrtInt8Run& r : runs) {
+    if (!r.failure.empty()) {
+      *all = false;
+      continue;
+    }
+    log_sum += std::log(r.ratio);
+    ++n;
+  }
+  return n > 0 ? std::exp(log_sum / n) : 0;
+}
+
+void print_ort(const std::vector<OrtInt8Run>& runs, int threads) {
+  Table table({"model", "batch", "ours int8 ms", "ORT int8 ms", "ours / ORT",
+               "SQNR ours (dB)", "SQNR ORT (dB)", "rounds"},
+              2);
+  for (const OrtInt8Run& r : runs) {
+    if (!r.failure.empty()) {
+      table.add_row({r.model, std::to_string(r.batch), "failed: " + r.failure});
+      continue;
+    }
+    table.add_row({r.model, std::to_string(r.batch), fixed(r.ours_ms, 2),
+                   fixed(r.ort_ms, 2), times(r.ratio), fixed(r.sqnr_ours, 2),
+                   fixed(r.sqnr_ort, 2), std::to_string(r.rounds)});
+  }
+  bool all = false;
+  const double geomean = ort_geomean(runs, &all);
+  print_section(
+      absl::StrFormat("5. Beside ONNX Runtime's int8 (%d threads)", threads),
+      table,
+      {"ours: convert_fx's int8 GraphModule (onednn qconfig, calibrated on "
+       "4 images of normal noise, each repeated to the batch), intra-op "
+       "threads pinned; ORT: ONNX Runtime 1.30's CPU library "
+       "(onnxruntime-node, all graph optimizations) on that model exported "
+       "by fx::to_onnx (QuantizeLinear / DequantizeLinear around each int8 "
+       "operator), kept loaded in a Node.js process (tools/ort_timer.js); "
+       "the same input (a fifth such image repeated to the batch) and "
+       "thread count; in turn round by round, each after a 50 ms pause, "
+       "warm (each sample: an untimed call, then the median of 3 timed calls at batch 1, of 1 "
+       "at 8), medians; ratios are medians of per-round ratios (below 1: "
+       "ours is faster). SQNR: each output against float32's on that "
+       "input.",
+       absl::StrFormat("geometric mean of ours / ORT: %s", times(geomean))});
+}
+
+std::vector<TargetCheck> check_ort(const std::vector<OrtInt8Run>& runs) {
+  std::vector<TargetCheck> checks;
+  for (const OrtInt8Run& r : runs) {
+    const std::string where = absl::StrCat(r.model, " batch ", r.batch);
+    const bool ok = r.failure.empty();
+    checks.push_back(
+        {absl::StrFormat("%s: int8 at most %.1fx ONNX Runtime's int8", where,
+                         kOrtTarget),
+         ok ? times(r.ratio) : r.failure, ok && r.ratio <= kOrtTarget});
+    checks.push_back(
+        {absl::StrFormat("%s: int8 SQNR at least ONNX Runtime's - %.1f dB",
+                         where, kOrtSqnrSlackDb),
+         ok ? absl::StrFormat("%.2f vs %.2f dB", r.sqnr_ours, r.sqnr_ort)
+            : r.failure,
+         ok && r.sqnr_ours >= r.sqnr_ort - kOrtSqnrSlackDb, false});
+  }
+  if (!runs.empty()) {
+    bool all = false;
+    const double geomean = ort_geomean(runs, &all);
+    checks.push_back(
+        {absl::StrFormat("int8 geometric mean at most %.1fx ONNX Runtime's",
+                         kOrtGeomeanTarget),
+         all ? times(geomean) : "not every row measured",
+         all && geomean <= kOrtGeomeanTarget});
+  }
+  return checks;
 }
 
 // --- 1. Accuracy -----------------------------------------------------------------
@@ -464,7 +651,7 @@ int main(int argc, char** argv) {
       "int8 quantization (fx::prepare_fx / convert_fx) against float32 and "
       "Python's quantize_fx.\n  bazel run //tools:benchmark_quantization -- "
       "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8] "
-      "[--qat_steps=N]\n--quick: resnet18 and mobilenet_v2, batch 1, 3 "
+      "[--qat_steps=N] [--ort_models=a,b|none]\n--quick: resnet18 and mobilenet_v2, batch 1, 3 "
       "rounds, 4 QAT steps.");
   absl::ParseCommandLine(argc, argv);
   const auto [quick, threads, repeats] = run_flags();
@@ -482,9 +669,17 @@ int main(int argc, char** argv) {
     batches = quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 8};
   }
 
+  std::vector<std::string> ort_names = absl::GetFlag(FLAGS_ort_models);
+  if (ort_names.empty()) ort_names = quick ? kQuickOrtModels : kOrtModels;
   const std::string dir = "/tmp/fx_benchmark_quantization";
   std::vector<std::string> files;
   for (const std::string& name : names) files.push_back(name + "_traced");
+  for (const std::string& name : ort_names) {
+    const std::string file = name + "_traced";
+    if (name != "none" && std::count(files.begin(), files.end(), file) == 0) {
+      files.push_back(file);
+    }
+  }
   PythonReference written = run_python_reference(
       argv[0], kTorchScriptModels,
       absl::StrCat(dir, " ", absl::StrJoin(files, " ")),
@@ -528,6 +723,27 @@ int main(int argc, char** argv) {
       speed.push_back(measure_speed(dir, name, batch, repeats, py));
     }
   }
+  std::vector<OrtInt8Run> ort_runs;
+  if (ort_names.front() != "none") {
+    const std::optional<std::string> timer =
+        find_runfile(argv[0], kOrtTimerScript);
+    for (int64_t batch : batches) {
+      for (const std::string& name : ort_names) {
+        std::cerr << "timing " << name << " at batch " << batch
+                  << " beside ONNX Runtime's int8\n";
+        if (!timer) {
+          OrtInt8Run failed;
+          failed.model = name;
+          failed.batch = batch;
+          failed.failure = std::string(kOrtTimerScript) + " not found";
+          ort_runs.push_back(failed);
+          continue;
+        }
+        ort_runs.push_back(
+            measure_ort_int8(dir, *timer, name, batch, repeats, threads));
+      }
+    }
+  }
   const std::string big =
       std::count(names.begin(), names.end(), "resnet50") ? "resnet50"
                                                          : names.front();
@@ -558,5 +774,9 @@ int main(int argc, char** argv) {
                  fixed(prepare.convert_ms, 1)});
   print_section("3. prepare_fx + convert_fx (no calibration), medians", table);
   if (qat_run) print_qat(*qat_run, threads);
-  return print_targets(check_targets(accuracy, speed, prepare, qat_run), quick);
+  if (!ort_runs.empty()) print_ort(ort_runs, threads);
+  std::vector<TargetCheck> checks =
+      check_targets(accuracy, speed, prepare, qat_run);
+  for (TargetCheck& check : check_ort(ort_runs)) checks.push_back(check);
+  return print_targets(checks, quick);
 }

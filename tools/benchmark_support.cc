@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <ATen/Parallel.h>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "libtorch/python.h"
+#include "lowering/threads.h"
 
 ABSL_FLAG(bool, quick, false,
           "smoke run: fewer rounds and smaller sizes (the usage message says "
@@ -120,6 +122,32 @@ std::vector<std::vector<double>> interleaved_samples_ms(
     }
   }
   return samples;
+}
+
+std::vector<std::vector<double>> take_turns(
+    const std::vector<std::function<double()>>& variants, int rounds,
+    std::chrono::milliseconds pause) {
+  std::vector<std::vector<double>> samples(variants.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t v = round % 2 == 0 ? k : variants.size() - 1 - k;
+      std::this_thread::sleep_for(pause);
+      samples[v].push_back(variants[v]());
+    }
+  }
+  return samples;
+}
+
+PinnedThreads::PinnedThreads() {
+  try {
+    fx::pin_intra_op_threads();
+    pinned_ = true;
+  } catch (const std::exception&) {
+  }
+}
+
+PinnedThreads::~PinnedThreads() {
+  if (pinned_) fx::unpin_intra_op_threads();
 }
 
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of

@@ -70,6 +70,28 @@ std::vector<std::vector<double>> interleaved_samples_ms(
 // before each run), which a timed variant must not carry.
 using fx::set_threads_of_this_thread;
 
+// Calls each of `variants` once a round for `rounds` rounds, in order and
+// then reversed, each after `pause` (beside another process, such as ONNX
+// Runtime's, whose threads spin for a while after its calls): each
+// variant's samples, as the variants return them.
+std::vector<std::vector<double>> take_turns(
+    const std::vector<std::function<double()>>& variants, int rounds,
+    std::chrono::milliseconds pause);
+
+// The intra-op threads pinned (fx::pin_intra_op_threads) while it lives,
+// when there is a CPU per thread (else left as they are): ours as ONNX
+// Runtime pins its pool.
+class PinnedThreads {
+ public:
+  PinnedThreads();
+  ~PinnedThreads();
+  PinnedThreads(const PinnedThreads&) = delete;
+  PinnedThreads& operator=(const PinnedThreads&) = delete;
+
+ private:
+  bool pinned_ = false;
+};
+
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
 // the same round cancels the drift between rounds.
 double median_paired_ratio(const std::vector<double>& a,
