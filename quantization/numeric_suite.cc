@@ -22,9 +22,11 @@ class Recorder : public Interpreter {
   Recorder(GraphModule module, std::function<bool(const Node&)> wanted)
       : Interpreter(std::move(module)), wanted_(std::move(wanted)) {}
 
+  // A copy: a later in-place node (hardswish_, silu_) may overwrite the
+  // value itself.
   c10::IValue run_node(const Node& node) override {
     c10::IValue v = Interpreter::run_node(node);
-    if (v.isTensor() && wanted_(node)) values[&node] = v.toTensor();
+    if (v.isTensor() && wanted_(node)) values[&node] = v.toTensor().clone();
     return v;
   }
 

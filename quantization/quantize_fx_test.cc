@@ -264,6 +264,54 @@ TEST_CASE("the report gives each quantized node's SQNR") {
   CHECK(torch::equal(first_tensor(again(x)), first_tensor(q.converted(x))));
 }
 
+namespace {
+
+// A convolution whose output an in-place activation overwrites (as
+// MobileNetV3's hardswish_ and EfficientNet's silu_ do), then a second
+// convolution.
+struct ConvInPlaceActivation : torch::nn::Module {
+  ConvInPlaceActivation() {
+    conv = register_module(
+        "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)));
+    conv2 = register_module(
+        "conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 1)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = conv(x);
+    at::hardswish_(y);
+    return conv2(y);
+  }
+  torch::nn::Conv2d conv{nullptr}, conv2{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("the report compares a value an in-place op later overwrites as it was") {
+  // Before, the float side's value was recorded by reference and read
+  // after hardswish_ had overwritten it: the convolution's row said -1 dB
+  // (MobileNetV3-Small's first convolution: -1.4 dB, EfficientNet-B0's
+  // -0.7 dB) while the activation after it said 33 dB.
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  auto model = std::make_shared<ConvInPlaceActivation>();
+  model->eval();
+  fx::set_quantized_engine("onednn");
+  const at::Tensor x = torch::randn({1, 3, 8, 8});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  for (int i = 0; i < 4; ++i) prepared(torch::randn({1, 3, 8, 8}));
+  fx::GraphModule converted = fx::convert_fx(prepared);
+  const auto rows = fx::quantization_report(prepared, converted, {{x}});
+  int convolutions = 0;
+  for (const auto& r : rows) {
+    CAPTURE(r.node, r.op);
+    CHECK(r.sqnr_db > 20);
+    convolutions += r.op.rfind("quantized::conv2d", 0) == 0;
+  }
+  CHECK(convolutions == 2);
+}
+
 TEST_CASE("a linear layer of t(weight) quantizes, as addmm of t(weight) does") {
   torch::NoGradGuard no_grad;
   // x @ w + b with w [in, out], written as linear(x, t(w), b).
