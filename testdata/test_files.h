@@ -31,4 +31,10 @@ std::string torchscript_models(const std::string& dir,
 std::string attention_models(const std::string& dir,
                              const std::vector<std::string>& models = {});
 
+// Likewise testdata/exported_programs.py, run with a Python that has
+// torch.export (FX_EXPORT_PYTHON: tools/setup.sh's torch 2.13, whichever
+// LibTorch the build uses): NAME.pt2 files, and NAME_io.pt beside each.
+std::string exported_programs(const std::string& dir,
+                              const std::vector<std::string>& models = {});
+
 }  // namespace testdata

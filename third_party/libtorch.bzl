@@ -108,11 +108,16 @@ def _libtorch_repository_impl(ctx):
         })
         includes = [include, include + "/torch/csrc/api/include"]
     python = _python(ctx, root)
+    # torch.export (.pt2 files) is torch 2.x's: the default LibTorch's Python
+    # also when building against another (Debian's 1.13 has none).
+    export_python = _python(ctx, ctx.attr.default.rstrip("/") or "/")
     ctx.file("python.h", "\n".join([
         "// The Python whose torch matches @libtorch's version (third_party/libtorch.bzl):",
         "// what the tests write TorchScript files and references with.",
         "#pragma once",
         "#define FX_LIBTORCH_PYTHON \"%s\"" % python,
+        "// A Python with torch.export, which writes the tests' .pt2 files.",
+        "#define FX_EXPORT_PYTHON \"%s\"" % export_python,
         "",
     ]))
     ctx.file("defs.bzl", "\n".join([
@@ -122,6 +127,7 @@ def _libtorch_repository_impl(ctx):
         'LIBTORCH_VERSION = "%s"' % version,
         "LIBTORCH_INCLUDES = %s" % repr(includes),
         'LIBTORCH_PYTHON = "%s"' % python,
+        'EXPORT_PYTHON = "%s"' % export_python,
         "",
     ]))
 

@@ -25,8 +25,8 @@ include any of them:
     fx/                 third_party/
 
     inside fx/:
-    fx/fx.h           fx/torchscript/
-      -> fx/io/         -> fx/trace/
+    fx/fx.h           fx/torchscript/   fx/pt2/
+      -> fx/io/         -> fx/trace/      -> fx/io/
       -> fx/trace/
     fx/io/            fx/trace/
       -> fx/runtime/    -> fx/runtime/
@@ -79,6 +79,7 @@ ALLOWED = {
     # Inside fx/.
     "fx/fx.h": {"fx/io", "fx/trace"},
     "fx/torchscript": {"fx/trace"},
+    "fx/pt2": {"fx/io"},
     "fx/io": {"fx/runtime"},
     "fx/trace": {"fx/runtime"},
     "fx/runtime": {"fx/emit"},

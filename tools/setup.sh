@@ -43,6 +43,7 @@ packages=(
   libonnx-dev
   python3-onnx
   libopenblas0-pthread
+  nlohmann-json3-dev
 )
 
 missing=()

@@ -1,0 +1,666 @@
+#include "fx/pt2/exported_program.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <caffe2/serialize/inline_container.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "fx/io/internal/files.h"
+#include "fx/ir/function.h"
+#include "fx/ir/graph.h"
+#include "fx/ir/meta.h"
+#include "fx/ir/target.h"
+
+namespace fx {
+namespace {
+
+using Json = nlohmann::json;
+
+// Largest tensor a weight record may describe (elements): a size field of
+// a hostile file must not become an allocation.
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+class Loader {
+ public:
+  explicit Loader(std::string path) : path_(std::move(path)) {}
+
+  GraphModule load() {
+    open_archive();
+    const Json program = parse(record("models/model.json"), "models/model.json");
+    check_version(program);
+    const Json& module = field(program, "graph_module", "the program");
+    const Json& graph = field(module, "graph", "graph_module");
+    const Json& signature = field(module, "signature", "graph_module");
+    read_weights();
+    read_constants();
+    tensor_values_ = &field(graph, "tensor_values", "graph");
+    auto g = std::make_unique<Graph>();
+    graph_ = g.get();
+    check_outputs(field(signature, "output_specs", "signature"));
+    add_inputs(field(graph, "inputs", "graph"),
+               field(signature, "input_specs", "signature"));
+    for (const Json& node : array(field(graph, "nodes", "graph"), "graph.nodes")) {
+      add_node(node);
+    }
+    add_outputs(field(signature, "output_specs", "signature"));
+    GraphModule gm(std::move(g), std::move(attributes_));
+    return gm;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ExportedProgramError(
+        absl::StrCat("load_exported_program(", path_, "): ", what));
+  }
+
+  // --- The archive --------------------------------------------------------
+
+  void open_archive() {
+    bytes_ = read_file(path_, "load_exported_program");
+    try {
+      zip_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+          bytes_reader(bytes_));
+    } catch (const c10::Error& e) {
+      fail(absl::StrCat("not a torch.export.save archive (a zip file): ",
+                        first_line(e.what_without_backtrace())));
+    }
+  }
+
+  std::string record(const std::string& name) const {
+    if (!zip_->hasRecord(name)) {
+      fail(absl::StrCat("the archive has no ", name,
+                        ": not a file torch.export.save wrote"));
+    }
+    try {
+      auto [data, size] = zip_->getRecord(name);
+      return std::string(static_cast<const char*>(data.get()), size);
+    } catch (const c10::Error& e) {
+      fail(absl::StrCat("cannot read ", name, " from the archive: ",
+                        first_line(e.what_without_backtrace())));
+    }
+  }
+
+  static std::string first_line(const std::string& text) {
+    return std::string(text.substr(0, text.find('\n')));
+  }
+
+  Json parse(const std::string& text, const std::string& name) const {
+    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) fail(absl::StrCat(name, " is not valid JSON"));
+    return j;
+  }
+
+  void check_version(const Json& program) const {
+    const Json& version = field(program, "schema_version", "the program");
+    const int64_t major = integer(field(version, "major", "schema_version"),
+                                  "schema_version.major");
+    if (major != kExportSchemaMajor) {
+      const Json* minor = version.contains("minor") ? &version["minor"] : nullptr;
+      fail(absl::StrCat("schema version ", major,
+                        minor != nullptr && minor->is_number_integer()
+                            ? absl::StrCat(".", minor->get<int64_t>())
+                            : "",
+                        " is not one this reader knows (", kExportSchemaMajor,
+                        ".x): export with a torch whose schema is ",
+                        kExportSchemaMajor, ".x, or read it with a newer "
+                        "fx for LibTorch"));
+    }
+  }
+
+  // --- JSON, checked -----------------------------------------------------
+
+  const Json& field(const Json& j, const char* key, const std::string& where) const {
+    if (!j.is_object() || !j.contains(key)) {
+      fail(absl::StrCat(where, " has no field '", key, "'"));
+    }
+    return j[key];
+  }
+  const Json& array(const Json& j, const std::string& where) const {
+    if (!j.is_array()) fail(absl::StrCat(where, " is not a list"));
+    return j;
+  }
+  int64_t integer(const Json& j, const std::string& where) const {
+    if (!j.is_number_integer()) fail(absl::StrCat(where, " is not an integer"));
+    return j.get<int64_t>();
+  }
+  std::string string(const Json& j, const std::string& where) const {
+    if (!j.is_string()) fail(absl::StrCat(where, " is not a string"));
+    return j.get<std::string>();
+  }
+  double real(const Json& j, const std::string& where) const {
+    if (j.is_number()) return j.get<double>();
+    if (j.is_string()) {
+      const std::string s = j.get<std::string>();
+      if (s == "Infinity") return std::numeric_limits<double>::infinity();
+      if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+      if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    }
+    fail(absl::StrCat(where, " is not a number"));
+  }
+  bool boolean(const Json& j, const std::string& where) const {
+    if (!j.is_boolean()) fail(absl::StrCat(where, " is not true or false"));
+    return j.get<bool>();
+  }
+  // A union ({"as_int": 3}): its one field set.
+  std::pair<std::string, const Json*> one_of(const Json& j,
+                                             const std::string& where) const {
+    if (!j.is_object()) fail(absl::StrCat(where, " is not an object"));
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it.value().is_null()) return {it.key(), &it.value()};
+    }
+    fail(absl::StrCat(where, " has no value"));
+  }
+
+  c10::ScalarType scalar_type(const Json& j, const std::string& where) const {
+    const int64_t code = integer(j, where);
+    switch (code) {
+      case 1: return c10::ScalarType::Byte;
+      case 2: return c10::ScalarType::Char;
+      case 3: return c10::ScalarType::Short;
+      case 4: return c10::ScalarType::Int;
+      case 5: return c10::ScalarType::Long;
+      case 6: return c10::ScalarType::Half;
+      case 7: return c10::ScalarType::Float;
+      case 8: return c10::ScalarType::Double;
+      case 10: return c10::ScalarType::ComplexFloat;
+      case 11: return c10::ScalarType::ComplexDouble;
+      case 12: return c10::ScalarType::Bool;
+      case 13: return c10::ScalarType::BFloat16;
+      default:
+        fail(absl::StrCat(where, ": scalar type ", code,
+                          " (torch.export's ScalarType) is not read yet"));
+    }
+  }
+
+  // Sizes or strides: integers only (a symbolic size is a dynamic
+  // dimension, not read yet).
+  std::vector<int64_t> ints_of(const Json& list, const std::string& where) const {
+    std::vector<int64_t> out;
+    for (const Json& e : array(list, where)) {
+      auto [kind, value] = one_of(e, where);
+      if (kind != "as_int") {
+        fail(absl::StrCat(where, " has a symbolic size (", kind,
+                          "): programs exported with dynamic dimensions "
+                          "(dynamic_shapes=) are not read yet; export with "
+                          "static shapes"));
+      }
+      out.push_back(integer(*value, where));
+    }
+    return out;
+  }
+
+  TensorMeta tensor_meta(const Json& meta, const std::string& where) const {
+    TensorMeta m;
+    m.dtype = scalar_type(field(meta, "dtype", where), where + ".dtype");
+    m.sizes = ints_of(field(meta, "sizes", where), where + ".sizes");
+    m.strides = ints_of(field(meta, "strides", where), where + ".strides");
+    if (m.strides.size() != m.sizes.size()) {
+      fail(absl::StrCat(where, " has ", m.sizes.size(), " sizes and ",
+                        m.strides.size(), " strides"));
+    }
+    if (meta.contains("requires_grad") && meta["requires_grad"].is_boolean()) {
+      m.requires_grad = meta["requires_grad"].get<bool>();
+    }
+    if (meta.contains("device") && meta["device"].is_object()) {
+      const std::string type =
+          string(field(meta["device"], "type", where + ".device"), where + ".device.type");
+      if (type != "cpu") {
+        fail(absl::StrCat(where, " is on device '", type,
+                          "': only CPU programs are read"));
+      }
+    }
+    m.memory_format = c10::MemoryFormat::Contiguous;
+    return m;
+  }
+
+  // --- Weights and constants ---------------------------------------------
+
+  // A tensor stored raw in `record_name` as `meta` describes it.
+  at::Tensor raw_tensor(const std::string& record_name, const TensorMeta& m,
+                        int64_t storage_offset, const std::string& where) const {
+    int64_t extent = 1;  // elements the strides reach, plus one
+    int64_t numel = 1;
+    for (size_t i = 0; i < m.sizes.size(); ++i) {
+      if (m.sizes[i] < 0 || m.strides[i] < 0) {
+        fail(absl::StrCat(where, " has a negative size or stride"));
+      }
+      if (m.sizes[i] == 0) {
+        numel = 0;
+        break;
+      }
+      if (m.sizes[i] > kMaxElements / std::max<int64_t>(numel, 1)) {
+        fail(absl::StrCat(where, " has more than 2^40 elements"));
+      }
+      numel *= m.sizes[i];
+      extent += (m.sizes[i] - 1) * m.strides[i];
+    }
+    if (numel == 0) extent = 0;
+    if (storage_offset < 0 || extent > kMaxElements) {
+      fail(absl::StrCat(where, " has an offset or strides out of range"));
+    }
+    const std::string bytes = record(record_name);
+    const int64_t item = static_cast<int64_t>(c10::elementSize(m.dtype));
+    const int64_t needed = (storage_offset + extent) * item;
+    if (numel > 0 && static_cast<int64_t>(bytes.size()) < needed) {
+      fail(absl::StrCat(where, " (", record_name, ") holds ", bytes.size(),
+                        " bytes where its sizes and strides need ", needed));
+    }
+    at::Tensor storage =
+        at::empty({std::max<int64_t>(static_cast<int64_t>(bytes.size()) / item, 0)},
+                  at::TensorOptions().dtype(m.dtype));
+    if (!bytes.empty()) {
+      std::memcpy(storage.data_ptr(), bytes.data(),
+                  static_cast<size_t>(storage.numel() * item));
+    }
+    if (numel == 0) return at::empty(m.sizes, at::TensorOptions().dtype(m.dtype));
+    return storage.as_strided(m.sizes, m.strides, storage_offset);
+  }
+
+  // A config of named tensors (data/weights/model_weights_config.json,
+  // data/constants/model_constants_config.json), each stored raw beside it.
+  std::map<std::string, at::Tensor> read_tensor_config(
+      const std::string& dir, const std::string& config_name) const {
+    std::map<std::string, at::Tensor> out;
+    const std::string config_path = dir + "/" + config_name;
+    if (!zip_->hasRecord(config_path)) return out;
+    const Json config = parse(record(config_path), config_path);
+    const Json& entries = field(config, "config", config_path);
+    if (!entries.is_object()) fail(config_path + ".config is not an object");
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      const std::string where = absl::StrCat(config_path, " '", it.key(), "'");
+      const Json& e = it.value();
+      if (e.contains("use_pickle") && e["use_pickle"].is_boolean() &&
+          e["use_pickle"].get<bool>()) {
+        fail(absl::StrCat(where, " is stored pickled: not read yet"));
+      }
+      const std::string file = string(field(e, "path_name", where), where + ".path_name");
+      if (absl::StrContains(file, "/") || absl::StrContains(file, "..")) {
+        fail(absl::StrCat(where, " names the record '", file,
+                          "' outside its directory"));
+      }
+      const Json& meta = field(e, "tensor_meta", where);
+      const TensorMeta m = tensor_meta(meta, where);
+      int64_t offset = 0;
+      if (meta.contains("storage_offset") && meta["storage_offset"].is_object()) {
+        auto [kind, value] = one_of(meta["storage_offset"], where);
+        if (kind != "as_int") fail(where + " has a symbolic storage offset");
+        offset = integer(*value, where);
+      }
+      out.emplace(it.key(), raw_tensor(dir + "/" + file, m, offset, where));
+    }
+    return out;
+  }
+
+  void read_weights() {
+    weights_ = read_tensor_config("data/weights", "model_weights_config.json");
+  }
+  void read_constants() {
+    constants_ = read_tensor_config("data/constants",
+                                    "model_constants_config.json");
+  }
+
+  // --- The graph --------------------------------------------------------------
+
+  Node* value(const std::string& name, const std::string& where) const {
+    auto it = values_.find(name);
+    if (it == values_.end()) {
+      fail(absl::StrCat(where, " names '", name,
+                        "', which no input or earlier node defines"));
+    }
+    return it->second;
+  }
+
+  void define(const std::string& name, Node* node, const std::string& where) {
+    if (!values_.emplace(name, node).second) {
+      fail(absl::StrCat(where, " defines '", name, "' a second time"));
+    }
+    if (tensor_values_->is_object() && tensor_values_->contains(name)) {
+      node->meta().set(kTensorMeta,
+                       tensor_meta((*tensor_values_)[name], "tensor_values '" + name + "'"));
+    }
+  }
+
+  std::string tensor_name(const Json& arg, const std::string& where) const {
+    return string(field(arg, "name", where), where + ".name");
+  }
+
+  void add_inputs(const Json& inputs, const Json& specs) {
+    array(inputs, "graph.inputs");
+    array(specs, "signature.input_specs");
+    if (inputs.size() != specs.size()) {
+      fail(absl::StrCat("the graph has ", inputs.size(), " inputs and its "
+                        "signature ", specs.size()));
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string where = absl::StrCat("signature.input_specs[", i, "]");
+      auto [kind, spec] = one_of(specs[i], where);
+      if (kind == "user_input") {
+        auto [arg_kind, arg] = one_of(field(*spec, "arg", where), where + ".arg");
+        if (arg_kind != "as_tensor") {
+          fail(absl::StrCat(where, ": a user input of kind ", arg_kind,
+                            " (only tensors are read yet)"));
+        }
+        const std::string name = tensor_name(*arg, where);
+        Node* p = graph_->placeholder(name);
+        define(name, p, where);
+        guard(p, where);
+      } else if (kind == "parameter" || kind == "buffer" ||
+                 kind == "tensor_constant") {
+        const char* key = kind == "parameter" ? "parameter_name"
+                          : kind == "buffer"  ? "buffer_name"
+                                              : "tensor_constant_name";
+        const std::string fqn = string(field(*spec, key, where), where + "." + key);
+        const std::string name =
+            tensor_name(field(*spec, "arg", where), where + ".arg");
+        attach(fqn, kind, where);
+        define(name, graph_->get_attr(fqn), where);
+      } else {
+        fail(absl::StrCat(where, ": an input of kind '", kind,
+                          "' is not read yet (user inputs, parameters, buffers "
+                          "and tensor constants are)"));
+      }
+    }
+  }
+
+  // The tensor `fqn` from the weights or constants, as a parameter or a
+  // buffer of the GraphModule.
+  void attach(const std::string& fqn, const std::string& kind,
+              const std::string& where) {
+    const std::map<std::string, at::Tensor>& from =
+        kind == "tensor_constant" ? constants_ : weights_;
+    auto it = from.find(fqn);
+    if (it == from.end()) {
+      fail(absl::StrCat(where, " names ", kind, " '", fqn,
+                        "', which the archive does not hold"));
+    }
+    if (kind == "parameter") {
+      attributes_.parameters[fqn] = it->second;
+    } else {
+      attributes_.buffers[fqn] = it->second;
+    }
+  }
+
+  // User inputs hold for the exported shape, dtype and device.
+  void guard(Node* p, const std::string& where) {
+    const TensorMeta* m = p->tensor_meta();
+    if (m == nullptr) {
+      fail(absl::StrCat(where, ": no tensor_values entry for input '",
+                        p->name(), "'"));
+    }
+    InputGuard g;
+    g.kind = InputGuard::Kind::kTensor;
+    g.dtype = m->dtype;
+    g.dim = static_cast<int64_t>(m->sizes.size());
+    g.check_sizes = true;
+    g.sizes = m->sizes;
+    p->meta().set(kGuard, g);
+  }
+
+  Argument argument(const Json& arg, const std::string& where) const {
+    auto [kind, v] = one_of(arg, where);
+    const Json& j = *v;
+    if (kind == "as_none") return Argument();
+    if (kind == "as_tensor") return value(tensor_name(j, where), where);
+    if (kind == "as_tensors") {
+      std::vector<Node*> nodes;
+      for (const Json& t : array(j, where)) nodes.push_back(value(tensor_name(t, where), where));
+      return Argument(nodes);
+    }
+    if (kind == "as_optional_tensors" || kind == "as_optional_tensor") {
+      auto one = [&](const Json& e) -> Argument {
+        auto [k, inner] = one_of(e, where);
+        if (k == "as_none") return Argument();
+        if (k == "as_tensor") return value(tensor_name(*inner, where), where);
+        fail(absl::StrCat(where, ": an optional tensor of kind ", k));
+      };
+      if (kind == "as_optional_tensor") return one(j);
+      std::vector<Argument> elements;
+      for (const Json& e : array(j, where)) elements.push_back(one(e));
+      return Argument::list(std::move(elements));
+    }
+    if (kind == "as_int") return Argument(integer(j, where));
+    if (kind == "as_ints") {
+      std::vector<int64_t> ints;
+      for (const Json& e : array(j, where)) ints.push_back(integer(e, where));
+      return Argument(ints);
+    }
+    // A list of floats, bools or strings, each read by `one`.
+    auto list_of = [&](auto one) {
+      std::vector<Argument> elements;
+      for (const Json& e : array(j, where)) elements.emplace_back(one(e, where));
+      return Argument::list(std::move(elements));
+    };
+    auto as_real = [this](const Json& e, const std::string& w) { return real(e, w); };
+    auto as_bool = [this](const Json& e, const std::string& w) { return boolean(e, w); };
+    auto as_text = [this](const Json& e, const std::string& w) { return string(e, w); };
+    if (kind == "as_float") return Argument(real(j, where));
+    if (kind == "as_floats") return list_of(as_real);
+    if (kind == "as_bool") return Argument(boolean(j, where));
+    if (kind == "as_bools") return list_of(as_bool);
+    if (kind == "as_string") return Argument(string(j, where));
+    if (kind == "as_strings") return list_of(as_text);
+    if (kind == "as_scalar_type") return Argument(scalar_type(j, where));
+    if (kind == "as_memory_format") {
+      switch (integer(j, where)) {
+        case 1: return Argument(c10::MemoryFormat::Contiguous);
+        case 2: return Argument(c10::MemoryFormat::ChannelsLast);
+        case 3: return Argument(c10::MemoryFormat::ChannelsLast3d);
+        case 4: return Argument(c10::MemoryFormat::Preserve);
+        default: fail(absl::StrCat(where, ": an unknown memory format"));
+      }
+    }
+    if (kind == "as_layout") {
+      if (integer(j, where) != 7) fail(absl::StrCat(where, ": a layout other than strided"));
+      return Argument(c10::Layout::Strided);
+    }
+    if (kind == "as_device") {
+      const std::string type = string(field(j, "type", where), where + ".type");
+      if (type != "cpu") fail(absl::StrCat(where, ": device '", type, "' (only CPU programs are read)"));
+      return Argument(c10::Device(c10::DeviceType::CPU));
+    }
+    if (absl::StartsWith(kind, "as_sym_")) {
+      fail(absl::StrCat(where, ": a symbolic value (", kind,
+                        "): programs exported with dynamic dimensions are not "
+                        "read yet; export with static shapes"));
+    }
+    if (kind == "as_graph") {
+      fail(absl::StrCat(where, ": a subgraph (a higher-order operator's body) "
+                        "is not read yet"));
+    }
+    fail(absl::StrCat(where, ": an argument of kind '", kind, "' is not read yet"));
+  }
+
+  // "torch.ops.aten.add.Tensor" -> "aten::add.Tensor"; ".default" -> none.
+  std::string operator_name(const std::string& target, const std::string& where) const {
+    const std::vector<std::string> parts = absl::StrSplit(target, '.');
+    if (parts.size() != 5 || parts[0] != "torch" || parts[1] != "ops") {
+      if (absl::StartsWith(target, "torch.ops.higher_order.")) {
+        fail(absl::StrCat(where, ": the higher-order operator ", target,
+                          " (control flow) is not read yet"));
+      }
+      fail(absl::StrCat(where, ": the target '", target,
+                        "' is not an operator this reader knows (only "
+                        "torch.ops.aten.NAME.OVERLOAD)"));
+    }
+    if (parts[2] != "aten") {
+      fail(absl::StrCat(where, ": ", target, " is outside aten: only core "
+                        "ATen operators are read yet"));
+    }
+    return parts[4] == "default" ? absl::StrCat("aten::", parts[3])
+                                 : absl::StrCat("aten::", parts[3], ".", parts[4]);
+  }
+
+  static bool registered(const std::string& qualified) {
+    const size_t dot = qualified.find('.');
+    const std::string name = qualified.substr(0, dot);
+    const std::string overload =
+        dot == std::string::npos ? "" : qualified.substr(dot + 1);
+    return c10::Dispatcher::singleton().findSchema({name, overload}).has_value();
+  }
+
+  void add_node(const Json& node) {
+    const std::string name =
+        node.contains("name") && node["name"].is_string() ? node["name"].get<std::string>() : "";
+    const std::string where = absl::StrCat("node '", name, "'");
+    const std::string target = string(field(node, "target", where), where + ".target");
+    std::string qualified = operator_name(target, where);
+    std::vector<Argument> args;
+    Kwargs kwargs;
+    bool number_for_tensor = false;
+    const Json& inputs = array(field(node, "inputs", where), where + ".inputs");
+    std::vector<std::string> arg_names;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".inputs[", i, "]");
+      const Json& input = inputs[i];
+      const std::string arg_name = string(field(input, "name", at), at + ".name");
+      Argument a = argument(field(input, "arg", at), at);
+      number_for_tensor = number_for_tensor || is_number_for_tensor(qualified, arg_name, a);
+      const bool keyword = input.contains("kind") && input["kind"].is_number_integer() &&
+                           input["kind"].get<int64_t>() == 2;
+      if (keyword) {
+        kwargs.emplace_back(arg_name, std::move(a));
+      } else {
+        args.push_back(std::move(a));
+      }
+    }
+    // A number given where the overload takes a Tensor (aten::mul.Tensor of
+    // 2): the Scalar overload, as TorchScript and the dispatcher's Python
+    // bindings resolve it.
+    if (number_for_tensor) {
+      const std::string base = qualified.substr(0, qualified.find('.'));
+      if (!registered(base + ".Scalar")) {
+        fail(absl::StrCat(where, ": ", qualified, " is given a number for a "
+                          "tensor, and ", base, " has no Scalar overload"));
+      }
+      qualified = base + ".Scalar";
+    }
+    if (!registered(qualified)) {
+      fail(absl::StrCat(where, ": ", qualified, " is not an operator this "
+                        "LibTorch registers"));
+    }
+    Node* call = graph_->create_node(Opcode::kCallFunction, op(qualified),
+                                     std::move(args), std::move(kwargs), name);
+    const Json& outputs = array(field(node, "outputs", where), where + ".outputs");
+    if (outputs.size() == 1) {
+      auto [kind, out] = one_of(outputs[0], where + ".outputs[0]");
+      if (kind == "as_tensor") {
+        define(tensor_name(*out, where), call, where);
+        return;
+      }
+      if (kind == "as_tensors") {
+        define_elements(call, array(*out, where), where);
+        return;
+      }
+      if (kind == "as_none") return;
+      fail(absl::StrCat(where, ": an output of kind ", kind, " is not read yet"));
+    }
+    // Several outputs: each an element of the call's tuple.
+    std::vector<Json> elements;
+    for (const Json& o : outputs) {
+      auto [kind, out] = one_of(o, where + ".outputs");
+      if (kind == "as_none") {
+        elements.push_back(Json());
+        continue;
+      }
+      if (kind != "as_tensor") {
+        fail(absl::StrCat(where, ": an output of kind ", kind, " is not read yet"));
+      }
+      elements.push_back(*out);
+    }
+    define_elements(call, elements, where);
+  }
+
+  void define_elements(Node* call, const Json& elements, const std::string& where) {
+    for (size_t i = 0; i < elements.size(); ++i) {
+      if (elements[i].is_null()) continue;
+      const std::string name = tensor_name(elements[i], where);
+      Node* item = graph_->create_node(Opcode::kCallFunction, Target(getitem()),
+                                       {call, static_cast<int64_t>(i)}, {}, name);
+      define(name, item, where);
+    }
+  }
+
+  // Whether `a` is a number where `qualified`'s schema has a Tensor
+  // argument named `arg_name`.
+  static bool is_number_for_tensor(const std::string& qualified,
+                                   const std::string& arg_name, const Argument& a) {
+    if (!a.is_int() && !a.is_double() && !a.is_bool()) return false;
+    const size_t dot = qualified.find('.');
+    auto handle = c10::Dispatcher::singleton().findSchema(
+        {qualified.substr(0, dot),
+         dot == std::string::npos ? "" : qualified.substr(dot + 1)});
+    if (!handle) return false;
+    for (const c10::Argument& arg : handle->schema().arguments()) {
+      if (arg.name() == arg_name) {
+        return arg.type()->kind() == c10::TypeKind::TensorType;
+      }
+    }
+    return false;
+  }
+
+  // Before the nodes: a program whose outputs this reader cannot give is
+  // refused for that, whatever its operators.
+  void check_outputs(const Json& specs) const {
+    array(specs, "signature.output_specs");
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string where = absl::StrCat("signature.output_specs[", i, "]");
+      auto [kind, spec] = one_of(specs[i], where);
+      if (kind != "user_output") {
+        fail(absl::StrCat(where, ": an output of kind '", kind,
+                          "' is not read yet (a training-mode export mutates "
+                          "buffers: export the model in eval mode)"));
+      }
+    }
+  }
+
+  void add_outputs(const Json& specs) {
+    array(specs, "signature.output_specs");
+    std::vector<Argument> results;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const std::string where = absl::StrCat("signature.output_specs[", i, "]");
+      auto [kind, spec] = one_of(specs[i], where);
+      if (kind != "user_output") {
+        fail(absl::StrCat(where, ": an output of kind '", kind,
+                          "' is not read yet (a training-mode export mutates "
+                          "buffers: export the model in eval mode)"));
+      }
+      results.push_back(argument(field(*spec, "arg", where), where + ".arg"));
+    }
+    if (results.size() == 1) {
+      graph_->output(results[0]);
+    } else {
+      graph_->output(Argument::tuple(std::move(results)));
+    }
+  }
+
+  std::string path_;
+  std::string bytes_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> zip_;
+  std::map<std::string, at::Tensor> weights_;
+  std::map<std::string, at::Tensor> constants_;
+  const Json* tensor_values_ = nullptr;
+  Graph* graph_ = nullptr;
+  std::map<std::string, Node*> values_;
+  Attributes attributes_;
+};
+
+}  // namespace
+
+GraphModule load_exported_program(const std::string& path) {
+  return Loader(path).load();
+}
+
+}  // namespace fx

@@ -1,0 +1,176 @@
+#include "fx/pt2/exported_program.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "fx/fx.h"
+#include "testdata/test_files.h"
+#include "third_party/catch.h"
+
+namespace {
+
+// The .pt2 files of testdata/exported_programs.py, written once.
+const std::string& programs() {
+  static const std::string dir = testdata::exported_programs("pt2_programs");
+  return dir;
+}
+
+// NAME_io.pt: the inputs, then the outputs, of the program in Python.
+std::vector<at::Tensor> io(const std::string& name) {
+  std::ifstream in(programs() + "/" + name + "_io.pt", std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>()};
+  std::vector<at::Tensor> tensors;
+  const c10::IValue list = torch::pickle_load(bytes);
+  for (const c10::IValue& v : list.toListRef()) {
+    tensors.push_back(v.toTensor());
+  }
+  return tensors;
+}
+
+// Bitwise against the same torch (2.13 wrote the files); Debian's 1.13
+// rounds its convolutions and batch statistics otherwise.
+bool as_python_computed(const at::Tensor& got, const at::Tensor& want) {
+  if (TORCH_VERSION_MAJOR >= 2) return torch::equal(got, want);
+  return torch::allclose(got, want, 1e-5, 1e-6);
+}
+
+std::string write(const std::string& name, const std::string& bytes) {
+  const std::string path = testdata::test_file(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("a .pt2 program runs bitwise as it ran in Python") {
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"mlp", "cnn"}) {
+    CAPTURE(name);
+    fx::GraphModule gm =
+        fx::load_exported_program(programs() + "/" + name + ".pt2");
+    const std::vector<at::Tensor> t = io(name);
+    REQUIRE(t.size() == 2);
+    const at::Tensor got = gm(t[0]).toTensor();
+    CHECK(as_python_computed(got, t[1]));
+    // The graph is the exported one, parameters by their qualified names.
+    const fx::Graph& g = gm->graph();
+    CAPTURE(g.to_string());
+    CHECK(g.placeholders().size() == 1);
+    CHECK(g.placeholders()[0]->name() == "x");
+    CHECK(gm->tensor_attributes().count("bn.running_mean") == 1);
+    CHECK(g.to_string().find("aten::batch_norm") != std::string::npos);
+  }
+}
+
+TEST_CASE("a .pt2 program's values carry their metadata, and its nodes map by overload") {
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/mlp.pt2");
+  const std::string text = gm->graph().to_string();
+  CAPTURE(text);
+  // torch.ops.aten.mul.Tensor given the number 2: aten::mul.Scalar.
+  CHECK(text.find("aten::mul.Scalar") != std::string::npos);
+  CHECK(text.find("aten::linear") != std::string::npos);
+  for (const fx::Node* n : gm->graph().nodes()) {
+    if (n->op() == fx::Opcode::kOutput) continue;
+    CAPTURE(n->name());
+    REQUIRE(n->tensor_meta() != nullptr);
+  }
+  const fx::Node* linear = nullptr;
+  for (const fx::Node* n : gm->graph().nodes()) {
+    if (n->name() == "linear") linear = n;
+  }
+  REQUIRE(linear != nullptr);
+  CHECK(linear->tensor_meta()->sizes == std::vector<int64_t>{2, 3});
+}
+
+TEST_CASE("a .pt2 program with two outputs and a tensor constant") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/two_outputs.pt2");
+  const std::vector<at::Tensor> t = io("two_outputs");
+  REQUIRE(t.size() == 3);
+  const c10::IValue out = gm(t[0]);
+  REQUIRE(out.isTuple());
+  CHECK(torch::equal(out.toTupleRef().elements()[0].toTensor(), t[1]));
+  CHECK(torch::equal(out.toTupleRef().elements()[1].toTensor(), t[2]));
+  fx::GraphModule cnn = fx::load_exported_program(programs() + "/cnn.pt2");
+  CHECK(cnn->tensor_attributes().count("offset") == 1);
+}
+
+TEST_CASE("a .pt2 program transforms and saves as any GraphModule") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/cnn.pt2");
+  const std::vector<at::Tensor> t = io("cnn");
+  const std::string path = testdata::test_file("cnn_from_pt2.fx");
+  fx::save(gm, path);
+  fx::GraphModule again = fx::load(path);
+  CHECK(torch::equal(again(t[0]).toTensor(), gm(t[0]).toTensor()));
+}
+
+TEST_CASE("a .pt2 program's input is guarded to its exported shape") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/mlp.pt2");
+  CHECK_THROWS_AS(gm(torch::randn({3, 4})), fx::GuardError);
+  CHECK_THROWS_AS(gm(torch::randn({2, 4}, torch::kDouble)), fx::GuardError);
+  CHECK_NOTHROW(gm(torch::randn({2, 4})));
+}
+
+TEST_CASE("what the reader does not read yet is refused by name") {
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(programs() + "/dynamic.pt2"),
+      Catch::Contains("dynamic dimensions") &&
+          Catch::Contains("not read yet"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(programs() +
+                                "/functional_training_batch_norm.pt2"),
+      Catch::Contains("buffer_mutation") && Catch::Contains("eval mode"));
+}
+
+TEST_CASE("a training-mode .pt2 program updates its statistics as Python's did") {
+  // torch.export's default IR keeps batch norm's in-place update of its
+  // running statistics (and num_batches_tracked's add_).
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm =
+      fx::load_exported_program(programs() + "/training_batch_norm.pt2");
+  const std::vector<at::Tensor> t = io("training_batch_norm");
+  const at::Tensor before = gm->tensor_attributes().at("bn.running_mean").clone();
+  CHECK(as_python_computed(gm(t[0]).toTensor(), t[1]));
+  const at::Tensor after = gm->tensor_attributes().at("bn.running_mean");
+  CHECK_FALSE(torch::equal(before, after));
+  CHECK(gm->tensor_attributes().at("bn.num_batches_tracked").item<int64_t>() == 1);
+}
+
+TEST_CASE("bad .pt2 files are refused with what is wrong") {
+  CHECK_THROWS_WITH(fx::load_exported_program(testdata::test_file("missing.pt2")),
+                    Catch::Contains("missing.pt2"));
+  CHECK_THROWS_AS(fx::load_exported_program(write("not_zip.pt2", "hello")),
+                  fx::ExportedProgramError);
+  CHECK_THROWS_WITH(fx::load_exported_program(write("not_zip.pt2", "hello")),
+                    Catch::Contains("not a torch.export.save archive"));
+  // A truncated archive, at several lengths.
+  const std::string whole = read(programs() + "/mlp.pt2");
+  for (size_t keep : {size_t{30}, whole.size() / 2, whole.size() - 10}) {
+    CAPTURE(keep);
+    CHECK_THROWS_AS(
+        fx::load_exported_program(write("cut.pt2", whole.substr(0, keep))),
+        fx::ExportedProgramError);
+  }
+  // A TorchScript file is a zip too, but no exported program.
+  torch::jit::Module script("m");
+  script.register_parameter("w", torch::ones({2}), false);
+  const std::string ts = testdata::test_file("script.pt");
+  script.save(ts);
+  CHECK_THROWS_WITH(fx::load_exported_program(ts),
+                    Catch::Contains("models/model.json"));
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes small models as torch.export programs, for the .pt2 reader's tests.
+
+    python exported_programs.py OUT_DIR [NAME ...]
+
+For each NAME (every model below if none): OUT_DIR/NAME.pt2
+(torch.export.save of torch.export.export(model.eval(), inputs)) and
+OUT_DIR/NAME_io.pt, torch.save of [inputs..., output] (the exported
+program's own output on those inputs). Needs torch 2.x (torch.export): the
+tests run it with FX_EXPORT_PYTHON (tools/setup.sh's torch 2.13).
+"""
+import os
+import sys
+
+import torch
+
+
+class Mlp(torch.nn.Module):
+    """Linear, eval-mode batch norm, relu, and a product with a number."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.bn = torch.nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.linear(x))) * 2
+
+
+class Cnn(torch.nn.Module):
+    """Convolution, batch norm, pooling, a flatten, a linear layer, and a
+    tensor constant (a plain tensor attribute, lifted by torch.export)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+        self.offset = torch.linspace(-1, 1, 10)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.fc(torch.flatten(y, 1)) + self.offset
+
+
+class TwoOutputs(torch.nn.Module):
+    """An operator of two outputs (max over a dimension) and a tuple out."""
+
+    def forward(self, x):
+        values, indices = torch.max(x, dim=1)
+        return values * 0.5, indices
+
+
+class Dynamic(Mlp):
+    """Exported with a dynamic batch: not read yet."""
+
+
+class TrainingBatchNorm(Mlp):
+    """Exported in training mode: its batch norm updates its statistics in
+    place (torch.export's default IR keeps the in-place ops)."""
+
+
+class FunctionalTrainingBatchNorm(Mlp):
+    """The same, decomposed (run_decompositions): the updated statistics
+    become outputs (buffer mutations), not read yet."""
+
+
+MODELS = {
+    "mlp": (Mlp, (torch.randn(2, 4),)),
+    "cnn": (Cnn, (torch.randn(1, 3, 8, 8),)),
+    "two_outputs": (TwoOutputs, (torch.randn(3, 5),)),
+    "dynamic": (Dynamic, (torch.randn(2, 4),)),
+    "training_batch_norm": (TrainingBatchNorm, (torch.randn(2, 4),)),
+    "functional_training_batch_norm": (FunctionalTrainingBatchNorm,
+                                       (torch.randn(2, 4),)),
+}
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        cls, inputs = MODELS[name]
+        torch.manual_seed(0)
+        model = cls()
+        # Statistics that are not the defaults, so that batch norm matters.
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 2.0)
+        if "training" in name:
+            model.train()
+        else:
+            model.eval()
+        dynamic_shapes = None
+        if name == "dynamic":
+            dynamic_shapes = {"x": {0: torch.export.Dim("batch", max=64)}}
+        program = torch.export.export(model, inputs,
+                                      dynamic_shapes=dynamic_shapes)
+        if name.startswith("functional"):
+            program = program.run_decompositions()
+        torch.export.save(program, os.path.join(out, name + ".pt2"))
+        with torch.no_grad():
+            output = program.module()(*inputs)
+        if name.startswith("functional"):
+            output = output[-1] if isinstance(output, tuple) else output
+        outputs = list(output) if isinstance(output, tuple) else [output]
+        torch.save(list(inputs) + outputs, os.path.join(out, name + "_io.pt"))
+        print(name)
+
+
+if __name__ == "__main__":
+    main()
