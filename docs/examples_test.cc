@@ -12,6 +12,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -503,6 +504,19 @@ void docs_generated_cpp::check_generated_class() {
 }
 
 // --- docs/torchscript.md -----------------------------------------------------
+
+void docs_exported_programs::check_run_exported_program() {
+  torch::NoGradGuard no_grad;
+  const std::string dir = testdata::exported_programs("docs_pt2", {"cnn"});
+  // cnn_io.pt: the input, then the output the program gave in Python.
+  std::ifstream in(dir + "/cnn_io.pt", std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>()};
+  const c10::IValue io = torch::pickle_load(bytes);
+  const at::Tensor x = io.toListRef()[0].toTensor();
+  const at::Tensor want = io.toListRef()[1].toTensor();
+  CHECK(relative_error(run_exported_program(dir + "/cnn.pt2", x), want) < 1e-5);
+}
 
 void docs_torchscript::check_fold_torchscript_file() {
   Traced t = trace_zoo("resnet18");

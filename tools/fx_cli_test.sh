@@ -10,6 +10,9 @@ models_script="$2"
 # files our build writes load there (LibTorch 2.13's files do not load in
 # Python torch 1.13). torchscript_models.py needs Debian's, for torchvision.
 python="$3"
+# testdata/exported_programs.py and a Python with torch.export to run it.
+programs_script="$4"
+export_python="$5"
 out="${TEST_TMPDIR:-/tmp}/fx_cli_test"
 mkdir -p "$out"
 checks=0
@@ -213,6 +216,18 @@ check "opt names the file and line of a parse error" 1 \
   "fx opt: $out/bad.ir: parse_graph: line 3" -- "$fx" opt "$out/bad.ir"
 check "opt names a missing file" 2 "cannot read $out/none.ir" -- \
   "$fx" opt "$out/none.ir"
+
+# torch.export programs (.pt2): read, lowered, exported to ONNX; refused
+# with the reason where the reader does not read them yet.
+"$export_python" "$programs_script" "$out" cnn dynamic > /dev/null
+check "trace reads a .pt2 program" 0 "read the exported program .*cnn.pt2.*fx_onednn::conv" -- \
+  bash -c "'$fx' trace '$out/cnn.pt2' --passes=optimize_for_inference 2>&1 | tr '\\n' ' '"
+check "a .pt2 program exports to ONNX" 0 "wrote $out/cnn_pt2.onnx" -- \
+  "$fx" trace "$out/cnn.pt2" --print=none --onnx="$out/cnn_pt2.onnx"
+check "a .pt2 program with dynamic dimensions is refused by name" 1 \
+  "dynamic dimensions .*not read yet" -- "$fx" trace "$out/dynamic.pt2"
+check "a .pt2 program takes no --dynamic" 2 "fixed when it was exported" -- \
+  "$fx" trace "$out/cnn.pt2" --dynamic=B:0:0
 
 if [ "$failures" -eq 0 ]; then
   echo "All tests passed ($checks assertions in 1 test case)"

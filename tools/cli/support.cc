@@ -1,17 +1,20 @@
 #include "tools/cli/support.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
 #include <torch/script.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/io/input_spec.h"
+#include "fx/pt2/exported_program.h"
 #include "fx/torchscript/torchscript.h"
 
 namespace cli {
@@ -157,6 +160,39 @@ bool is_zoo_model(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+bool is_exported_program(const std::string& path) {
+  return absl::EndsWith(path, ".pt2");
+}
+
+// A torch.export program (.pt2), read as it was exported.
+fx::GraphModule load_exported(const std::string& path,
+                              const ShapeFlags& shapes) {
+  if (!shapes.dynamic.empty() || shapes.specialize) {
+    throw UsageError(path + " is a torch.export program, whose shapes were " +
+                     "fixed when it was exported: " +
+                     (shapes.specialize ? "--specialize" : "--dynamic") +
+                     " applies when tracing a bundled model or a TorchScript "
+                     "file");
+  }
+  auto start = std::chrono::steady_clock::now();
+  fx::GraphModule module = fx::load_exported_program(path);
+  std::cerr << "read the exported program " << path << " in "
+            << milliseconds_since(start) << " ms: " << module->graph().size()
+            << " nodes\n";
+  return module;
+}
+
+// Zeros shaped as the graph's inputs are (an exported program records them).
+std::vector<c10::IValue> inputs_of(const fx::GraphModule& module) {
+  std::vector<c10::IValue> inputs;
+  for (const fx::Node* p : module->graph().placeholders()) {
+    const fx::TensorMeta* m = p->tensor_meta();
+    if (m == nullptr) return {};
+    inputs.emplace_back(at::zeros(m->sizes, at::TensorOptions().dtype(m->dtype)));
+  }
+  return inputs;
+}
+
 // A TorchScript file traced on `input`, or a GraphModule file read back.
 fx::GraphModule load_file(const std::string& path,
                           const std::vector<std::string>& input,
@@ -222,6 +258,11 @@ fx::GraphModule open_file(const std::string& name,
                      "a readable file");
   }
   *inputs = example_inputs(input);
+  if (is_exported_program(name)) {
+    fx::GraphModule module = load_exported(name, shapes);
+    if (inputs->empty()) *inputs = inputs_of(module);
+    return module;
+  }
   return load_file(name, input, shapes);
 }
 
