@@ -245,6 +245,10 @@ class Loader {
         fail(absl::StrCat(where, " has more than 2^40 elements"));
       }
       numel *= m.sizes[i];
+      if (m.sizes[i] > 1 &&
+          m.strides[i] > (kMaxElements - extent) / (m.sizes[i] - 1)) {
+        fail(absl::StrCat(where, " has strides reaching past 2^40 elements"));
+      }
       extent += (m.sizes[i] - 1) * m.strides[i];
     }
     if (numel == 0) extent = 0;

@@ -2,10 +2,13 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include <caffe2/serialize/inline_container.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -39,6 +42,27 @@ std::vector<at::Tensor> io(const std::string& name) {
 bool as_python_computed(const at::Tensor& got, const at::Tensor& want) {
   if (TORCH_VERSION_MAJOR >= 2) return torch::equal(got, want);
   return torch::allclose(got, want, 1e-5, 1e-6);
+}
+
+// mlp.pt2 with the JSON record `record` edited by `edit`, written as NAME.
+std::string edited(const std::string& name, const std::string& record,
+                   const std::function<void(nlohmann::json&)>& edit) {
+  caffe2::serialize::PyTorchStreamReader reader(programs() + "/mlp.pt2");
+  const std::string path = testdata::test_file(name + ".pt2");
+  caffe2::serialize::PyTorchStreamWriter writer(path);
+  for (const std::string& r : reader.getAllRecords()) {
+    if (r == ".data/version" || r == "version") continue;  // the writer's own
+    auto [data, size] = reader.getRecord(r);
+    std::string bytes(static_cast<const char*>(data.get()), size);
+    if (r == record) {
+      nlohmann::json j = nlohmann::json::parse(bytes);
+      edit(j);
+      bytes = j.dump();
+    }
+    writer.writeRecord(r, bytes.data(), bytes.size());
+  }
+  writer.writeEndOfFile();
+  return path;
 }
 
 std::string write(const std::string& name, const std::string& bytes) {
@@ -173,4 +197,64 @@ TEST_CASE("bad .pt2 files are refused with what is wrong") {
   script.save(ts);
   CHECK_THROWS_WITH(fx::load_exported_program(ts),
                     Catch::Contains("models/model.json"));
+}
+
+TEST_CASE("a .pt2 file whose program or weights lie is refused, never read past") {
+  using nlohmann::json;
+  const std::string weights = "data/weights/model_weights_config.json";
+  auto weight_sizes = [](json& j, std::vector<int64_t> sizes) {
+    json& meta = j["config"]["linear.weight"]["tensor_meta"];
+    meta["sizes"] = json::array();
+    for (int64_t s : sizes) meta["sizes"].push_back({{"as_int", s}});
+  };
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("huge", weights, [&](json& j) {
+        weight_sizes(j, {int64_t{1} << 41, 4});
+      })),
+      Catch::Contains("'linear.weight'") && Catch::Contains("2^40"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("short", weights, [&](json& j) {
+        weight_sizes(j, {30, 4});
+      })),
+      Catch::Contains("holds 48 bytes where its sizes and strides need 480"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("stride", weights, [](json& j) {
+        j["config"]["linear.weight"]["tensor_meta"]["strides"][0] = {
+            {"as_int", int64_t{1} << 62}};
+      })),
+      Catch::Contains("strides reaching past"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("escape", weights, [](json& j) {
+        j["config"]["linear.weight"]["path_name"] = "../models/model.json";
+      })),
+      Catch::Contains("outside its directory"));
+  const std::string model = "models/model.json";
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("version", model, [](json& j) {
+        j["schema_version"]["major"] = 9;
+      })),
+      Catch::Contains("schema version 9."));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("dangling", model, [](json& j) {
+        j["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"]
+         ["as_tensor"]["name"] = "nowhere";
+      })),
+      Catch::Contains("names 'nowhere', which no input or earlier node defines"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("not_json", model, [](json& j) {
+        j = "just a string";
+      })),
+      Catch::Contains("has no field 'schema_version'"));
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited("foreign", model, [](json& j) {
+        j["graph_module"]["graph"]["nodes"][0]["target"] =
+            "torch.ops.mylib.custom.default";
+      })),
+      Catch::Contains("outside aten"));
+  // Unknown fields are ignored.
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(
+      edited("extra", model, [](json& j) { j["a_field_of_later"] = {1, 2}; }));
+  const std::vector<at::Tensor> t = io("mlp");
+  CHECK(as_python_computed(gm(t[0]).toTensor(), t[1]));
 }
