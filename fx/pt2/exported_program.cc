@@ -507,12 +507,14 @@ class Loader {
                                  : absl::StrCat("aten::", parts[3], ".", parts[4]);
   }
 
-  static bool registered(const std::string& qualified) {
-    const size_t dot = qualified.find('.');
-    const std::string name = qualified.substr(0, dot);
-    const std::string overload =
-        dot == std::string::npos ? "" : qualified.substr(dot + 1);
-    return c10::Dispatcher::singleton().findSchema({name, overload}).has_value();
+  // The operator `qualified` names (fx::op), or nullopt when LibTorch
+  // registers none.
+  static std::optional<Target> find_op(const std::string& qualified) {
+    try {
+      return op(qualified);
+    } catch (const GraphError&) {
+      return std::nullopt;
+    }
   }
 
   void add_node(const Json& node) {
@@ -520,7 +522,12 @@ class Loader {
         node.contains("name") && node["name"].is_string() ? node["name"].get<std::string>() : "";
     const std::string where = absl::StrCat("node '", name, "'");
     const std::string target = string(field(node, "target", where), where + ".target");
-    std::string qualified = operator_name(target, where);
+    const std::string qualified = operator_name(target, where);
+    std::optional<Target> callee = find_op(qualified);
+    if (!callee) {
+      fail(absl::StrCat(where, ": ", qualified, " is not an operator this "
+                        "LibTorch registers"));
+    }
     std::vector<Argument> args;
     Kwargs kwargs;
     bool number_for_tensor = false;
@@ -531,7 +538,8 @@ class Loader {
       const Json& input = inputs[i];
       const std::string arg_name = string(field(input, "name", at), at + ".name");
       Argument a = argument(field(input, "arg", at), at);
-      number_for_tensor = number_for_tensor || is_number_for_tensor(qualified, arg_name, a);
+      number_for_tensor =
+          number_for_tensor || is_number_for_tensor(*callee, arg_name, a);
       const bool keyword = input.contains("kind") && input["kind"].is_number_integer() &&
                            input["kind"].get<int64_t>() == 2;
       if (keyword) {
@@ -545,17 +553,13 @@ class Loader {
     // bindings resolve it.
     if (number_for_tensor) {
       const std::string base = qualified.substr(0, qualified.find('.'));
-      if (!registered(base + ".Scalar")) {
+      callee = find_op(base + ".Scalar");
+      if (!callee) {
         fail(absl::StrCat(where, ": ", qualified, " is given a number for a "
                           "tensor, and ", base, " has no Scalar overload"));
       }
-      qualified = base + ".Scalar";
     }
-    if (!registered(qualified)) {
-      fail(absl::StrCat(where, ": ", qualified, " is not an operator this "
-                        "LibTorch registers"));
-    }
-    Node* call = graph_->create_node(Opcode::kCallFunction, op(qualified),
+    Node* call = graph_->create_node(Opcode::kCallFunction, *callee,
                                      std::move(args), std::move(kwargs), name);
     const Json& outputs = array(field(node, "outputs", where), where + ".outputs");
     if (outputs.size() == 1) {
@@ -597,17 +601,12 @@ class Loader {
     }
   }
 
-  // Whether `a` is a number where `qualified`'s schema has a Tensor
-  // argument named `arg_name`.
-  static bool is_number_for_tensor(const std::string& qualified,
+  // Whether `a` is a number where `callee`'s schema has a Tensor argument
+  // named `arg_name`.
+  static bool is_number_for_tensor(const Target& callee,
                                    const std::string& arg_name, const Argument& a) {
     if (!a.is_int() && !a.is_double() && !a.is_bool()) return false;
-    const size_t dot = qualified.find('.');
-    auto handle = c10::Dispatcher::singleton().findSchema(
-        {qualified.substr(0, dot),
-         dot == std::string::npos ? "" : qualified.substr(dot + 1)});
-    if (!handle) return false;
-    for (const c10::Argument& arg : handle->schema().arguments()) {
+    for (const c10::Argument& arg : callee.op().schema().arguments()) {
       if (arg.name() == arg_name) {
         return arg.type()->kind() == c10::TypeKind::TensorType;
       }
@@ -630,18 +629,13 @@ class Loader {
     }
   }
 
+  // After check_outputs: every spec is a user output.
   void add_outputs(const Json& specs) {
-    array(specs, "signature.output_specs");
     std::vector<Argument> results;
     for (size_t i = 0; i < specs.size(); ++i) {
       const std::string where = absl::StrCat("signature.output_specs[", i, "]");
-      auto [kind, spec] = one_of(specs[i], where);
-      if (kind != "user_output") {
-        fail(absl::StrCat(where, ": an output of kind '", kind,
-                          "' is not read yet (a training-mode export mutates "
-                          "buffers: export the model in eval mode)"));
-      }
-      results.push_back(argument(field(*spec, "arg", where), where + ".arg"));
+      const Json& spec = field(specs[i], "user_output", where);
+      results.push_back(argument(field(spec, "arg", where), where + ".arg"));
     }
     if (results.size() == 1) {
       graph_->output(results[0]);
