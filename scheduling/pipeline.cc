@@ -732,6 +732,14 @@ Pipeline split_pipeline(const GraphModule& module,
 
 namespace {
 
+// What a stage's output gives the next stage: a tuple's elements, or the
+// one value.
+std::vector<c10::IValue> next_stage_inputs(const c10::IValue& output) {
+  if (!output.isTuple()) return {output};
+  const auto& elements = output.toTupleRef().elements();
+  return std::vector<c10::IValue>(elements.begin(), elements.end());
+}
+
 // A cut and its stages as measured.
 struct MeasuredCut {
   std::vector<std::vector<std::string>> stage_nodes;
@@ -971,14 +979,7 @@ std::vector<double> time_stages_at_once(const Pipeline& pipeline,
   std::vector<std::vector<c10::IValue>> stage_inputs{inputs};
   for (size_t s = 0; s + 1 < n; ++s) {
     GraphModule stage = pipeline.stages[s].module;
-    const c10::IValue out = stage->forward(stage_inputs.back());
-    std::vector<c10::IValue> next;
-    if (out.isTuple()) {
-      for (const c10::IValue& e : out.toTupleRef().elements()) next.push_back(e);
-    } else {
-      next.push_back(out);
-    }
-    stage_inputs.push_back(std::move(next));
+    stage_inputs.push_back(next_stage_inputs(stage->forward(stage_inputs.back())));
   }
   const bool grad = c10::GradMode::is_enabled();
   std::vector<std::vector<double>> samples(n);
@@ -1031,15 +1032,8 @@ c10::IValue run_pipeline_locally(const Pipeline& pipeline,
   for (size_t s = 0; s < pipeline.stages.size(); ++s) {
     GraphModule module = pipeline.stages[s].module;
     value = module->forward(std::move(inputs));
-    inputs.clear();
     if (s + 1 == pipeline.stages.size()) break;
-    if (value.isTuple()) {
-      for (const c10::IValue& element : value.toTupleRef().elements()) {
-        inputs.push_back(element);
-      }
-    } else {
-      inputs.push_back(std::move(value));
-    }
+    inputs = next_stage_inputs(value);
   }
   return value;
 }
