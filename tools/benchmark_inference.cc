@@ -727,22 +727,11 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     // batch 8: ours 4.0 ms and ONNX Runtime's 5.0 ms for that call, 3.0
     // and 3.7 ms back to back).
     auto per_call = [](const std::function<void()>& call) {
-      return [call](int calls) {
-        call();
-        std::vector<double> ms;
-        for (int i = 0; i < calls; ++i) {
-          auto start = Clock::now();
-          call();
-          ms.push_back(ms_since(start));
-        }
-        return median(ms);
-      };
+      return [call](int calls) { return warm_median_ms(call, calls); };
     };
     std::vector<std::function<double(int)>> variants = {
-        per_call([&] { lowered(x); }), [&](int calls) {
-          std::vector<double> ms = ort.run(calls + 1);
-          return median(std::vector<double>(ms.begin() + 1, ms.end()));
-        }};
+        per_call([&] { lowered(x); }),
+        [&](int calls) { return ort.warm_median_ms(calls); }};
     if (sequence) {
       variants.push_back(per_call([&] { optimized->forward({x}); }));
       variants.push_back(per_call([&] { unlowered(x); }));

@@ -181,20 +181,8 @@ OrtInt8Run measure_ort_int8(const std::string& dir, const std::string& timer,
     const int calls = batch == 1 ? 3 : 1;
     // Each sample warm: an untimed call, then the median of `calls`; each
     // after a pause, in which ONNX Runtime's threads stop spinning.
-    auto ours = [&] {
-      int8(x);
-      std::vector<double> ms;
-      for (int i = 0; i < calls; ++i) {
-        auto start = Clock::now();
-        int8(x);
-        ms.push_back(ms_since(start));
-      }
-      return median(ms);
-    };
-    auto theirs = [&] {
-      std::vector<double> ms = ort.run(calls + 1);
-      return median(std::vector<double>(ms.begin() + 1, ms.end()));
-    };
+    auto ours = [&] { return warm_median_ms([&] { int8(x); }, calls); };
+    auto theirs = [&] { return ort.warm_median_ms(calls); };
     std::vector<std::vector<double>> samples;
     {
       const PinnedThreads pinned;

@@ -124,6 +124,17 @@ std::vector<std::vector<double>> interleaved_samples_ms(
   return samples;
 }
 
+double warm_median_ms(const std::function<void()>& call, int calls) {
+  call();
+  std::vector<double> ms;
+  for (int i = 0; i < calls; ++i) {
+    auto start = Clock::now();
+    call();
+    ms.push_back(ms_since(start));
+  }
+  return median(ms);
+}
+
 std::vector<std::vector<double>> take_turns(
     const std::vector<std::function<double()>>& variants, int rounds,
     std::chrono::milliseconds pause) {

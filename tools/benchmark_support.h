@@ -70,6 +70,12 @@ std::vector<std::vector<double>> interleaved_samples_ms(
 // before each run), which a timed variant must not carry.
 using fx::set_threads_of_this_thread;
 
+// One warm sample of `call`: an untimed call (the first after a pause
+// wakes the threads and refills the caches), then the median of `calls`
+// calls, each timed alone, as ONNX Runtime's process times its runs
+// (OrtTimer::warm_median_ms).
+double warm_median_ms(const std::function<void()>& call, int calls);
+
 // Calls each of `variants` once a round for `rounds` rounds, in order and
 // then reversed, each after `pause` (beside another process, such as ONNX
 // Runtime's, whose threads spin for a while after its calls): each

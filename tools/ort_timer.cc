@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "passes/timing.h"
 
 namespace fx {
 namespace benchmark {
@@ -110,6 +111,11 @@ std::string OrtTimer::request(const std::string& line) {
   int c;
   while ((c = fgetc(from_)) != EOF && c != '\n') answer.push_back(static_cast<char>(c));
   return answer;
+}
+
+double OrtTimer::warm_median_ms(int calls) {
+  std::vector<double> ms = run(calls + 1);
+  return median(std::vector<double>(ms.begin() + 1, ms.end()));
 }
 
 std::vector<double> OrtTimer::run(int n) {

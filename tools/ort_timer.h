@@ -33,6 +33,8 @@ class OrtTimer {
 
   // Runs the model `n` times; each run's milliseconds.
   std::vector<double> run(int n);
+  // One warm sample: `calls` + 1 runs, the median of all but the first.
+  double warm_median_ms(int calls);
   // The last run's first output (float32).
   at::Tensor output();
 
