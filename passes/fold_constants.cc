@@ -38,13 +38,20 @@ bool may_write(const Node& user, const Node* input) {
   return true;
 }
 
-// Whether a node produces one tensor (what an init step can store).
-bool produces_tensor(const Node& n) {
+// Whether a node produces one tensor or one script object (a torchbind
+// class's: quantized::conv2d_prepack's packed weights), what an init step
+// can store.
+bool produces_storable(const Node& n) {
   if (n.meta().get(kTensorMeta) != nullptr) return true;
   if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
     const auto& returns = n.target().op().schema().returns();
-    return returns.size() == 1 &&
-           returns[0].type()->kind() == c10::TypeKind::TensorType;
+    if (returns.size() != 1) return false;
+    const c10::TypePtr& type = returns[0].type();
+    if (type->kind() == c10::TypeKind::TensorType) return true;
+    const auto cls = type->cast<c10::ClassType>();
+    return cls != nullptr && cls->name().has_value() &&
+           cls->name()->qualifiedName().rfind("__torch__.torch.classes.", 0) ==
+               0;
   }
   return false;
 }
@@ -53,7 +60,8 @@ bool produces_tensor(const Node& n) {
 std::string attribute_path(const GraphModuleImpl& module, const Node& boundary,
                            absl::flat_hash_set<std::string>* taken) {
   std::string path = absl::StrCat("_folded.", boundary.name());
-  for (int i = 1; module.has_tensor_attribute(path) || taken->contains(path);
+  for (int i = 1; module.has_tensor_attribute(path) ||
+                  module.has_object_attribute(path) || taken->contains(path);
        ++i) {
     path = absl::StrCat("_folded.", boundary.name(), "_", i);
   }
@@ -222,7 +230,7 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
           break;
         }
         ok = (!n->is_impure() || made_writers.contains(n)) &&
-             produces_tensor(*n);
+             produces_storable(*n);
         for (Node* input : n->all_input_nodes()) {
           ok = ok && foldable.contains(input);
         }

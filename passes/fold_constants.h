@@ -18,7 +18,8 @@
 //       %t : [#users=1] = call_function[target=aten::t](args = (%fc_weight,), kwargs = {})
 //       return (t,)
 //
-// A node folds when it is pure (Node::is_impure), produces one tensor, and
+// A node folds when it is pure (Node::is_impure), produces one tensor (or
+// one script object: quantized::conv2d_prepack's packed weights), and
 // all its inputs fold; an attribute folds unless something impure may write
 // it or a view of it (an in-place operator through the parameter it writes,
 // batch_norm in training mode, a leaf module: it may change between runs).

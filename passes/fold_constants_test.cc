@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "fx/fx.h"
+#include "passes/typed_attributes.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -227,4 +228,33 @@ TEST_CASE("writes fold only into tensors a factory of the graph made") {
   // Nothing ran: the module's buffer is as it was, and the write stays.
   CHECK(torch::equal(model->buffer, torch::zeros({4})));
   CHECK(calls_to(copy->graph(), "aten::fill_.Scalar") == 1);
+}
+
+TEST_CASE("a pure call that makes a script object folds into an object attribute") {
+  // A TorchScript-style int8 graph that packs its weight on every call:
+  // the packed weights (a torchbind object) are made once by an init step.
+  fx::GraphModule gm = fx::parse_graph_module(R"(graph():
+    %x : f32[1, 4, 6, 6] = placeholder[target=x]
+    %q = call_function[target=aten::quantize_per_tensor](args = (%x, 0.03, 128, torch.quint8), kwargs = {})
+    %w : f32[8, 4, 3, 3] = get_attr[target=conv.weight]
+    %wq = call_function[target=aten::quantize_per_tensor](args = (%w, 0.02, 0, torch.qint8), kwargs = {})
+    %packed = call_function[target=quantized::conv2d_prepack](args = (%wq, None, [1, 1], [1, 1], [1, 1], 1), kwargs = {})
+    %conv = call_function[target=quantized::conv2d.new](args = (%q, %packed, 0.05, 100), kwargs = {})
+    %y = call_function[target=aten::dequantize.self](args = (%conv,), kwargs = {})
+    return y)");
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({1, 4, 6, 6});
+  const at::Tensor before = gm(x).toTensor();
+  CHECK(fx::fold_constants(*gm));
+  gm->recompile();
+  REQUIRE(gm->init_steps().size() == 1);
+  CHECK(gm->init_steps()[0].outputs ==
+        std::vector<std::string>{"_folded.packed"});
+  CHECK(gm->has_object_attribute("_folded.packed"));
+  size_t prepacks = 0;
+  for (const Node* n : gm->graph().nodes()) {
+    prepacks += n->is_call_to({"quantized::conv2d_prepack"});
+  }
+  CHECK(prepacks == 0);
+  CHECK(torch::equal(gm(x).toTensor(), before));
 }
