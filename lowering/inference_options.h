@@ -28,6 +28,10 @@ struct InferenceOptions {
   // unidirectional, with biases, no projections, float32, eval mode) on
   // oneDNN's LSTM and linear-before-reset GRU primitives.
   bool lower_recurrent = true;
+  // Int8 graphs (fx::convert_fx's): their 2-d convolutions on oneDNN's
+  // int8 kernels (fx_onednn::qconv), a quantized add after one fused as
+  // its residual, where the CPU has VNNI (onednn::int8_supported()).
+  bool lower_int8 = true;
   // Run max and average pooling between lowered convolutions on oneDNN.
   bool lower_pooling = true;
   // Run the batch norms there that no convolution before them absorbs
@@ -85,6 +89,7 @@ struct InferenceReport {
   int linear = 0;             // lowered to fx_onednn::linear
   int matmul = 0;             // lowered to fx_onednn::matmul
   int recurrent = 0;          // lowered to fx_onednn::lstm / gru
+  int int8_convolutions = 0;  // int8 ones lowered to fx_onednn::qconv
   int fused_activations = 0;  // activations absorbed as post-ops
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory
@@ -113,6 +118,7 @@ struct InferenceReport {
   X(linear, "lower_onednn_linear")                     \
   X(matmul, "lower_onednn_matmul")                     \
   X(recurrent, "lower_onednn_recurrent")               \
+  X(int8_convolutions, "lower_onednn_int8")            \
   X(fused_activations, "lower_onednn_convolutions")    \
   X(fused_sums, "lower_onednn_convolutions")           \
   X(in_place_sums, "lower_onednn_convolutions")        \

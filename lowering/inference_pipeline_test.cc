@@ -20,7 +20,7 @@ namespace {
 // The lowering's passes (lowering/lower_onednn.h), each switch's.
 constexpr char kLowering[] =
     "lower_onednn_linear,lower_onednn_matmul,lower_onednn_recurrent,"
-    "lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,"
+    "lower_onednn_int8,lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,"
     "lower_onednn_squeeze_excite,onednn_channels_last,onednn_concat_buffers,"
     "onednn_fold_weights";
 
@@ -56,13 +56,14 @@ TEST_CASE("the options decide which passes the pipeline holds") {
   CHECK(text ==
         "decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,"
         "eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,"
-        "lower_onednn_recurrent,lower_onednn_convolutions{in_place=false,"
+        "lower_onednn_recurrent,lower_onednn_int8{in_place=false},"
+        "lower_onednn_convolutions{in_place=false,"
         "decision=all,measure_rounds=7},lower_onednn_batch_norm,"
         "lower_onednn_squeeze_excite,onednn_channels_last,"
         "onednn_concat_buffers,onednn_fold_weights,micro_batch");
   // And back: the options the convolutions' pass reads from its text.
   const fx::InferenceOptions parsed =
-      fx::LowerOnednn::parse_options(fx::parse_pass_pipeline(text)[8].options);
+      fx::LowerOnednn::parse_options(fx::parse_pass_pipeline(text)[9].options);
   CHECK_FALSE(parsed.in_place);
   CHECK(parsed.decision == fx::InferenceOptions::Decision::kAll);
   CHECK(parsed.measure_rounds == 7);

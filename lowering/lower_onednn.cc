@@ -35,6 +35,8 @@ const std::vector<BoolOption>& bool_options() {
        &InferenceOptions::lower_matmul},
       {"lower_recurrent", "LSTM and GRU layers",
        &InferenceOptions::lower_recurrent},
+      {"lower_int8", "int8 convolutions (VNNI)",
+       &InferenceOptions::lower_int8},
       {"lower_pooling", "max and average pooling between convolutions",
        &InferenceOptions::lower_pooling},
       {"lower_batch_norm", "batch norms no convolution absorbed",
@@ -149,6 +151,11 @@ const std::vector<LoweringStep>& lowering_steps() {
       {"lower_onednn_recurrent",
        "LSTM and GRU layers to fx_onednn::lstm / gru",
        make_lower_recurrent, &InferenceOptions::lower_recurrent, {}},
+      {"lower_onednn_int8",
+       "int8 convolutions (convert_fx's quantized::conv2d) to "
+       "fx_onednn::qconv on packed weights, a quantized add after one "
+       "fused, where the CPU has VNNI",
+       make_lower_int8, &InferenceOptions::lower_int8, {"in_place"}},
       {"lower_onednn_convolutions",
        "convolutions and transposed ones to fx_onednn::conv / "
        "conv_transpose on packed weights, their residual adds and "

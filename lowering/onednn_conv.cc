@@ -30,41 +30,6 @@ namespace {
 
 using namespace internal;  // NOLINT: the operators' shared layer
 
-struct ConvGeometry {
-  std::vector<int64_t> output_size;
-  memory::dims strides, dilates, padding;
-};
-
-
-ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
-                           at::IntArrayRef weight, at::IntArrayRef stride,
-                           at::IntArrayRef padding, at::IntArrayRef dilation,
-                           int64_t groups) {
-  const int64_t spatial =
-      spatial_dims_of(op, input, weight, {stride, padding, dilation},
-                      "stride, padding and dilation");
-  TORCH_CHECK(groups >= 1 && weight[0] % groups == 0 &&
-                  input[1] == weight[1] * groups,
-              op, ": the input has ", input[1], " channels, but the weight ",
-              weight, " with ", groups, " groups takes ", weight[1] * groups);
-  ConvGeometry g;
-  g.output_size = {input[0], weight[0]};
-  for (int64_t i = 0; i < spatial; ++i) {
-    TORCH_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0, op,
-                ": stride and dilation must be positive and padding not "
-                "negative");
-    const int64_t extent = dilation[i] * (weight[2 + i] - 1) + 1;
-    const int64_t out = (input[2 + i] + 2 * padding[i] - extent) / stride[i] + 1;
-    TORCH_CHECK(out >= 1, op, ": the input's spatial size ", input,
-                " is smaller than the kernel's ", weight);
-    g.output_size.push_back(out);
-    g.strides.push_back(stride[i]);
-    g.dilates.push_back(dilation[i] - 1);
-    g.padding.push_back(padding[i]);
-  }
-  return g;
-}
-
 // src in `compute` (the weights' type), dst in `output`, bias in float32.
 dnnl::convolution_forward::primitive_desc conv_descriptor(
     at::IntArrayRef input, const ConvGeometry& g,

@@ -398,9 +398,24 @@ struct Pool {
 
 at::Tensor pool(const char* op, const at::Tensor& input, dnnl::algorithm kind,
                 const PoolGeometry& g) {
-  check_input(op, input);
-  const DataType type = data_type_of(op, input, "input");
-  at::Tensor dst = empty_channels_last(g.output_size, input.options());
+  // A quint8 input (max pooling of an int8 graph's activations): u8, the
+  // output at the input's scale and zero point.
+  const bool quantized = input.is_quantized();
+  DataType type = DataType::u8;
+  at::Tensor dst;
+  if (quantized) {
+    TORCH_CHECK(kind == dnnl::algorithm::pooling_max &&
+                    input.scalar_type() == at::kQUInt8 &&
+                    input.qscheme() == at::kPerTensorAffine,
+                op, ": a quantized input must be quint8 per tensor, and "
+                "max pooled; got ", input.toString());
+    dst = empty_quint8_channels_last(g.output_size, input.q_scale(),
+                                     input.q_zero_point());
+  } else {
+    check_input(op, input);
+    type = data_type_of(op, input, "input");
+    dst = empty_channels_last(g.output_size, input.options());
+  }
   if (dst.numel() == 0) return dst;
   std::string key;
   absl::StrAppend(&key, static_cast<int>(kind), "|", static_cast<int>(type),
@@ -426,7 +441,9 @@ at::Tensor pool(const char* op, const at::Tensor& input, dnnl::algorithm kind,
     return std::make_shared<const Pool>(
         Pool{pd, dnnl::pooling_v2_forward(pd)});
   });
-  const at::Tensor src = to_channels_last(input);
+  const at::Tensor src = quantized
+                             ? input.contiguous(at::MemoryFormat::ChannelsLast)
+                             : to_channels_last(input);
   dnnl::engine& engine = cpu_engine();
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, memory(made->pd.src_desc(), engine, src.data_ptr())},
@@ -444,6 +461,11 @@ at::Tensor max_pool2d(const at::Tensor& input, at::IntArrayRef kernel_size,
   const PoolGeometry g = pool_geometry(op, input.sizes(), kernel_size, stride,
                                        padding, dilation, ceil_mode);
   if (g.empty_window) {
+    if (input.is_quantized()) {
+      return at::max_pool2d(input, kernel_size, stride, padding, dilation,
+                            ceil_mode)
+          .contiguous(at::MemoryFormat::ChannelsLast);
+    }
     check_input(op, input);
     return to_channels_last(at::max_pool2d(input, kernel_size, stride, padding,
                                            dilation, ceil_mode));
@@ -498,6 +520,13 @@ TORCH_LIBRARY_IMPL(fx_onednn, CPU, m) {
   m.impl("concat_buffer", &concat_buffer);
   m.impl("concat_write_", &concat_write_);
   m.impl("squeeze_excite", &squeeze_excite);
+  m.impl("max_pool2d", &max_pool2d);
+  m.impl("avg_pool2d", &avg_pool2d);
+}
+
+// Int8 graphs' max pooling (lower_onednn_int8).
+// (avg_pool2d refuses a quantized input by name.)
+TORCH_LIBRARY_IMPL(fx_onednn, QuantizedCPU, m) {
   m.impl("max_pool2d", &max_pool2d);
   m.impl("avg_pool2d", &avg_pool2d);
 }

@@ -68,6 +68,12 @@ std::string last_kernel();
 // F, BW, VL, DQ) and newer only, none for AVX2.
 bool bf16_supported();
 
+// Whether this CPU has oneDNN's int8 kernels with VNNI (avx512_core_vnni,
+// avx2_vnni and newer), which fx_onednn::qconv needs: without VNNI their
+// u8 x s8 products saturate in 16 bits, so int8 graphs stay on LibTorch's
+// quantized engine there.
+bool int8_supported();
+
 // Winograd convolutions. A float32 3x3 convolution of stride 1, dilation
 // 1, one group, no activation or relu, whose output is 14x14 or larger,
 // runs on oneDNN's Winograd kernels (ResNet's, DenseNet's 3x3 layers): in

@@ -1,5 +1,7 @@
 #include "lowering/onednn_support.h"
 
+#include <ATen/quantized/Quantizer.h>
+
 #include <absl/strings/str_join.h>
 
 #include <cstring>
@@ -62,16 +64,23 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+namespace {
+int64_t extra_offset(uint64_t data_bytes) {
+  return (static_cast<int64_t>(data_bytes) + 63) / 64 * 64;
+}
+}  // namespace
+
 at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
                 const memory::desc& packed_desc, at::IntArrayRef logical,
-                PackKind kind) {
+                PackKind kind, int64_t extra_bytes) {
   const int64_t data_bytes = static_cast<int64_t>(packed_desc.get_size());
   // The storage also holds the float32 view of the logical sizes (a bfloat16
-  // packing is half as large).
+  // or int8 packing is smaller).
   const int64_t storage_bytes =
-      std::max<int64_t>(data_bytes, 4 * c10::multiply_integers(logical));
+      std::max<int64_t>(extra_offset(data_bytes) + extra_bytes,
+                        4 * c10::multiply_integers(logical));
   at::Tensor storage = at::empty({(kHeaderBytes + storage_bytes + 3) / 4},
-                                 plain.options().dtype(at::kFloat));
+                                 at::TensorOptions(at::kFloat));
   char* base = static_cast<char*>(storage.data_ptr());
   std::memset(base, 0, kHeaderBytes);
   Header header{kMagic, static_cast<uint64_t>(data_bytes), kind,
@@ -84,6 +93,11 @@ at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
   cpu_stream().wait();
   return storage.as_strided(logical, c10::contiguous_strides(logical),
                             kHeaderBytes / 4);
+}
+
+const void* packed_extra(const at::Tensor& packed, const Header& header) {
+  return static_cast<const char*>(packed.storage().data()) + kHeaderBytes +
+         extra_offset(header.data_bytes);
 }
 
 const Header& header_of(const at::Tensor& packed, const char* op,
@@ -158,6 +172,23 @@ int64_t channels_last_pitch(const at::Tensor& t) {
 at::Tensor empty_channels_last(at::IntArrayRef sizes,
                                const at::TensorOptions& options) {
   return empty_activation(sizes, channels_last_strides(sizes.vec()), options);
+}
+
+// A channels-last quint8 tensor whose memory comes from the activation
+// cache (a fresh allocation of a large output paid its page faults and
+// zeroing on every call).
+at::Tensor empty_quint8_channels_last(at::IntArrayRef sizes, double scale,
+                                      int64_t zero_point) {
+  const std::vector<int64_t> strides = channels_last_strides(sizes.vec());
+  at::Tensor bytes = empty_activation({c10::multiply_integers(sizes)},
+                                      at::TensorOptions(at::kByte));
+  at::Tensor q = at::from_blob_quantized_per_tensor_affine(
+      bytes.data_ptr(), sizes, strides, [bytes](void*) {},
+      static_cast<float>(scale), zero_point, at::TensorOptions(at::kQUInt8));
+  // from_blob takes the scale as a float; the graph's is a double.
+  at::set_quantizer_(
+      q, at::make_per_tensor_affine_quantizer(scale, zero_point, at::kQUInt8));
+  return q;
 }
 
 at::Tensor to_channels_last(const at::Tensor& t) {
@@ -333,6 +364,35 @@ ActivationDescs activation_descs(at::IntArrayRef input,
                : memory::desc()};
 }
 
+ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
+                           at::IntArrayRef weight, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation,
+                           int64_t groups) {
+  const int64_t spatial =
+      spatial_dims_of(op, input, weight, {stride, padding, dilation},
+                      "stride, padding and dilation");
+  TORCH_CHECK(groups >= 1 && weight[0] % groups == 0 &&
+                  input[1] == weight[1] * groups,
+              op, ": the input has ", input[1], " channels, but the weight ",
+              weight, " with ", groups, " groups takes ", weight[1] * groups);
+  ConvGeometry g;
+  g.output_size = {input[0], weight[0]};
+  for (int64_t i = 0; i < spatial; ++i) {
+    TORCH_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0, op,
+                ": stride and dilation must be positive and padding not "
+                "negative");
+    const int64_t extent = dilation[i] * (weight[2 + i] - 1) + 1;
+    const int64_t out = (input[2 + i] + 2 * padding[i] - extent) / stride[i] + 1;
+    TORCH_CHECK(out >= 1, op, ": the input's spatial size ", input,
+                " is smaller than the kernel's ", weight);
+    g.output_size.push_back(out);
+    g.strides.push_back(stride[i]);
+    g.dilates.push_back(dilation[i] - 1);
+    g.padding.push_back(padding[i]);
+  }
+  return g;
+}
+
 int64_t spatial_dims_of(const char* op, at::IntArrayRef input,
                         at::IntArrayRef weight,
                         std::initializer_list<at::IntArrayRef> lists,
@@ -390,6 +450,9 @@ memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
   switch (kind) {
     case PackKind::kConv:
       return conv_weight_desc(sizes, groups, plain_weight_tag(dim, groups > 1));
+    case PackKind::kQConv:
+      return conv_weight_desc(sizes, groups, plain_weight_tag(dim, groups > 1),
+                              DataType::s8);
     case PackKind::kConvTranspose:
       return deconv_weight_desc(sizes, groups,
                                 plain_deconv_weight_tag(dim, groups > 1));

@@ -39,7 +39,12 @@ constexpr uint64_t kMagic = 0x6678'6f6e'6564'6e6eULL;  // "fxonednn"
 
 // Which pack operator made a packed weight (unpack_weight reads it back in
 // that operator's layout).
-enum class PackKind : uint64_t { kConv = 1, kConvTranspose = 2, kLinear = 3 };
+enum class PackKind : uint64_t {
+  kConv = 1,
+  kConvTranspose = 2,
+  kLinear = 3,
+  kQConv = 4,  // int8: s8 data, then a float32 scale per output channel
+};
 
 // The layout a pack operator reads its weight in, and unpack_weight gives it
 // back in: aten's, float32.
@@ -85,10 +90,14 @@ dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
 
 // Reorders `plain` (described by `plain_desc`) into `packed_desc`, behind a
-// header, as a tensor of `logical` sizes.
+// header, as a float32 tensor of `logical` sizes; `extra_bytes` more follow
+// the data (packed_extra).
 at::Tensor pack(const at::Tensor& plain, const memory::desc& plain_desc,
                 const memory::desc& packed_desc, at::IntArrayRef logical,
-                PackKind kind);
+                PackKind kind, int64_t extra_bytes = 0);
+
+// Where the extra bytes of a packed weight start (64-byte aligned).
+const void* packed_extra(const at::Tensor& packed, const Header& header);
 
 // The header of a packed weight; a clear error for any other tensor.
 const Header& header_of(const at::Tensor& packed, const char* op,
@@ -112,6 +121,12 @@ at::Tensor empty_channels_last(at::IntArrayRef sizes,
                                const at::TensorOptions& options);
 
 at::Tensor to_channels_last(const at::Tensor& t);
+
+// A 4-d channels-last quint8 tensor quantized per tensor at `scale` and
+// `zero_point`, its memory from the activation cache (as
+// empty_channels_last's).
+at::Tensor empty_quint8_channels_last(at::IntArrayRef sizes, double scale,
+                                      int64_t zero_point);
 
 memory::dims dims_of(at::IntArrayRef sizes);
 
@@ -196,6 +211,17 @@ int64_t spatial_dims_of(const char* op, at::IntArrayRef input,
                         at::IntArrayRef weight,
                         std::initializer_list<at::IntArrayRef> lists,
                         const char* names);
+
+// A convolution's output size and its oneDNN strides, dilations (less 1)
+// and padding, checked against the input and weight.
+struct ConvGeometry {
+  std::vector<int64_t> output_size;
+  memory::dims strides, dilates, padding;
+};
+ConvGeometry conv_geometry(const char* op, at::IntArrayRef input,
+                           at::IntArrayRef weight, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation,
+                           int64_t groups);
 
 memory::desc conv_weight_desc(at::IntArrayRef weight, int64_t groups,
                               Tag tag, DataType type = DataType::f32);

@@ -117,6 +117,55 @@ void quantized_conv(OnnxBuilder& b, const char* kind, bool relu) {
   b.quantize_output(out, output_qparams(b, a.at(2), a.at(3), false));
 }
 
+// fx_onednn::qconv and qconv_add_ (an int8 graph lowered by
+// lower_onednn_int8): its
+// weight and bias unpacked from the packed weight, QDQ around Conv, the
+// residual `other` added and the relu after it, as quantized::conv2d.new
+// then quantized::add_relu write them (the residual not requantized
+// between: qconv rounds once).
+void lowered_qconv(OnnxBuilder& b, bool in_place) {
+  CallArguments args(b.node());
+  const std::optional<at::Tensor> packed = b.constant(args["weight"]);
+  if (!packed) {
+    refuse(b, "its weight is not a packed weight attribute (a get_attr of "
+              "what fx_onednn::pack_qconv_weight made)");
+  }
+  const std::optional<OnnxBuilder::QParams> in = b.qparams(args["input"]);
+  if (!in) refuse(b, "the input is not quantized");
+  const int64_t groups = args["groups"].to_int();
+  const at::Tensor w = call_operator("fx_onednn::unpack_qconv_weight",
+                                     {*packed, groups})[0].toTensor();
+  const at::Tensor bias =
+      call_operator("fx_onednn::packed_qconv_bias", {*packed})[0].toTensor();
+  const std::string& name = b.node().name();
+  const std::string conv = b.fresh(name + "_conv");
+  onnx::NodeProto& n = b.add("Conv",
+                             {b.dequantized(args["input"]),
+                              dequantized_weight(b, w),
+                              dequantized_bias(b, bias, w, in->scale)},
+                             conv);
+  set_ints(n, "strides", args["stride"].to_int_list());
+  set_ints(n, "pads", symmetric_pads(args["padding"].to_int_list()));
+  set_ints(n, "dilations", args["dilation"].to_int_list());
+  set_int(n, "group", groups);
+  std::string out = conv;
+  // qconv's residual `other`, or qconv_add_'s `self`.
+  const Argument residual = in_place ? args["self"] : args["other"];
+  if (!residual.is_none()) {
+    const std::string sum = b.fresh(name + "_add");
+    b.add("Add", {out, b.dequantized(residual)}, sum);
+    out = sum;
+  }
+  const Argument activation = args["activation"];
+  if (activation.is_string() && activation.to_string_ref() == "relu") {
+    const std::string r = b.fresh(name + "_relu");
+    b.add("Relu", {out}, r);
+    out = r;
+  }
+  b.quantize_output(out, output_qparams(b, args["output_scale"],
+                                        args["output_zero_point"], false));
+}
+
 void quantized_linear(OnnxBuilder& b, bool relu) {
   const std::vector<Argument>& a = b.node().args();
   std::optional<c10::IValue> packed = b.object(a.at(1));
@@ -194,6 +243,8 @@ void add_int8_mappings(Mappings* m) {
   (*m)["quantized::mul_relu"] = quantized_binary("Mul", true);
   (*m)["quantized::cat"] = quantized_cat;
   (*m)["quantized::hardswish"] = quantized_hardswish;
+  (*m)["fx_onednn::qconv"] = [](OnnxBuilder& b) { lowered_qconv(b, false); };
+  (*m)["fx_onednn::qconv_add_"] = [](OnnxBuilder& b) { lowered_qconv(b, true); };
 }
 
 }  // namespace fx::internal::onnx_ops

@@ -534,7 +534,9 @@ class Exporter : public OnnxBuilder {
     // QuantizeLinear, the output keeping its input's quantization (or the
     // fixed one libtorch's kernels give sigmoid and tanh).
     std::optional<QParams> passes_through;
-    if (!n.is_call_to({"aten::dequantize.self", "aten::dequantize.tensors"}) &&
+    // (Not the int8 operators, which set their output's quantization.)
+    if (!n.is_call_to({"aten::dequantize.self", "aten::dequantize.tensors",
+                       "fx_onednn::qconv", "fx_onednn::qconv_add_"}) &&
         !absl::StartsWith(target, "quantized::")) {
       for (const Node* input : n.all_input_nodes()) {
         auto q = quantized_.find(input);

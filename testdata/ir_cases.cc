@@ -94,7 +94,8 @@ IrCaseResult failure(std::string message) {
 
 }  // namespace
 
-IrCaseResult run_ir_case(const std::string& fx, const std::string& path) {
+IrCaseResult run_ir_case(const std::string& fx, const std::string& path,
+                         const std::vector<std::string>& features) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return failure(path + ": cannot read the case");
   std::ostringstream buffer;
@@ -106,8 +107,21 @@ IrCaseResult run_ir_case(const std::string& fx, const std::string& path) {
   int run_line = 0;
   std::istringstream lines(text);
   std::string line;
+  std::vector<std::string> missing;
   for (int number = 1; std::getline(lines, line); ++number) {
     const size_t hash = line.find_first_not_of(" \t");
+    const size_t required = line.find("REQUIRES:");
+    if (hash != std::string::npos && line[hash] == '#' &&
+        required != std::string::npos) {
+      std::istringstream split(line.substr(required + 9));
+      for (std::string feature; split >> feature;) {
+        if (std::find(features.begin(), features.end(), feature) ==
+            features.end()) {
+          missing.push_back(feature);
+        }
+      }
+      continue;
+    }
     const size_t at = line.find("RUN:");
     if (hash == std::string::npos || line[hash] != '#' ||
         at == std::string::npos) {
@@ -126,6 +140,12 @@ IrCaseResult run_ir_case(const std::string& fx, const std::string& path) {
     return failure(path +
                    ": no RUN line: say how to run fx on the case, e.g. "
                    "`# RUN: fx opt %s --passes=fuse_conv_bn`");
+  }
+  if (!missing.empty()) {
+    IrCaseResult r{true, path + ": not run: requires"};
+    r.unsupported = true;
+    for (const std::string& feature : missing) r.message += " " + feature;
+    return r;
   }
   const std::string where = path + ":" + std::to_string(run_line) + ": ";
   const bool expect_failure = !words.empty() && words[0] == "not";

@@ -35,10 +35,13 @@ struct IrCaseResult {
   // Empty if ok; else what failed, starting with the case's path and the
   // line at fault (the RUN line, or the CHECK line that did not match).
   std::string message;
+  // Not run: it requires a feature the runner lacks (named in `message`).
+  bool unsupported = false;
 };
 
 // Runs the case at `path` with the fx binary at `fx`.
-IrCaseResult run_ir_case(const std::string& fx, const std::string& path);
+IrCaseResult run_ir_case(const std::string& fx, const std::string& path,
+                         const std::vector<std::string>& features = {});
 
 // The .ir files under `directory` and its subdirectories, sorted.
 std::vector<std::string> list_ir_cases(const std::string& directory);

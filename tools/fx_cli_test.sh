@@ -42,8 +42,8 @@ check "a command lists its own flags" 0 "--torchscript=" -- "$fx" trace --help
 check "help COMMAND is COMMAND --help" 0 "--split_points=" -- \
   "$fx" help pipeline run
 check "a flag of another command is refused, naming this one's" 2 \
-  "fx quantize: it takes no flag --passes; its flags are --input, --calibrate" -- \
-  "$fx" quantize lenet --passes=fuse_conv_bn
+  "fx quantize: it takes no flag --cost; its flags are --input, --calibrate" -- \
+  "$fx" quantize lenet --cost
 check "a flag's value must parse" 2 "fx trace: --cost=maybe" -- \
   "$fx" trace lenet --cost=maybe
 check "--dynamic generalizes a model that reads sizes" 0 \
@@ -55,7 +55,7 @@ check "an unknown pass is named before tracing" 2 \
   "--passes=fuse_everything: no pass named 'fuse_everything'" -- \
   "$fx" trace lenet --passes=fuse_everything
 check "passes lists the pipelines as --passes takes them" 0 \
-  "^    decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,lower_onednn_recurrent,lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,lower_onednn_squeeze_excite,onednn_channels_last,onednn_concat_buffers,onednn_fold_weights,micro_batch,chain_convolutions$" -- \
+  "^    decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,lower_onednn_recurrent,lower_onednn_int8,lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,lower_onednn_squeeze_excite,onednn_channels_last,onednn_concat_buffers,onednn_fold_weights,micro_batch,chain_convolutions$" -- \
   "$fx" passes
 check "passes lists a pass's options" 0 "^    \{decision=\.\.\.\}" -- "$fx" passes
 check "a malformed pipeline is named before tracing" 2 \
@@ -181,6 +181,14 @@ m = torch.jit.load('$out/int8.pt')
 y = m(torch.randn(1, 3, 224, 224))
 print('ran', tuple(y.shape))
 "
+check "quantize, then lower (int8 convolutions on oneDNN where the CPU has VNNI)" 0 \
+  "passes optimize_for_inference: [0-9]* -> [0-9]* nodes" -- \
+  "$fx" quantize resnet18 --calibrate=random:2 --print=none \
+  --passes=optimize_for_inference --save="$out/resnet18_int8_lowered.fx" \
+  --onnx="$out/resnet18_int8_lowered.onnx"
+check "a lowered int8 GraphModule loads (packing again) and prints" 0 \
+  "target=(fx_onednn::qconv|quantized::conv2d)" -- \
+  "$fx" trace "$out/resnet18_int8_lowered.fx" --print=graph
 check "quantization-aware training by distillation before converting" 0 \
   "SQNR against float32 over the 2 batches, with --qat=3" -- \
   "$fx" quantize lenet --calibrate=random:2 --qat=3 --print=none

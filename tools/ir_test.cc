@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/onednn_ops.h"
 #include "testdata/ir_cases.h"
 #include "third_party/catch.h"
 
@@ -21,18 +22,27 @@ TEST_CASE("every .ir case passes") {
   REQUIRE(cases.size() >= 10);
   // Two at a time: most of a case's time is the binary starting.
   constexpr size_t kAtOnce = 2;
+  std::vector<std::string> features;
+  if (fx::onednn::int8_supported()) features.push_back("vnni");
   std::vector<std::future<testdata::IrCaseResult>> results(cases.size());
-  size_t started = 0;
+  size_t started = 0, unsupported = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     for (; started < cases.size() && started < i + kAtOnce; ++started) {
-      results[started] = std::async(std::launch::async, [&cases, started] {
-        return testdata::run_ir_case(kFx, cases[started]);
-      });
+      results[started] =
+          std::async(std::launch::async, [&cases, &features, started] {
+            return testdata::run_ir_case(kFx, cases[started], features);
+          });
     }
     const testdata::IrCaseResult result = results[i].get();
     INFO(result.message);
     CHECK(result.ok);
+    if (result.unsupported) {
+      WARN(result.message);
+      ++unsupported;
+    }
   }
+  // Most cases run on every CPU.
+  CHECK(unsupported * 4 < cases.size());
 }
 
 // Writes `text` as NAME.ir in the test's temporary directory.
@@ -69,6 +79,21 @@ TEST_CASE("the runner passes good cases and fails bad ones, naming where") {
     const testdata::IrCaseResult result = testdata::run_ir_case(kFx, path);
     INFO(result.message);
     CHECK(result.ok);
+  }
+  {
+    // REQUIRES: not run without the feature, run with it.
+    const std::string path = write_case(
+        "requires", std::string("# REQUIRES: some_feature\n# RUN: fx opt %s "
+                                "--passes=eliminate_dead_code\n") +
+                        kGraph + "# CHECK: no such output\n");
+    const testdata::IrCaseResult without = testdata::run_ir_case(kFx, path);
+    CHECK(without.ok);
+    CHECK(without.unsupported);
+    CHECK(without.message.find("requires some_feature") != std::string::npos);
+    const testdata::IrCaseResult with =
+        testdata::run_ir_case(kFx, path, {"some_feature"});
+    CHECK_FALSE(with.ok);
+    CHECK_FALSE(with.unsupported);
   }
   struct Bad {
     const char* name;

@@ -13,6 +13,8 @@
 namespace fx {
 namespace lowering {
 
+// lower_int8.cc: int8 convolutions.
+std::unique_ptr<Pass> make_lower_int8(const InferenceOptions& options);
 // lower_convolutions.cc: convolutions and transposed ones.
 std::unique_ptr<Pass> make_lower_convolutions(const InferenceOptions& options);
 // lower_linear.cc: linear layers, and products of two activations.

@@ -151,6 +151,7 @@ class Quantize : public Command {
     flags().add("report", &report_,
                 "print each quantized node's SQNR against float32 (on up to "
                 "4 calibration batches)");
+    add_passes_flag(flags(), &passes_);
     add_print_flag(flags(), &print_);
     flags().add("save", &save_,
                 "write the quantized GraphModule to this file (fx::save)");
@@ -179,6 +180,7 @@ class Quantize : public Command {
   std::string engine_ = "onednn";
   bool dynamic_ = false;
   bool report_ = false;
+  std::string passes_;
   std::string print_ = "graph";
   std::string save_;
   std::string torchscript_;
@@ -188,6 +190,7 @@ class Quantize : public Command {
 int Quantize::run(const std::vector<std::string>& args) {
   const std::string& name = args[0];
   check_print(print_);
+  check_passes(passes_);
   std::vector<c10::IValue> examples;
   fx::GraphModule module = open_model(name, input_, &examples);
   const std::string& engine = engine_;
@@ -230,7 +233,16 @@ int Quantize::run(const std::vector<std::string>& args) {
   std::cerr << "quantized " << name << " for " << engine << " in "
             << milliseconds_since(start) << " ms: "
             << fx::summarize_quantized(quantized).to_string() << "\n";
-  print_module(quantized, print_);
+  // --passes on the int8 module (optimize_for_inference: its convolutions
+  // on oneDNN's int8 kernels); what is printed, checked and written is the
+  // result, the report compares the converted module's nodes.
+  fx::GraphModule result = quantized;
+  if (!passes_.empty()) {
+    result = run_passes(quantized, passes_).module;
+    std::cerr << "passes " << passes_ << ": " << quantized->graph().size()
+              << " -> " << result->graph().size() << " nodes\n";
+  }
+  print_module(result, print_);
   if (report_ && !batches.empty()) {
     std::vector<std::vector<c10::IValue>> some(
         batches.begin(), batches.begin() + std::min<size_t>(4, batches.size()));
@@ -239,7 +251,7 @@ int Quantize::run(const std::vector<std::string>& args) {
   }
   if (!examples.empty()) {
     const c10::IValue want = module->forward(examples);
-    const c10::IValue got = quantized->forward(examples);
+    const c10::IValue got = result->forward(examples);
     if (want.isTensor() && got.isTensor()) {
       std::cout << absl::StrFormat(
           "output SQNR against float32 on the example input: %.1f dB\n",
@@ -247,15 +259,15 @@ int Quantize::run(const std::vector<std::string>& args) {
     }
   }
   if (!onnx_.empty()) {
-    fx::to_onnx(*quantized, onnx_);
+    fx::to_onnx(*result, onnx_);
     std::cerr << "wrote " << onnx_ << "\n";
   }
   if (!torchscript_.empty()) {
-    fx::to_torchscript(quantized).save(torchscript_);
+    fx::to_torchscript(result).save(torchscript_);
     std::cerr << "wrote " << torchscript_ << "\n";
   }
   if (!save_.empty()) {
-    fx::save(quantized, save_);
+    fx::save(result, save_);
     std::cerr << "wrote " << save_ << "\n";
   }
   return 0;

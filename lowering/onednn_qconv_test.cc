@@ -1,0 +1,298 @@
+// fx_onednn's int8 convolution against LibTorch's quantized engine
+// (quantized::conv2d.new, quantized::add_relu), called through the
+// dispatcher as a lowered graph calls it.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+#include "lowering/onednn_ops.h"
+#include "third_party/catch.h"
+
+namespace {
+
+std::vector<c10::IValue> call_boxed(const char* name, const char* overload,
+                                    std::vector<c10::IValue> args) {
+  fx::onednn::register_operators();
+  c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  const auto& params = op.schema().arguments();
+  for (size_t i = args.size(); i < params.size(); ++i) {
+    args.push_back(*params[i].default_value());
+  }
+  torch::jit::Stack stack(args.begin(), args.end());
+  op.callBoxed(&stack);
+  return stack;
+}
+
+at::Tensor call(const char* name, std::vector<c10::IValue> args,
+                const char* overload = "") {
+  return call_boxed(name, overload, std::move(args)).at(0).toTensor();
+}
+
+struct QConvCase {
+  std::vector<int64_t> input, weight, stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+  int64_t input_zero_point, output_zero_point;
+};
+
+struct Made {
+  c10::IValue packed;  // LibTorch's
+  at::Tensor qx;
+};
+
+Made make(const QConvCase& c, bool per_channel) {
+  const at::Tensor x = at::randn(c.input);
+  const at::Tensor w = at::randn(c.weight) * 0.2;
+  const int64_t channels = c.weight[0];
+  at::Tensor qw;
+  if (per_channel) {
+    const at::Tensor scales =
+        std::get<0>(w.abs().reshape({channels, -1}).max(1)).to(at::kDouble) /
+        127.0;
+    qw = at::quantize_per_channel(w, scales, at::zeros({channels}, at::kLong),
+                                  0, at::kQInt8);
+  } else {
+    qw = at::quantize_per_tensor(w, w.abs().max().item<double>() / 127.0, 0,
+                                 at::kQInt8);
+  }
+  c10::IValue bias;
+  if (c.bias) bias = at::randn({channels});
+  Made m;
+  m.packed = call_boxed("quantized::conv2d_prepack", "",
+                        {qw, bias, c.stride, c.padding, c.dilation, c.groups})
+                 .at(0);
+  m.qx = at::quantize_per_tensor(x, 4.0 / 255, c.input_zero_point,
+                                 at::kQUInt8);
+  return m;
+}
+
+at::Tensor reference(const Made& m, double scale, int64_t zero_point,
+                     bool relu) {
+  return call(relu ? "quantized::conv2d_relu" : "quantized::conv2d",
+              {m.qx, m.packed, scale, zero_point}, "new");
+}
+
+at::Tensor lowered(const Made& m, double scale, int64_t zero_point,
+                   const QConvCase& c, c10::IValue other = {},
+                   const std::string& activation = "none") {
+  const at::Tensor packed =
+      call("fx_onednn::pack_qconv_weight",
+           {m.packed, c.input, m.qx.q_zero_point()});
+  return call("fx_onednn::qconv",
+              {m.qx, packed, c10::IValue(), c.stride, c.padding, c.dilation,
+               c.groups, scale, zero_point, std::move(other), activation});
+}
+
+// At most one step apart (a rounding of an int32 sum scaled in float).
+void check_int8_close(const at::Tensor& got, const at::Tensor& want) {
+  REQUIRE(got.is_quantized());
+  REQUIRE(got.sizes() == want.sizes());
+  CHECK(got.q_scale() == want.q_scale());
+  CHECK(got.q_zero_point() == want.q_zero_point());
+  const at::Tensor diff = (got.int_repr().to(at::kInt) -
+                           want.int_repr().to(at::kInt)).abs();
+  CHECK(diff.max().item<int>() <= 1);
+  // Nearly all equal.
+  CHECK(diff.gt(0).sum().item<int64_t>() <= want.numel() / 50 + 1);
+}
+
+}  // namespace
+
+TEST_CASE("qconv matches LibTorch's int8 convolution") {
+  if (!fx::onednn::int8_supported()) {
+    // The pass leaves int8 graphs on LibTorch's engine there; the operator
+    // still refuses nothing, but is not what runs.
+    WARN("no VNNI: fx_onednn::qconv is not used on this CPU");
+  }
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(0);
+  const std::vector<QConvCase> cases = {
+      {{1, 3, 17, 19}, {8, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, 128, 0},
+      {{2, 16, 14, 14}, {32, 16, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, true, 0, 97},
+      {{1, 32, 12, 12}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 32, true, 5, 0},
+      {{1, 8, 10, 10}, {12, 2, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 4, false, 0, 3},
+      {{3, 64, 7, 7}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, 0, 0},
+  };
+  for (bool per_channel : {true, false}) {
+    for (const QConvCase& c : cases) {
+      CAPTURE(c.input, c.weight, c.groups, per_channel);
+      const Made m = make(c, per_channel);
+      const at::Tensor want = reference(m, 0.05, c.output_zero_point, false);
+      const at::Tensor got = lowered(m, 0.05, c.output_zero_point, c);
+      CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+      check_int8_close(got, want);
+      check_int8_close(lowered(m, 0.03, 0, c, {}, "relu"),
+                       reference(m, 0.03, 0, true));
+    }
+  }
+}
+
+TEST_CASE("qconv adds a residual at its own scale before the relu") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(1);
+  const QConvCase c{{2, 16, 9, 9}, {16, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+                    1, true, 0, 0};
+  const Made m = make(c, true);
+  for (int64_t residual_zero_point : {0, 77}) {
+    CAPTURE(residual_zero_point);
+    const at::Tensor residual = at::quantize_per_tensor(
+        at::randn({2, 16, 9, 9}), 0.04, residual_zero_point, at::kQUInt8);
+    // The float sum, quantized once, is what qconv computes; LibTorch's
+    // conv then add_relu round twice.
+    const at::Tensor conv = reference(m, 0.05, 120, false);
+    const std::vector<c10::IValue> parts =
+        call_boxed("quantized::conv2d_unpack", "", {m.packed});
+    const at::Tensor conv_float = at::conv2d(
+        m.qx.dequantize(), parts.at(0).toTensor().dequantize(),
+        parts.at(1).toTensor(), c.stride, c.padding, c.dilation, c.groups);
+    const at::Tensor want = at::quantize_per_tensor(
+        at::relu(conv_float + residual.dequantize()), 0.06, 0, at::kQUInt8);
+    const at::Tensor got =
+        lowered(m, 0.06, 0, c, residual, "relu");
+    check_int8_close(got, want);
+    // Within a step of LibTorch's two roundings too, nearly everywhere.
+    const at::Tensor twice = call("quantized::add_relu",
+                                  {conv, residual, 0.06, int64_t{0}});
+    CHECK((got.int_repr().to(at::kInt) - twice.int_repr().to(at::kInt))
+              .abs()
+              .max()
+              .item<int>() <= 2);
+  }
+}
+
+TEST_CASE("qconv refuses what it cannot compute, by name") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  const QConvCase c{{1, 4, 6, 6}, {4, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+                    1, true, 0, 0};
+  const Made m = make(c, true);
+  const at::Tensor packed =
+      call("fx_onednn::pack_qconv_weight", {m.packed, c.input, int64_t{0}});
+  auto run = [&](c10::IValue input, double scale, int64_t zero_point,
+                 c10::IValue other, std::string activation,
+                 at::Tensor weight) {
+    return call("fx_onednn::qconv",
+                {std::move(input), std::move(weight), c10::IValue(), c.stride,
+                 c.padding, c.dilation, c.groups, scale, zero_point,
+                 std::move(other), std::move(activation)});
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(run(at::randn({1, 4, 6, 6}), 0.1, 0, {}, "none", packed),
+                    Contains("the input must be a quint8 CPU tensor"));
+  CHECK_THROWS_WITH(run(m.qx, 0.0, 0, {}, "none", packed),
+                    Contains("output_scale must be positive"));
+  CHECK_THROWS_WITH(run(m.qx, 0.1, 256, {}, "none", packed),
+                    Contains("output_zero_point must be within 0 to 255"));
+  CHECK_THROWS_WITH(run(m.qx, 0.1, 0, {}, "silu", packed),
+                    Contains("activation must be none or relu"));
+  CHECK_THROWS_WITH(
+      run(m.qx, 0.1, 0, {}, "none", at::randn({4, 4, 3, 3})),
+      Contains("the weight is not one that fx_onednn::pack_qconv_weight"));
+  const at::Tensor small = at::quantize_per_tensor(
+      at::randn({1, 4, 5, 6}), 0.1, 0, at::kQUInt8);
+  CHECK_THROWS_WITH(run(m.qx, 0.1, 0, small, "none", packed),
+                    Contains("other (the residual) has sizes"));
+  // Size 0 and 1.
+  const at::Tensor empty =
+      at::quantize_per_tensor(at::randn({0, 4, 6, 6}), 0.1, 0, at::kQUInt8);
+  CHECK(run(empty, 0.1, 0, {}, "none", packed).sizes() ==
+        at::IntArrayRef({0, 4, 6, 6}));
+  const at::Tensor one =
+      at::quantize_per_tensor(at::randn({1, 4, 1, 1}), 0.1, 0, at::kQUInt8);
+  CHECK(run(one, 0.1, 0, {}, "none", packed).sizes() ==
+        at::IntArrayRef({1, 4, 1, 1}));
+}
+
+TEST_CASE("unpack_qconv_weight and packed_qconv_bias give back what was packed") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  const QConvCase c{{1, 8, 6, 6}, {8, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+                    4, true, 0, 0};
+  const Made m = make(c, true);
+  const std::vector<c10::IValue> parts =
+      call_boxed("quantized::conv2d_unpack", "", {m.packed});
+  const at::Tensor w = parts.at(0).toTensor();
+  const at::Tensor packed =
+      call("fx_onednn::pack_qconv_weight", {m.packed, c.input, int64_t{0}});
+  const at::Tensor back =
+      call("fx_onednn::unpack_qconv_weight", {packed, int64_t{4}});
+  CHECK(at::equal(back.int_repr(), w.int_repr()));
+  CHECK(at::allclose(back.q_per_channel_scales(),
+                     w.q_per_channel_scales().to(at::kDouble)));
+  CHECK(at::allclose(call("fx_onednn::packed_qconv_bias", {packed}),
+                     parts.at(1).toTensor()));
+}
+
+TEST_CASE("max_pool2d of a quint8 tensor is LibTorch's, to the element") {
+  at::manual_seed(3);
+  struct PoolCase {
+    std::vector<int64_t> input, kernel, stride, padding;
+    bool ceil_mode;
+  };
+  for (const PoolCase& c : std::vector<PoolCase>{
+           {{1, 16, 14, 14}, {3, 3}, {2, 2}, {1, 1}, false},
+           {{2, 8, 9, 9}, {3, 3}, {1, 1}, {1, 1}, true},
+           {{1, 3, 7, 6}, {2, 2}, {2, 2}, {0, 0}, true},
+           {{1, 4, 1, 1}, {1, 1}, {1, 1}, {0, 0}, false}}) {
+    CAPTURE(c.input, c.kernel, c.ceil_mode);
+    for (bool channels_last : {true, false}) {
+      at::Tensor q = at::quantize_per_tensor(at::randn(c.input), 0.05, 60,
+                                             at::kQUInt8);
+      if (channels_last) q = q.contiguous(at::MemoryFormat::ChannelsLast);
+      const at::Tensor want = at::max_pool2d(q, c.kernel, c.stride, c.padding,
+                                             {1, 1}, c.ceil_mode);
+      const at::Tensor got =
+          call("fx_onednn::max_pool2d", {q, c.kernel, c.stride, c.padding,
+                                         std::vector<int64_t>{1, 1},
+                                         c.ceil_mode});
+      REQUIRE(got.is_quantized());
+      CHECK(got.q_scale() == q.q_scale());
+      CHECK(got.q_zero_point() == q.q_zero_point());
+      CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+      CHECK(at::equal(got.int_repr(), want.int_repr()));
+    }
+  }
+  const at::Tensor q =
+      at::quantize_per_tensor(at::randn({1, 4, 6, 6}), 0.05, 0, at::kQUInt8);
+  CHECK_THROWS_WITH(
+      call("fx_onednn::avg_pool2d", {q, std::vector<int64_t>{2, 2},
+                                     std::vector<int64_t>{2, 2}}),
+      Catch::Matchers::Contains("a quantized input must be quint8 per "
+                                "tensor, and max pooled"));
+}
+
+TEST_CASE("qconv_add_ writes qconv's result over its residual") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(4);
+  const QConvCase c{{2, 16, 9, 9}, {16, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+                    1, true, 0, 0};
+  const Made m = make(c, true);
+  const at::Tensor packed =
+      call("fx_onednn::pack_qconv_weight", {m.packed, c.input, int64_t{0}});
+  const at::Tensor residual =
+      at::quantize_per_tensor(at::randn({2, 16, 9, 9}), 0.04, 77, at::kQUInt8)
+          .contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor want = call(
+      "fx_onednn::qconv",
+      {m.qx, packed, c10::IValue(), c.stride, c.padding, c.dilation, c.groups,
+       0.06, int64_t{3}, residual, std::string("relu")});
+  at::Tensor self =
+      residual.clone().contiguous(at::MemoryFormat::ChannelsLast);
+  const void* data = self.data_ptr();
+  const at::Tensor got = call(
+      "fx_onednn::qconv_add_",
+      {self, m.qx, packed, c10::IValue(), c.stride, c.padding, c.dilation,
+       c.groups, 0.06, int64_t{3}, std::string("relu")});
+  CHECK(got.data_ptr() == data);
+  CHECK(self.q_scale() == 0.06);
+  CHECK(self.q_zero_point() == 3);
+  CHECK(at::equal(self.int_repr(), want.int_repr()));
+  // A residual in another layout is refused, not read wrong.
+  at::Tensor planar = residual.contiguous();
+  CHECK_THROWS_WITH(
+      call("fx_onednn::qconv_add_",
+           {planar, m.qx, packed, c10::IValue(), c.stride, c.padding,
+            c.dilation, c.groups, 0.06, int64_t{3}, std::string("relu")}),
+      Catch::Matchers::Contains("self (the residual) must be channels-last"));
+}

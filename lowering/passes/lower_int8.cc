@@ -1,0 +1,301 @@
+// The pass lower_onednn_int8: convert_fx's 2-d int8 convolutions
+// (quantized::conv2d.new and conv2d_relu.new on LibTorch's packed weights,
+// their weights symmetric) become fx_onednn::qconv on a weight packed by
+// fx_onednn::pack_qconv_weight, absorbing the quantized::add or add_relu
+// that is a convolution's only user (the other operand added as the
+// residual, rounded once; written over in place, fx_onednn::qconv_add_,
+// when nothing reads it afterwards, InferenceOptions::in_place). Only where oneDNN has VNNI int8 kernels
+// (onednn::int8_supported()); elsewhere the graph stays on LibTorch's
+// quantized engine. Everything else of an int8 graph (pooling, cat,
+// hardswish, linear layers) stays LibTorch's and reads qconv's quint8
+// channels-last outputs as it reads quantized::conv2d's, but max pooling
+// of quint8 values, which runs on oneDNN's u8 pooling
+// (fx_onednn::max_pool2d).
+//
+//   before:
+//       %_packed_conv = get_attr[target=_packed.conv]
+//       %conv = call_function[target=quantized::conv2d.new](args = (%q, %_packed_conv, 0.028, 103))
+//       %add = call_function[target=quantized::add_relu](args = (%conv, %r, 0.018, 0))
+//   after (the pack made once, by an init step):
+//       %packed = get_attr[target=_folded.pack_qconv_weight]
+//       %add = call_function[target=fx_onednn::qconv](args = (%q, %packed, None, [1, 1], [1, 1], [1, 1], 1, 0.018, 0, %r, relu))
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "fx/ir/operator_schemas.h"
+#include "fx/runtime/graph_module.h"
+#include "lowering/onednn_ops.h"
+#include "lowering/passes/passes.h"
+#include "lowering/passes/rewrite_support.h"
+
+namespace fx {
+namespace lowering {
+namespace {
+
+std::vector<c10::IValue> call_on(const char* name, const c10::IValue& arg) {
+  const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  std::vector<c10::IValue> stack{arg};
+  op.callBoxed(&stack);
+  return stack;
+}
+
+// What a packed int8 convolution weight holds that the lowered call needs.
+struct PackedConv {
+  std::vector<int64_t> weight_sizes, stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+// The geometry of LibTorch's packed weights when qconv computes what they
+// do: 2-d, not transposed, symmetric qint8 weights.
+std::optional<PackedConv> packed_conv(const c10::IValue& packed) {
+  if (!packed.isCustomClass() && !packed.isObject()) return std::nullopt;
+  try {
+    if (call_on("quantized::conv2d_transpose", packed).at(0).toInt() != 0) {
+      return std::nullopt;
+    }
+    const at::Tensor w =
+        call_on("quantized::conv2d_unpack", packed).at(0).toTensor();
+    if (w.dim() != 4 || w.scalar_type() != at::kQInt8) return std::nullopt;
+    switch (w.qscheme()) {
+      case at::kPerTensorAffine:
+      case at::kPerTensorSymmetric:
+        if (w.q_zero_point() != 0) return std::nullopt;
+        break;
+      case at::kPerChannelAffine:
+      case at::kPerChannelSymmetric:
+        if (w.q_per_channel_axis() != 0 ||
+            !w.q_per_channel_zero_points().eq(0).all().item<bool>()) {
+          return std::nullopt;
+        }
+        break;
+      default:
+        return std::nullopt;
+    }
+    PackedConv c;
+    c.weight_sizes = w.sizes().vec();
+    c.stride = call_on("quantized::conv2d_stride", packed).at(0).toIntVector();
+    c.padding =
+        call_on("quantized::conv2d_padding", packed).at(0).toIntVector();
+    c.dilation =
+        call_on("quantized::conv2d_dilation", packed).at(0).toIntVector();
+    c.groups = call_on("quantized::conv2d_groups", packed).at(0).toInt();
+    return c;
+  } catch (const c10::Error&) {
+    return std::nullopt;  // another engine's or another class's weights
+  }
+}
+
+// The zero point of a quint8 value as the graph states it: the quantize or
+// quantized operator that made it, through operators that keep their
+// input's quantization; nullopt where the graph does not say.
+std::optional<int64_t> zero_point_of(const Node* v) {
+  for (int depth = 0; depth < 64 && v != nullptr; ++depth) {
+    if (v->op() != Opcode::kCallFunction || !v->target().is_operator()) {
+      return std::nullopt;
+    }
+    const std::vector<Argument>& args = v->args();
+    if (v->is_call_to({"aten::quantize_per_tensor"})) {
+      const Argument zp = CallArguments(*v)["zero_point"];
+      return zp.is_int() ? std::optional<int64_t>(zp.to_int()) : std::nullopt;
+    }
+    // LibTorch's quantized sigmoid and tanh give fixed quantizations.
+    if (v->is_call_to({"aten::sigmoid", "aten::sigmoid_", "aten::hardsigmoid",
+                       "aten::hardsigmoid_"})) {
+      return 0;
+    }
+    if (v->is_call_to({"aten::tanh", "aten::tanh_"})) return 128;
+    if (v->is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_"})) {
+      return CallArguments(*v)["output_zero_point"].to_int();
+    }
+    const std::string name = v->target().to_string();
+    if (name.rfind("quantized::", 0) == 0) {
+      // Their last argument (zero_point, output_zero_point, Y_zero_point_i).
+      if (!args.empty() && args.back().is_int()) return args.back().to_int();
+      return std::nullopt;
+    }
+    if (v->is_call_to({"aten::max_pool2d", "fx_onednn::max_pool2d",
+                       "aten::relu", "aten::relu_",
+                       "aten::hardtanh", "aten::hardtanh_", "aten::relu6",
+                       "aten::relu6_", "aten::clamp", "aten::clamp_",
+                       "aten::flatten.using_ints", "aten::reshape",
+                       "aten::view", "aten::contiguous", "aten::dropout",
+                       "aten::adaptive_avg_pool2d", "aten::avg_pool2d"}) &&
+        !args.empty() && args[0].is_node()) {
+      v = args[0].to_node();
+      continue;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Whether qconv_add_ may write its result over `residual` at `at`: a
+// value the lowered int8 operators made (fresh, channels-last quint8:
+// qconv's, qconv_add_'s, max_pool2d's) that every other user reads before
+// `at` and none returns a view of. Program order is counted afresh: the
+// calls made so far stand where the nodes they replaced stood.
+bool can_overwrite(const Graph& graph, const Node* residual, const Node* at) {
+  auto channels_last_int8 = [](const Node& n) {
+    return n.is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_",
+                         "fx_onednn::max_pool2d"});
+  };
+  if (!channels_last_int8(*residual)) return false;
+  absl::flat_hash_map<const Node*, int64_t> position;
+  int64_t i = 0;
+  for (const Node* n : graph.nodes()) position[n] = i++;
+  for (const Node* user : residual->users()) {
+    if (user == at) continue;
+    if (position.at(user) >= position.at(at)) return false;
+    if (user->op() != Opcode::kCallFunction || !user->target().is_operator()) {
+      return false;
+    }
+    for (const c10::Argument& r : user->target().op().schema().returns()) {
+      if (r.alias_info() != nullptr) return false;
+    }
+  }
+  return true;
+}
+
+class LowerInt8 : public LoweringPass {
+ public:
+  explicit LowerInt8(const InferenceOptions& options)
+      : LoweringPass("lower_onednn_int8", options) {}
+
+ private:
+  bool rewrite(GraphModuleImpl& module) override {
+    if (!onednn::int8_supported()) return false;
+    Graph& graph = module.graph();
+    // Erasing while iterating is safe: an absorbed add comes after its
+    // convolution, and an erased node stays allocated while the walk goes
+    // on.
+    for (Node* n : graph.nodes()) {
+      if (n->is_call_to({"aten::max_pool2d"})) {
+        lower_max_pool(graph, n);
+        continue;
+      }
+      const bool relu = n->is_call_to({"quantized::conv2d_relu.new"});
+      if (!relu && !n->is_call_to({"quantized::conv2d.new"})) continue;
+      const std::vector<Argument>& args = n->args();
+      if (args.size() != 4 || !args[0].is_node() || !args[1].is_node() ||
+          args[1].to_node()->op() != Opcode::kGetAttr ||
+          !args[2].is_double() || !args[3].is_int()) {
+        continue;
+      }
+      Node* input = args[0].to_node();
+      Node* weights = args[1].to_node();
+      const std::string path = weights->target().str();
+      if (!module.has_object_attribute(path)) continue;
+      const std::optional<PackedConv> conv =
+          packed_conv(module.fetch_attribute(path));
+      const TensorMeta* in = input->tensor_meta();
+      const std::optional<int64_t> zero_point = zero_point_of(input);
+      if (!conv || in == nullptr || in->sizes.size() != 4 || !zero_point) {
+        continue;
+      }
+      Argument scale = args[2], out_zero_point = args[3];
+      Argument residual;
+      std::vector<Node*> absorbed;
+      if (!relu) {
+        Node* add = n->only_user();
+        if (add != nullptr &&
+            add->is_call_to({"quantized::add", "quantized::add_relu"}) &&
+            add->args().size() == 4 && add->args()[0].is_node() &&
+            add->args()[1].is_node() && add->args()[0] != add->args()[1]) {
+          const Argument& other =
+              add->args()[0].to_node() == n ? add->args()[1] : add->args()[0];
+          const TensorMeta* other_meta = other.to_node()->tensor_meta();
+          const TensorMeta* add_meta = add->tensor_meta();
+          if (other_meta != nullptr && add_meta != nullptr &&
+              other_meta->sizes == add_meta->sizes) {
+            absorbed.push_back(add);
+            residual = other;
+            scale = add->args()[2];
+            out_zero_point = add->args()[3];
+          }
+        }
+      }
+      const bool fused_relu =
+          relu || (!absorbed.empty() &&
+                   absorbed[0]->is_call_to({"quantized::add_relu"}));
+      Node* pack;
+      {
+        auto guard = graph.inserting_before(n);
+        pack = graph.call_function(
+            fx::op("fx_onednn::pack_qconv_weight"),
+            {weights, in->sizes, *zero_point});
+      }
+      {
+        // A float32 tensor of the weight's sizes, as every packed weight.
+        TensorMeta w;
+        w.sizes = conv->weight_sizes;
+        const auto strides = c10::contiguous_strides(w.sizes);
+        w.strides.assign(strides.begin(), strides.end());
+        w.dtype = c10::ScalarType::Float;
+        pack->meta().set(kTensorMeta, std::move(w));
+      }
+      const std::string activation = fused_relu ? "relu" : "none";
+      // (Not over the convolution's own input, which it reads.)
+      if (options().in_place && residual.is_node() &&
+          residual.to_node() != input &&
+          can_overwrite(graph, residual.to_node(), absorbed[0])) {
+        // The residual dies here: the result is written over it.
+        replace_with_call(graph, n, absorbed, "fx_onednn::qconv_add_",
+                          {residual, input, pack, Argument(), conv->stride,
+                           conv->padding, conv->dilation, conv->groups, scale,
+                           out_zero_point, activation},
+                          /*channels_last=*/true);
+        ++report().in_place_sums;
+      } else {
+        std::vector<Argument> call_args = {
+            input,         pack,           Argument(),   conv->stride,
+            conv->padding, conv->dilation, conv->groups, scale,
+            out_zero_point};
+        if (!residual.is_none() || fused_relu) {
+          call_args.push_back(residual);
+          call_args.push_back(activation);
+        }
+        replace_with_call(graph, n, absorbed, "fx_onednn::qconv",
+                          std::move(call_args), /*channels_last=*/true);
+      }
+      ++report().int8_convolutions;
+      if (!absorbed.empty()) ++report().fused_sums;
+      if (fused_relu) ++report().fused_activations;
+    }
+    return report().int8_convolutions > 0 || report().pooling > 0;
+  }
+
+  // Max pooling of a quint8 value: on oneDNN's u8 pooling, which reads the
+  // channels-last activations in place (LibTorch's quantized max pooling
+  // took 9% of GoogLeNet's int8 time at batch 1).
+  void lower_max_pool(Graph& graph, Node* n) {
+    const CallArguments a(*n);
+    const Argument input = a["self"];
+    const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
+                                           : nullptr;
+    if (in == nullptr || in->dtype != c10::ScalarType::QUInt8 ||
+        in->sizes.size() != 4) {
+      return;
+    }
+    replace_with_call(graph, n, {}, "fx_onednn::max_pool2d",
+                      {input, a["kernel_size"], a["stride"], a["padding"],
+                       a["dilation"], a["ceil_mode"]},
+                      /*channels_last=*/true);
+    ++report().pooling;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_lower_int8(const InferenceOptions& options) {
+  return std::make_unique<LowerInt8>(options);
+}
+
+}  // namespace lowering
+}  // namespace fx
