@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/errors.h"
+#include "fx/ir/function.h"
 #include "fx/ir/node.h"
 #include "fx/ir/operator_schemas.h"
 #include "onnx/internal/mappings.h"
@@ -167,7 +168,12 @@ OnnxMapping unary(std::string op_type) {
 // constant made so, a tensor of another type cast (torch promotes types
 // where ONNX does not: int64 + 0.5, int / int).
 std::string value_as(OnnxBuilder& b, const Argument& a, int32_t type) {
-  if (!a.is_node() || element_type_of(b, a) == type) return b.value(a, type);
+  if (!a.is_node()) return b.value(a, type);
+  // A size the graph computes (x * (B - 1)): an int64 scalar.
+  const bool size = is_sym_call(*a.to_node());
+  if (size ? type == onnx::TensorProto::INT64 : element_type_of(b, a) == type) {
+    return b.value(a, type);
+  }
   const std::string cast = b.fresh(a.to_node()->name() + "_cast");
   set_int(b.add("Cast", {b.value(a)}, cast), "to", type);
   return cast;

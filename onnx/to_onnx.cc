@@ -761,6 +761,10 @@ class Exporter : public OnnxBuilder {
             // A dimension that varies must not come out as a constant.
             known = !d.has_dim_value();
             dims.push_back(-1);
+          } else if (!varying_.empty() && !d.has_dim_value()) {
+            // A fixed size inference could not follow through a shape the
+            // model computes (a reshape to [B, -1]): unknown, not wrong.
+            dims.push_back(expected[k]);
           } else {
             known = d.has_dim_value();
             dims.push_back(d.dim_value());
