@@ -6,7 +6,8 @@
 For each NAME (every model below if none): OUT_DIR/NAME.pt2
 (torch.export.save of torch.export.export(model.eval(), inputs)) and
 OUT_DIR/NAME_io.pt, torch.save of [inputs..., output] (the exported
-program's own output on those inputs). Needs torch 2.x (torch.export): the
+program's own output on those inputs); for a model exported with dynamic
+dimensions, also NAME_io_K.pt, the same at the K-th of its other shapes. Needs torch 2.x (torch.export): the
 tests run it with FX_EXPORT_PYTHON (tools/setup.sh's torch 2.13).
 """
 import os
@@ -52,7 +53,38 @@ class TwoOutputs(torch.nn.Module):
 
 
 class Dynamic(Mlp):
-    """Exported with a dynamic batch: not read yet."""
+    """Exported with a dynamic batch (Dim("batch", max=64))."""
+
+
+class DynamicSizes(torch.nn.Module):
+    """Size arithmetic on a dynamic batch b: a reshape to (b, -1), a view
+    to (3 * b, 4), a slice of b + 1 rows, b - 1 in a product, a new tensor
+    of b // 2 + 1 rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        b = x.shape[0]
+        y = self.fc(x).relu()
+        rows = y.view(b * 3, 4)
+        return (y.reshape(b, -1) * (b - 1), rows[: b + 1],
+                y.new_ones(b // 2 + 1, 4))
+
+
+class DynamicTwoInputs(torch.nn.Module):
+    """Two inputs sharing their dynamic batch and length (x [B, T, 8],
+    mask [B, T]): a linear layer on x viewed as (B * T, 8), masked."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 6)
+
+    def forward(self, x, mask):
+        b, t = x.shape[0], x.shape[1]
+        y = self.fc(x.reshape(b * t, 8)).view(b, t, 6)
+        return (y * mask.unsqueeze(-1)).sum(1)
 
 
 class TrainingBatchNorm(Mlp):
@@ -65,11 +97,35 @@ class FunctionalTrainingBatchNorm(Mlp):
     become outputs (buffer mutations), not read yet."""
 
 
+BATCH = torch.export.Dim("batch", max=64)
+
+# Dynamic dimensions (export's dynamic_shapes) and the other shapes each
+# model runs at (NAME_io_K.pt).
+DYNAMIC = {
+    "dynamic": ({"x": {0: BATCH}},
+                [(torch.randn(1, 4),), (torch.randn(5, 4),),
+                 (torch.randn(64, 4),)]),
+    "dynamic_sizes": ({"x": {0: BATCH}},
+                      [(torch.randn(2, 3, 8),), (torch.randn(7, 3, 8),),
+                       (torch.randn(64, 3, 8),)]),
+    "dynamic_two_inputs": (
+        {"x": {0: torch.export.Dim("B", max=16),
+               1: torch.export.Dim("T", max=128)},
+         "mask": {0: torch.export.Dim("B", max=16),
+                  1: torch.export.Dim("T", max=128)}},
+        [(torch.randn(1, 1, 8), torch.rand(1, 1) > 0.5),
+         (torch.randn(3, 17, 8), torch.rand(3, 17) > 0.5),
+         (torch.randn(16, 128, 8), torch.rand(16, 128) > 0.5)]),
+}
+
 MODELS = {
     "mlp": (Mlp, (torch.randn(2, 4),)),
     "cnn": (Cnn, (torch.randn(1, 3, 8, 8),)),
     "two_outputs": (TwoOutputs, (torch.randn(3, 5),)),
     "dynamic": (Dynamic, (torch.randn(2, 4),)),
+    "dynamic_sizes": (DynamicSizes, (torch.randn(4, 3, 8),)),
+    "dynamic_two_inputs": (DynamicTwoInputs,
+                           (torch.randn(2, 5, 8), torch.rand(2, 5) > 0.5)),
     "training_batch_norm": (TrainingBatchNorm, (torch.randn(2, 4),)),
     "functional_training_batch_norm": (FunctionalTrainingBatchNorm,
                                        (torch.randn(2, 4),)),
@@ -94,9 +150,7 @@ def main():
             model.train()
         else:
             model.eval()
-        dynamic_shapes = None
-        if name == "dynamic":
-            dynamic_shapes = {"x": {0: torch.export.Dim("batch", max=64)}}
+        dynamic_shapes, shapes = DYNAMIC.get(name, (None, []))
         program = torch.export.export(model, inputs,
                                       dynamic_shapes=dynamic_shapes)
         if name.startswith("functional"):
@@ -108,6 +162,12 @@ def main():
             output = output[-1] if isinstance(output, tuple) else output
         outputs = list(output) if isinstance(output, tuple) else [output]
         torch.save(list(inputs) + outputs, os.path.join(out, name + "_io.pt"))
+        for k, other in enumerate(shapes):
+            with torch.no_grad():
+                output = program.module()(*other)
+            outputs = list(output) if isinstance(output, tuple) else [output]
+            torch.save(list(other) + outputs,
+                       os.path.join(out, "%s_io_%d.pt" % (name, k)))
         print(name)
 
 

@@ -225,16 +225,19 @@ check "opt names the file and line of a parse error" 1 \
 check "opt names a missing file" 2 "cannot read $out/none.ir" -- \
   "$fx" opt "$out/none.ir"
 
-# torch.export programs (.pt2): read, lowered, exported to ONNX; refused
-# with the reason where the reader does not read them yet.
+# torch.export programs (.pt2): read, lowered, exported to ONNX, dynamic
+# dimensions included.
 "$export_python" "$programs_script" "$out" cnn dynamic > /dev/null
 check "trace reads a .pt2 program" 0 "read the exported program .*cnn.pt2.*fx_onednn::conv" -- \
   bash -c "'$fx' trace '$out/cnn.pt2' --passes=optimize_for_inference 2>&1 | tr '\\n' ' '"
 check "a .pt2 program exports to ONNX" 0 "wrote $out/cnn_pt2.onnx" -- \
   "$fx" trace "$out/cnn.pt2" --print=none --onnx="$out/cnn_pt2.onnx"
-check "a .pt2 program with dynamic dimensions is refused by name" 1 \
-  "dynamic dimensions .*not read yet" -- "$fx" trace "$out/dynamic.pt2"
-check "a .pt2 program takes no --dynamic" 2 "fixed when it was exported" -- \
+check "a .pt2 program's dynamic dimensions are its symbols" 0 \
+  "%x : f32\[s[0-9]+, 4\]" -- "$fx" trace "$out/dynamic.pt2" --print=meta
+check "a .pt2 program with dynamic dimensions, lowered and exported" 0 \
+  "wrote $out/dynamic_pt2.onnx" -- "$fx" trace "$out/dynamic.pt2" \
+  --passes=optimize_for_inference --print=none --onnx="$out/dynamic_pt2.onnx"
+check "a .pt2 program takes no --dynamic (its own are read)" 2 "fixed when it was exported" -- \
   "$fx" trace "$out/cnn.pt2" --dynamic=B:0:0
 
 if [ "$failures" -eq 0 ]; then

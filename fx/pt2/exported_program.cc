@@ -23,6 +23,7 @@
 #include "fx/ir/graph.h"
 #include "fx/ir/meta.h"
 #include "fx/ir/target.h"
+#include "fx/pt2/sym_expr.h"
 
 namespace fx {
 namespace {
@@ -41,6 +42,7 @@ class Loader {
     open_archive();
     const Json program = parse(record("models/model.json"), "models/model.json");
     check_version(program);
+    read_ranges(program);
     const Json& module = field(program, "graph_module", "the program");
     const Json& graph = field(module, "graph", "graph_module");
     const Json& signature = field(module, "signature", "graph_module");
@@ -185,28 +187,58 @@ class Loader {
     }
   }
 
-  // Sizes or strides: integers only (a symbolic size is a dynamic
-  // dimension, not read yet).
-  std::vector<int64_t> ints_of(const Json& list, const std::string& where) const {
-    std::vector<int64_t> out;
+  // Sizes or strides: integers, or symbolic sizes (a dynamic dimension, a
+  // size computed from one) with the size the export saw (its hint).
+  struct Sizes {
+    std::vector<int64_t> hints;
+    std::vector<SizeExpr> exprs;
+    bool symbolic = false;
+  };
+  Sizes sizes_of(const Json& list, const std::string& where) const {
+    Sizes out;
     for (const Json& e : array(list, where)) {
       auto [kind, value] = one_of(e, where);
-      if (kind != "as_int") {
-        fail(absl::StrCat(where, " has a symbolic size (", kind,
-                          "): programs exported with dynamic dimensions "
-                          "(dynamic_shapes=) are not read yet; export with "
-                          "static shapes"));
+      if (kind == "as_int") {
+        out.hints.push_back(integer(*value, where));
+        out.exprs.push_back(SizeExpr::constant(out.hints.back()));
+        continue;
       }
-      out.push_back(integer(*value, where));
+      if (kind != "as_expr") {
+        fail(absl::StrCat(where, " has a size of kind ", kind));
+      }
+      const std::string text =
+          string(field(*value, "expr_str", where), where + ".expr_str");
+      const Json* hint = value->contains("hint") ? &(*value)["hint"] : nullptr;
+      if (hint == nullptr || !hint->is_object() || !hint->contains("as_int")) {
+        fail(absl::StrCat(where, " has the symbolic size ", text,
+                          " without the size it had when exported (its "
+                          "hint): a size known only at run time (data "
+                          "dependent) is not read yet"));
+      }
+      out.hints.push_back(integer((*hint)["as_int"], where + ".hint"));
+      out.exprs.push_back(pt2::parse_sym_expr(text));
+      out.symbolic = true;
     }
     return out;
+  }
+  // Integers only (a weight's or constant's sizes).
+  std::vector<int64_t> ints_of(const Json& list, const std::string& where) const {
+    Sizes s = sizes_of(list, where);
+    if (s.symbolic) fail(absl::StrCat(where, " has a symbolic size"));
+    return s.hints;
   }
 
   TensorMeta tensor_meta(const Json& meta, const std::string& where) const {
     TensorMeta m;
     m.dtype = scalar_type(field(meta, "dtype", where), where + ".dtype");
-    m.sizes = ints_of(field(meta, "sizes", where), where + ".sizes");
-    m.strides = ints_of(field(meta, "strides", where), where + ".strides");
+    Sizes sizes = sizes_of(field(meta, "sizes", where), where + ".sizes");
+    Sizes strides = sizes_of(field(meta, "strides", where), where + ".strides");
+    m.sizes = sizes.hints;
+    m.strides = strides.hints;
+    if (sizes.symbolic || strides.symbolic) {
+      m.symbolic_sizes = std::move(sizes.exprs);
+      m.symbolic_strides = std::move(strides.exprs);
+    }
     if (m.strides.size() != m.sizes.size()) {
       fail(absl::StrCat(where, " has ", m.sizes.size(), " sizes and ",
                         m.strides.size(), " strides"));
@@ -224,6 +256,38 @@ class Loader {
     }
     m.memory_format = c10::MemoryFormat::Contiguous;
     return m;
+  }
+
+  // --- Symbols -------------------------------------------------------------
+
+  // range_constraints: each symbol's bounds ({"min_val": 0, "max_val": 64};
+  // null for none).
+  void read_ranges(const Json& program) {
+    if (!program.contains("range_constraints")) return;
+    const Json& ranges = program["range_constraints"];
+    if (!ranges.is_object()) fail("range_constraints is not an object");
+    for (auto it = ranges.begin(); it != ranges.end(); ++it) {
+      const std::string where = absl::StrCat("range_constraints '", it.key(), "'");
+      const Json& r = it.value();
+      auto bound = [&](const char* key, int64_t none) {
+        if (!r.is_object() || !r.contains(key) || r[key].is_null()) return none;
+        // Python's ints are unbounded: a bound past int64's range is none.
+        if (r[key].is_number_unsigned() &&
+            r[key].get<uint64_t>() >
+                static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          return none;
+        }
+        if (r[key].is_number_float()) return none;  // inf
+        return integer(r[key], absl::StrCat(where, ".", key));
+      };
+      const int64_t min = bound("min_val", 0);
+      const int64_t max = bound("max_val", std::numeric_limits<int64_t>::max());
+      if (min < 0 || max < min) {
+        fail(absl::StrCat(where, " is the range [", min, ", ", max,
+                          "]: a size's range is within 0 and up"));
+      }
+      ranges_[it.key()] = {min, max};
+    }
   }
 
   // --- Weights and constants ---------------------------------------------
@@ -297,6 +361,7 @@ class Loader {
       }
       const Json& meta = field(e, "tensor_meta", where);
       const TensorMeta m = tensor_meta(meta, where);
+      if (!m.symbolic_sizes.empty()) fail(where + " has a symbolic size");
       int64_t offset = 0;
       if (meta.contains("storage_offset") && meta["storage_offset"].is_object()) {
         auto [kind, value] = one_of(meta["storage_offset"], where);
@@ -410,7 +475,43 @@ class Loader {
     g.dim = static_cast<int64_t>(m->sizes.size());
     g.check_sizes = true;
     g.sizes = m->sizes;
+    // A dynamic dimension: a symbol of range_constraints (torch.export's
+    // Dim), the same symbol on every input that shares it.
+    for (size_t d = 0; d < m->symbolic_sizes.size(); ++d) {
+      const SizeExpr& e = m->symbolic_sizes[d];
+      if (e.is_constant()) continue;
+      if (!e.known || e.symbols.size() != 1 || e.p != 1 || e.q != 0 ||
+          e.r != 1) {
+        fail(absl::StrCat(where, ": input '", p->name(), "' has dimension ",
+                          d, " of size ", e.to_string(),
+                          ", a function of another dimension's: inputs whose "
+                          "sizes are derived from others are not read yet"));
+      }
+      auto range = ranges_.find(e.symbols[0]);
+      if (range == ranges_.end()) {
+        fail(absl::StrCat(where, ": input '", p->name(), "' has the dynamic "
+                          "dimension ", e.symbols[0], ", which "
+                          "range_constraints does not bound"));
+      }
+      DynamicDim dim;
+      dim.input = user_inputs_;
+      dim.dim = static_cast<int64_t>(d);
+      dim.symbol = e.symbols[0];
+      dim.min = range->second.first;
+      dim.max = range->second.second;
+      g.dynamic.push_back(dim);
+    }
+    ++user_inputs_;
     p->meta().set(kGuard, g);
+  }
+
+  // A symbolic int's value: a node of an earlier sym_size or arithmetic,
+  // or an int (as_sym_int's as_name or as_int).
+  Argument sym_int(const Json& j, const std::string& where) const {
+    auto [kind, v] = one_of(j, where);
+    if (kind == "as_int") return Argument(integer(*v, where));
+    if (kind == "as_name") return value(string(*v, where), where);
+    fail(absl::StrCat(where, ": a symbolic int of kind ", kind));
   }
 
   Argument argument(const Json& arg, const std::string& where) const {
@@ -475,10 +576,16 @@ class Loader {
       if (type != "cpu") fail(absl::StrCat(where, ": device '", type, "' (only CPU programs are read)"));
       return Argument(c10::Device(c10::DeviceType::CPU));
     }
+    if (kind == "as_sym_int") return sym_int(j, where);
+    if (kind == "as_sym_ints") {
+      std::vector<Argument> elements;
+      for (const Json& e : array(j, where)) elements.push_back(sym_int(e, where));
+      return Argument::list(std::move(elements));
+    }
     if (absl::StartsWith(kind, "as_sym_")) {
-      fail(absl::StrCat(where, ": a symbolic value (", kind,
-                        "): programs exported with dynamic dimensions are not "
-                        "read yet; export with static shapes"));
+      fail(absl::StrCat(where, ": a symbolic value of kind ", kind,
+                        " (symbolic bools and floats: runtime assertions, "
+                        "data-dependent conditions) is not read yet"));
     }
     if (kind == "as_graph") {
       fail(absl::StrCat(where, ": a subgraph (a higher-order operator's body) "
@@ -522,6 +629,7 @@ class Loader {
         node.contains("name") && node["name"].is_string() ? node["name"].get<std::string>() : "";
     const std::string where = absl::StrCat("node '", name, "'");
     const std::string target = string(field(node, "target", where), where + ".target");
+    if (add_sym_node(node, target, name, where)) return;
     const std::string qualified = operator_name(target, where);
     std::optional<Target> callee = find_op(qualified);
     if (!callee) {
@@ -591,6 +699,79 @@ class Loader {
     define_elements(call, elements, where);
   }
 
+  // Size arithmetic: aten.sym_size.int and Python's operators on its
+  // results, as our sym_size / sym_add / sym_mul / sym_floordiv. Returns
+  // false for any other target.
+  bool add_sym_node(const Json& node, const std::string& target,
+                    const std::string& name, const std::string& where) {
+    const bool size = target == "torch.ops.aten.sym_size.int";
+    const bool arithmetic =
+        target == "_operator.add" || target == "_operator.sub" ||
+        target == "_operator.mul" || target == "_operator.floordiv";
+    if (!size && !arithmetic) {
+      if (absl::StartsWith(target, "_operator.") ||
+          absl::StrContains(target, "_assert_scalar") ||
+          absl::StrContains(target, "sym_constrain_range") ||
+          absl::StartsWith(target, "torch.ops.aten.sym_")) {
+        fail(absl::StrCat(where, ": ", target, " (a runtime assertion, a "
+                          "condition or size arithmetic beyond +, -, *, //) "
+                          "is not read yet"));
+      }
+      return false;
+    }
+    const Json& inputs = array(field(node, "inputs", where), where + ".inputs");
+    if (inputs.size() != 2) {
+      fail(absl::StrCat(where, ": ", target, " with ", inputs.size(),
+                        " inputs (two expected)"));
+    }
+    std::vector<Argument> args;
+    for (size_t i = 0; i < 2; ++i) {
+      const std::string at = absl::StrCat(where, ".inputs[", i, "]");
+      args.push_back(argument(field(inputs[i], "arg", at), at));
+    }
+    Node* call = nullptr;
+    if (size) {
+      if (!args[0].is_node() || !args[1].is_int()) {
+        fail(where + ": sym_size.int takes a tensor and a dimension");
+      }
+      call = graph_->create_node(Opcode::kCallFunction, Target(sym_size()),
+                                 std::move(args), {}, name);
+    } else {
+      for (const Argument& a : args) {
+        if (!a.is_node() && !a.is_int()) {
+          fail(absl::StrCat(where, ": ", target, " of something not an int"));
+        }
+      }
+      if (target == "_operator.sub") {
+        // a - b as a + (-1) * b.
+        Argument negated;
+        if (args[1].is_int()) {
+          negated = Argument(-args[1].to_int());
+        } else {
+          negated = Argument(graph_->create_node(
+              Opcode::kCallFunction, Target(sym_mul()),
+              {args[1], int64_t{-1}}, {}, name + "_negated"));
+        }
+        args[1] = negated;
+      }
+      const Function* f = target == "_operator.mul"        ? sym_mul()
+                          : target == "_operator.floordiv" ? sym_floordiv()
+                                                           : sym_add();
+      call = graph_->create_node(Opcode::kCallFunction, Target(f),
+                                 std::move(args), {}, name);
+    }
+    const Json& outputs = array(field(node, "outputs", where), where + ".outputs");
+    if (outputs.size() != 1) fail(where + ": size arithmetic has one output");
+    auto [kind, out] = one_of(outputs[0], where + ".outputs[0]");
+    if (kind != "as_sym_int") {
+      fail(absl::StrCat(where, ": an output of kind ", kind,
+                        " for size arithmetic"));
+    }
+    define(string(field(*out, "as_name", where), where + ".as_name"), call,
+           where);
+    return true;
+  }
+
   void define_elements(Node* call, const Json& elements, const std::string& where) {
     for (size_t i = 0; i < elements.size(); ++i) {
       if (elements[i].is_null()) continue;
@@ -605,7 +786,9 @@ class Loader {
   // named `arg_name`.
   static bool is_number_for_tensor(const Target& callee,
                                    const std::string& arg_name, const Argument& a) {
-    if (!a.is_int() && !a.is_double() && !a.is_bool()) return false;
+    // A size computed in the graph (b - 1) is a number too.
+    const bool size = a.is_node() && is_sym_call(*a.to_node());
+    if (!a.is_int() && !a.is_double() && !a.is_bool() && !size) return false;
     for (const c10::Argument& arg : callee.op().schema().arguments()) {
       if (arg.name() == arg_name) {
         return arg.type()->kind() == c10::TypeKind::TensorType;
@@ -653,6 +836,9 @@ class Loader {
   Graph* graph_ = nullptr;
   std::map<std::string, Node*> values_;
   Attributes attributes_;
+  // range_constraints: each symbol's [min, max].
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges_;
+  size_t user_inputs_ = 0;
 };
 
 }  // namespace

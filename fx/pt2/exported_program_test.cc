@@ -1,6 +1,8 @@
 #include "fx/pt2/exported_program.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -13,6 +15,9 @@
 #include <torch/version.h>
 
 #include "fx/fx.h"
+#include "lowering/optimize_for_inference.h"
+#include "onnx/to_onnx.h"
+#include "testdata/onnx_runtime.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
 
@@ -24,30 +29,40 @@ const std::string& programs() {
   return dir;
 }
 
-// NAME_io.pt: the inputs, then the outputs, of the program in Python.
-std::vector<at::Tensor> io(const std::string& name) {
-  std::ifstream in(programs() + "/" + name + "_io.pt", std::ios::binary);
+// STEM.pt: a list of tensors torch.save wrote.
+std::vector<at::Tensor> tensors(const std::string& stem) {
+  std::ifstream in(programs() + "/" + stem + ".pt", std::ios::binary);
   std::vector<char> bytes{std::istreambuf_iterator<char>(in),
                           std::istreambuf_iterator<char>()};
-  std::vector<at::Tensor> tensors;
+  std::vector<at::Tensor> out;
   const c10::IValue list = torch::pickle_load(bytes);
-  for (const c10::IValue& v : list.toListRef()) {
-    tensors.push_back(v.toTensor());
-  }
-  return tensors;
+  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
+  return out;
+}
+
+// NAME_io.pt: the inputs, then the outputs, of the program in Python.
+std::vector<at::Tensor> io(const std::string& name) {
+  return tensors(name + "_io");
 }
 
 // Bitwise against the same torch (2.13 wrote the files); Debian's 1.13
 // rounds its convolutions and batch statistics otherwise.
 bool as_python_computed(const at::Tensor& got, const at::Tensor& want) {
   if (TORCH_VERSION_MAJOR >= 2) return torch::equal(got, want);
-  return torch::allclose(got, want, 1e-5, 1e-6);
+  if (!want.is_floating_point()) return torch::equal(got, want);
+  // Relative to the output's largest magnitude (a product by 63 of values
+  // near 0 keeps the matrix product's absolute rounding).
+  const double scale = std::max(1.0, want.abs().max().item<double>());
+  return torch::allclose(got, want, 1e-5, 1e-6 * scale);
 }
 
-// mlp.pt2 with the JSON record `record` edited by `edit`, written as NAME.
+// FROM.pt2 (mlp.pt2 unless given) with the JSON record `record` edited by
+// `edit`, written as NAME.
 std::string edited(const std::string& name, const std::string& record,
-                   const std::function<void(nlohmann::json&)>& edit) {
-  caffe2::serialize::PyTorchStreamReader reader(programs() + "/mlp.pt2");
+                   const std::function<void(nlohmann::json&)>& edit,
+                   const std::string& from = "mlp") {
+  caffe2::serialize::PyTorchStreamReader reader(programs() + "/" + from +
+                                                ".pt2");
   const std::string path = testdata::test_file(name + ".pt2");
   caffe2::serialize::PyTorchStreamWriter writer(path);
   for (const std::string& r : reader.getAllRecords()) {
@@ -150,11 +165,175 @@ TEST_CASE("a .pt2 program's input is guarded to its exported shape") {
   CHECK_NOTHROW(gm(torch::randn({2, 4})));
 }
 
-TEST_CASE("what the reader does not read yet is refused by name") {
+// The outputs of `gm` on FILE.pt's inputs (`inputs` of them: NAME_io.pt,
+// NAME_io_K.pt) against the rest of the file: Python's ep.module() at that
+// shape.
+void check_at_shape(fx::GraphModule& gm, const std::string& file,
+                    size_t inputs, double tolerance = 0) {
+  CAPTURE(file);
+  const std::vector<at::Tensor> t = tensors(file);
+  REQUIRE(t.size() > inputs);
+  std::vector<c10::IValue> in(t.begin(), t.begin() + inputs);
+  const c10::IValue out = gm->forward(in);
+  std::vector<at::Tensor> got;
+  if (out.isTuple()) {
+    for (const c10::IValue& v : out.toTupleRef().elements()) {
+      got.push_back(v.toTensor());
+    }
+  } else {
+    got.push_back(out.toTensor());
+  }
+  REQUIRE(got.size() == t.size() - inputs);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const at::Tensor& want = t[inputs + i];
+    REQUIRE(got[i].sizes() == want.sizes());
+    if (tolerance == 0) {
+      CHECK(as_python_computed(got[i], want));
+    } else {
+      CHECK(torch::allclose(got[i].to(at::kDouble), want.to(at::kDouble),
+                            tolerance, tolerance));
+    }
+  }
+}
+
+const fx::InputGuard& guard_of(const fx::GraphModule& gm, size_t input) {
+  const fx::InputGuard* g = gm->graph().placeholders().at(input)->meta().get(fx::kGuard);
+  REQUIRE(g != nullptr);
+  return *g;
+}
+
+TEST_CASE("a .pt2 program with a dynamic batch runs at every batch its range allows") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/dynamic.pt2");
+  // Dim("batch", max=64): torch.export's symbol, its range [0, 64].
+  const fx::InputGuard& g = guard_of(gm, 0);
+  REQUIRE(g.dynamic.size() == 1);
+  CHECK(g.dynamic[0].dim == 0);
+  CHECK(g.dynamic[0].min == 0);
+  CHECK(g.dynamic[0].max == 64);
+  const std::string symbol = g.dynamic[0].symbol;
+  const fx::TensorMeta* x = gm->graph().placeholders()[0]->tensor_meta();
+  REQUIRE(x->symbolic_sizes.size() == 2);
+  CHECK(x->symbolic_sizes[0].to_string() == symbol);
+  check_at_shape(gm, "dynamic_io", 1);
+  for (int k = 0; k < 3; ++k) check_at_shape(gm, "dynamic_io_" + std::to_string(k), 1);
+  CHECK_THROWS_WITH(gm(torch::randn({65, 4})),
+                    Catch::Contains(symbol + " = 65") &&
+                        Catch::Contains(symbol + " <= 64"));
+  CHECK_THROWS_AS(gm(torch::randn({3, 5})), fx::GuardError);
+  // Lowered, the same within 1e-5 at each shape.
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
+  for (int k = 0; k < 3; ++k) {
+    check_at_shape(lowered, "dynamic_io_" + std::to_string(k), 1, 1e-5);
+  }
+}
+
+TEST_CASE("a .pt2 program's size arithmetic imports as ours") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm =
+      fx::load_exported_program(programs() + "/dynamic_sizes.pt2");
+  const std::string text = gm->graph().to_string();
+  CAPTURE(text);
+  for (const char* f : {"target=sym_size]", "target=sym_mul]",
+                        "target=sym_add]", "target=sym_floordiv]"}) {
+    CHECK(text.find(f) != std::string::npos);
+  }
+  // b - 1 given where aten::mul.Tensor takes a tensor: the Scalar overload.
+  CHECK(text.find("aten::mul.Scalar") != std::string::npos);
+  // The sizes torch.export recorded, as functions of its symbol.
+  const std::string symbol = guard_of(gm, 0).dynamic.at(0).symbol;
+  for (const fx::Node* n : gm->graph().nodes()) {
+    if (n->name() == "view") {
+      REQUIRE(n->tensor_meta() != nullptr);
+      REQUIRE(!n->tensor_meta()->symbolic_sizes.empty());
+      CHECK(n->tensor_meta()->symbolic_sizes[0].to_string() == "3*" + symbol);
+    }
+  }
+  check_at_shape(gm, "dynamic_sizes_io", 1);
+  for (int k = 0; k < 3; ++k) {
+    check_at_shape(gm, "dynamic_sizes_io_" + std::to_string(k), 1);
+  }
+}
+
+TEST_CASE("two .pt2 inputs sharing their dynamic dimensions are held to it") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm =
+      fx::load_exported_program(programs() + "/dynamic_two_inputs.pt2");
+  CHECK(guard_of(gm, 0).dynamic.size() == 2);
+  CHECK(guard_of(gm, 1).dynamic.size() == 2);
+  CHECK(guard_of(gm, 0).dynamic[1].symbol == guard_of(gm, 1).dynamic[1].symbol);
+  check_at_shape(gm, "dynamic_two_inputs_io", 2);
+  for (int k = 0; k < 3; ++k) {
+    check_at_shape(gm, "dynamic_two_inputs_io_" + std::to_string(k), 2);
+  }
+  // A mask of another length than x's, a batch past 16: refused.
+  CHECK_THROWS_AS(gm(torch::randn({2, 5, 8}), torch::rand({2, 6}) > 0.5),
+                  fx::GuardError);
+  CHECK_THROWS_AS(gm(torch::randn({17, 5, 8}), torch::rand({17, 5}) > 0.5),
+                  fx::GuardError);
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
+  for (int k = 0; k < 3; ++k) {
+    check_at_shape(lowered, "dynamic_two_inputs_io_" + std::to_string(k), 2,
+                   1e-5);
+  }
+}
+
+TEST_CASE("a dynamic .pt2 program the reader cannot hold is refused by name") {
+  const std::string model = "models/model.json";
+  auto input_sizes = [](nlohmann::json& j) -> nlohmann::json& {
+    return j["graph_module"]["graph"]["tensor_values"]["x"]["sizes"];
+  };
+  // A symbol without a range.
   CHECK_THROWS_WITH(
-      fx::load_exported_program(programs() + "/dynamic.pt2"),
-      Catch::Contains("dynamic dimensions") &&
-          Catch::Contains("not read yet"));
+      fx::load_exported_program(edited(
+          "no_range", model,
+          [](nlohmann::json& j) { j["range_constraints"] = nlohmann::json::object(); },
+          "dynamic")),
+      Catch::Contains("which range_constraints does not bound"));
+  // An input dimension derived from another's symbol.
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "derived", model,
+          [&](nlohmann::json& j) {
+            nlohmann::json& e = input_sizes(j)[0]["as_expr"]["expr_str"];
+            e = "Mul(Integer(2), " + e.get<std::string>() + ")";
+          },
+          "dynamic")),
+      Catch::Contains("derived from others are not read yet"));
+  // A size with no hint (data dependent).
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "no_hint", model,
+          [&](nlohmann::json& j) { input_sizes(j)[0]["as_expr"].erase("hint"); },
+          "dynamic")),
+      Catch::Contains("data dependent"));
+  // A runtime assertion.
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "assertion", model,
+          [](nlohmann::json& j) {
+            j["graph_module"]["graph"]["nodes"][0]["target"] =
+                "torch.ops.aten._assert_scalar.default";
+          },
+          "dynamic_sizes")),
+      Catch::Contains("_assert_scalar") && Catch::Contains("not read yet"));
+  // A hostile range.
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "bad_range", model,
+          [](nlohmann::json& j) {
+            for (auto& r : j["range_constraints"]) {
+              r["min_val"] = 10;
+              r["max_val"] = 2;
+            }
+          },
+          "dynamic")),
+      Catch::Contains("is the range [10, 2]"));
+}
+
+TEST_CASE("what the reader does not read yet is refused by name") {
   CHECK_THROWS_WITH(
       fx::load_exported_program(programs() +
                                 "/functional_training_batch_norm.pt2"),
@@ -257,4 +436,24 @@ TEST_CASE("a .pt2 file whose program or weights lie is refused, never read past"
       edited("extra", model, [](json& j) { j["a_field_of_later"] = {1, 2}; }));
   const std::vector<at::Tensor> t = io("mlp");
   CHECK(as_python_computed(gm(t[0]).toTensor(), t[1]));
+}
+
+TEST_CASE("a dynamic .pt2 program exports to ONNX that runs at every shape") {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, inputs] :
+       std::vector<std::pair<std::string, size_t>>{{"dynamic", 1},
+                                                   {"dynamic_sizes", 1}}) {
+    CAPTURE(name);
+    fx::GraphModule gm = fx::load_exported_program(programs() + "/" + name + ".pt2");
+    const std::filesystem::path file = onnx_testing::scratch() / (name + ".onnx");
+    fx::to_onnx(*gm, file.string());
+    // One file, the example's shape and the others, against ours (itself
+    // bitwise Python's).
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<at::Tensor> t =
+          tensors(name + "_io_" + std::to_string(k));
+      const std::vector<c10::IValue> in(t.begin(), t.begin() + inputs);
+      onnx_testing::check_against_ort(gm, file, in);
+    }
+  }
 }

@@ -169,7 +169,8 @@ fx::GraphModule load_exported(const std::string& path,
                               const ShapeFlags& shapes) {
   if (!shapes.dynamic.empty() || shapes.specialize) {
     throw UsageError(path + " is a torch.export program, whose shapes were " +
-                     "fixed when it was exported: " +
+                     "fixed when it was exported (its dynamic dimensions "
+                     "are read from it): " +
                      (shapes.specialize ? "--specialize" : "--dynamic") +
                      " applies when tracing a bundled model or a TorchScript "
                      "file");
