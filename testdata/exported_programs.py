@@ -87,6 +87,83 @@ class DynamicTwoInputs(torch.nn.Module):
         return (y * mask.unsqueeze(-1)).sum(1)
 
 
+class Encoder(torch.nn.Module):
+    """A BERT-style encoder: token embeddings, two nn.TransformerEncoder
+    layers (scaled-dot-product attention inside), a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(100, 32)
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True,
+                                                 dropout=0.0)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2,
+                                                   enable_nested_tensor=False)
+        self.head = torch.nn.Linear(32, 5)
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.embedding(ids)))
+
+
+class Gpt(torch.nn.Module):
+    """A GPT-style decoder block: token and position embeddings (arange of
+    the dynamic length), causal scaled-dot-product attention over heads
+    split by view / permute, a residual, a vocabulary head."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = torch.nn.Embedding(100, 32)
+        self.positions = torch.nn.Embedding(128, 32)
+        self.norm = torch.nn.LayerNorm(32)
+        self.qkv = torch.nn.Linear(32, 96)
+        self.proj = torch.nn.Linear(32, 32)
+        self.head = torch.nn.Linear(32, 100)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.tokens(ids) + self.positions(torch.arange(t))
+        q, k, v = self.qkv(self.norm(x)).view(b, t, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                             is_causal=True)
+        return self.head(x + self.proj(y.transpose(1, 2).reshape(b, t, 32)))
+
+
+class Lstm(torch.nn.Module):
+    """A two-layer LSTM and a linear head (the length is fixed: export
+    specializes it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.fc = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0])
+
+
+class MobileBlock(torch.nn.Module):
+    """MobileNet-style: a depthwise convolution, squeeze-and-excitation
+    (global pooling, two 1x1 convolutions, hardsigmoid), hardswish, a
+    pointwise convolution, a residual, then pooling and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.depthwise = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.squeeze = torch.nn.Conv2d(16, 4, 1)
+        self.excite = torch.nn.Conv2d(4, 16, 1)
+        self.pointwise = torch.nn.Conv2d(16, 16, 1)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        y = torch.nn.functional.hardswish(self.bn(self.depthwise(x)))
+        s = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+        s = torch.nn.functional.hardsigmoid(self.excite(torch.relu(self.squeeze(s))))
+        y = self.pointwise(y * s) + x
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
 class TrainingBatchNorm(Mlp):
     """Exported in training mode: its batch norm updates its statistics in
     place (torch.export's default IR keeps the in-place ops)."""
@@ -116,6 +193,22 @@ DYNAMIC = {
         [(torch.randn(1, 1, 8), torch.rand(1, 1) > 0.5),
          (torch.randn(3, 17, 8), torch.rand(3, 17) > 0.5),
          (torch.randn(16, 128, 8), torch.rand(16, 128) > 0.5)]),
+    "encoder": (
+        {"ids": {0: torch.export.Dim("B", max=16),
+                 1: torch.export.Dim("T", max=128)}},
+        [(torch.randint(0, 100, (1, 1)),), (torch.randint(0, 100, (5, 33)),),
+         (torch.randint(0, 100, (16, 128)),)]),
+    "gpt": (
+        {"ids": {0: torch.export.Dim("B", max=8),
+                 1: torch.export.Dim("T", max=128)}},
+        [(torch.randint(0, 100, (1, 1)),), (torch.randint(0, 100, (3, 17)),),
+         (torch.randint(0, 100, (8, 128)),)]),
+    "lstm": ({"x": {0: torch.export.Dim("B", max=32)}},
+             [(torch.randn(1, 9, 8),), (torch.randn(5, 9, 8),),
+              (torch.randn(32, 9, 8),)]),
+    "mobile_block": ({"x": {0: torch.export.Dim("B", max=32)}},
+                     [(torch.randn(1, 3, 16, 16),), (torch.randn(3, 3, 16, 16),),
+                      (torch.randn(32, 3, 16, 16),)]),
 }
 
 MODELS = {
@@ -126,6 +219,10 @@ MODELS = {
     "dynamic_sizes": (DynamicSizes, (torch.randn(4, 3, 8),)),
     "dynamic_two_inputs": (DynamicTwoInputs,
                            (torch.randn(2, 5, 8), torch.rand(2, 5) > 0.5)),
+    "encoder": (Encoder, (torch.randint(0, 100, (2, 7)),)),
+    "gpt": (Gpt, (torch.randint(0, 100, (2, 9)),)),
+    "lstm": (Lstm, (torch.randn(2, 9, 8),)),
+    "mobile_block": (MobileBlock, (torch.randn(2, 3, 16, 16),)),
     "training_batch_norm": (TrainingBatchNorm, (torch.randn(2, 4),)),
     "functional_training_batch_norm": (FunctionalTrainingBatchNorm,
                                        (torch.randn(2, 4),)),
