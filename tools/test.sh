@@ -128,7 +128,8 @@ for target in parse_graph load input_spec; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
 for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \
-    benchmark_quantization benchmark_scheduling benchmark_dynamic; do
+    benchmark_quantization benchmark_scheduling benchmark_dynamic \
+    benchmark_exported; do
   one_case "$benchmark --quick" bazel run "//tools:$benchmark" -- --quick
 done
 

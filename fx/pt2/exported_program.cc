@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -81,18 +82,22 @@ class Loader {
     }
   }
 
-  std::string record(const std::string& name) const {
+  std::tuple<at::DataPtr, size_t> record_data(const std::string& name) const {
     if (!zip_->hasRecord(name)) {
       fail(absl::StrCat("the archive has no ", name,
                         ": not a file torch.export.save wrote"));
     }
     try {
-      auto [data, size] = zip_->getRecord(name);
-      return std::string(static_cast<const char*>(data.get()), size);
+      return zip_->getRecord(name);
     } catch (const c10::Error& e) {
       fail(absl::StrCat("cannot read ", name, " from the archive: ",
                         first_line(e.what_without_backtrace())));
     }
+  }
+
+  std::string record(const std::string& name) const {
+    auto [data, size] = record_data(name);
+    return std::string(static_cast<const char*>(data.get()), size);
   }
 
   static std::string first_line(const std::string& text) {
@@ -319,22 +324,27 @@ class Loader {
     if (storage_offset < 0 || extent > kMaxElements) {
       fail(absl::StrCat(where, " has an offset or strides out of range"));
     }
-    const std::string bytes = record(record_name);
+    auto [data, size] = record_data(record_name);
     const int64_t item = static_cast<int64_t>(c10::elementSize(m.dtype));
     const int64_t needed = (storage_offset + extent) * item;
-    if (numel > 0 && static_cast<int64_t>(bytes.size()) < needed) {
-      fail(absl::StrCat(where, " (", record_name, ") holds ", bytes.size(),
+    if (numel > 0 && static_cast<int64_t>(size) < needed) {
+      fail(absl::StrCat(where, " (", record_name, ") holds ", size,
                         " bytes where its sizes and strides need ", needed));
     }
-    at::Tensor storage =
-        at::empty({std::max<int64_t>(static_cast<int64_t>(bytes.size()) / item, 0)},
-                  at::TensorOptions().dtype(m.dtype));
-    if (!bytes.empty()) {
-      std::memcpy(storage.data_ptr(), bytes.data(),
-                  static_cast<size_t>(storage.numel() * item));
+    const at::TensorOptions options = at::TensorOptions().dtype(m.dtype);
+    if (numel == 0) return at::empty(m.sizes, options);
+    // The tensor holds the record's memory as the zip reader read it (one
+    // copy of the weights, not three), unless it is misaligned for the type.
+    if (reinterpret_cast<uintptr_t>(data.get()) % static_cast<uintptr_t>(item) != 0) {
+      at::Tensor copy = at::empty({static_cast<int64_t>(size) / item}, options);
+      std::memcpy(copy.data_ptr(), data.get(),
+                  static_cast<size_t>(copy.numel() * item));
+      return copy.as_strided(m.sizes, m.strides, storage_offset);
     }
-    if (numel == 0) return at::empty(m.sizes, at::TensorOptions().dtype(m.dtype));
-    return storage.as_strided(m.sizes, m.strides, storage_offset);
+    c10::Storage storage(c10::Storage::use_byte_size_t(), size, std::move(data),
+                         /*allocator=*/nullptr, /*resizable=*/false);
+    return at::empty({0}, options).set_(storage, storage_offset, m.sizes,
+                                        m.strides);
   }
 
   // A config of named tensors (data/weights/model_weights_config.json,
