@@ -170,6 +170,9 @@ struct QConvCall {
 dnnl::primitive_attr qconv_attr(const QConvCall& c,
                                 const std::vector<float>& output_scales) {
   dnnl::primitive_attr attr;
+  // Each call brings its thread's scratchpad (a primitive's own would be
+  // shared by the threads that call it).
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_output_scales(output_scales.size() == 1 ? 0 : 1 << 1,
                          output_scales);
   if (c.in.zero_point != 0) {
@@ -428,6 +431,9 @@ at::Tensor& qconv_add_(at::Tensor& self, const at::Tensor& input,
   TORCH_CHECK(self.sizes() == at::IntArrayRef(out_size), op,
               ": self (the residual) has sizes ", self.sizes(),
               ", the convolution's output ", at::IntArrayRef(out_size));
+  TORCH_CHECK(!self.is_alias_of(input), op,
+              ": self (the residual) shares memory with the input, which "
+              "the convolution reads while it writes self");
   TORCH_CHECK(self.is_contiguous(at::MemoryFormat::ChannelsLast), op,
               ": self (the residual) must be channels-last, as qconv leaves "
               "its outputs; got strides ", self.strides());
@@ -462,8 +468,8 @@ at::Tensor unpack_qconv_weight(const at::Tensor& packed, int64_t groups) {
   const memory::desc plain_desc =
       plain_weight_desc(PackKind::kQConv, packed.sizes(), groups);
   const memory::desc from(header.desc);
-  TORCH_CHECK(from.get_size() <= header.data_bytes, op,
-              ": the weight was packed with other groups");
+  TORCH_CHECK(from.dims() == plain_desc.dims(), op, ": the weight was "
+              "packed with other groups than ", groups);
   auto reorder = make_reorder(from, plain_desc);
   run_reorder(*reorder, const_cast<void*>(packed_data(packed)),
               plain.data_ptr());

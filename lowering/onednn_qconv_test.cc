@@ -5,6 +5,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lowering/onednn_ops.h"
@@ -295,4 +296,27 @@ TEST_CASE("qconv_add_ writes qconv's result over its residual") {
            {planar, m.qx, packed, c10::IValue(), c.stride, c.padding,
             c.dilation, c.groups, 0.06, int64_t{3}, std::string("relu")}),
       Catch::Matchers::Contains("self (the residual) must be channels-last"));
+}
+
+TEST_CASE("qconv from several threads at once computes what it does alone") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(5);
+  const QConvCase c{{1, 32, 14, 14}, {64, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+                    1, true, 0, 0};
+  const Made m = make(c, true);
+  const at::Tensor want = lowered(m, 0.05, 10, c);
+  std::vector<at::Tensor> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const at::Tensor y = lowered(m, 0.05, 10, c);
+        if (i == 0 || !at::equal(y.int_repr(), want.int_repr())) got[t] = y;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const at::Tensor& y : got) {
+    CHECK(at::equal(y.int_repr(), want.int_repr()));
+  }
 }

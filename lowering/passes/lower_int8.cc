@@ -112,14 +112,25 @@ std::optional<int64_t> zero_point_of(const Node* v) {
     }
     if (v->is_call_to({"aten::tanh", "aten::tanh_"})) return 128;
     if (v->is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_"})) {
-      return CallArguments(*v)["output_zero_point"].to_int();
+      const Argument zp = CallArguments(*v)["output_zero_point"];
+      return zp.is_int() ? std::optional<int64_t>(zp.to_int()) : std::nullopt;
     }
     const std::string name = v->target().to_string();
-    if (name.rfind("quantized::", 0) == 0) {
-      // Their last argument (zero_point, output_zero_point, Y_zero_point_i).
+    // The quantized operators convert_fx makes, whose last argument is
+    // their output's zero point (zero_point, output_zero_point,
+    // Y_zero_point_i); others (add_scalar, threshold) end otherwise.
+    const bool states_zero_point =
+        name.rfind("quantized::conv", 0) == 0 ||
+        name.rfind("quantized::linear", 0) == 0 ||
+        name.rfind("quantized::batch_norm", 0) == 0 ||
+        v->is_call_to({"quantized::add", "quantized::add_relu",
+                       "quantized::mul", "quantized::mul_relu",
+                       "quantized::cat", "quantized::hardswish"});
+    if (states_zero_point) {
       if (!args.empty() && args.back().is_int()) return args.back().to_int();
       return std::nullopt;
     }
+    if (name.rfind("quantized::", 0) == 0) return std::nullopt;
     if (v->is_call_to({"aten::max_pool2d", "fx_onednn::max_pool2d",
                        "aten::relu", "aten::relu_",
                        "aten::hardtanh", "aten::hardtanh_", "aten::relu6",
@@ -139,8 +150,7 @@ std::optional<int64_t> zero_point_of(const Node* v) {
 // Whether qconv_add_ may write its result over `residual` at `at`: a
 // value the lowered int8 operators made (fresh, channels-last quint8:
 // qconv's, qconv_add_'s, max_pool2d's) that every other user reads before
-// `at` and none returns a view of. Program order is counted afresh: the
-// calls made so far stand where the nodes they replaced stood.
+// `at` and none returns a view of (asked once every call is in place).
 bool can_overwrite(const Graph& graph, const Node* residual, const Node* at) {
   auto channels_last_int8 = [](const Node& n) {
     return n.is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_",
@@ -207,13 +217,17 @@ class LowerInt8 : public LoweringPass {
         if (add != nullptr &&
             add->is_call_to({"quantized::add", "quantized::add_relu"}) &&
             add->args().size() == 4 && add->args()[0].is_node() &&
-            add->args()[1].is_node() && add->args()[0] != add->args()[1]) {
+            add->args()[1].is_node() && add->args()[0] != add->args()[1] &&
+            add->args()[2].is_double() && add->args()[3].is_int()) {
           const Argument& other =
               add->args()[0].to_node() == n ? add->args()[1] : add->args()[0];
           const TensorMeta* other_meta = other.to_node()->tensor_meta();
           const TensorMeta* add_meta = add->tensor_meta();
+          const TensorMeta* conv_meta = n->tensor_meta();
+          // No broadcast: the residual has the convolution's sizes.
           if (other_meta != nullptr && add_meta != nullptr &&
-              other_meta->sizes == add_meta->sizes) {
+              conv_meta != nullptr && other_meta->sizes == add_meta->sizes &&
+              conv_meta->sizes == add_meta->sizes) {
             absorbed.push_back(add);
             residual = other;
             scale = add->args()[2];
@@ -241,34 +255,48 @@ class LowerInt8 : public LoweringPass {
         pack->meta().set(kTensorMeta, std::move(w));
       }
       const std::string activation = fused_relu ? "relu" : "none";
-      // (Not over the convolution's own input, which it reads.)
-      if (options().in_place && residual.is_node() &&
-          residual.to_node() != input &&
-          can_overwrite(graph, residual.to_node(), absorbed[0])) {
-        // The residual dies here: the result is written over it.
-        replace_with_call(graph, n, absorbed, "fx_onednn::qconv_add_",
-                          {residual, input, pack, Argument(), conv->stride,
-                           conv->padding, conv->dilation, conv->groups, scale,
-                           out_zero_point, activation},
-                          /*channels_last=*/true);
-        ++report().in_place_sums;
-      } else {
-        std::vector<Argument> call_args = {
-            input,         pack,           Argument(),   conv->stride,
-            conv->padding, conv->dilation, conv->groups, scale,
-            out_zero_point};
-        if (!residual.is_none() || fused_relu) {
-          call_args.push_back(residual);
-          call_args.push_back(activation);
-        }
-        replace_with_call(graph, n, absorbed, "fx_onednn::qconv",
-                          std::move(call_args), /*channels_last=*/true);
+      std::vector<Argument> call_args = {
+          input,         pack,           Argument(),   conv->stride,
+          conv->padding, conv->dilation, conv->groups, scale,
+          out_zero_point};
+      if (!residual.is_none() || fused_relu) {
+        call_args.push_back(residual);
+        call_args.push_back(activation);
       }
+      replace_with_call(graph, n, absorbed, "fx_onednn::qconv",
+                        std::move(call_args), /*channels_last=*/true);
       ++report().int8_convolutions;
       if (!absorbed.empty()) ++report().fused_sums;
       if (fused_relu) ++report().fused_activations;
     }
+    // In place, decided once every call stands where it will run (a
+    // fused call takes the place of its add, after reads of the residual
+    // that were before it in the original order).
+    if (options().in_place) {
+      for (Node* n : graph.nodes()) {
+        if (n->is_call_to({"fx_onednn::qconv"})) write_in_place(graph, n);
+      }
+    }
     return report().int8_convolutions > 0 || report().pooling > 0;
+  }
+
+  // A qconv whose residual dies at it becomes qconv_add_, written over the
+  // residual (never over its own input, which it reads).
+  void write_in_place(Graph& graph, Node* n) {
+    const CallArguments a(*n);
+    const Argument residual = a["other"];
+    const Argument input = a["input"];
+    if (!residual.is_node() || residual == input ||
+        !can_overwrite(graph, residual.to_node(), n)) {
+      return;
+    }
+    replace_with_call(graph, n, {}, "fx_onednn::qconv_add_",
+                      {residual, input, a["weight"], a["bias"], a["stride"],
+                       a["padding"], a["dilation"], a["groups"],
+                       a["output_scale"], a["output_zero_point"],
+                       a["activation"]},
+                      /*channels_last=*/true);
+    ++report().in_place_sums;
   }
 
   // Max pooling of a quint8 value: on oneDNN's u8 pooling, which reads the
