@@ -756,6 +756,9 @@ class Loader {
         // a - b as a + (-1) * b.
         Argument negated;
         if (args[1].is_int()) {
+          if (args[1].to_int() == std::numeric_limits<int64_t>::min()) {
+            fail(where + ": subtracts the smallest int64");
+          }
           negated = Argument(-args[1].to_int());
         } else {
           negated = Argument(graph_->create_node(

@@ -1,5 +1,7 @@
 #include "fx/pt2/sym_expr.h"
 
+#include "fx/ir/function.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -126,6 +128,16 @@ class Parser {
     return depth == 0;
   }
 
+  // A name SizeExpr prints and reads back as one symbol.
+  static bool identifier(const std::string& name) {
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) {
+      return false;
+    }
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+  }
+
   std::optional<SizeExpr> expr(int depth) {
     if (depth > kMaxDepth) return std::nullopt;
     const std::string name = word();
@@ -133,7 +145,9 @@ class Parser {
     if (name == "Symbol") {
       std::optional<std::string> symbol = quoted();
       // Its assumptions (positive=True, integer=True) say nothing more here.
-      if (!symbol || symbol->empty() || !skip_to_close()) return std::nullopt;
+      if (!symbol || !identifier(*symbol) || !skip_to_close()) {
+        return std::nullopt;
+      }
       return SizeExpr::symbol(*symbol);
     }
     if (name == "Integer") {
@@ -161,8 +175,7 @@ class Parser {
         args[0].r == 1 && args[1].is_constant() && args[1].q > 0) {
       SizeExpr out = args[0];
       if (out.is_constant()) {
-        out.q = out.q >= 0 ? out.q / args[1].q
-                           : -((-out.q + args[1].q - 1) / args[1].q);
+        out.q = floor_divide(out.q, args[1].q);
         return out;
       }
       out.r = args[1].q;
