@@ -490,8 +490,13 @@ class Loader {
     for (size_t d = 0; d < m->symbolic_sizes.size(); ++d) {
       const SizeExpr& e = m->symbolic_sizes[d];
       if (e.is_constant()) continue;
-      if (!e.known || e.symbols.size() != 1 || e.p != 1 || e.q != 0 ||
-          e.r != 1) {
+      if (!e.known) {
+        fail(absl::StrCat(where, ": input '", p->name(), "' has dimension ",
+                          d, " of a size this reader cannot read (not a "
+                          "symbol, nor a product, sum or floor division of "
+                          "symbols by numbers)"));
+      }
+      if (e.symbols.size() != 1 || e.p != 1 || e.q != 0 || e.r != 1) {
         fail(absl::StrCat(where, ": input '", p->name(), "' has dimension ",
                           d, " of size ", e.to_string(),
                           ", a function of another dimension's: inputs whose "

@@ -303,6 +303,17 @@ TEST_CASE("a dynamic .pt2 program the reader cannot hold is refused by name") {
           },
           "dynamic")),
       Catch::Contains("derived from others are not read yet"));
+  // A symbol whose name is not an identifier (printed and read back as
+  // another expression): not read.
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "bad_symbol", model,
+          [&](nlohmann::json& j) {
+            input_sizes(j)[0]["as_expr"]["expr_str"] =
+                "Symbol('a*b c', positive=True, integer=True)";
+          },
+          "dynamic")),
+      Catch::Contains("a size this reader cannot read"));
   // A size with no hint (data dependent).
   CHECK_THROWS_WITH(
       fx::load_exported_program(edited(
