@@ -39,6 +39,8 @@
 //       %conv = call_function[target=fx_onednn::conv](args = (%x, %packed, %b, [1, 1], [1, 1], [1, 1], 1, %y, relu, 0.0, 0.0))
 #pragma once
 
+#include <ATen/core/ivalue.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +75,22 @@ bool bf16_supported();
 // u8 x s8 products saturate in 16 bits, so int8 graphs stay on LibTorch's
 // quantized engine there.
 bool int8_supported();
+
+// LibTorch's packed int8 2-d convolution weights (quantized::conv2d_prepack's
+// script object), unpacked.
+struct Int8ConvWeights {
+  at::Tensor weight;  // qint8 [out, in / groups, kh, kw]
+  c10::optional<at::Tensor> bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  std::vector<float> scales;  // the weight's, per output channel
+};
+// `packed` unpacked, where fx_onednn::qconv computes what it does: 2-d, not
+// transposed, qint8 weights symmetric per tensor or per output channel with
+// positive scales. Otherwise throws c10::Error saying why, `op` first.
+// (fx_onednn::pack_qconv_weight reads its weights so; lower_onednn_int8
+// lowers only the convolutions whose weights it accepts.)
+Int8ConvWeights unpack_int8_conv(const char* op, const c10::IValue& packed);
 
 // Winograd convolutions. A float32 3x3 convolution of stride 1, dilation
 // 1, one group, no activation or relu, whose output is 14x14 or larger,

@@ -45,14 +45,6 @@ using namespace internal;  // NOLINT: the operators' shared layer
 
 constexpr const char* kPacker = "fx_onednn::pack_qconv_weight";
 
-// The unpacked parts of LibTorch's packed int8 convolution weights.
-struct Unpacked {
-  at::Tensor weight;  // qint8
-  c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups = 1;
-};
-
 std::vector<c10::IValue> call_quantized(const char* name,
                                         const c10::IValue& packed) {
   const c10::OperatorHandle op =
@@ -60,29 +52,6 @@ std::vector<c10::IValue> call_quantized(const char* name,
   std::vector<c10::IValue> stack{packed};
   op.callBoxed(&stack);
   return stack;
-}
-
-Unpacked unpack_params(const char* op, const c10::IValue& packed) {
-  TORCH_CHECK(packed.isObject() || packed.isCustomClass(), op,
-              ": expected LibTorch's packed int8 convolution weights (what "
-              "quantized::conv2d_prepack makes), got ",
-              packed.tagKind());
-  Unpacked u;
-  std::vector<c10::IValue> parts =
-      call_quantized("quantized::conv2d_unpack", packed);
-  u.weight = parts.at(0).toTensor();
-  if (!parts.at(1).isNone()) u.bias = parts.at(1).toTensor();
-  TORCH_CHECK(call_quantized("quantized::conv2d_transpose", packed)
-                      .at(0)
-                      .toInt() == 0,
-              op, ": transposed int8 convolutions are not lowered");
-  u.stride = call_quantized("quantized::conv2d_stride", packed).at(0).toIntVector();
-  u.padding =
-      call_quantized("quantized::conv2d_padding", packed).at(0).toIntVector();
-  u.dilation =
-      call_quantized("quantized::conv2d_dilation", packed).at(0).toIntVector();
-  u.groups = call_quantized("quantized::conv2d_groups", packed).at(0).toInt();
-  return u;
 }
 
 // The weight's scale per output channel; its zero points must be 0.
@@ -210,11 +179,11 @@ at::Tensor pack_qconv_weight(const c10::IValue& packed_params,
                              at::IntArrayRef input_size,
                              int64_t input_zero_point) {
   const char* op = kPacker;
-  const Unpacked u = unpack_params(op, packed_params);
+  const Int8ConvWeights u = unpack_int8_conv(op, packed_params);
   TORCH_CHECK(input_zero_point >= 0 && input_zero_point <= 255, op,
               ": input_zero_point must be within 0 to 255 (quint8), got ",
               input_zero_point);
-  const std::vector<float> scales = weight_scales(op, u.weight);
+  const std::vector<float>& scales = u.scales;
   const int64_t channels = u.weight.size(0);
   QConvCall c{conv_geometry(op, input_size, u.weight.sizes(), u.stride,
                             u.padding, u.dilation, u.groups),
@@ -303,13 +272,17 @@ struct CheckedQConv {
   at::Tensor src;
 };
 
+// `residual` (named `residual_name`), when given: quint8 of the output's
+// sizes.
 CheckedQConv check_qconv(const char* op, const at::Tensor& input,
                          const at::Tensor& weight,
                          const c10::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding,
                          at::IntArrayRef dilation, int64_t groups,
                          double output_scale, int64_t output_zero_point,
-                         c10::string_view activation) {
+                         c10::string_view activation,
+                         const at::Tensor* residual = nullptr,
+                         const char* residual_name = nullptr) {
   CheckedQConv checked;
   QConvCall& c = checked.c;
   c.in = quint8_params(op, input, "the input");
@@ -333,6 +306,13 @@ CheckedQConv check_qconv(const char* op, const at::Tensor& input,
   checked.src = input.contiguous(at::MemoryFormat::ChannelsLast);
   c.src_layout = Tag::nhwc;
   c.groups = groups;
+  if (residual != nullptr) {
+    c.residual = quint8_params(op, *residual, residual_name);
+    const at::IntArrayRef out_size(c.g.output_size);
+    TORCH_CHECK(residual->sizes() == out_size, op, ": ", residual_name,
+                " has sizes ", residual->sizes(), ", the convolution's "
+                "output ", out_size);
+  }
   return checked;
 }
 
@@ -391,18 +371,15 @@ at::Tensor qconv(const at::Tensor& input, const at::Tensor& weight,
                  const c10::optional<at::Tensor>& other,
                  c10::string_view activation) {
   const char* op = "fx_onednn::qconv";
-  CheckedQConv checked =
-      check_qconv(op, input, weight, bias, stride, padding, dilation, groups,
-                  output_scale, output_zero_point, activation);
+  const bool has_other = other.has_value() && other->defined();
+  const CheckedQConv checked = check_qconv(
+      op, input, weight, bias, stride, padding, dilation, groups, output_scale,
+      output_zero_point, activation, has_other ? &*other : nullptr,
+      "other (the residual)");
   const std::vector<int64_t>& out_size = checked.c.g.output_size;
-  at::Tensor residual;
-  if (other.has_value() && other->defined()) {
-    checked.c.residual = quint8_params(op, *other, "other (the residual)");
-    TORCH_CHECK(other->sizes() == at::IntArrayRef(out_size), op,
-                ": other (the residual) has sizes ", other->sizes(),
-                ", the convolution's output ", at::IntArrayRef(out_size));
-    residual = other->contiguous(at::MemoryFormat::ChannelsLast);
-  }
+  const at::Tensor residual =
+      has_other ? other->contiguous(at::MemoryFormat::ChannelsLast)
+                : at::Tensor();
   at::Tensor out =
       empty_quint8_channels_last(out_size, output_scale, output_zero_point);
   if (out.numel() == 0) return out;
@@ -423,14 +400,9 @@ at::Tensor& qconv_add_(at::Tensor& self, const at::Tensor& input,
                        double output_scale, int64_t output_zero_point,
                        c10::string_view activation) {
   const char* op = "fx_onednn::qconv_add_";
-  CheckedQConv checked =
-      check_qconv(op, input, weight, bias, stride, padding, dilation, groups,
-                  output_scale, output_zero_point, activation);
-  const std::vector<int64_t>& out_size = checked.c.g.output_size;
-  checked.c.residual = quint8_params(op, self, "self (the residual)");
-  TORCH_CHECK(self.sizes() == at::IntArrayRef(out_size), op,
-              ": self (the residual) has sizes ", self.sizes(),
-              ", the convolution's output ", at::IntArrayRef(out_size));
+  const CheckedQConv checked = check_qconv(
+      op, input, weight, bias, stride, padding, dilation, groups, output_scale,
+      output_zero_point, activation, &self, "self (the residual)");
   TORCH_CHECK(!self.is_alias_of(input), op,
               ": self (the residual) shares memory with the input, which "
               "the convolution reads while it writes self");
@@ -506,6 +478,32 @@ void pack_qconv_weight_boxed(const c10::OperatorHandle& /*op*/,
 }
 
 }  // namespace
+
+Int8ConvWeights unpack_int8_conv(const char* op, const c10::IValue& packed) {
+  TORCH_CHECK(packed.isObject() || packed.isCustomClass(), op,
+              ": expected LibTorch's packed int8 convolution weights (what "
+              "quantized::conv2d_prepack makes), got ",
+              packed.tagKind());
+  TORCH_CHECK(call_quantized("quantized::conv2d_transpose", packed)
+                      .at(0)
+                      .toInt() == 0,
+              op, ": transposed int8 convolutions are not lowered");
+  Int8ConvWeights u;
+  std::vector<c10::IValue> parts =
+      call_quantized("quantized::conv2d_unpack", packed);
+  u.weight = parts.at(0).toTensor();
+  if (!parts.at(1).isNone()) u.bias = parts.at(1).toTensor();
+  TORCH_CHECK(u.weight.dim() == 4, op, ": a 2-d convolution's weight is "
+              "4-d, got ", u.weight.sizes());
+  u.scales = weight_scales(op, u.weight);
+  u.stride = call_quantized("quantized::conv2d_stride", packed).at(0).toIntVector();
+  u.padding =
+      call_quantized("quantized::conv2d_padding", packed).at(0).toIntVector();
+  u.dilation =
+      call_quantized("quantized::conv2d_dilation", packed).at(0).toIntVector();
+  u.groups = call_quantized("quantized::conv2d_groups", packed).at(0).toInt();
+  return u;
+}
 
 // No tensor argument: the dispatcher takes the kernel registered for
 // every backend.

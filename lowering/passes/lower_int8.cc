@@ -20,7 +20,6 @@
 //       %packed = get_attr[target=_folded.pack_qconv_weight]
 //       %add = call_function[target=fx_onednn::qconv](args = (%q, %packed, None, [1, 1], [1, 1], [1, 1], 1, 0.018, 0, %r, relu))
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
 #include <optional>
@@ -38,57 +37,14 @@ namespace fx {
 namespace lowering {
 namespace {
 
-std::vector<c10::IValue> call_on(const char* name, const c10::IValue& arg) {
-  const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  std::vector<c10::IValue> stack{arg};
-  op.callBoxed(&stack);
-  return stack;
-}
-
-// What a packed int8 convolution weight holds that the lowered call needs.
-struct PackedConv {
-  std::vector<int64_t> weight_sizes, stride, padding, dilation;
-  int64_t groups = 1;
-};
-
-// The geometry of LibTorch's packed weights when qconv computes what they
-// do: 2-d, not transposed, symmetric qint8 weights.
-std::optional<PackedConv> packed_conv(const c10::IValue& packed) {
-  if (!packed.isCustomClass() && !packed.isObject()) return std::nullopt;
+// LibTorch's packed weights unpacked, when qconv computes what they do
+// (onednn::unpack_int8_conv); nullopt for others (another engine's, a
+// transposed convolution's, asymmetric weights).
+std::optional<onednn::Int8ConvWeights> packed_conv(const c10::IValue& packed) {
   try {
-    if (call_on("quantized::conv2d_transpose", packed).at(0).toInt() != 0) {
-      return std::nullopt;
-    }
-    const at::Tensor w =
-        call_on("quantized::conv2d_unpack", packed).at(0).toTensor();
-    if (w.dim() != 4 || w.scalar_type() != at::kQInt8) return std::nullopt;
-    switch (w.qscheme()) {
-      case at::kPerTensorAffine:
-      case at::kPerTensorSymmetric:
-        if (w.q_zero_point() != 0) return std::nullopt;
-        break;
-      case at::kPerChannelAffine:
-      case at::kPerChannelSymmetric:
-        if (w.q_per_channel_axis() != 0 ||
-            !w.q_per_channel_zero_points().eq(0).all().item<bool>()) {
-          return std::nullopt;
-        }
-        break;
-      default:
-        return std::nullopt;
-    }
-    PackedConv c;
-    c.weight_sizes = w.sizes().vec();
-    c.stride = call_on("quantized::conv2d_stride", packed).at(0).toIntVector();
-    c.padding =
-        call_on("quantized::conv2d_padding", packed).at(0).toIntVector();
-    c.dilation =
-        call_on("quantized::conv2d_dilation", packed).at(0).toIntVector();
-    c.groups = call_on("quantized::conv2d_groups", packed).at(0).toInt();
-    return c;
+    return onednn::unpack_int8_conv("lower_onednn_int8", packed);
   } catch (const c10::Error&) {
-    return std::nullopt;  // another engine's or another class's weights
+    return std::nullopt;
   }
 }
 
@@ -202,7 +158,7 @@ class LowerInt8 : public LoweringPass {
       Node* weights = args[1].to_node();
       const std::string path = weights->target().str();
       if (!module.has_object_attribute(path)) continue;
-      const std::optional<PackedConv> conv =
+      const std::optional<onednn::Int8ConvWeights> conv =
           packed_conv(module.fetch_attribute(path));
       const TensorMeta* in = input->tensor_meta();
       const std::optional<int64_t> zero_point = zero_point_of(input);
@@ -248,7 +204,7 @@ class LowerInt8 : public LoweringPass {
       {
         // A float32 tensor of the weight's sizes, as every packed weight.
         TensorMeta w;
-        w.sizes = conv->weight_sizes;
+        w.sizes = conv->weight.sizes().vec();
         const auto strides = c10::contiguous_strides(w.sizes);
         w.strides.assign(strides.begin(), strides.end());
         w.dtype = c10::ScalarType::Float;
