@@ -1208,6 +1208,25 @@ void add_operator_mappings(onnx_ops::Mappings* m) {
     (*m)["aten::ge" + o] = comparison("GreaterOrEqual");
   }
   (*m)["aten::logical_not"] = unary("Not");
+  // ~x: Not of bools; of integers -x - 1 (two's complement), opset 17
+  // having no BitwiseNot.
+  (*m)["aten::bitwise_not"] = [](OnnxBuilder& b) {
+    const c10::ScalarType dtype = own_meta(b).dtype;
+    const std::string x = b.value(b.node().args()[0]);
+    if (dtype == c10::ScalarType::Bool) {
+      b.add("Not", {x}, b.output());
+      return;
+    }
+    if (!c10::isIntegralType(dtype, /*includeBool=*/false) ||
+        dtype == c10::ScalarType::Byte) {
+      refuse(b, "bitwise_not of " + std::string(c10::toString(dtype)) +
+                    " (bool and signed integers map)");
+    }
+    const std::string negated = b.fresh(b.node().name() + "_neg");
+    b.add("Neg", {x}, negated);
+    b.add("Sub", {negated, b.value(Argument(int64_t{1}), onnx_type(b, dtype))},
+          b.output());
+  };
   for (const char* name : {"aten::to.dtype", "aten::to.dtype_layout", "aten::to.device",
                            "aten::to.other", "aten::_to_copy", "aten::type_as"}) {
     (*m)[name] = cast;

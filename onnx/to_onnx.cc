@@ -506,6 +506,23 @@ class Exporter : public OnnxBuilder {
       // whose shapes are the example's.
       return;
     }
+    if (target == "aten::_assert_tensor_metadata") {
+      // torch.export's check of a value's dtype, device and layout: an
+      // ONNX value's type is fixed, so the file holds it if the graph's
+      // metadata does (ShapeProp's, from a run).
+      const TensorMeta* meta = n.args().empty() || !n.args()[0].is_node()
+                                   ? nullptr
+                                   : n.args()[0].to_node()->tensor_meta();
+      for (const auto& [name, value] : n.kwargs()) {
+        if (name != "dtype" || value.is_none()) continue;
+        if (meta == nullptr || !value.is_dtype() ||
+            value.to_dtype() != meta->dtype) {
+          throw GraphError(absl::StrCat("to_onnx: ", describe(n), " asserts a "
+                                        "dtype its input's metadata does not have"));
+        }
+      }
+      return;
+    }
     if (target == "fx_guard::check_size") {
       // A relation of sizes that held while tracing (a TorchScript assert
       // or branch on a size): no ONNX operator asserts, so the file states
@@ -612,8 +629,10 @@ class Exporter : public OnnxBuilder {
       add("Sub", std::vector<std::string>{a, remainder}, multiple);
       add("Div", std::vector<std::string>{multiple, b}, name);
     } else {
+      // sym_mod as Mod (fmod 0: the divisor's sign, as Python's %).
       const char* op = function == "sym_add"   ? "Add"
-                       : function == "sym_mul" ? "Mul" : nullptr;
+                       : function == "sym_mul" ? "Mul"
+                       : function == "sym_mod" ? "Mod" : nullptr;
       if (op == nullptr) {
         throw GraphError(absl::StrCat("to_onnx: ", describe(n), " computes a size by ",
                                       function, ", which has no ONNX mapping"));

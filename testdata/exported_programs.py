@@ -174,6 +174,51 @@ class FunctionalTrainingBatchNorm(Mlp):
     become outputs (buffer mutations), not read yet."""
 
 
+class Asserts(torch.nn.Module):
+    """Checks on a dynamic batch (torch._check), kept by export as runtime
+    assertions (prefer_deferred_runtime_asserts_over_guards): an even batch,
+    and not 6."""
+
+    def forward(self, x):
+        torch._check(x.shape[0] % 2 == 0)
+        torch._check(x.shape[0] != 6)
+        return x.reshape(2, x.shape[0] // 2, x.shape[1]).sum(0) * 2
+
+
+class TokensAndMask(torch.nn.Module):
+    """int64 and bool inputs: token ids, a padding mask over them."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+
+    def forward(self, ids, mask):
+        y = self.embed(ids.masked_fill(mask, 0))
+        y = y * (~mask).unsqueeze(-1).float()
+        return y.sum(1), (ids * mask.long()).sum(1)
+
+
+class MutatesInput(torch.nn.Module):
+    """Adds into its input in place (a user input mutation) and keeps a
+    running count in a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        x.add_(1.0)
+        self.calls.add_(1.0)
+        return x * 2
+
+
+class Branch(torch.nn.Module):
+    """torch.cond on a tensor's sum: a higher-order operator."""
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda a: a * 2, lambda a: a + 1, (x,))
+
+
 BATCH = torch.export.Dim("batch", max=64)
 
 # Dynamic dimensions (export's dynamic_shapes) and the other shapes each
@@ -206,6 +251,19 @@ DYNAMIC = {
     "lstm": ({"x": {0: torch.export.Dim("B", max=32)}},
              [(torch.randn(1, 9, 8),), (torch.randn(5, 9, 8),),
               (torch.randn(32, 9, 8),)]),
+    "asserts": ({"x": {0: BATCH}},
+                [(torch.randn(4, 3),), (torch.randn(8, 3),),
+                 (torch.randn(64, 3),)]),
+    "tokens_and_mask": (
+        {"ids": {0: torch.export.Dim("B", max=16),
+                 1: torch.export.Dim("T", max=64)},
+         "mask": {0: torch.export.Dim("B", max=16),
+                  1: torch.export.Dim("T", max=64)}},
+        [(torch.randint(0, 50, (1, 1)), torch.rand(1, 1) > 0.5),
+         (torch.randint(0, 50, (3, 17)), torch.rand(3, 17) > 0.5),
+         (torch.randint(0, 50, (16, 64)), torch.rand(16, 64) > 0.5)]),
+    "strict_mlp": ({"x": {0: BATCH}},
+                   [(torch.randn(1, 4),), (torch.randn(64, 4),)]),
     "mobile_block": ({"x": {0: torch.export.Dim("B", max=32)}},
                      [(torch.randn(1, 3, 16, 16),), (torch.randn(3, 3, 16, 16),),
                       (torch.randn(32, 3, 16, 16),)]),
@@ -226,6 +284,21 @@ MODELS = {
     "training_batch_norm": (TrainingBatchNorm, (torch.randn(2, 4),)),
     "functional_training_batch_norm": (FunctionalTrainingBatchNorm,
                                        (torch.randn(2, 4),)),
+    "asserts": (Asserts, (torch.randn(4, 3),)),
+    "tokens_and_mask": (TokensAndMask,
+                        (torch.randint(0, 50, (2, 5)),
+                         torch.tensor([[False, True, False, False, True],
+                                       [False, False, False, True, True]]))),
+    "strict_mlp": (Mlp, (torch.randn(2, 4),)),
+    "mutates_input": (MutatesInput, (torch.randn(2, 3),)),
+    "functional_mutates_input": (MutatesInput, (torch.randn(2, 3),)),
+    "cond": (Branch, (torch.randn(3),)),
+}
+
+# How each model is exported, beyond the defaults (strict=False).
+EXPORT_OPTIONS = {
+    "asserts": {"prefer_deferred_runtime_asserts_over_guards": True},
+    "strict_mlp": {"strict": True},
 }
 
 
@@ -248,17 +321,22 @@ def main():
         else:
             model.eval()
         dynamic_shapes, shapes = DYNAMIC.get(name, (None, []))
-        program = torch.export.export(model, inputs,
-                                      dynamic_shapes=dynamic_shapes)
+        program = torch.export.export(
+            model, tuple(t.clone() for t in inputs),
+            dynamic_shapes=dynamic_shapes, **EXPORT_OPTIONS.get(name, {}))
         if name.startswith("functional"):
             program = program.run_decompositions()
         torch.export.save(program, os.path.join(out, name + ".pt2"))
+        # NAME_io.pt: the inputs, the outputs, then the inputs and the
+        # buffers as the call left them (a program may mutate either).
+        module = program.module()
+        called = [t.clone() for t in inputs]
         with torch.no_grad():
-            output = program.module()(*inputs)
-        if name.startswith("functional"):
-            output = output[-1] if isinstance(output, tuple) else output
+            output = module(*called)
         outputs = list(output) if isinstance(output, tuple) else [output]
         torch.save(list(inputs) + outputs, os.path.join(out, name + "_io.pt"))
+        torch.save(called + [b for _, b in sorted(module.named_buffers())],
+                   os.path.join(out, name + "_state.pt"))
         for k, other in enumerate(shapes):
             with torch.no_grad():
                 output = program.module()(*other)

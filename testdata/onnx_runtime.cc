@@ -62,7 +62,9 @@ std::map<std::string, at::Tensor> run_ort(const fs::path& model,
     const fs::path file = dir / ("input_" + std::to_string(i) + ".bin");
     write_raw(file, inputs[i]);
     command += " " + file.string() + ":" +
-               (inputs[i].scalar_type() == at::kLong ? "int64" : "float32") +
+               (inputs[i].scalar_type() == at::kLong   ? "int64"
+                : inputs[i].scalar_type() == at::kBool ? "bool"
+                                                       : "float32") +
                ":" + shape_text(inputs[i]);
   }
   const fs::path listing = dir / "outputs.txt";
@@ -71,14 +73,16 @@ std::map<std::string, at::Tensor> run_ort(const fs::path& model,
   std::ifstream lines(listing);
   std::string name, dtype, shape;
   while (lines >> name >> dtype >> shape) {
-    REQUIRE(dtype == "float32");
+    REQUIRE((dtype == "float32" || dtype == "int64"));
+    const at::ScalarType type = dtype == "int64" ? at::kLong : at::kFloat;
     std::vector<int64_t> dims;
     std::stringstream parts(shape);
     for (std::string d; std::getline(parts, d, 'x');) dims.push_back(std::stoll(d));
     std::ifstream data(dir / (name + ".bin"), std::ios::binary);
-    at::Tensor t = at::empty(dims, at::kFloat);
-    data.read(static_cast<char*>(t.data_ptr()), t.numel() * sizeof(float));
-    REQUIRE(data.gcount() == static_cast<std::streamsize>(t.numel() * sizeof(float)));
+    at::Tensor t = at::empty(dims, type);
+    const auto bytes = static_cast<std::streamsize>(t.numel() * t.element_size());
+    data.read(static_cast<char*>(t.data_ptr()), bytes);
+    REQUIRE(data.gcount() == bytes);
     outputs.emplace(name, t);
   }
   return outputs;
@@ -121,6 +125,7 @@ void check_against_ort(fx::GraphModule gm, const fs::path& file,
     REQUIRE(actual.count(name));
     const at::Tensor& got = actual.at(name);
     REQUIRE(got.sizes() == want.sizes());
+    REQUIRE(got.scalar_type() == want.scalar_type());
     const double scale = std::max(1.0, want.abs().max().item<double>());
     const double error = (got - want).abs().max().item<double>();
     INFO("max |diff| " << error << " (largest magnitude " << scale << ")");

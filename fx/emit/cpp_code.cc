@@ -662,8 +662,10 @@ class Emitter {
       expr = absl::StrCat(a, " + ", b);
     } else if (&f == sym_mul()) {
       expr = absl::StrCat(a, " * ", b);
+    } else if (&f == sym_mod()) {
+      expr = absl::StrCat("fx::checked_python_mod(", a, ", ", b, ")");
     } else {
-      expr = absl::StrCat("fx::floor_divide(", a, ", ", b, ")");
+      expr = absl::StrCat("fx::checked_floor_divide(", a, ", ", b, ")");
     }
     v->kind = Kind::kOther;
     statement(n, absl::StrCat("const int64_t ", v->name, " = ", expr, ";"));

@@ -1,5 +1,6 @@
 #include "fx/ir/function.h"
 
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -131,22 +132,63 @@ const Function* sym_size() {
 
 const Function* sym_add() {
   static const Function* f =
-      int_function("sym_add", [](int64_t a, int64_t b) { return a + b; });
+      int_function("sym_add", [](int64_t a, int64_t b) {
+        int64_t sum = 0;
+        if (__builtin_add_overflow(a, b, &sum)) {
+          throw ExecutionError(absl::StrCat("sym_add: ", a, " + ", b,
+                                            " overflows int64"));
+        }
+        return sum;
+      });
   return f;
 }
 
 const Function* sym_mul() {
   static const Function* f =
-      int_function("sym_mul", [](int64_t a, int64_t b) { return a * b; });
+      int_function("sym_mul", [](int64_t a, int64_t b) {
+        int64_t product = 0;
+        if (__builtin_mul_overflow(a, b, &product)) {
+          throw ExecutionError(absl::StrCat("sym_mul: ", a, " * ", b,
+                                            " overflows int64"));
+        }
+        return product;
+      });
   return f;
+}
+
+namespace {
+
+void check_divisor(int64_t a, int64_t b, const char* function) {
+  if (b == 0) {
+    throw ExecutionError(absl::StrCat(function, ": ", a, " divided by zero"));
+  }
+  if (b == -1 && a == std::numeric_limits<int64_t>::min()) {
+    throw ExecutionError(absl::StrCat(function, ": ", a,
+                                      " divided by -1 overflows int64"));
+  }
+}
+
+}  // namespace
+
+int64_t checked_floor_divide(int64_t a, int64_t b) {
+  check_divisor(a, b, "sym_floordiv");
+  return floor_divide(a, b);
+}
+
+int64_t checked_python_mod(int64_t a, int64_t b) {
+  check_divisor(a, b, "sym_mod");
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
 const Function* sym_floordiv() {
   static const Function* f =
-      int_function("sym_floordiv", [](int64_t a, int64_t b) -> int64_t {
-        if (b == 0) throw ExecutionError("sym_floordiv: division by zero");
-        return floor_divide(a, b);
-      });
+      int_function("sym_floordiv", &checked_floor_divide);
+  return f;
+}
+
+const Function* sym_mod() {
+  static const Function* f = int_function("sym_mod", &checked_python_mod);
   return f;
 }
 
@@ -171,6 +213,7 @@ const Function* find_function(std::string_view name) {
   if (name == "sym_add") return sym_add();
   if (name == "sym_mul") return sym_mul();
   if (name == "sym_floordiv") return sym_floordiv();
+  if (name == "sym_mod") return sym_mod();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.functions.find(absl::string_view(name.data(), name.size()));
@@ -185,7 +228,8 @@ const Function* getitem() {
 
 bool is_sym_function(const Function& function) {
   return &function == sym_size() || &function == sym_add() ||
-         &function == sym_mul() || &function == sym_floordiv();
+         &function == sym_mul() || &function == sym_floordiv() ||
+         &function == sym_mod();
 }
 
 bool is_sym_call(const Node& node) {

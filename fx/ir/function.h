@@ -67,17 +67,25 @@ const Function* getitem();
 // sym_size(tensor, dim) -> int: the size of a dimension (0 <= dim < rank).
 const Function* sym_size();
 // sym_add(a, b) -> a + b; sym_mul(a, b) -> a * b; sym_floordiv(a, b) ->
-// a // b, rounded toward negative infinity as Python's //.
+// a // b, rounded toward negative infinity as Python's //; sym_mod(a, b) ->
+// a % b with the divisor's sign, as Python's % (torch.export's runtime
+// assertions: Eq(Mod(s0, 2), 0)). A division by zero, or of the smallest
+// int64 by -1, is an fx::ExecutionError.
 const Function* sym_add();
 const Function* sym_mul();
 const Function* sym_floordiv();
+const Function* sym_mod();
 // Python's floor division (rounds toward negative infinity), as sym_floordiv
 // and generated code compute it.
 inline int64_t floor_divide(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-// Whether `function` is one of the four above, and whether `node` calls one
+// sym_floordiv's and sym_mod's values, checked (generated code calls these):
+// b == 0, or a the smallest int64 and b == -1, throws fx::ExecutionError.
+int64_t checked_floor_divide(int64_t a, int64_t b);
+int64_t checked_python_mod(int64_t a, int64_t b);
+// Whether `function` is one of the five above, and whether `node` calls one
 // (its value is an int, not a tensor).
 bool is_sym_function(const Function& function);
 bool is_sym_call(const Node& node);

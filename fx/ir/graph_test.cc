@@ -1,5 +1,7 @@
 #include "fx/ir/graph.h"
 
+#include <limits>
+
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "third_party/catch.h"
@@ -465,6 +467,32 @@ TEST_CASE("memory formats are recognised from strides") {
   CHECK((memory_format_of({3, 2}, {1, 3}) == c10::MemoryFormat::Preserve));
   CHECK((strides_for({2, 3, 4, 4}, c10::MemoryFormat::ChannelsLast) ==
         std::vector<int64_t>{48, 1, 12, 3}));
+}
+
+TEST_CASE("size arithmetic computes as Python's ints do, or refuses") {
+  auto call = [](const Function* f, int64_t a, int64_t b) {
+    return (*f)({c10::IValue(a), c10::IValue(b)}).toInt();
+  };
+  // % and // take the divisor's sign, as Python's.
+  CHECK(call(sym_mod(), 7, 3) == 1);
+  CHECK(call(sym_mod(), -7, 3) == 2);
+  CHECK(call(sym_mod(), 7, -3) == -2);
+  CHECK(call(sym_mod(), -7, -3) == -1);
+  CHECK(call(sym_floordiv(), -7, 2) == -4);
+  CHECK(checked_python_mod(6, 3) == 0);
+  CHECK(find_function("sym_mod") == sym_mod());
+  CHECK(is_sym_function(*sym_mod()));
+  // No division by zero, no overflow: an ExecutionError naming the values.
+  CHECK_THROWS_WITH(call(sym_mod(), 5, 0), Catch::Contains("sym_mod: 5 divided by zero"));
+  CHECK_THROWS_AS(call(sym_floordiv(), 5, 0), ExecutionError);
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  CHECK_THROWS_WITH(call(sym_floordiv(), min, -1), Catch::Contains("overflows int64"));
+  CHECK_THROWS_AS(call(sym_mod(), min, -1), ExecutionError);
+  CHECK_THROWS_WITH(call(sym_add(), max, 1), Catch::Contains("overflows int64"));
+  CHECK_THROWS_WITH(call(sym_mul(), max / 2 + 1, 2), Catch::Contains("overflows int64"));
+  CHECK(call(sym_add(), max - 1, 1) == max);
+  CHECK(call(sym_mul(), min / 2, 2) == min);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -403,7 +404,7 @@ class Loader {
   }
 
   void define(const std::string& name, Node* node, const std::string& where) {
-    if (!values_.emplace(name, node).second) {
+    if (conditions_.count(name) != 0 || !values_.emplace(name, node).second) {
       fail(absl::StrCat(where, " defines '", name, "' a second time"));
     }
     if (tensor_values_->is_object() && tensor_values_->contains(name)) {
@@ -445,7 +446,9 @@ class Loader {
         const std::string name =
             tensor_name(field(*spec, "arg", where), where + ".arg");
         attach(fqn, kind, where);
-        define(name, graph_->get_attr(fqn), where);
+        Node* attribute = graph_->get_attr(fqn);
+        define(name, attribute, where);
+        if (kind == "buffer") buffers_[fqn] = attribute;
       } else {
         fail(absl::StrCat(where, ": an input of kind '", kind,
                           "' is not read yet (user inputs, parameters, buffers "
@@ -715,22 +718,26 @@ class Loader {
   }
 
   // Size arithmetic: aten.sym_size.int and Python's operators on its
-  // results, as our sym_size / sym_add / sym_mul / sym_floordiv. Returns
-  // false for any other target.
+  // results, as our sym_size / sym_add / sym_mul / sym_floordiv / sym_mod;
+  // comparisons of sizes and torch.sym_not, kept by the reader until a
+  // runtime assertion (aten._assert_scalar) checks one, as our
+  // fx_guard::check_size. Returns false for any other target.
   bool add_sym_node(const Json& node, const std::string& target,
                     const std::string& name, const std::string& where) {
+    if (add_condition(node, target, name, where)) return true;
     const bool size = target == "torch.ops.aten.sym_size.int";
     const bool arithmetic =
         target == "_operator.add" || target == "_operator.sub" ||
-        target == "_operator.mul" || target == "_operator.floordiv";
+        target == "_operator.mul" || target == "_operator.floordiv" ||
+        target == "_operator.mod";
     if (!size && !arithmetic) {
       if (absl::StartsWith(target, "_operator.") ||
-          absl::StrContains(target, "_assert_scalar") ||
           absl::StrContains(target, "sym_constrain_range") ||
           absl::StartsWith(target, "torch.ops.aten.sym_")) {
-        fail(absl::StrCat(where, ": ", target, " (a runtime assertion, a "
-                          "condition or size arithmetic beyond +, -, *, //) "
-                          "is not read yet"));
+        fail(absl::StrCat(where, ": ", target, " (a condition or size "
+                          "arithmetic beyond +, -, *, //, %, comparisons and "
+                          "not, or a size known only at run time) is not "
+                          "read yet"));
       }
       return false;
     }
@@ -774,6 +781,7 @@ class Loader {
       }
       const Function* f = target == "_operator.mul"        ? sym_mul()
                           : target == "_operator.floordiv" ? sym_floordiv()
+                          : target == "_operator.mod"      ? sym_mod()
                                                            : sym_add();
       call = graph_->create_node(Opcode::kCallFunction, Target(f),
                                  std::move(args), {}, name);
@@ -788,6 +796,182 @@ class Loader {
     define(string(field(*out, "as_name", where), where + ".as_name"), call,
            where);
     return true;
+  }
+
+  // A comparison of two sizes, or its negation (torch.sym_not), as a
+  // runtime assertion will check it: a relation fx_guard::check_size takes.
+  struct Condition {
+    Argument a, b;
+    std::string relation;
+  };
+
+  static std::string negated(const std::string& relation) {
+    if (relation == "==") return "!=";
+    if (relation == "!=") return "==";
+    if (relation == "<") return ">=";
+    if (relation == ">=") return "<";
+    if (relation == "<=") return ">";
+    return "<=";  // >
+  }
+
+  // _operator.eq / ne / lt / le / gt / ge of sizes, torch.sym_not of one,
+  // and aten._assert_scalar of one (with the message torch.export wrote:
+  // "Runtime assertion failed for expression Eq(Mod(s0, 2), 0) on node
+  // 'eq'"). Returns false for any other target.
+  bool add_condition(const Json& node, const std::string& target,
+                     const std::string& name, const std::string& where) {
+    static const std::map<std::string, std::string> relations = {
+        {"_operator.eq", "=="}, {"_operator.ne", "!="}, {"_operator.lt", "<"},
+        {"_operator.le", "<="}, {"_operator.gt", ">"},  {"_operator.ge", ">="}};
+    const auto relation = relations.find(target);
+    const bool is_not = target == "torch.sym_not";
+    const bool is_assert = target == "torch.ops.aten._assert_scalar.default";
+    if (relation == relations.end() && !is_not && !is_assert) return false;
+    const Json& inputs = array(field(node, "inputs", where), where + ".inputs");
+    const size_t arity = relation != relations.end() ? 2 : is_not ? 1 : 2;
+    if (inputs.size() != arity) {
+      fail(absl::StrCat(where, ": ", target, " with ", inputs.size(),
+                        " inputs (", arity, " expected)"));
+    }
+    auto input = [&](size_t i) -> const Json& {
+      const std::string at = absl::StrCat(where, ".inputs[", i, "]");
+      return field(inputs[i], "arg", at);
+    };
+    if (relation != relations.end()) {
+      Condition c;
+      c.a = size_argument(input(0), absl::StrCat(where, ".inputs[0]"));
+      c.b = size_argument(input(1), absl::StrCat(where, ".inputs[1]"));
+      c.relation = relation->second;
+      define_condition(node, std::move(c), where);
+      return true;
+    }
+    // A condition: a comparison above, or a constant (as_bool).
+    auto [kind, v] = one_of(input(0), where + ".inputs[0]");
+    if (kind != "as_sym_bool") {
+      fail(absl::StrCat(where, ": ", target, " of an argument of kind ", kind));
+    }
+    auto [bool_kind, b] = one_of(*v, where + ".inputs[0]");
+    std::optional<Condition> c;
+    if (bool_kind == "as_name") {
+      const std::string condition = string(*b, where + ".inputs[0]");
+      auto it = conditions_.find(condition);
+      if (it == conditions_.end()) {
+        fail(absl::StrCat(where, " names the condition '", condition,
+                          "', which no earlier comparison of sizes defines"));
+      }
+      c = it->second;
+    } else if (bool_kind == "as_bool") {
+      if (boolean(*b, where + ".inputs[0]") == is_not) {
+        fail(absl::StrCat(where, ": ", target, " of a condition that is "
+                          "always false"));
+      }
+    } else {
+      fail(absl::StrCat(where, ": a condition of kind ", bool_kind));
+    }
+    if (is_not) {
+      if (!c) fail(where + ": torch.sym_not of a constant");
+      c->relation = negated(c->relation);
+      define_condition(node, std::move(*c), where);
+      return true;
+    }
+    if (!c) return true;  // asserts true: nothing to check
+    note_multiple(*c);
+    auto [message_kind, message] =
+        one_of(field(inputs[1], "arg", where + ".inputs[1]"), where + ".inputs[1]");
+    if (message_kind != "as_string") {
+      fail(absl::StrCat(where, ": an assertion's message of kind ", message_kind));
+    }
+    graph_->create_node(
+        Opcode::kCallFunction, op("fx_guard::check_size"),
+        {c->a, c->b, c->relation,
+         assertion(string(*message, where + ".inputs[1]"), name)},
+        {}, name);
+    return true;
+  }
+
+  // An assertion that an input's dynamic dimension is a multiple of k
+  // (Eq(Mod(s0, k), 0)) also becomes the dimension's multiple_of
+  // (fx::Dim::multiple_of): its input guard refuses other sizes, and the
+  // sizes a pass samples (ShapeProp's symbolic runs, the ONNX export's)
+  // are multiples of k.
+  void note_multiple(const Condition& c) {
+    if (c.relation != "==" || !c.b.is_int() || c.b.to_int() != 0 ||
+        !c.a.is_node()) {
+      return;
+    }
+    const Node* mod = c.a.to_node();
+    if (!is_sym_call(*mod) || &mod->target().function() != sym_mod() ||
+        !mod->args().at(0).is_node() || !mod->args().at(1).is_int()) {
+      return;
+    }
+    const int64_t k = mod->args().at(1).to_int();
+    const Node* size = mod->args().at(0).to_node();
+    if (k <= 1 || k > (int64_t{1} << 32) || !is_sym_call(*size) ||
+        &size->target().function() != sym_size() ||
+        !size->args().at(0).is_node() || !size->args().at(1).is_int()) {
+      return;
+    }
+    Node* input = size->args().at(0).to_node();
+    const InputGuard* guard = input->meta().get(kGuard);
+    if (input->op() != Opcode::kPlaceholder || guard == nullptr) return;
+    InputGuard g = *guard;
+    for (DynamicDim& d : g.dynamic) {
+      if (d.dim != size->args().at(1).to_int()) continue;
+      d.multiple_of = std::lcm(d.multiple_of, k);
+      // The same symbol on every input that has it.
+      for (Node* p : graph_->placeholders()) {
+        const InputGuard* other = p->meta().get(kGuard);
+        if (other == nullptr || p == input) continue;
+        InputGuard copy = *other;
+        for (DynamicDim& e : copy.dynamic) {
+          if (e.symbol == d.symbol) e.multiple_of = d.multiple_of;
+        }
+        p->meta().set(kGuard, copy);
+      }
+    }
+    input->meta().set(kGuard, g);
+  }
+
+  // What fx_guard::check_size names when the assertion fails:
+  // "Eq(Mod(s0, 2), 0) (torch.export's runtime assertion on node 'eq')".
+  static std::string assertion(const std::string& message,
+                               const std::string& name) {
+    const std::string kPrefix = "Runtime assertion failed for expression ";
+    std::string expression = message;
+    if (absl::StartsWith(message, kPrefix)) {
+      expression = message.substr(kPrefix.size());
+      const size_t on = expression.rfind(" on node '");
+      const std::string node = on == std::string::npos
+                                   ? name
+                                   : expression.substr(on + 10, expression.size() - on - 11);
+      if (on != std::string::npos) expression.resize(on);
+      return absl::StrCat(expression, " (torch.export's runtime assertion on node '",
+                          node, "')");
+    }
+    return absl::StrCat(expression, " (torch.export's runtime assertion ", name, ")");
+  }
+
+  // An int or a size computed earlier (as_int, as_sym_int).
+  Argument size_argument(const Json& arg, const std::string& where) const {
+    auto [kind, v] = one_of(arg, where);
+    if (kind == "as_int") return Argument(integer(*v, where));
+    if (kind == "as_sym_int") return sym_int(*v, where);
+    fail(absl::StrCat(where, ": a comparison of sizes given an argument of "
+                      "kind ", kind));
+  }
+
+  void define_condition(const Json& node, Condition c, const std::string& where) {
+    const Json& outputs = array(field(node, "outputs", where), where + ".outputs");
+    if (outputs.size() != 1) fail(where + ": a condition has one output");
+    auto [kind, out] = one_of(outputs[0], where + ".outputs[0]");
+    if (kind != "as_sym_bool") {
+      fail(absl::StrCat(where, ": an output of kind ", kind, " for a condition"));
+    }
+    const std::string name =
+        string(field(*out, "as_name", where), where + ".outputs[0].as_name");
+    if (values_.count(name) != 0 || !conditions_.emplace(name, std::move(c)).second) {
+      fail(absl::StrCat(where, " defines '", name, "' a second time"));
+    }
   }
 
   void define_elements(Node* call, const Json& elements, const std::string& where) {
@@ -816,27 +1000,63 @@ class Loader {
   }
 
   // Before the nodes: a program whose outputs this reader cannot give is
-  // refused for that, whatever its operators.
+  // refused for that, whatever its operators. Read: user outputs, and the
+  // buffers and user inputs the program mutates (a functionalized program
+  // returns their new values; we copy them in, as ep.module() does).
   void check_outputs(const Json& specs) const {
     array(specs, "signature.output_specs");
     for (size_t i = 0; i < specs.size(); ++i) {
       const std::string where = absl::StrCat("signature.output_specs[", i, "]");
       auto [kind, spec] = one_of(specs[i], where);
-      if (kind != "user_output") {
-        fail(absl::StrCat(where, ": an output of kind '", kind,
-                          "' is not read yet (a training-mode export mutates "
-                          "buffers: export the model in eval mode)"));
+      if (kind == "user_output" || kind == "buffer_mutation" ||
+          kind == "user_input_mutation") {
+        continue;
       }
+      const char* why =
+          kind == "loss_output" || absl::StartsWith(kind, "gradient_to_")
+              ? " (a training step's joint graph: export the model's forward)"
+          : kind == "token" ? " (the effect tokens of an operator with side effects)"
+                            : "";
+      fail(absl::StrCat(where, ": an output of kind '", kind,
+                        "' is not read yet", why));
     }
   }
 
-  // After check_outputs: every spec is a user output.
+  // After check_outputs and the nodes: each mutation as aten::copy_ into
+  // the buffer or input it names, then the user outputs.
   void add_outputs(const Json& specs) {
     std::vector<Argument> results;
     for (size_t i = 0; i < specs.size(); ++i) {
       const std::string where = absl::StrCat("signature.output_specs[", i, "]");
-      const Json& spec = field(specs[i], "user_output", where);
-      results.push_back(argument(field(spec, "arg", where), where + ".arg"));
+      auto [kind, spec] = one_of(specs[i], where);
+      if (kind == "user_output") {
+        results.push_back(argument(field(*spec, "arg", where), where + ".arg"));
+        continue;
+      }
+      const bool buffer = kind == "buffer_mutation";
+      const char* key = buffer ? "buffer_name" : "user_input_name";
+      const std::string target_name =
+          string(field(*spec, key, where), absl::StrCat(where, ".", key));
+      Node* target = nullptr;
+      if (buffer) {
+        auto it = buffers_.find(target_name);
+        if (it == buffers_.end()) {
+          fail(absl::StrCat(where, " mutates '", target_name,
+                            "', which is not a buffer of the program"));
+        }
+        target = it->second;
+      } else {
+        target = value(target_name, where);
+        if (target->op() != Opcode::kPlaceholder) {
+          fail(absl::StrCat(where, " mutates '", target_name,
+                            "', which is not a user input"));
+        }
+      }
+      Node* update = value(tensor_name(field(*spec, "arg", where), where + ".arg"),
+                           where + ".arg");
+      if (update == target) continue;
+      graph_->create_node(Opcode::kCallFunction, op("aten::copy_"),
+                          {target, update}, {}, "copy_");
     }
     if (results.size() == 1) {
       graph_->output(results[0]);
@@ -853,6 +1073,9 @@ class Loader {
   const Json* tensor_values_ = nullptr;
   Graph* graph_ = nullptr;
   std::map<std::string, Node*> values_;
+  std::map<std::string, Condition> conditions_;
+  // Each buffer's get_attr, by its fully qualified name.
+  std::map<std::string, Node*> buffers_;
   Attributes attributes_;
   // range_constraints: each symbol's [min, max].
   std::map<std::string, std::pair<int64_t, int64_t>> ranges_;

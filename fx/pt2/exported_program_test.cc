@@ -15,6 +15,7 @@
 #include <torch/version.h>
 
 #include "fx/fx.h"
+#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "onnx/to_onnx.h"
 #include "testdata/onnx_runtime.h"
@@ -330,7 +331,8 @@ TEST_CASE("a dynamic .pt2 program the reader cannot hold is refused by name") {
                 "torch.ops.aten._assert_scalar.default";
           },
           "dynamic_sizes")),
-      Catch::Contains("_assert_scalar") && Catch::Contains("not read yet"));
+      Catch::Contains("_assert_scalar") &&
+          Catch::Contains("of an argument of kind as_tensor"));
   // A hostile range.
   CHECK_THROWS_WITH(
       fx::load_exported_program(edited(
@@ -346,10 +348,160 @@ TEST_CASE("a dynamic .pt2 program the reader cannot hold is refused by name") {
 }
 
 TEST_CASE("what the reader does not read yet is refused by name") {
+  // torch.cond: a higher-order operator (control flow).
   CHECK_THROWS_WITH(
-      fx::load_exported_program(programs() +
-                                "/functional_training_batch_norm.pt2"),
-      Catch::Contains("buffer_mutation") && Catch::Contains("eval mode"));
+      fx::load_exported_program(programs() + "/cond.pt2"),
+      Catch::Contains("torch.ops.higher_order.cond") &&
+          Catch::Contains("control flow") && Catch::Contains("not read yet"));
+  // A training step's joint graph: its loss as an output.
+  CHECK_THROWS_WITH(
+      fx::load_exported_program(edited(
+          "loss_output", "models/model.json",
+          [](nlohmann::json& j) {
+            auto& spec = j["graph_module"]["signature"]["output_specs"][0];
+            spec["loss_output"] = spec["user_output"];
+            spec.erase("user_output");
+          })),
+      Catch::Contains("output_specs[0]") && Catch::Contains("'loss_output'") &&
+          Catch::Contains("joint graph"));
+}
+
+// NAME_state.pt: the inputs, then the buffers (by name), as Python's
+// ep.module() left them after one call on NAME_io.pt's inputs.
+std::vector<at::Tensor> state(const std::string& name) {
+  return tensors(name + "_state");
+}
+
+TEST_CASE("a functional .pt2 program's buffer mutations update its buffers as Python's did") {
+  // run_decompositions: batch norm's statistics and its count come out of
+  // the graph as buffer_mutation outputs, copied into the buffers.
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(
+      programs() + "/functional_training_batch_norm.pt2");
+  const std::string text = gm->graph().to_string();
+  CAPTURE(text);
+  CHECK(text.find("aten::copy_") != std::string::npos);
+  const std::vector<at::Tensor> t = io("functional_training_batch_norm");
+  const std::vector<at::Tensor> after = state("functional_training_batch_norm");
+  REQUIRE(after.size() == 4);
+  const at::Tensor before = gm->tensor_attributes().at("bn.running_mean").clone();
+  CHECK(as_python_computed(gm(t[0]).toTensor(), t[1]));
+  const auto& attributes = gm->tensor_attributes();
+  CHECK_FALSE(torch::equal(before, attributes.at("bn.running_mean")));
+  CHECK(torch::equal(attributes.at("bn.num_batches_tracked"), after[1]));
+  CHECK(as_python_computed(attributes.at("bn.running_mean"), after[2]));
+  CHECK(as_python_computed(attributes.at("bn.running_var"), after[3]));
+  // Dead code elimination keeps the copies (they write a buffer).
+  gm->graph().eliminate_dead_code();
+  size_t copies = 0;
+  for (const fx::Node* n : gm->graph().nodes()) {
+    copies += n->format_node().find("aten::copy_") != std::string::npos;
+  }
+  CHECK(copies == 3);
+}
+
+TEST_CASE("a .pt2 program that mutates its input and a buffer does so as Python's did") {
+  // In place in the graph (torch.export's default IR), and as
+  // user_input_mutation and buffer_mutation outputs (decomposed).
+  torch::NoGradGuard no_grad;
+  for (const char* name : {"mutates_input", "functional_mutates_input"}) {
+    CAPTURE(name);
+    fx::GraphModule gm = fx::load_exported_program(programs() + "/" + name + ".pt2");
+    CAPTURE(gm->graph().to_string());
+    const std::vector<at::Tensor> t = io(name);
+    const std::vector<at::Tensor> after = state(name);
+    REQUIRE(after.size() == 2);
+    const at::Tensor x = t[0].clone();
+    CHECK(as_python_computed(gm(x).toTensor(), t[1]));
+    CHECK(torch::equal(x, after[0]));
+    CHECK(torch::equal(gm->tensor_attributes().at("calls"), after[1]));
+    gm(x);
+    CHECK(gm->tensor_attributes().at("calls").item<float>() == 2.0f);
+  }
+}
+
+TEST_CASE("a .pt2 program's runtime assertions are checked as Python checks them") {
+  // torch._check(x.shape[0] % 2 == 0) and != 6, exported with
+  // prefer_deferred_runtime_asserts_over_guards: aten._assert_scalar of
+  // size comparisons, as fx_guard::check_size.
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::load_exported_program(programs() + "/asserts.pt2");
+  const std::string text = gm->graph().to_string();
+  CAPTURE(text);
+  CHECK(text.find("target=sym_mod]") != std::string::npos);
+  CHECK(text.find("fx_guard::check_size") != std::string::npos);
+  const std::string symbol = guard_of(gm, 0).dynamic.at(0).symbol;
+  check_at_shape(gm, "asserts_io", 1);
+  for (int k = 0; k < 3; ++k) check_at_shape(gm, "asserts_io_" + std::to_string(k), 1);
+  // The assertion of an even batch is the input's guard too: batches the
+  // symbolic passes sample (ShapeProp, the ONNX export) are even.
+  CHECK(guard_of(gm, 0).dynamic.at(0).multiple_of == 2);
+  auto refuses = [&](fx::GraphModule& m) {
+    CHECK_THROWS_WITH(m(torch::randn({3, 3})),
+                      Catch::Contains(symbol + " = 3") &&
+                          Catch::Contains(symbol + " % 2 == 0"));
+    CHECK_THROWS_AS(m(torch::randn({3, 3})), fx::GuardError);
+    CHECK_THROWS_WITH(m(torch::randn({6, 3})),
+                      Catch::Contains("Ne(" + symbol + ", 6)"));
+    // reshape(2, b // 2, 3) asks b // 2 != 1 (Python refuses 2 too).
+    CHECK_THROWS_WITH(m(torch::randn({2, 3})),
+                      Catch::Contains("Ne(" + symbol + ", 2)"));
+    CHECK_THROWS_AS(m(torch::randn({66, 3})), fx::GuardError);
+    // The smallest batch the range allows, 0, holds every assertion.
+    CHECK(m(torch::randn({0, 3})).toTensor().sizes() == at::IntArrayRef{0, 3});
+  };
+  refuses(gm);
+  // Lowered, saved and loaded: the same checks.
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
+  for (int k = 0; k < 3; ++k) {
+    check_at_shape(lowered, "asserts_io_" + std::to_string(k), 1, 1e-5);
+  }
+  refuses(lowered);
+  const std::string path = testdata::test_file("asserts_from_pt2.fx");
+  fx::save(gm, path);
+  fx::GraphModule again = fx::load(path);
+  refuses(again);
+  // Generated C++ computes the remainder as Python does, checked.
+  CHECK_THAT(gm->code(), Catch::Contains("fx::checked_python_mod("));
+  // TorchScript: aten::remainder of ints, the checks as TorchScript's.
+  torch::jit::Module scripted = fx::to_torchscript(gm);
+  const at::Tensor x8 = tensors("asserts_io_1")[0];
+  CHECK(torch::equal(scripted.forward({x8}).toTensor(), tensors("asserts_io_1")[1]));
+  CHECK_THROWS_WITH(scripted.forward({torch::randn({6, 3})}),
+                    Catch::Contains("Ne(" + symbol + ", 6)"));
+  // ONNX: sym_mod as Mod; the checks stated in the file's metadata.
+  const std::filesystem::path file = onnx_testing::scratch() / "asserts.onnx";
+  fx::to_onnx(*gm, file.string());
+  for (int k = 0; k < 3; ++k) {
+    onnx_testing::check_against_ort(gm, file, {tensors("asserts_io_" + std::to_string(k))[0]});
+  }
+}
+
+TEST_CASE("a .pt2 program of int64 and bool inputs, and one exported with strict=True") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule tokens = fx::load_exported_program(programs() + "/tokens_and_mask.pt2");
+  CHECK(guard_of(tokens, 0).dtype == at::kLong);
+  CHECK(guard_of(tokens, 1).dtype == at::kBool);
+  check_at_shape(tokens, "tokens_and_mask_io", 2);
+  fx::GraphModule lowered(tokens->copy());
+  fx::optimize_for_inference(*lowered);
+  const std::filesystem::path file = onnx_testing::scratch() / "tokens_and_mask.onnx";
+  fx::to_onnx(*tokens, file.string());
+  for (int k = 0; k < 3; ++k) {
+    const std::string shape = "tokens_and_mask_io_" + std::to_string(k);
+    check_at_shape(tokens, shape, 2);
+    check_at_shape(lowered, shape, 2, 1e-5);
+    const std::vector<at::Tensor> t = tensors(shape);
+    onnx_testing::check_against_ort(tokens, file, {t[0], t[1]});
+  }
+  // A float mask where the program takes bool: refused.
+  CHECK_THROWS_AS(tokens(torch::zeros({2, 5}, at::kLong), torch::zeros({2, 5})),
+                  fx::GuardError);
+  // strict=True (TorchDynamo) writes the same kind of program.
+  fx::GraphModule strict = fx::load_exported_program(programs() + "/strict_mlp.pt2");
+  check_at_shape(strict, "strict_mlp_io", 1);
+  for (int k = 0; k < 2; ++k) check_at_shape(strict, "strict_mlp_io_" + std::to_string(k), 1);
 }
 
 TEST_CASE("a training-mode .pt2 program updates its statistics as Python's did") {

@@ -383,6 +383,7 @@ class Exporter {
       const char* op = &f == sym_size()  ? "aten::size"
                        : &f == sym_add() ? "aten::add"
                        : &f == sym_mul() ? "aten::mul"
+                       : &f == sym_mod() ? "aten::remainder"
                                          : "aten::floordiv";
       values_[&n] = graph_->insert(
           c10::Symbol::fromQualString(op),
