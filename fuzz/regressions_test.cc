@@ -63,6 +63,31 @@ TEST_CASE("the zoo's graphs and files, the fuzzers' seeds, pass the targets") {
   }
 }
 
+TEST_CASE("the .pt2 programs, the exported_program fuzzer's seeds, pass its target, cut and flipped") {
+  // testdata/exported_programs.py's files (torch.export.save), whole, cut
+  // short at 16 places, and with a byte flipped at 64 places each: every
+  // one loads soundly or is refused with an fx error.
+  const std::string dir = testdata::exported_programs("fuzz_pt2_seeds");
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".pt2") continue;
+    INFO(entry.path().string());
+    const std::vector<uint8_t> bytes = read_bytes(entry.path());
+    fx::fuzz::exported_program(bytes.data(), bytes.size());
+    for (size_t k = 1; k <= 16; ++k) {
+      const size_t cut = bytes.size() * k / 17;
+      fx::fuzz::exported_program(bytes.data(), cut);
+    }
+    for (size_t k = 0; k < 64; ++k) {
+      std::vector<uint8_t> flipped = bytes;
+      flipped[(k * 2654435761u) % flipped.size()] ^= static_cast<uint8_t>(1u << (k % 8));
+      fx::fuzz::exported_program(flipped.data(), flipped.size());
+    }
+    ++files;
+  }
+  CHECK(files >= 10);
+}
+
 TEST_CASE("a saved file with lengths or memo indices beyond its data is refused") {
   // libtorch's unpickler would allocate what they claim (GBs) first.
   for (const char* name : {"huge_string_length", "huge_memo_index"}) {

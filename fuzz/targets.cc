@@ -14,6 +14,7 @@
 #include "fx/io/input_spec.h"
 #include "fx/io/parser.h"
 #include "fx/io/serialization.h"
+#include "fx/pt2/exported_program.h"
 #include "fx/ir/errors.h"
 
 namespace fx {
@@ -120,15 +121,38 @@ void input_spec(const uint8_t* data, size_t size) {
          "a spec does not round-trip: " + spec + " -> " + printed);
 }
 
+void exported_program(const uint8_t* data, size_t size) {
+  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  GraphModule gm{nullptr};
+  if (!accepts([&] { gm = fx::load_exported_program(in); })) return;
+  // What loads is a well-formed graph that saves and loads back the same.
+  std::string printed;
+  expect(accepts([&] {
+           gm->graph().lint();
+           printed = gm->graph().to_string();
+         }),
+         "a loaded program fails lint or printing");
+  GraphModule again{nullptr};
+  expect(accepts([&] {
+           std::stringstream copy;
+           fx::save(gm, copy);
+           again = fx::load(copy);
+         }),
+         "a loaded program does not save and load back:\n" + printed);
+  expect(again->graph().to_string() == printed,
+         "save and load changed the program's graph:\n" + printed);
+}
+
 Target target_named(const std::string& name) {
   if (name == "parse_graph") return &parse_graph;
   if (name == "load") return &load;
   if (name == "input_spec") return &input_spec;
+  if (name == "exported_program") return &exported_program;
   return nullptr;
 }
 
 std::vector<std::string> target_names() {
-  return {"parse_graph", "load", "input_spec"};
+  return {"parse_graph", "load", "input_spec", "exported_program"};
 }
 
 }  // namespace fuzz

@@ -11,6 +11,9 @@
 //   load:        fx::load of a file holding the bytes; what loads must
 //                save and load back to the same graph.
 //   input_spec:  the CLI's --input spec ("1x3x224x224:float32").
+//   exported_program: fx::load_exported_program of the bytes (a .pt2
+//                archive); what loads lints, and saves and loads back
+//                (fx::save) to the same graph.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +27,10 @@ namespace fuzz {
 void parse_graph(const uint8_t* data, size_t size);
 void load(const uint8_t* data, size_t size);
 void input_spec(const uint8_t* data, size_t size);
+void exported_program(const uint8_t* data, size_t size);
 
-// The fuzz target of that name ("parse_graph", "load", "input_spec"), or
+// The fuzz target of that name ("parse_graph", "load", "input_spec",
+// "exported_program"), or
 // nullptr.
 using Target = void (*)(const uint8_t*, size_t);
 Target target_named(const std::string& name);

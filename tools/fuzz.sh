@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Fuzzes the parsers of untrusted input with libFuzzer: fx::parse_graph, fx::load
-# and the CLI's input specs (fuzz/targets.h). Builds the fuzzers with
+# Fuzzes the parsers of untrusted input with libFuzzer: fx::parse_graph, fx::load,
+# the CLI's input specs and fx::load_exported_program (fuzz/targets.h). Builds the fuzzers with
 # --config=fuzz (clang-14, libFuzzer, AddressSanitizer with leak checks,
 # UndefinedBehaviorSanitizer), writes the seeds (every zoo graph and saved
-# file, fuzz/make_seeds.cc) and runs each fuzzer for SECONDS, then prints a
+# file, fuzz/make_seeds.cc; the .pt2 programs testdata/exported_programs.py
+# exports with the venv's torch 2.13) and runs each fuzzer for SECONDS, then prints a
 # table of executions. Exits non-zero on a crash, hang (10 s per input),
 # leak, out-of-memory (4 GB) or broken property; the input is kept in
 # $FX_FUZZ_DIR/findings and belongs, once fixed, in fuzz/regressions/TARGET/.
 #
-#   tools/fuzz.sh [SECONDS] [TARGET...]      default: 60 s, all three targets
+#   tools/fuzz.sh [SECONDS] [TARGET...]      default: 60 s, all four targets
 #
 # The corpus grows across runs in $FX_FUZZ_DIR (default
 # ~/.cache/fx-libtorch-fuzz).
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -eq 0 ] && targets=(parse_graph load input_spec)
+[ "${#targets[@]}" -eq 0 ] && targets=(parse_graph load input_spec exported_program)
 work="${FX_FUZZ_DIR:-$HOME/.cache/fx-libtorch-fuzz}"
 mkdir -p "$work/findings" "$work/seeds"
 
@@ -30,6 +31,13 @@ if [ ! -f "$work/seeds/.done" ]; then
     bazel run --config=fuzz //fuzz:make_seeds -- "$work/seeds" || exit 1
   touch "$work/seeds/.done"
 fi
+pt2_seeds="$work/seeds/exported_program"
+if [[ " ${targets[*]} " == *" exported_program "* && ! -f "$pt2_seeds/.done" ]]; then
+  python="${FX_VENV:-/usr/local/lib/fx-libtorch/venv}/bin/python"
+  "$python" testdata/exported_programs.py "$pt2_seeds" >/dev/null || exit 1
+  rm -f "$pt2_seeds"/*.pt  # the reference inputs and outputs: not seeds
+  touch "$pt2_seeds/.done"
+fi
 
 status=0
 rows=()
@@ -39,7 +47,7 @@ rows=()
 max_len() {
   case "$1" in
     parse_graph) echo 16384 ;;
-    load) echo 262144 ;;
+    load|exported_program) echo 262144 ;;
     *) echo 256 ;;
   esac
 }
@@ -63,10 +71,10 @@ for target in "${targets[@]}"; do
     status=1
     tail -n 40 "$log"
   fi
-  rows+=("$(printf '%-12s %8ss %12s %10s %8s  %s' "$target" "$seconds" \
+  rows+=("$(printf '%-16s %8ss %12s %10s %8s  %s' "$target" "$seconds" \
     "${execs:-?}" "${rate:-?}" "$(ls "$corpus" | wc -l)" "$result")")
 done
 
-printf '%-12s %9s %12s %10s %8s  %s\n' target time executions "exec/s" corpus result
+printf '%-16s %9s %12s %10s %8s  %s\n' target time executions "exec/s" corpus result
 printf '%s\n' "${rows[@]}"
 exit "$status"

@@ -124,7 +124,7 @@ timed "bazel test //... (LibTorch 1.13, ASan, UBSan)" test_workspace . \
 timed "bazel test //... (examples/consumer)" test_workspace examples/consumer \
   --compilation_mode=fastbuild //...
 one_case "cmake consumer" bash tools/cmake_test.sh
-for target in parse_graph load input_spec; do
+for target in parse_graph load input_spec exported_program; do
   one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
 done
 for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \

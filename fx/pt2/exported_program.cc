@@ -15,6 +15,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -38,7 +39,9 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 class Loader {
  public:
-  explicit Loader(std::string path) : path_(std::move(path)) {}
+  // `name` for messages: the path, or "a stream"; `bytes` the archive.
+  Loader(std::string name, std::string bytes)
+      : path_(std::move(name)), bytes_(std::move(bytes)) {}
 
   GraphModule load() {
     open_archive();
@@ -73,7 +76,6 @@ class Loader {
   // --- The archive --------------------------------------------------------
 
   void open_archive() {
-    bytes_ = read_file(path_, "load_exported_program");
     try {
       zip_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
           bytes_reader(bytes_));
@@ -685,6 +687,20 @@ class Loader {
                           "tensor, and ", base, " has no Scalar overload"));
       }
     }
+    // A keyword this LibTorch's schema does not have (an argument newer
+    // than it): refused here, not when the graph first runs.
+    for (const auto& [keyword, value] : kwargs) {
+      bool known = false;
+      for (const c10::Argument& a : callee->op().schema().arguments()) {
+        known = known || a.name() == keyword;
+      }
+      if (!known) {
+        fail(absl::StrCat(where, ": ", qualified, " has no argument '",
+                          keyword, "' in this LibTorch (", TORCH_VERSION,
+                          "): export with the torch of the LibTorch that "
+                          "reads the program"));
+      }
+    }
     Node* call = graph_->create_node(Opcode::kCallFunction, *callee,
                                      std::move(args), std::move(kwargs), name);
     const Json& outputs = array(field(node, "outputs", where), where + ".outputs");
@@ -1085,7 +1101,11 @@ class Loader {
 }  // namespace
 
 GraphModule load_exported_program(const std::string& path) {
-  return Loader(path).load();
+  return Loader(path, read_file(path, "load_exported_program")).load();
+}
+
+GraphModule load_exported_program(std::istream& in) {
+  return Loader("a stream", read_stream(in, "load_exported_program")).load();
 }
 
 }  // namespace fx
