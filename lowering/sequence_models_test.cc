@@ -21,6 +21,8 @@
 #include "models/zoo.h"
 #include "passes/decompose.h"
 #include "passes/registry.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
 #include "testdata/bert_base.h"
 #include "testdata/round_trip.h"
 #include "testdata/test_files.h"
@@ -113,6 +115,44 @@ TEST_CASE("the fused transformer ops split into their parts compute what they "
     CHECK(relative_error(gm(input).toTensor(),
                          script.forward({input}).toTensor()) < 1e-5);
   }
+}
+
+TEST_CASE("dynamic int8 reaches the fused transformer ops' linear layers") {
+  // quantize_dynamic_fx splits aten::_transformer_encoder_layer_fwd and
+  // aten::_native_multi_head_attention first: their QKV and output
+  // projections and feed-forward layers become quantized::linear_dynamic.
+  torch::NoGradGuard no_grad;
+  torch::jit::Module script = load_script("fused_encoder_traced");
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({2, 16, 32});
+  x.select(2, 0).select(1, 3).fill_(2.0);
+  const at::Tensor want = script.forward({x}).toTensor();
+  fx::GraphModule gm = fx::symbolic_trace(script, {x});
+  fx::GraphModule int8 = fx::quantize_dynamic_fx(gm);
+  CAPTURE(int8->graph().to_string());
+  CHECK(count_calls(int8, kEncoderLayer) == 0);
+  CHECK(count_calls(int8, kAttention) == 0);
+  // (The feed-forward layer with relu as quantized::linear_relu_dynamic.)
+  CHECK(count_calls(int8, "quantized::linear_dynamic") +
+            count_calls(int8, "quantized::linear_relu_dynamic") ==
+        3 * 2 + 2 + 2);
+  CHECK(count_calls(int8, "aten::linear") == 0);
+  CHECK(fx::sqnr_db(want, int8(x).toTensor()) > 25);
+  // Lowered: the float parts on oneDNN, the int8 linear layers kept.
+  fx::GraphModule lowered(int8->copy());
+  const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  CAPTURE(report.to_string());
+  CHECK(report.matmul == 6);
+  CHECK(count_calls(lowered, "quantized::linear_dynamic") +
+            count_calls(lowered, "quantized::linear_relu_dynamic") ==
+        10);
+  CHECK(fx::sqnr_db(want, lowered(x).toTensor()) > 25);
+  // Without the split, the fused ops stay float.
+  fx::DynamicOptions keep;
+  keep.decompose_fused_attention = false;
+  fx::GraphModule fused = fx::quantize_dynamic_fx(gm, keep);
+  CHECK(count_calls(fused, kEncoderLayer) == 2);
+  CHECK(count_calls(fused, "quantized::linear_dynamic") == 0);
 }
 
 TEST_CASE("transformers lower: the fused ops' projections and feed-forward "

@@ -16,6 +16,7 @@
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
 #include "interpreter/shape_prop.h"
+#include "passes/decompose.h"
 #include "passes/fuse_conv_bn.h"
 #include "passes/operator_families.h"
 #include "passes/patterns.h"
@@ -1092,6 +1093,9 @@ GraphModule quantize_dynamic_fx(const GraphModule& module,
   check_quantized_engine(options.engine);
   quantization::register_operators();
   GraphModule result(module->copy());
+  if (options.decompose_fused_attention) {
+    decompose(*result, fused_attention_decompositions());
+  }
   DynamicQuantizer(*result, options).run();
   return result;
 }

@@ -88,6 +88,13 @@ struct DynamicOptions {
   std::string engine = "onednn";
   bool linear = true;
   bool lstm = true;
+  // PyTorch's fused transformer ops (aten::_transformer_encoder_layer_fwd,
+  // aten::_native_multi_head_attention: what nn.TransformerEncoderLayer and
+  // nn.MultiheadAttention run in eval mode without autograd, and a traced
+  // file holds) split into their parts first (fused_attention_decompositions,
+  // passes/decompose.h), so that their projections and feed-forward layers
+  // are quantized too, not only the linear layers around them.
+  bool decompose_fused_attention = true;
 };
 GraphModule quantize_dynamic_fx(const GraphModule& module,
                                 const DynamicOptions& options = {});

@@ -22,6 +22,8 @@
 //    threads spin for a while after each call: ours timed right after
 //    them took up to 2x their time at batch 1), warm; SQNR of each
 //    against float32.
+// 6. Transformers in dynamic int8 beside ONNX Runtime's own dynamic int8
+//    (tools/int8_transformers.h).
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -50,6 +52,7 @@
 #include "onnx/to_onnx.h"
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"
+#include "tools/int8_transformers.h"
 #include "tools/ort_timer.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
@@ -61,6 +64,10 @@ ABSL_FLAG(std::vector<std::string>, ort_models, {},
           "models timed beside ONNX Runtime's int8 (default: resnet18, "
           "resnet50, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, "
           "googlenet; --quick: resnet18; none: skip)");
+ABSL_FLAG(std::vector<std::string>, transformer_models, {},
+          "transformers timed in dynamic int8 beside ONNX Runtime's "
+          "(default: bert_encoder, bert_base, gpt_decoder; --quick: "
+          "bert_encoder; none: skip)");
 ABSL_FLAG(int64_t, qat_steps, 0,
           "quantization-aware training steps (default 40; --quick: 4)");
 
@@ -655,7 +662,7 @@ int main(int argc, char** argv) {
       "int8 quantization (fx::prepare_fx / convert_fx) against float32 and "
       "Python's quantize_fx.\n  bazel run //tools:benchmark_quantization -- "
       "[--quick] [--threads=N] [--repeats=N] [--models=a,b] [--batches=1,8] "
-      "[--qat_steps=N] [--ort_models=a,b|none]\n--quick: resnet18 and mobilenet_v2, batch 1, 3 "
+      "[--qat_steps=N] [--ort_models=a,b|none] [--transformer_models=a,b|none]\n--quick: resnet18 and mobilenet_v2, batch 1, 3 "
       "rounds, 4 QAT steps.");
   absl::ParseCommandLine(argc, argv);
   const auto [quick, threads, repeats] = run_flags();
@@ -748,6 +755,14 @@ int main(int argc, char** argv) {
       }
     }
   }
+  std::vector<std::string> transformers = absl::GetFlag(FLAGS_transformer_models);
+  if (transformers.empty()) transformers = int8_transformer_models(quick);
+  std::vector<TransformerInt8Run> transformer_runs;
+  if (transformers.front() != "none") {
+    transformer_runs = measure_int8_transformers(argv[0], dir + "/transformers",
+                                                 transformers, batches,
+                                                 repeats, threads);
+  }
   const std::string big =
       std::count(names.begin(), names.end(), "resnet50") ? "resnet50"
                                                          : names.front();
@@ -779,8 +794,12 @@ int main(int argc, char** argv) {
   print_section("3. prepare_fx + convert_fx (no calibration), medians", table);
   if (qat_run) print_qat(*qat_run, threads);
   if (!ort_runs.empty()) print_ort(ort_runs, threads);
+  if (!transformer_runs.empty()) print_int8_transformers(transformer_runs, threads);
   std::vector<TargetCheck> checks =
       check_targets(accuracy, speed, prepare, qat_run);
   for (TargetCheck& check : check_ort(ort_runs)) checks.push_back(check);
+  for (TargetCheck& check : check_int8_transformers(transformer_runs)) {
+    checks.push_back(check);
+  }
   return print_targets(checks, quick);
 }

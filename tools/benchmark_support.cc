@@ -288,8 +288,9 @@ PythonReference run_python_reference(const std::string& argv0,
                                      const std::string& arguments,
                                      Python python) {
   PythonReference ref;
-  const char* interpreter =
-      python == Python::kBuild ? FX_LIBTORCH_PYTHON : kTorchvisionPython;
+  const char* interpreter = python == Python::kBuild    ? FX_LIBTORCH_PYTHON
+                            : python == Python::kExport ? FX_EXPORT_PYTHON
+                                                        : kTorchvisionPython;
   if (access(interpreter, X_OK) != 0) {
     ref.unavailable = absl::StrCat(interpreter, " not found");
     return ref;

@@ -182,8 +182,11 @@ std::optional<std::string> find_runfile(const std::string& argv0,
 // under --config=libtorch113), for every reference a table compares with;
 // or Debian's /usr/bin/python3 (torch 1.13, torchvision 0.14), for writing
 // the TorchScript files of torchvision's models, since PyPI's torchvision
-// does not import beside the CPU wheel of torch 2.13.
-enum class Python { kBuild, kTorchvision };
+// does not import beside the CPU wheel of torch 2.13; or the default
+// LibTorch's (FX_EXPORT_PYTHON: 2.13's virtual environment, also under
+// --config=libtorch113), for what only it has (onnxruntime's Python
+// package, torch.export).
+enum class Python { kBuild, kTorchvision, kExport };
 
 // Runs `<python> <script> <arguments>`; the script is looked up beside
 // `bazel run`'s working directory (the runfiles root of the workspace) or

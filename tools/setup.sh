@@ -90,3 +90,12 @@ if ! "$venv/bin/python" -c "import torch, numpy; assert torch.__version__.starts
   $sudo "$venv/bin/pip" install -q --disable-pip-version-check \
     torch==2.13.0 numpy==2.4.6 >&2
 fi
+# ONNX Runtime's Python package beside it, the version of onnxruntime-node
+# above: its quantize_dynamic makes the int8 files benchmark_quantization's
+# section 6 times ONNX Runtime on (tools/ort_quantize_dynamic.py).
+if ! "$venv/bin/python" -c "import onnxruntime, onnx; assert onnxruntime.__version__ == '1.30.0'" \
+    >/dev/null 2>&1; then
+  echo "installing: onnxruntime 1.30.0, onnx 1.23.1 (PyPI) into $venv" >&2
+  $sudo "$venv/bin/pip" install -q --disable-pip-version-check \
+    onnxruntime==1.30.0 onnx==1.23.1 >&2
+fi
