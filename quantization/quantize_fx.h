@@ -91,9 +91,10 @@ struct DynamicOptions {
   // PyTorch's fused transformer ops (aten::_transformer_encoder_layer_fwd,
   // aten::_native_multi_head_attention: what nn.TransformerEncoderLayer and
   // nn.MultiheadAttention run in eval mode without autograd, and a traced
-  // file holds) split into their parts first (fused_attention_decompositions,
-  // passes/decompose.h), so that their projections and feed-forward layers
-  // are quantized too, not only the linear layers around them.
+  // file holds; and aten::scaled_dot_product_attention) split into their
+  // parts first (fused_attention_decompositions, passes/decompose.h, as the
+  // lowering splits them), so that their projections and feed-forward
+  // layers are quantized too, not only the linear layers around them.
   bool decompose_fused_attention = true;
 };
 GraphModule quantize_dynamic_fx(const GraphModule& module,
