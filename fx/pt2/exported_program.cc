@@ -64,10 +64,34 @@ class Loader {
     }
     add_outputs(field(signature, "output_specs", "signature"));
     GraphModule gm(std::move(g), std::move(attributes_));
+    // The graph holds its mode (batch_norm's and dropout's training
+    // arguments): the module is in training mode where one of them is true
+    // (a training-mode export, which post-training quantization refuses),
+    // else in eval mode, as the model was exported.
+    gm->train(has_training_call(gm->graph()));
     return gm;
   }
 
  private:
+  // Whether a call passes true for an argument its schema names
+  // "training" or "train".
+  static bool has_training_call(const Graph& graph) {
+    for (const Node* n : graph.nodes()) {
+      if (n->op() != Opcode::kCallFunction || !n->target().is_operator()) continue;
+      const std::vector<c10::Argument>& schema =
+          n->target().op().schema().arguments();
+      for (size_t i = 0; i < schema.size(); ++i) {
+        if (schema[i].name() != "training" && schema[i].name() != "train") continue;
+        const Argument* a = i < n->args().size() ? &n->args()[i] : nullptr;
+        for (const auto& [name, value] : n->kwargs()) {
+          if (name == schema[i].name()) a = &value;
+        }
+        if (a != nullptr && a->is_bool() && a->to_bool()) return true;
+      }
+    }
+    return false;
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw ExportedProgramError(
         absl::StrCat("load_exported_program(", path_, "): ", what));

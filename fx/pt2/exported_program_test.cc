@@ -19,6 +19,8 @@
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "onnx/to_onnx.h"
+#include "quantization/numeric_suite.h"
+#include "quantization/quantize_fx.h"
 #include "testdata/onnx_runtime.h"
 #include "testdata/test_files.h"
 #include "third_party/catch.h"
@@ -157,6 +159,24 @@ TEST_CASE("a .pt2 program transforms and saves as any GraphModule") {
   fx::save(gm, path);
   fx::GraphModule again = fx::load(path);
   CHECK(torch::equal(again(t[0]).toTensor(), gm(t[0]).toTensor()));
+}
+
+TEST_CASE("a .pt2 program is in the mode it was exported in, and quantizes") {
+  torch::NoGradGuard no_grad;
+  // Eval-mode exports: eval mode, which post-training quantization takes.
+  fx::GraphModule mlp = fx::load_exported_program(programs() + "/mlp.pt2");
+  CHECK_FALSE(mlp->is_training());
+  const std::vector<at::Tensor> t = io("mlp");
+  fx::GraphModule int8 = fx::quantize_dynamic_fx(mlp);
+  CHECK(int8->graph().to_string().find("quantized::linear") != std::string::npos);
+  CHECK(fx::sqnr_db(t[1], int8(t[0]).toTensor()) > 20);
+  // A training-mode export (batch norm's training argument true): training
+  // mode, refused by post-training quantization.
+  fx::GraphModule training =
+      fx::load_exported_program(programs() + "/training_batch_norm.pt2");
+  CHECK(training->is_training());
+  CHECK_THROWS_WITH(fx::quantize_dynamic_fx(training),
+                    Catch::Contains("training mode"));
 }
 
 TEST_CASE("a .pt2 program reads from a stream as from its file") {
