@@ -55,6 +55,22 @@ void expect(bool condition, const std::string& what) {
   if (!condition) finding(what);
 }
 
+// `gm` (whose graph prints as `printed`) saves, and loads back to the same
+// graph.
+void expect_saves_and_loads_back(const GraphModule& gm,
+                                 const std::string& printed,
+                                 const std::string& what) {
+  GraphModule again{nullptr};
+  expect(accepts([&] {
+           std::stringstream copy;
+           fx::save(gm, copy);
+           again = fx::load(copy);
+         }),
+         what + " does not save and load back:\n" + printed);
+  expect(again->graph().to_string() == printed,
+         "save and load changed the graph of " + what + ":\n" + printed);
+}
+
 }  // namespace
 
 void parse_graph(const uint8_t* data, size_t size) {
@@ -89,16 +105,7 @@ void load(const uint8_t* data, size_t size) {
   GraphModule gm{nullptr};
   if (!accepts([&] { gm = fx::load(in); })) return;
   // What loads saves, and loads back to the same graph.
-  std::string printed = gm->graph().to_string();
-  GraphModule again{nullptr};
-  expect(accepts([&] {
-           std::stringstream copy;
-           fx::save(gm, copy);
-           again = fx::load(copy);
-         }),
-         "a loaded module does not save and load back");
-  expect(again->graph().to_string() == printed,
-         "save and load changed the graph:\n" + printed);
+  expect_saves_and_loads_back(gm, gm->graph().to_string(), "a loaded module");
 }
 
 void input_spec(const uint8_t* data, size_t size) {
@@ -132,15 +139,7 @@ void exported_program(const uint8_t* data, size_t size) {
            printed = gm->graph().to_string();
          }),
          "a loaded program fails lint or printing");
-  GraphModule again{nullptr};
-  expect(accepts([&] {
-           std::stringstream copy;
-           fx::save(gm, copy);
-           again = fx::load(copy);
-         }),
-         "a loaded program does not save and load back:\n" + printed);
-  expect(again->graph().to_string() == printed,
-         "save and load changed the program's graph:\n" + printed);
+  expect_saves_and_loads_back(gm, printed, "a loaded program");
 }
 
 Target target_named(const std::string& name) {

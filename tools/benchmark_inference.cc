@@ -249,12 +249,6 @@ double relative_error(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).abs().max().item<double>() / scale;
 }
 
-at::Tensor first_tensor(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor();
-  if (v.isTuple()) return first_tensor(v.toTupleRef().elements().at(0));
-  throw std::runtime_error("the model returned no tensor");
-}
-
 // optimize_for_inference's folding without any of its lowering: the
 // unlowered graph each lowered one is held against.
 fx::InferenceOptions fold_only() {
@@ -666,22 +660,6 @@ class MatmulsAlone : public fx::Interpreter {
 
 bool is_sequence_model(const std::string& name) {
   return std::count(kSequenceModels.begin(), kSequenceModels.end(), name) > 0;
-}
-
-// The example input of `spec` ("1x128:int64", "1x3x224x224:float32") at
-// `batch`: tokens below 1000, or normal noise.
-at::Tensor ort_input(const std::string& spec, int64_t batch) {
-  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
-  std::vector<int64_t> sizes;
-  for (absl::string_view d : absl::StrSplit(parts.at(0), 'x')) {
-    sizes.push_back(std::stoll(std::string(d)));
-  }
-  sizes.at(0) = batch;
-  torch::manual_seed(batch);
-  if (parts.size() > 1 && parts[1] == "int64") {
-    return torch::randint(0, 1000, sizes);
-  }
-  return torch::randn(sizes);
 }
 
 // The competing load's size: one busy process per CPU.

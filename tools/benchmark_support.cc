@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -326,6 +327,26 @@ RunFlags run_flags() {
   const int repeats = absl::GetFlag(FLAGS_repeats);
   return {quick, absl::GetFlag(FLAGS_threads),
           repeats > 0 ? repeats : (quick ? 3 : 20)};
+}
+
+at::Tensor ort_input(const std::string& spec, int64_t batch) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  std::vector<int64_t> sizes;
+  for (absl::string_view d : absl::StrSplit(parts.at(0), 'x')) {
+    sizes.push_back(std::stoll(std::string(d)));
+  }
+  sizes.at(0) = batch;
+  torch::manual_seed(batch);
+  if (parts.size() > 1 && parts[1] == "int64") {
+    return torch::randint(0, 1000, sizes);
+  }
+  return torch::randn(sizes);
+}
+
+at::Tensor first_tensor(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor();
+  if (v.isTuple()) return first_tensor(v.toTupleRef().elements().at(0));
+  throw std::runtime_error("the model returned no tensor");
 }
 
 }  // namespace benchmark

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
 #include "passes/timing.h"
 #include "third_party/libgomp.h"
 
@@ -104,6 +107,17 @@ double median_paired_ratio(const std::vector<double>& a,
                            const std::vector<double>& b);
 double median_paired_difference(const std::vector<double>& a,
                                 const std::vector<double>& b);
+
+// --- Models' inputs and outputs ----------------------------------------------
+
+// The example input of `spec` ("1x128:int64", "1x3x224x224:float32", as
+// testdata/onnx_runtime_models.py prints them) at `batch`, seeded by the
+// batch: token ids below 1000, or normal noise.
+at::Tensor ort_input(const std::string& spec, int64_t batch);
+
+// A model's first output tensor (the value, or a tuple's first element);
+// std::runtime_error when it returned none.
+at::Tensor first_tensor(const c10::IValue& v);
 
 // --- Formatting --------------------------------------------------------------
 

@@ -30,25 +30,6 @@ constexpr double kTarget = 1.0;
 constexpr double kSqnrSlackDb = 1.0;
 constexpr std::chrono::milliseconds kPause(50);
 
-// The models' token ids: as benchmark_inference's, seeded by the batch.
-at::Tensor token_ids(const std::string& spec, int64_t batch) {
-  const size_t x = spec.find('x');
-  const size_t colon = spec.find(':');
-  if (x == std::string::npos || colon == std::string::npos ||
-      spec.substr(colon + 1) != "int64") {
-    throw std::runtime_error("not a model of token ids: " + spec);
-  }
-  const int64_t length = std::stoll(spec.substr(x + 1, colon - x - 1));
-  torch::manual_seed(batch);
-  return torch::randint(0, 1000, {batch, length});
-}
-
-at::Tensor first_tensor(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor();
-  if (v.isTuple()) return first_tensor(v.toTupleRef().elements().at(0));
-  throw std::runtime_error("the model's output is not a tensor");
-}
-
 // For logits ([batch, length, vocabulary]): the share of positions whose
 // top token is float32's; nullopt for other outputs.
 std::optional<double> argmax_agreement(const at::Tensor& want,
@@ -67,7 +48,10 @@ TransformerInt8Run measure(const std::string& dir, const std::string& timer,
   r.model = name;
   r.batch = batch;
   try {
-    const at::Tensor ids = token_ids(spec, batch);
+    const at::Tensor ids = ort_input(spec, batch);
+    if (ids.scalar_type() != at::kLong) {
+      throw std::runtime_error("not a model of token ids: " + spec);
+    }
     torch::jit::Module script = torch::jit::load(dir + "/" + name + ".pt");
     script.eval();
     const at::Tensor want = first_tensor(script.forward({ids}));
