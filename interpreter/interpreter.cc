@@ -129,9 +129,14 @@ c10::IValue Interpreter::placeholder(const Node& /*node*/,
   return std::move(inputs_.at(next_input_++));
 }
 
-c10::IValue Interpreter::get_attr(const Node& /*node*/, const Target& target,
+c10::IValue Interpreter::get_attr(const Node& node, const Target& target,
                                   std::vector<c10::IValue> /*args*/,
                                   IValueKwargs /*kwargs*/) {
+  // A body of control flow runs compiled, as torch.fx's Interpreter calls
+  // cond's branches as modules.
+  if (const Graph* body = node.graph().subgraph(target.str())) {
+    return module_->compile_body(*body);
+  }
   return module_->fetch_attribute(target.str());
 }
 

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
@@ -72,8 +73,14 @@ class Parser {
         continue;
       }
       if (output) {
-        fail(pos_, "nothing may follow the graph's return line (line " +
-                       std::to_string(line_of(output_pos)) + ")");
+        if (!starts_subgraph()) {
+          fail(pos_, "nothing may follow a graph's return line (line " +
+                         std::to_string(line_of(output_pos)) +
+                         ") but a subgraph ('name = graph():')");
+        }
+        start_subgraph();
+        output = nullptr;
+        continue;
       }
       if (peek() == '%') {
         parse_node();
@@ -81,7 +88,7 @@ class Parser {
         output_pos = pos_;
         Argument value = parse_value(/*bare_names=*/true);
         end_of_line();
-        output = graph_->output(std::move(value));
+        output = current_->output(std::move(value));
       } else {
         fail(pos_, "expected a node ('%name : ... = opcode[target=...]...') "
                    "or the return line ('return value')");
@@ -232,6 +239,44 @@ class Parser {
     return out;
   }
 
+  // Whether the line starts `name =` or `a.b =`: a subgraph's first line.
+  bool starts_subgraph() const {
+    size_t i = pos_;
+    while (i < eol_ && (is_name_char(text_[i]) || text_[i] == '.')) ++i;
+    if (i == pos_) return false;
+    while (i < eol_ && text_[i] == ' ') ++i;
+    return i < eol_ && text_[i] == '=';
+  }
+
+  // `path = graph():`, a subgraph's first line: its nodes follow. A nested
+  // one's path names its parent, printed before it (a.b is b in a).
+  void start_subgraph() {
+    const size_t start = pos_;
+    std::vector<std::string> path{parse_name("a subgraph's name")};
+    while (accept('.')) path.push_back(parse_name("a subgraph's name"));
+    expect("=", "a subgraph starts with 'name = graph():'");
+    expect("graph()", "a subgraph starts with 'name = graph():'");
+    expect(":", "a subgraph starts with 'name = graph():'");
+    end_of_line();
+    Graph* parent = graph_.get();
+    for (size_t i = 0; i + 1 < path.size(); ++i) {
+      parent = parent->subgraph(path[i]);
+      if (parent == nullptr) {
+        fail(start, absl::StrCat("subgraph '", absl::StrJoin(path, "."),
+                                 "' comes before its parent '",
+                                 absl::StrJoin(path.begin(),
+                                               path.begin() + i + 1, "."),
+                                 "'"));
+      }
+    }
+    try {
+      current_ = parent->add_subgraph(path.back(), std::make_unique<Graph>());
+    } catch (const GraphError& e) {
+      fail(start, e.msg());
+    }
+    defined_.clear();
+  }
+
   // --- Nodes ---------------------------------------------------------------
   void parse_node() {
     const size_t name_pos = pos_;
@@ -301,7 +346,7 @@ class Parser {
 
     Node* node = nullptr;
     try {
-      node = graph_->create_node(*op, std::move(target), std::move(args),
+      node = current_->create_node(*op, std::move(target), std::move(args),
                                  std::move(kwargs), name);
     } catch (const GraphError& e) {
       fail(name_pos, e.what());
@@ -684,6 +729,8 @@ class Parser {
 
   std::string_view text_;
   std::unique_ptr<Graph> graph_;
+  // The graph whose lines are being read: graph_ or one of its subgraphs.
+  Graph* current_ = graph_.get();
   size_t pos_ = 0;
   size_t eol_ = std::string_view::npos;
   int depth_ = 0;

@@ -30,6 +30,10 @@
 //     torch.strided, torch.contiguous_format, device(type='cpu'),
 //     [lists], (tuples,), and `%name` references to earlier nodes (bare
 //     names in the return line).
+//   - After the return line, subgraphs (the bodies of control flow,
+//     fx/ir/control_flow.h), each from a line `name = graph():` to its own
+//     return line; a nested one is named by its dotted path (`a.b`) and
+//     follows its parent.
 //   - call_function targets name a registered function (fx::wrap,
 //     register_function) or else an operator (`aten::add.Tensor`); both
 //     must be registered in this program before parsing.

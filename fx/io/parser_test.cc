@@ -280,6 +280,13 @@ TEST_CASE("parse_graph reports malformed text with line and column") {
       {head + "    %r : q7[2] = call_function[target=aten::relu](args = (%x,), kwargs = {})\n    return r",
        3, 10, "unknown dtype 'q7'"},
       {head + "    return x\n    return x", 4, 5, "nothing may follow"},
+      {head + "    return x\n\na.b = graph():\n    return x", 5, 1,
+       "subgraph 'a.b' comes before its parent 'a'"},
+      {head + "    return x\na = graph():\n    %y = placeholder[target=y]\n"
+              "    return y\na = graph():\n    return y",
+       7, 1, "already holds a subgraph named 'a'"},
+      {head + "    return x\na = graph():\n    %y = placeholder[target=y]\n",
+       6, 0, "the graph has no return line"},
       {head + "    return x junk", 3, 14, "expected the end of the line"},
       {head + "    %int : [#users=1] = placeholder[target=y]\n    return x", 3, 6,
        "'int' cannot name a node"},

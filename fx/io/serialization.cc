@@ -83,6 +83,19 @@ c10::IValue encode(const InputGuard& g) {
   return c10::ivalue::Tuple::create(std::move(fields));
 }
 
+// The graph ("") and its bodies at every depth ("body:", "body.inner:"):
+// the prefixes of their nodes' keys in the file's meta.
+std::vector<std::pair<std::string, const Graph*>> graphs_by_path(
+    const Graph& graph, const std::string& path = "") {
+  std::vector<std::pair<std::string, const Graph*>> out{
+      {path.empty() ? "" : path + ":", &graph}};
+  for (const auto& [name, body] : graph.subgraphs()) {
+    auto inner = graphs_by_path(*body, path.empty() ? name : path + "." + name);
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
 c10::impl::GenericDict encode_meta(const Node& node) {
   c10::impl::GenericDict out = make_dict();
   const Meta& meta = node.meta();
@@ -345,10 +358,13 @@ std::string save_to_bytes(const GraphModuleImpl& gm) {
                                      ? c10::IValue(*gm.traced_training())
                                      : c10::IValue());
 
+  // By node name; a body's nodes by its path and name ("body.inner:mul").
   c10::impl::GenericDict meta = make_dict();
-  for (const Node* node : gm.graph().nodes()) {
-    c10::impl::GenericDict entries = encode_meta(*node);
-    if (!entries.empty()) meta.insert(node->name(), entries);
+  for (const auto& [prefix, graph] : graphs_by_path(gm.graph())) {
+    for (const Node* node : graph->nodes()) {
+      c10::impl::GenericDict entries = encode_meta(*node);
+      if (!entries.empty()) meta.insert(prefix + node->name(), entries);
+    }
   }
   root.insert("meta", meta);
 
@@ -429,7 +445,9 @@ GraphModule load_from_bytes(const std::string& bytes,
 
   // Node meta, by node name.
   absl::flat_hash_map<std::string, Node*> by_name;
-  for (Node* n : graph->nodes()) by_name[n->name()] = n;
+  for (const auto& [prefix, body] : graphs_by_path(*graph)) {
+    for (Node* n : body->nodes()) by_name[prefix + n->name()] = n;
+  }
   for (const auto& item : r.dict(r.entry(root, "meta", "the file"), "'meta'")) {
     const std::string& name = r.string(item.key(), "a 'meta' key");
     auto it = by_name.find(name);

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/node.h"
 
@@ -214,6 +215,8 @@ const Function* find_function(std::string_view name) {
   if (name == "sym_mul") return sym_mul();
   if (name == "sym_floordiv") return sym_floordiv();
   if (name == "sym_mod") return sym_mod();
+  if (name == "cond") return cond_function();
+  if (name == "while_loop") return while_loop_function();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.functions.find(absl::string_view(name.data(), name.size()));

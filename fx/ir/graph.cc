@@ -340,7 +340,20 @@ Node* Graph::node_copy(const Node& node,
   for (const auto& kv : node.kwargs()) {
     kwargs.emplace_back(kv.first, map_arg(kv.second, arg_transform));
   }
-  Node* copy = create_node(node.op(), node.target(), std::move(args),
+  Target target = node.target();
+  if (node.op() == Opcode::kGetAttr && &node.graph() != this) {
+    if (const Graph* body = node.graph().subgraph(target.str())) {
+      // A body read from another graph comes along: reused if this graph
+      // holds the same one under that name, else copied under a new name.
+      const Graph* mine = subgraph(target.str());
+      if (mine == nullptr || mine->to_string() != body->to_string()) {
+        std::string name = unique_subgraph_name(target.str());
+        add_subgraph(name, body->clone());
+        target = Target(name);
+      }
+    }
+  }
+  Node* copy = create_node(node.op(), std::move(target), std::move(args),
                            std::move(kwargs), node.name());
   copy->meta_ = node.meta_;
   return copy;
@@ -369,6 +382,10 @@ Argument Graph::graph_copy(const Graph& other, NodeMap* value_map) {
 
 std::unique_ptr<Graph> Graph::clone() const {
   auto copy = std::make_unique<Graph>();
+  // Every subgraph keeps its name, read by a get_attr or not.
+  for (const auto& [name, body] : subgraphs_) {
+    copy->add_subgraph(name, body->clone());
+  }
   NodeMap map;
   Argument result = copy->graph_copy(*this, &map);
   if (output_ != nullptr) {
@@ -488,13 +505,92 @@ bool Graph::eliminate_dead_code() {
       changed = true;
     }
   }
+  if (!subgraphs_.empty()) {
+    absl::flat_hash_set<std::string_view> read;
+    for (Node* n : find_nodes(Opcode::kGetAttr)) read.insert(n->target().str());
+    for (auto it = subgraphs_.begin(); it != subgraphs_.end();) {
+      if (read.contains(it->first)) {
+        changed = it->second->eliminate_dead_code() || changed;
+        ++it;
+      } else {
+        it = subgraphs_.erase(it);
+        touch();
+        changed = true;
+      }
+    }
+  }
   return changed;
 }
 
+Graph* Graph::add_subgraph(const std::string& name,
+                           std::unique_ptr<Graph> body) {
+  if (body == nullptr) throw GraphError("add_subgraph: the body is null");
+  if (name.empty() || sanitize(name) != name) {
+    throw GraphError(absl::StrCat(
+        "add_subgraph: '", name, "' is not a subgraph name (letters, digits "
+        "and '_', not starting with a digit)"));
+  }
+  if (subgraphs_.count(name) > 0) {
+    throw GraphError(absl::StrCat("add_subgraph: the graph already holds a "
+                                  "subgraph named '", name, "'"));
+  }
+  if (body->parent_ != nullptr || body->owner_ != nullptr) {
+    throw GraphError(absl::StrCat(
+        "add_subgraph: the body given as '", name,
+        "' already belongs to a graph or a GraphModule"));
+  }
+  for (const Graph* g = this; g != nullptr; g = g->parent_) {
+    if (g == body.get()) {
+      throw GraphError("add_subgraph: a graph cannot hold itself");
+    }
+  }
+  body->parent_ = this;
+  Graph* raw = body.get();
+  subgraphs_.emplace(name, std::move(body));
+  touch();
+  return raw;
+}
+
+std::vector<Graph*> Graph::all_graphs() const {
+  std::vector<Graph*> out{const_cast<Graph*>(this)};
+  for (const auto& [name, body] : subgraphs_) {
+    std::vector<Graph*> inner = body->all_graphs();
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+bool Graph::reads_subgraph(const Node& node) {
+  return node.op() == Opcode::kGetAttr && node.target().is_string() &&
+         node.graph().subgraph(node.target().str()) != nullptr;
+}
+
+Graph* Graph::subgraph(std::string_view name) const {
+  auto it = subgraphs_.find(name);
+  return it == subgraphs_.end() ? nullptr : it->second.get();
+}
+
+std::string Graph::unique_subgraph_name(std::string_view candidate) const {
+  std::string base = sanitize(candidate.empty() ? "subgraph" : candidate);
+  if (subgraphs_.count(base) == 0) return base;
+  for (int64_t i = 1;; ++i) {
+    std::string name = absl::StrCat(base, "_", i);
+    if (subgraphs_.count(name) == 0) return name;
+  }
+}
+
 void Graph::lint() const {
-  if (owner_ == nullptr &&
+  const GraphOwner* owner = this->owner();
+  if (owner == nullptr &&
       linted_version_.load(std::memory_order_relaxed) == version_) {
     return;
+  }
+  for (const auto& [name, body] : subgraphs_) {
+    try {
+      body->lint();
+    } catch (const GraphError& e) {
+      throw GraphError(absl::StrCat("in subgraph '", name, "': ", e.msg()));
+    }
   }
   auto fail = [](const Node* n, const std::string& what) {
     throw GraphError(absl::StrCat("lint: %", n->name(), ": ", what));
@@ -561,15 +657,17 @@ void Graph::lint() const {
         if (n->args().size() != 1) fail(n, "output takes exactly one arg");
         break;
       case Opcode::kGetAttr:
-        if (owner_ && !owner_->has_tensor_attribute(n->target().str()) &&
-            !owner_->has_object_attribute(n->target().str())) {
+        if (!n->target().is_string()) fail(n, "get_attr needs a string target");
+        if (subgraph(n->target().str()) != nullptr) break;
+        if (owner && !owner->has_tensor_attribute(n->target().str()) &&
+            !owner->has_object_attribute(n->target().str())) {
           fail(n, absl::StrCat("get_attr target '", n->target().str(),
                                "' is not a parameter, buffer, constant or "
                                "object of the owning GraphModule"));
         }
         break;
       case Opcode::kCallModule:
-        if (owner_ && !owner_->has_leaf_module(n->target().str())) {
+        if (owner && !owner->has_leaf_module(n->target().str())) {
           fail(n, absl::StrCat("call_module target '", n->target().str(),
                                "' is not a submodule of the owning "
                                "GraphModule"));
@@ -603,13 +701,22 @@ void Graph::lint() const {
     throw GraphError(absl::StrCat("lint: the graph has ", outputs,
                                   " output nodes; it needs exactly one"));
   }
-  if (owner_ == nullptr) {
+  if (owner == nullptr) {
     linted_version_.store(version_, std::memory_order_relaxed);
   }
 }
 
 std::string Graph::to_string(const PrintOptions& options) const {
-  std::string out = "graph():";
+  std::string out;
+  print("", options, &out);
+  return out;
+}
+
+void Graph::print(const std::string& path, const PrintOptions& options,
+                  std::string* text) const {
+  std::string& out = *text;
+  if (!path.empty()) absl::StrAppend(&out, "\n\n", path, " = ");
+  out += "graph():";
   for (Node* n : nodes()) {
     std::string line = n->format_node();
     if (options.tensor_meta && n->op() != Opcode::kOutput) {
@@ -629,7 +736,10 @@ std::string Graph::to_string(const PrintOptions& options) const {
     }
     absl::StrAppend(&out, "\n    ", line);
   }
-  return out;
+  for (const auto& [name, body] : subgraphs_) {
+    body->print(path.empty() ? name : absl::StrCat(path, ".", name), options,
+                text);
+  }
 }
 
 std::string Graph::tabular() const {

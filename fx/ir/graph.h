@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -237,6 +238,38 @@ class Graph {
   [[nodiscard]] InsertionGuard inserting_before(Node* node);
   [[nodiscard]] InsertionGuard inserting_after(Node* node);
 
+  // --- Subgraphs: the bodies of control flow -----------------------------
+  // A graph holds the branches of its cond nodes and the bodies of its
+  // while_loop nodes by name, as torch.fx 2.x holds them as submodules; a
+  // get_attr of that name reads one (fx/ir/function.h's cond, while_loop):
+  //   %true_graph_0 = get_attr[target=true_graph_0]
+  //   %cond = call_function[target=cond](args = (%gt, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+  // A body sees its enclosing graph's owner (its get_attr targets are the
+  // GraphModule's parameters and buffers), and an edit of a body changes
+  // the version of every graph around it.
+  //
+  // Adds `body` (which must have no parent) as `name`: letters, digits and
+  // '_', not starting with a digit, not taken (else fx::GraphError).
+  Graph* add_subgraph(const std::string& name, std::unique_ptr<Graph> body);
+  // The subgraph `name`, or nullptr.
+  Graph* subgraph(std::string_view name) const;
+  const std::map<std::string, std::unique_ptr<Graph>, std::less<>>&
+  subgraphs() const {
+    return subgraphs_;
+  }
+  // `candidate`, or candidate_1, candidate_2, ...: the first name not taken
+  // by a subgraph.
+  std::string unique_subgraph_name(std::string_view candidate) const;
+  // The graph holding this one as a subgraph, or nullptr.
+  Graph* parent() const { return parent_; }
+  // This graph and its subgraphs at every depth, in the order they print.
+  std::vector<Graph*> all_graphs() const;
+  // Whether `node` (a get_attr) reads a subgraph of its graph, not a tensor.
+  static bool reads_subgraph(const Node& node);
+  // Whether this graph holds control flow's bodies (for the layers that
+  // refuse it).
+  bool has_subgraphs() const { return !subgraphs_.empty(); }
+
   // --- Queries and checks -------------------------------------------------
   // The output node, or nullptr.
   Node* output_node() const;
@@ -247,7 +280,8 @@ class Graph {
   std::vector<Node*> find_nodes(Opcode op, const Target& target) const;
 
   // Removes every node that is unused and not impure (Node::is_impure), in
-  // one pass from the end. Returns whether anything was removed.
+  // one pass from the end, then the subgraphs no get_attr reads, and does
+  // the same inside each subgraph. Returns whether anything was removed.
   //   before: %a = aten::add(%x, 1); %b = aten::relu_(%x); return x
   //   after:  %b = aten::relu_(%x); return x      (relu_ writes %x: kept)
   bool eliminate_dead_code();
@@ -260,7 +294,15 @@ class Graph {
   // it.
   void lint() const;
 
-  // print(graph) in torch.fx's format; byte-identical across runs.
+  // print(graph) in torch.fx's format; byte-identical across runs. The
+  // subgraphs follow, in name order, each under a line naming its path
+  // (nested ones by dotted path):
+  //   graph():
+  //       ...
+  //
+  //   true_graph_0 = graph():
+  //       %x : [#users=1] = placeholder[target=x]
+  //       ...
   std::string to_string(const PrintOptions& options = {}) const;
   // torch.fx's print_tabular: one row per node with opcode, name, target,
   // args and kwargs.
@@ -271,8 +313,11 @@ class Graph {
   // graphs of the process: no two graphs, or two states of one, share one.
   uint64_t version() const { return version_; }
 
-  // The module that owns this graph (a GraphModule), if any; set by it.
-  const GraphOwner* owner() const { return owner_; }
+  // The module that owns this graph (a GraphModule), if any; set by it. A
+  // subgraph's is its parent's.
+  const GraphOwner* owner() const {
+    return parent_ != nullptr ? parent_->owner() : owner_;
+  }
   void set_owner(const GraphOwner* owner) { owner_ = owner; }
 
  private:
@@ -314,9 +359,17 @@ class Graph {
       erase_listeners_;
   uint64_t next_listener_ = 0;
   const GraphOwner* owner_ = nullptr;
+  std::map<std::string, std::unique_ptr<Graph>, std::less<>> subgraphs_;
+  Graph* parent_ = nullptr;
   uint64_t version_ = next_version();
   static uint64_t next_version();
-  void touch() { version_ = next_version(); }
+  void touch() {
+    for (Graph* g = this; g != nullptr; g = g->parent_) {
+      g->version_ = next_version();
+    }
+  }
+  void print(const std::string& path, const PrintOptions& options,
+             std::string* out) const;
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph);

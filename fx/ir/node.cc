@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/graph.h"
@@ -344,6 +345,18 @@ bool Node::is_impure() const {
       return false;
     case Opcode::kCallFunction:
       if (target_.is_operator()) return operator_is_impure(*this, target_.op());
+      if (is_control_flow_call(*this)) {
+        // As impure as what its bodies run.
+        for (const Graph* body : bodies_of(*this)) {
+          for (const Node* n : body->nodes()) {
+            if (n->op() != Opcode::kPlaceholder && n->op() != Opcode::kOutput &&
+                n->is_impure()) {
+              return true;
+            }
+          }
+        }
+        return false;
+      }
       if (target_.is_function()) return !target_.function().is_pure();
       return true;
     case Opcode::kCallMethod: {

@@ -140,7 +140,15 @@ GraphModuleImpl::FoundAttributes GraphModuleImpl::find_attributes(
     const Graph& graph, const std::shared_ptr<torch::nn::Module>& root,
     Attributes& attributes) const {
   FoundAttributes found;
-  for (Node* n : graph.find_nodes(Opcode::kCallModule)) {
+  // The bodies of control flow read the module's attributes too.
+  std::vector<Node*> calls, reads;
+  for (const Graph* g : graph.all_graphs()) {
+    for (Node* n : g->find_nodes(Opcode::kCallModule)) calls.push_back(n);
+    for (Node* n : g->find_nodes(Opcode::kGetAttr)) {
+      if (!Graph::reads_subgraph(*n)) reads.push_back(n);
+    }
+  }
+  for (Node* n : calls) {
     const std::string& path = n->target().str();
     if (leaves_.count(path)) continue;
     auto it = attributes.modules.find(path);
@@ -154,7 +162,7 @@ GraphModuleImpl::FoundAttributes GraphModuleImpl::find_attributes(
   }
   RootTensors root_tensors(root);
   absl::flat_hash_set<absl::string_view> seen;
-  for (Node* n : graph.find_nodes(Opcode::kGetAttr)) {
+  for (Node* n : reads) {
     const std::string& path = n->target().str();
     if (!seen.insert(absl::string_view(path)).second) continue;
     if (auto parameter = attributes.parameters.find(path);
@@ -387,6 +395,10 @@ ExecutionEnvironment environment_of(const GraphModuleImpl& module) {
 
 }  // namespace
 
+c10::IValue GraphModuleImpl::compile_body(const Graph& body) const {
+  return fx::compile_body(body, environment_of(*this));
+}
+
 void GraphModuleImpl::add_init_step(InitStep step) {
   if (!step.graph) throw GraphError("add_init_step: the graph is null");
   step.graph->lint();
@@ -583,7 +595,8 @@ void GraphModuleImpl::to(torch::Dtype dtype, bool non_blocking) {
         "dtype), which cannot be converted: convert the float module before "
         "lowering or quantizing it"));
   }
-  std::vector<const Graph*> graphs = {graph_.get()};
+  std::vector<const Graph*> graphs;
+  for (const Graph* g : graph_->all_graphs()) graphs.push_back(g);
   for (const InitStep& step : init_steps_) graphs.push_back(step.graph.get());
   for (const Graph* g : graphs) {
     if (const Node* n = names_floating_dtype(*g)) {
@@ -607,7 +620,8 @@ void GraphModuleImpl::to(torch::Dtype dtype, bool non_blocking) {
     }
   }
   for (auto& [path, leaf] : leaves_) leaf.module->to(dtype, non_blocking);
-  for (Node* n : graph_->nodes()) {
+  for (Graph* g : graph_->all_graphs()) {
+  for (Node* n : g->nodes()) {
     if (InputGuard* guard = n->meta().get_mutable(kGuard)) {
       retype_guard(*guard, dtype);
     }
@@ -619,6 +633,7 @@ void GraphModuleImpl::to(torch::Dtype dtype, bool non_blocking) {
         if (c10::isFloatingType(m.dtype)) m.dtype = dtype;
       }
     }
+  }
   }
   compile();
 }

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
@@ -66,6 +67,19 @@ c10::IValue build_list(std::vector<c10::IValue> values,
   for (c10::IValue& v : values) list.push_back(std::move(v));
   return coerce_to_type(std::move(list), c10::ListType::create(element_type));
 }
+
+// A subgraph compiled for cond and while_loop.
+class ExecutorBody : public Body {
+ public:
+  explicit ExecutorBody(std::unique_ptr<Executor> executor)
+      : executor_(std::move(executor)) {}
+  c10::IValue run(std::vector<c10::IValue> inputs) const override {
+    return executor_->run(std::move(inputs));
+  }
+
+ private:
+  std::unique_ptr<Executor> executor_;
+};
 
 }  // namespace
 
@@ -131,7 +145,13 @@ class Compiler {
           program_->input_slots.push_back(program_->num_slots++);
           break;
         case Opcode::kGetAttr:
-          constants_[n] = env_.attribute(n->target().str());
+          if (const Graph* body = graph_.subgraph(n->target().str())) {
+            // A body of control flow: compiled once, in the same
+            // environment, and called by cond or while_loop.
+            constants_[n] = compile_body(*body, env_);
+          } else {
+            constants_[n] = env_.attribute(n->target().str());
+          }
           break;
         case Opcode::kOutput:
           program_->output = source(*n, n->args().at(0), nullptr);
@@ -348,6 +368,12 @@ Executor::Executor(const Graph& graph, const ExecutionEnvironment& environment)
 }
 
 Executor::~Executor() = default;
+
+c10::IValue compile_body(const Graph& body,
+                         const ExecutionEnvironment& environment) {
+  return body_value(c10::make_intrusive<ExecutorBody>(
+      std::make_unique<Executor>(body, environment)));
+}
 
 std::unique_ptr<Executor::Frame> Executor::acquire_frame() const {
   {

@@ -56,6 +56,11 @@ class Executor {
   mutable std::vector<std::unique_ptr<Frame>> pool_;
 };
 
+// A subgraph (a body of control flow) compiled in `environment`, as a value
+// cond and while_loop call (fx/ir/control_flow.h's Body).
+c10::IValue compile_body(const Graph& body,
+                         const ExecutionEnvironment& environment);
+
 // Wraps the exception being handled into fx::ExecutionError naming `node`:
 // "While executing %conv2d = call_function[...](...)\n<what went wrong>".
 [[noreturn]] void rethrow_for_node(const Node& node);

@@ -1,0 +1,197 @@
+#include "fx/ir/control_flow.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "fx/ir/errors.h"
+#include "fx/ir/graph.h"
+#include "fx/ir/node.h"
+
+namespace fx {
+namespace {
+
+std::vector<c10::IValue> elements_of(const c10::IValue& value,
+                                     const char* function, const char* what) {
+  if (value.isList()) return value.toListRef().vec();
+  if (value.isTuple()) return value.toTupleRef().elements().vec();
+  throw ExecutionError(absl::StrCat(function, ": ", what,
+                                    " must be a list of values, got a ",
+                                    value.tagKind()));
+}
+
+c10::IValue as_tuple(c10::IValue out) {
+  if (out.isTuple()) return out;
+  return c10::ivalue::Tuple::create({std::move(out)});
+}
+
+std::string describe_value(const c10::IValue& v) {
+  if (!v.isTensor()) return v.tagKind();
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined()) return "an undefined tensor";
+  return absl::StrCat(c10::toString(t.scalar_type()), "[",
+                      absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+c10::IValue cond_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 4) {
+    throw ExecutionError(absl::StrCat(
+        "cond takes (pred, true_graph, false_graph, operands), got ",
+        args.size(), " arguments"));
+  }
+  const bool pred = truth_of(args[0], "cond's predicate");
+  const Body& body =
+      as_body(args[pred ? 1 : 2], pred ? "cond's true_graph" : "cond's false_graph");
+  return as_tuple(body.run(elements_of(args[3], "cond", "operands")));
+}
+
+c10::IValue while_loop_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 3 && args.size() != 4) {
+    throw ExecutionError(absl::StrCat(
+        "while_loop takes (cond_graph, body_graph, carried, additional), got ",
+        args.size(), " arguments"));
+  }
+  const Body& test = as_body(args[0], "while_loop's cond_graph");
+  const Body& body = as_body(args[1], "while_loop's body_graph");
+  std::vector<c10::IValue> carried =
+      elements_of(args[2], "while_loop", "carried");
+  const std::vector<c10::IValue> additional =
+      args.size() == 4 ? elements_of(args[3], "while_loop", "additional")
+                       : std::vector<c10::IValue>{};
+  auto inputs = [&] {
+    std::vector<c10::IValue> in = carried;
+    in.insert(in.end(), additional.begin(), additional.end());
+    return in;
+  };
+  for (int64_t iteration = 0;; ++iteration) {
+    c10::IValue go = test.run(inputs());
+    if (go.isTuple() && go.toTupleRef().elements().size() == 1) {
+      go = go.toTupleRef().elements()[0];
+    }
+    if (!truth_of(go, "while_loop's cond_graph output")) break;
+    std::vector<c10::IValue> next =
+        elements_of(as_tuple(body.run(inputs())), "while_loop", "body output");
+    if (next.size() != carried.size()) {
+      throw ExecutionError(absl::StrCat(
+          "while_loop: iteration ", iteration, " of the body returned ",
+          next.size(), " values for ", carried.size(), " carried ones"));
+    }
+    for (size_t i = 0; i < next.size(); ++i) {
+      const c10::IValue& before = carried[i];
+      const c10::IValue& after = next[i];
+      const bool same =
+          before.isTensor() && after.isTensor()
+              ? before.toTensor().defined() == after.toTensor().defined() &&
+                    (!before.toTensor().defined() ||
+                     (before.toTensor().scalar_type() ==
+                          after.toTensor().scalar_type() &&
+                      before.toTensor().sizes() == after.toTensor().sizes()))
+              : before.tagKind() == after.tagKind();
+      if (!same) {
+        throw ExecutionError(absl::StrCat(
+            "while_loop: iteration ", iteration, " of the body made carried "
+            "value ", i, " ", describe_value(after), " from ", describe_value(before),
+            ": a loop's carried values keep their dtypes and sizes, as "
+            "torch.while_loop's do"));
+      }
+    }
+    carried = std::move(next);
+  }
+  return c10::ivalue::Tuple::create(std::move(carried));
+}
+
+const Graph* body_argument(const Node& node, size_t index, const char* role) {
+  const char* function = node.target().function().name().c_str();
+  if (index >= node.args().size() || !node.args()[index].is_node() ||
+      node.args()[index].to_node()->op() != Opcode::kGetAttr) {
+    throw GraphError(absl::StrCat("%", node.name(), ": ", function,
+                                  "'s argument ", index, " (", role,
+                                  ") must be a get_attr of a subgraph"));
+  }
+  const std::string& name = node.args()[index].to_node()->target().str();
+  const Graph* body = node.graph().subgraph(name);
+  if (body == nullptr) {
+    throw GraphError(absl::StrCat("%", node.name(), ": ", function, "'s ",
+                                  role, " '", name,
+                                  "' is not a subgraph of its graph"));
+  }
+  return body;
+}
+
+}  // namespace
+
+c10::IValue body_value(c10::intrusive_ptr<Body> body) {
+  return c10::IValue::make_capsule(std::move(body));
+}
+
+const Body& as_body(const c10::IValue& value, const char* what) {
+  if (value.isCapsule()) {
+    if (const auto* body = dynamic_cast<const Body*>(value.toCapsule().get())) {
+      return *body;
+    }
+  }
+  throw ExecutionError(absl::StrCat(what, " must be a subgraph (a get_attr "
+                                    "of one), got a ", value.tagKind()));
+}
+
+void refuse_control_flow(const Graph& graph, const std::string& layer) {
+  if (!graph.has_subgraphs()) return;
+  std::string where = absl::StrCat("subgraph '", graph.subgraphs().begin()->first, "'");
+  for (const Node* n : graph.nodes()) {
+    if (is_control_flow_call(*n)) {
+      where = absl::StrCat("%", n->name(), " (", n->target().to_string(), ")");
+      break;
+    }
+  }
+  throw GraphError(absl::StrCat(
+      layer, " does not handle control flow yet, and the graph holds ", where,
+      ": run it as a GraphModule or with the Interpreter, or trace the "
+      "branch taken (a plain C++ if) for this layer"));
+}
+
+bool truth_of(const c10::IValue& pred, const char* what) {
+  if (pred.isBool()) return pred.toBool();
+  if (pred.isInt()) return pred.toInt() != 0;
+  if (pred.isTensor() && pred.toTensor().defined()) {
+    const at::Tensor& t = pred.toTensor();
+    if (t.numel() == 1) return t.item<bool>();
+    throw ExecutionError(absl::StrCat(
+        what, " must have one element, got ", describe_value(pred)));
+  }
+  throw ExecutionError(absl::StrCat(
+      what, " must be a one-element tensor, a bool or an int, got a ",
+      describe_value(pred)));
+}
+
+const Function* cond_function() {
+  static const Function* f =
+      register_function("cond", &cond_impl, /*is_pure=*/true);
+  return f;
+}
+
+const Function* while_loop_function() {
+  static const Function* f =
+      register_function("while_loop", &while_loop_impl, /*is_pure=*/true);
+  return f;
+}
+
+bool is_control_flow_call(const Node& node) {
+  if (node.op() != Opcode::kCallFunction || !node.target().is_function()) {
+    return false;
+  }
+  const Function* f = &node.target().function();
+  return f == cond_function() || f == while_loop_function();
+}
+
+std::vector<const Graph*> bodies_of(const Node& node) {
+  if (!is_control_flow_call(node)) return {};
+  if (&node.target().function() == cond_function()) {
+    return {body_argument(node, 1, "true_graph"),
+            body_argument(node, 2, "false_graph")};
+  }
+  return {body_argument(node, 0, "cond_graph"),
+          body_argument(node, 1, "body_graph")};
+}
+
+}  // namespace fx

@@ -1,0 +1,80 @@
+// Control flow in the graph: torch.cond and torch.while_loop as
+// call_function nodes whose bodies are subgraphs (Graph::add_subgraph) read
+// by get_attr nodes, as torch.fx 2.x keeps torch.ops.higher_order.cond:
+//
+//   graph():
+//       %x : [#users=2] = placeholder[target=x]
+//       %sum : [#users=1] = call_function[target=aten::sum](args = (%x,), kwargs = {})
+//       %gt : [#users=1] = call_function[target=aten::gt.Scalar](args = (%sum, 0), kwargs = {})
+//       %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
+//       %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
+//       %cond : [#users=1] = call_function[target=cond](args = (%gt, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+//       %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
+//       return getitem
+//
+//   true_graph_0 = graph():
+//       %x : [#users=1] = placeholder[target=x]
+//       ...
+//
+// cond(pred, true_graph, false_graph, operands) runs one body on the
+// operands and returns its outputs, a tuple.
+//   pred: a tensor of one element (bool, or a number: nonzero is true), or
+//         a bool or an int.
+//   Each body takes the operands as its placeholders, in order.
+//
+// while_loop(cond_graph, body_graph, carried, additional) runs body_graph
+// while cond_graph says so and returns the carried values, a tuple.
+//   Both take (*carried, *additional) as their placeholders; cond_graph
+//   returns a one-element tensor (or a bool), body_graph the next carried
+//   values: as many, each of the same dtype and sizes as before (as
+//   torch.while_loop requires), else fx::ExecutionError says which.
+//
+// At run time a get_attr of a body gives a Body (a capsule), which these
+// two call; the executor and the Interpreter make them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "fx/ir/function.h"
+
+namespace fx {
+
+class Graph;
+class Node;
+
+// A compiled body, as a value a get_attr of a subgraph gives at run time.
+class Body : public torch::CustomClassHolder {
+ public:
+  // Runs the body on one value per placeholder; returns its output.
+  virtual c10::IValue run(std::vector<c10::IValue> inputs) const = 0;
+};
+
+c10::IValue body_value(c10::intrusive_ptr<Body> body);
+// The Body in `value`; throws fx::ExecutionError naming `what` if it holds
+// none.
+const Body& as_body(const c10::IValue& value, const char* what);
+
+const Function* cond_function();
+const Function* while_loop_function();
+
+// Whether `node` calls cond or while_loop.
+bool is_control_flow_call(const Node& node);
+// The bodies a control-flow node reads (its get_attr arguments' subgraphs),
+// in argument order: {true, false} for cond, {cond, body} for while_loop.
+// Throws fx::GraphError if an argument that should name one does not.
+std::vector<const Graph*> bodies_of(const Node& node);
+
+// For the layers that do not handle control flow yet: throws fx::GraphError
+// naming `layer` and the graph's first cond or while_loop node when `graph`
+// holds bodies; does nothing otherwise.
+void refuse_control_flow(const Graph& graph, const std::string& layer);
+
+// The value `pred` stands for, for cond and while_loop: a one-element
+// tensor's truth, or a bool's or an int's. Throws fx::ExecutionError naming
+// `what` otherwise.
+bool truth_of(const c10::IValue& pred, const char* what);
+
+}  // namespace fx
