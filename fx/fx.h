@@ -34,4 +34,5 @@
 #include "fx/ir/graph.h"
 #include "fx/runtime/graph_module.h"
 #include "fx/runtime/specializations.h"
+#include "fx/trace/control_flow.h"
 #include "fx/trace/tracer.h"

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 
@@ -97,6 +98,7 @@ GraphModule Transformer::transform() {
 
 GraphModule Transformer::transform(
     const std::vector<c10::IValue>& example_inputs) {
+  refuse_control_flow(module_->graph(), "the Transformer");
   Result result = transform_graph(example_inputs);
   return GraphModule(module_.ptr(), std::move(result.graph),
                      std::move(result.attributes));

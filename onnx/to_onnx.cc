@@ -17,12 +17,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fx/runtime/guards.h"
 #include "fx/io/internal/files.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
-#include "onnx/internal/operators.h"
+#include "fx/runtime/guards.h"
 #include "interpreter/shape_prop.h"
+#include "onnx/internal/operators.h"
 #include "passes/aliasing.h"
 #include "passes/decompose.h"
 #include "passes/pass_manager.h"
@@ -874,6 +875,7 @@ std::vector<PassStep> export_steps(bool attention, bool fixed_sizes,
 
 PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
                                   const OnnxOptions& options) {
+  refuse_control_flow(module.graph(), "the ONNX export");
   const DecompositionTable& fused = fused_attention_decompositions();
   bool attention = false;
   bool sizes = false;

@@ -19,6 +19,8 @@ class EliminateDeadCode : public Pass {
   bool run(GraphModuleImpl& module) override {
     return eliminate_dead_code(module);
   }
+  // Graph::eliminate_dead_code goes into the bodies.
+  bool handles_control_flow() const override { return true; }
 };
 
 }  // namespace fx

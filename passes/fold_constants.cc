@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
@@ -152,6 +153,7 @@ std::optional<NewTensorCall> unbound_new_tensor(const Node& n) {
 }
 
 FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
+  refuse_control_flow(module.graph(), "fold_constants");
   FoldPlan plan;
   const Graph& graph = module.graph();
 

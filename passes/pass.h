@@ -47,6 +47,10 @@ class Pass {
   // Transforms `module` in place and returns whether anything changed. The
   // graph must lint afterwards; the caller recompiles.
   virtual bool run(GraphModuleImpl& module) = 0;
+  // Whether the pass is right on a graph with control flow (bodies of cond
+  // and while_loop, fx/ir/control_flow.h): PassManager refuses such a graph,
+  // naming the pass, for those that are not yet.
+  virtual bool handles_control_flow() const { return false; }
   // What the last run did, as named counts ({"convolutions", 20}), in a
   // fixed order (MLIR's pass statistics): PassManager::statistics()
   // gathers them. None by default.

@@ -1,6 +1,7 @@
 #include "passes/pass_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/runtime/graph_module.h"
 #include "passes/registry.h"
@@ -50,6 +51,9 @@ bool PassManager::run_in_place(GraphModuleImpl& module) const {
   for (int round = 0; round < max_rounds_; ++round) {
     bool changed = false;
     for (const auto& pass : passes_) {
+      if (!pass->handles_control_flow()) {
+        refuse_control_flow(module.graph(), "pass " + pass->name());
+      }
       changed = pass->run(module) || changed;
       try {
         module.graph().lint();

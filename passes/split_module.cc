@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
@@ -347,6 +348,7 @@ class Splitter {
 GraphModule split_module(
     const GraphModuleImpl& module,
     const std::function<int64_t(const Node&)>& partition_of) {
+  refuse_control_flow(module.graph(), "split_module");
   return Splitter(module, partition_of).split();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
 #include "fx/ir/operator_schemas.h"
@@ -892,6 +893,7 @@ std::vector<PlannedObserver> plan_observers(GraphModuleImpl& module,
 
 GraphModule prepare_fx(const GraphModule& module, const QConfigMapping& mapping,
                        const std::vector<c10::IValue>& example_inputs) {
+  refuse_control_flow(module->graph(), "prepare_fx");
   if (quantization_internal::is_prepared(*module)) {
     throw QuantizationError(
         "prepare_fx: the module has observers or fake quantizers already (it "
@@ -1089,6 +1091,7 @@ class DynamicQuantizer {
 
 GraphModule quantize_dynamic_fx(const GraphModule& module,
                                 const DynamicOptions& options) {
+  refuse_control_flow(module->graph(), "quantize_dynamic_fx");
   check_not_training(*module, "quantize_dynamic_fx");
   check_quantized_engine(options.engine);
   quantization::register_operators();

@@ -66,7 +66,13 @@ Argument Tracer::create_arg(const at::Tensor& tensor) {
           " (through a leaf module, a wrapped function or a captured "
           "tensor): do not keep tensors from one trace for the next"));
     }
-    return p->node();
+    Node* n = p->node();
+    if (&n->graph() == s.graph.get()) return n;
+    if (!s.bodies.empty()) return s.lift(n, s.bodies.size() - 1);
+    throw TraceError(absl::StrCat(
+        "%", n->name(), ", computed inside a body of fx::cond or "
+        "fx::while_loop, was used outside it", s.location(),
+        ": return it from the body instead"));
   }
   const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
   if (auto it = s.tensor_nodes.find(impl); it != s.tensor_nodes.end()) {

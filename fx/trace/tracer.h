@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -62,6 +63,11 @@
 #include "fx/runtime/leaf_module.h"
 
 namespace fx {
+
+// A body of control flow (fx/trace/control_flow.h): tensors in, tensors
+// out.
+using BodyFunction =
+    std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 
 struct TraceOptions {
   // Placeholder names, one per input. Default: "x" for a single input,
@@ -189,6 +195,33 @@ class Tracer {
                             std::vector<c10::IValue> inputs);
   void push_module_path(const std::string& path);
   void pop_module_path();
+
+  // --- Used by fx::cond and fx::while_loop; not for direct use ---------
+  // A body of control flow traced into a graph of its own.
+  struct TracedBody {
+    std::unique_ptr<Graph> graph;
+    // Values of the calling graph the body reads: its placeholders after
+    // the inputs', in this order.
+    std::vector<Node*> lifted;
+    std::vector<TensorMeta> outputs;
+  };
+  // Traces `fn` on proxies of `inputs` (placeholders of the new graph),
+  // `lift_first` lifted before it runs (another body's, so that both take
+  // their operands in one order).
+  TracedBody trace_body(const BodyFunction& fn,
+                        const std::vector<at::Tensor>& inputs,
+                        const std::vector<Node*>& lift_first);
+  // Gives `body` placeholders for the values of `lifted` (which starts with
+  // body.lifted) it lacks.
+  static void lift_more(TracedBody& body, const std::vector<Node*>& lifted);
+  // Adds `body` to the graph being recorded as a subgraph named `base`_N;
+  // returns the get_attr node reading it.
+  Node* add_body(TracedBody body, const std::string& base);
+  // Records the call of cond or while_loop and returns proxies of its
+  // outputs, described by `outputs`.
+  std::vector<at::Tensor> record_control_flow(
+      const Function* function, std::vector<Argument> args,
+      const std::vector<TensorMeta>& outputs);
 
   // --- Sizes as graph values: used by the TorchScript import and the
   // Transformer, which see the size arithmetic of the program they run

@@ -67,6 +67,22 @@ struct Tracer::Session {
   std::string list_checks;     // Tracer::ListLengthChecks
   bool read_layout = false;
   Session* enclosing = nullptr;
+  // The bodies of control flow being traced (fx::cond, fx::while_loop),
+  // innermost last; `graph` is the innermost's while it is traced.
+  struct BodyFrame {
+    Graph* outer = nullptr;  // the graph it was called from
+    Graph* body = nullptr;
+    // The values of enclosing graphs the body reads: each is a placeholder
+    // of the body after its inputs', and an operand of the call.
+    absl::flat_hash_map<const Node*, Node*> placeholders;
+    std::vector<Node*> lifted;  // in `outer`, in placeholder order
+  };
+  std::vector<BodyFrame> bodies;
+  // The placeholder of bodies[frame] standing for `value`, a node of an
+  // enclosing graph, made on first use (torch.cond lifts what its branches
+  // close over the same way). Throws TraceError for a value of no enclosing
+  // graph (computed in a body that has ended).
+  Node* lift(Node* value, size_t frame);
 
   // Records one operator call (the dispatcher fallback's work), in steps:
   void record(const c10::OperatorHandle& op, torch::jit::Stack* stack);

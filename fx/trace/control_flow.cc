@@ -1,0 +1,342 @@
+#include "fx/trace/control_flow.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
+#include "fx/ir/errors.h"
+#include "fx/trace/internal/proxy.h"
+#include "fx/trace/internal/session.h"
+
+namespace fx {
+
+using internal::InternalScope;
+
+namespace {
+
+// A placeholder of `body` after its others, standing for `like`.
+Node* add_input(Graph& body, const Node& like) {
+  Node* first = nullptr;
+  for (Node* n : body.nodes()) {
+    if (n->op() != Opcode::kPlaceholder) {
+      first = n;
+      break;
+    }
+  }
+  // (inserting_before(nullptr) is the start; after(nullptr) the end.)
+  InsertionGuard guard = first != nullptr ? body.inserting_before(first)
+                                          : body.inserting_after(nullptr);
+  Node* ph = body.create_node(Opcode::kPlaceholder, Target(like.name()), {},
+                              {}, like.name());
+  if (const TensorMeta* meta = like.meta().get(kTensorMeta)) {
+    ph->meta().set(kTensorMeta, *meta);
+  }
+  return ph;
+}
+
+bool same_dtype_and_sizes(const TensorMeta& a, const TensorMeta& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.device == b.device;
+}
+
+void refuse_dynamic(const Tracer& tracer, const char* what) {
+  if (!tracer.options().dynamic.empty()) {
+    throw TraceError(absl::StrCat(
+        what, " under TraceOptions::dynamic is not supported yet: trace "
+        "with static shapes (fx::SpecializationCache traces one graph per "
+        "shape)"));
+  }
+}
+
+}  // namespace
+
+Node* Tracer::Session::lift(Node* value, size_t frame) {
+  BodyFrame& f = bodies[frame];
+  if (auto it = f.placeholders.find(value); it != f.placeholders.end()) {
+    return it->second;
+  }
+  Node* outer = value;
+  if (&value->graph() != f.outer) {
+    if (frame == 0) {
+      throw TraceError(absl::StrCat(
+          "%", value->name(), ", computed inside another body of fx::cond "
+          "or fx::while_loop, reached this one", location(),
+          ": return it from its body and pass it in the operands"));
+    }
+    outer = lift(value, frame - 1);
+  }
+  Node* ph = add_input(*f.body, *outer);
+  f.placeholders[value] = ph;
+  f.lifted.push_back(outer);
+  return ph;
+}
+
+Tracer::TracedBody Tracer::trace_body(const BodyFunction& fn,
+                                      const std::vector<at::Tensor>& inputs,
+                                      const std::vector<Node*>& lift_first) {
+  Session& s = active_session("trace_body");
+  auto body = std::make_unique<Graph>();
+  std::vector<at::Tensor> proxies;
+  {
+    InternalScope internal;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& t = inputs[i];
+      if (!t.defined()) {
+        throw TraceError(absl::StrCat("operand ", i, " of a body of fx::cond "
+                                      "or fx::while_loop is undefined"));
+      }
+      internal::ProxyImpl* p = internal::as_proxy(t);
+      std::string name = p != nullptr && p->session() == s.id
+                             ? p->node()->name()
+                             : absl::StrCat("arg", i);
+      Node* ph =
+          body->create_node(Opcode::kPlaceholder, Target(name), {}, {}, name);
+      TensorMeta meta = tensor_meta_of(t);
+      meta.requires_grad = false;
+      ph->meta().set(kTensorMeta, meta);
+      proxies.push_back(create_proxy(ph, meta));
+    }
+  }
+  // The session records into the body until it returns; its facts about
+  // the calling graph's nodes wait.
+  struct Switch {
+    Session& s;
+    std::unique_ptr<Graph> outer;
+    decltype(Session::tensor_nodes) tensor_nodes;
+    std::vector<Node*> getitems;
+    Switch(Session& session, std::unique_ptr<Graph> body) : s(session) {
+      s.bodies.push_back({s.graph.get(), body.get(), {}, {}});
+      outer = std::move(s.graph);
+      s.graph = std::move(body);
+      tensor_nodes.swap(s.tensor_nodes);
+      getitems.swap(s.getitems);
+    }
+    std::unique_ptr<Graph> restore() {
+      std::unique_ptr<Graph> body = std::move(s.graph);
+      s.graph = std::move(outer);
+      tensor_nodes.swap(s.tensor_nodes);
+      getitems.swap(s.getitems);
+      s.bodies.pop_back();
+      return body;
+    }
+    ~Switch() {
+      if (outer) restore();
+    }
+  } in_body(s, std::move(body));
+
+  TracedBody out;
+  {
+    InternalScope internal;
+    for (Node* n : lift_first) s.lift(n, s.bodies.size() - 1);
+  }
+  std::vector<at::Tensor> results = fn(proxies);
+  {
+    InternalScope internal;
+    std::vector<Argument> values;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].defined()) {
+        throw TraceError(absl::StrCat(
+            "a body of fx::cond or fx::while_loop returned an undefined "
+            "tensor as output ", i));
+      }
+      values.push_back(create_arg(results[i]));
+      TensorMeta meta = tensor_meta_of(results[i]);
+      meta.requires_grad = false;
+      out.outputs.push_back(std::move(meta));
+    }
+    s.graph->create_node(Opcode::kOutput, Target("output"),
+                         {Argument::tuple(std::move(values))}, {}, "output");
+    // getitems made for multi-output calls and not used.
+    for (auto it = s.getitems.rbegin(); it != s.getitems.rend(); ++it) {
+      if ((*it)->users().empty()) s.graph->erase_node(*it);
+    }
+    out.lifted = s.bodies.back().lifted;
+  }
+  out.graph = in_body.restore();
+  return out;
+}
+
+void Tracer::lift_more(TracedBody& body, const std::vector<Node*>& lifted) {
+  for (size_t i = body.lifted.size(); i < lifted.size(); ++i) {
+    add_input(*body.graph, *lifted[i]);
+    body.lifted.push_back(lifted[i]);
+  }
+}
+
+Node* Tracer::add_body(TracedBody body, const std::string& base) {
+  Session& s = active_session("add_body");
+  std::string name;
+  for (int i = 0;; ++i) {
+    name = absl::StrCat(base, "_", i);
+    if (s.graph->subgraph(name) == nullptr) break;
+  }
+  s.graph->add_subgraph(name, std::move(body.graph));
+  return create_node(Opcode::kGetAttr, Target(name), {}, {}, name);
+}
+
+std::vector<at::Tensor> Tracer::record_control_flow(
+    const Function* function, std::vector<Argument> args,
+    const std::vector<TensorMeta>& outputs) {
+  Session& s = active_session("record_control_flow");
+  Node* node = create_node(Opcode::kCallFunction, Target(function),
+                           std::move(args), {}, "");
+  s.annotate(node, node->args());
+  node->meta().set(kTensorMetaList, outputs);
+  std::vector<at::Tensor> proxies;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Node* item = s.getitem(node, static_cast<int64_t>(i));
+    item->meta().set(kTensorMeta, outputs[i]);
+    proxies.push_back(create_proxy(item, outputs[i]));
+  }
+  return proxies;
+}
+
+namespace {
+
+std::vector<Argument> operand_arguments(Tracer& tracer,
+                                        const std::vector<at::Tensor>& values,
+                                        const std::vector<Node*>& lifted) {
+  std::vector<Argument> args;
+  for (const at::Tensor& t : values) args.push_back(tracer.create_arg(t));
+  for (Node* n : lifted) args.emplace_back(n);
+  return args;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> cond(const at::Tensor& pred, const BodyFunction& true_fn,
+                             const BodyFunction& false_fn,
+                             const std::vector<at::Tensor>& operands) {
+  Tracer* tracer = detail::active_tracer();
+  if (tracer == nullptr || internal::as_proxy(pred) == nullptr) {
+    return truth_of(pred, "fx::cond's predicate") ? true_fn(operands)
+                                                   : false_fn(operands);
+  }
+  refuse_dynamic(*tracer, "fx::cond");
+  {
+    // What fx reads of a proxy here does not specialize the trace.
+    InternalScope internal;
+    const TensorMeta pred_meta = tensor_meta_of(pred);
+    if (pred_meta.numel() != 1) {
+      throw TraceError(absl::StrCat("fx::cond's predicate must have one "
+                                    "element, got ", pred_meta.to_string()));
+    }
+  }
+  Tracer::TracedBody t = tracer->trace_body(true_fn, operands, {});
+  Tracer::TracedBody f = tracer->trace_body(false_fn, operands, t.lifted);
+  Tracer::lift_more(t, f.lifted);
+  if (t.outputs.size() != f.outputs.size()) {
+    throw TraceError(absl::StrCat(
+        "fx::cond: true_fn returned ", t.outputs.size(), " tensors and "
+        "false_fn ", f.outputs.size(), ": both branches return as many "
+        "tensors, of the same dtypes and sizes (as torch.cond's)"));
+  }
+  for (size_t i = 0; i < t.outputs.size(); ++i) {
+    if (!same_dtype_and_sizes(t.outputs[i], f.outputs[i])) {
+      throw TraceError(absl::StrCat(
+          "fx::cond: output ", i, " is ", t.outputs[i].to_string(),
+          " from true_fn and ", f.outputs[i].to_string(), " from false_fn: "
+          "both branches return tensors of the same dtypes and sizes (as "
+          "torch.cond's)"));
+    }
+  }
+  InternalScope internal;
+  std::vector<TensorMeta> outputs = t.outputs;
+  std::vector<Argument> args = operand_arguments(*tracer, operands, f.lifted);
+  Argument p = tracer->create_arg(pred);
+  Node* true_graph = tracer->add_body(std::move(t), "true_graph");
+  Node* false_graph = tracer->add_body(std::move(f), "false_graph");
+  return tracer->record_control_flow(
+      cond_function(),
+      {p, true_graph, false_graph, Argument::list(std::move(args))}, outputs);
+}
+
+std::vector<at::Tensor> while_loop(
+    const std::function<at::Tensor(const std::vector<at::Tensor>&)>& cond_fn,
+    const BodyFunction& body_fn, std::vector<at::Tensor> carried) {
+  auto check = [&](const std::vector<at::Tensor>& next, int64_t iteration) {
+    if (next.size() != carried.size()) {
+      throw ExecutionError(absl::StrCat(
+          "fx::while_loop: iteration ", iteration, " of body_fn returned ",
+          next.size(), " tensors for ", carried.size(), " carried ones"));
+    }
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (!next[i].defined() ||
+          next[i].scalar_type() != carried[i].scalar_type() ||
+          next[i].sizes() != carried[i].sizes()) {
+        throw ExecutionError(absl::StrCat(
+            "fx::while_loop: iteration ", iteration, " of body_fn made "
+            "carried value ", i, " ",
+            next[i].defined() ? tensor_meta_of(next[i]).to_string()
+                              : "undefined",
+            " from ", tensor_meta_of(carried[i]).to_string(),
+            ": a loop's carried values keep their dtypes and sizes, as "
+            "torch.while_loop's do"));
+      }
+    }
+  };
+  Tracer* tracer = detail::active_tracer();
+  if (tracer == nullptr) {
+    for (int64_t iteration = 0;
+         truth_of(cond_fn(carried), "fx::while_loop's cond_fn result");
+         ++iteration) {
+      std::vector<at::Tensor> next = body_fn(carried);
+      check(next, iteration);
+      carried = std::move(next);
+    }
+    return carried;
+  }
+  refuse_dynamic(*tracer, "fx::while_loop");
+  std::vector<TensorMeta> outputs;
+  {
+    InternalScope internal;
+    for (size_t i = 0; i < carried.size(); ++i) {
+      if (!carried[i].defined()) {
+        throw TraceError(absl::StrCat("fx::while_loop: carried value ", i,
+                                      " is undefined"));
+      }
+      TensorMeta meta = tensor_meta_of(carried[i]);
+      meta.requires_grad = false;
+      outputs.push_back(std::move(meta));
+    }
+  }
+  Tracer::TracedBody c = tracer->trace_body(
+      [&](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{cond_fn(in)};
+      },
+      carried, {});
+  Tracer::TracedBody b = tracer->trace_body(body_fn, carried, c.lifted);
+  Tracer::lift_more(c, b.lifted);
+  if (c.outputs[0].numel() != 1) {
+    throw TraceError(absl::StrCat(
+        "fx::while_loop: cond_fn returned ", c.outputs[0].to_string(),
+        "; it returns a one-element tensor"));
+  }
+  if (b.outputs.size() != carried.size()) {
+    throw TraceError(absl::StrCat(
+        "fx::while_loop: body_fn returned ", b.outputs.size(), " tensors for ",
+        carried.size(), " carried ones"));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!same_dtype_and_sizes(outputs[i], b.outputs[i])) {
+      throw TraceError(absl::StrCat(
+          "fx::while_loop: body_fn made carried value ", i, " ",
+          b.outputs[i].to_string(), " from ", outputs[i].to_string(),
+          ": a loop's carried values keep their dtypes and sizes (as "
+          "torch.while_loop's)"));
+    }
+  }
+  InternalScope internal;
+  std::vector<Argument> values = operand_arguments(*tracer, carried, {});
+  std::vector<Argument> additional;
+  for (Node* n : b.lifted) additional.emplace_back(n);
+  Node* cond_graph = tracer->add_body(std::move(c), "while_loop_cond_graph");
+  Node* body_graph = tracer->add_body(std::move(b), "while_loop_body_graph");
+  return tracer->record_control_flow(
+      while_loop_function(),
+      {cond_graph, body_graph, Argument::list(std::move(values)),
+       Argument::list(std::move(additional))},
+      outputs);
+}
+
+}  // namespace fx

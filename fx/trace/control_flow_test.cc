@@ -1,0 +1,319 @@
+#include "fx/trace/control_flow.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "fx/fx.h"
+#include "fx/ir/control_flow.h"
+#include "fx/torchscript/torchscript.h"
+#include "interpreter/interpreter.h"
+#include "interpreter/shape_prop.h"
+#include "interpreter/transformer.h"
+#include "passes/fold_constants.h"
+#include "passes/pass_manager.h"
+#include "third_party/catch.h"
+
+namespace {
+
+using fx::Node;
+using fx::Opcode;
+using Tensors = std::vector<at::Tensor>;
+
+// A branch on the input's sum: the true side uses a Linear (parameters in
+// the body) and a tensor computed before the branch (lifted), the false
+// side negates.
+struct BranchesImpl : torch::nn::Module {
+  BranchesImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  torch::Tensor forward(torch::Tensor x) {
+    at::Tensor scale = x.abs().mean(0, /*keepdim=*/true) + 1;
+    Tensors y = fx::cond(
+        x.sum() > 0,
+        [&](const Tensors& in) { return Tensors{fc(in[0]) * scale}; },
+        [&](const Tensors& in) { return Tensors{in[0].neg()}; }, {x});
+    return y[0] + 1;
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Branches);
+
+// Halves until every element is at most 1: a trip count set by the data.
+struct HalvingImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x) {
+    return fx::while_loop(
+        [](const Tensors& c) { return c[0].abs().max() > 1; },
+        [](const Tensors& c) { return Tensors{c[0] / 2, c[1] + 1}; },
+        {x, torch::zeros({}, torch::kLong)})[0];
+  }
+};
+TORCH_MODULE(Halving);
+
+// A loop whose body branches on a lifted tensor computed before the loop
+// (lifted through two bodies).
+struct NestedImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x) {
+    at::Tensor limit = x.abs().sum() * 4;
+    return fx::while_loop(
+        [&](const Tensors& c) { return c[0].abs().sum() < limit; },
+        [&](const Tensors& c) {
+          return fx::cond(
+              c[0].sum() > 0,
+              [&](const Tensors& in) { return Tensors{in[0] * 2 + limit * 0}; },
+              [&](const Tensors& in) { return Tensors{in[0] * 3}; }, {c[0]});
+        },
+        {x})[0];
+  }
+};
+TORCH_MODULE(Nested);
+
+void check_bitwise(fx::GraphModule& gm, const std::function<at::Tensor(
+                                             const at::Tensor&)>& eager,
+                   const at::Tensor& x) {
+  at::Tensor expected = eager(x);
+  at::Tensor got = gm(x).toTensor();
+  CHECK(got.sizes() == expected.sizes());
+  CHECK(torch::equal(got, expected));
+}
+
+TEST_CASE("fx::cond traces both branches into subgraphs and runs the one "
+          "the data picks") {
+  torch::manual_seed(0);
+  Branches model;
+  at::Tensor x = torch::randn({3, 4}).abs();
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  const fx::Graph& g = gm->graph();
+  REQUIRE(g.subgraphs().size() == 2);
+  CHECK(g.subgraph("true_graph_0") != nullptr);
+  CHECK(g.subgraph("false_graph_0") != nullptr);
+  // The lifted tensor is an operand after x; both bodies take both.
+  std::vector<Node*> conds =
+      g.find_nodes(Opcode::kCallFunction, fx::Target(fx::cond_function()));
+  REQUIRE(conds.size() == 1);
+  CHECK(conds[0]->args()[3].elements().size() == 2);
+  CHECK(g.subgraph("true_graph_0")->placeholders().size() == 2);
+  CHECK(g.subgraph("false_graph_0")->placeholders().size() == 2);
+  // The Linear's parameters are read inside the body.
+  CHECK(g.subgraph("true_graph_0")->find_nodes(Opcode::kGetAttr).size() == 2);
+  CHECK(g.find_nodes(Opcode::kGetAttr).size() == 2);  // the two bodies
+
+  for (float sign : {1.0f, -1.0f}) {
+    for (int rows : {1, 3}) {
+      at::Tensor input = torch::randn({rows, 4}).abs() * sign;
+      check_bitwise(gm, [&](const at::Tensor& t) { return model(t); }, input);
+    }
+  }
+  // Eager and the graph agree at a sum of exactly zero (false).
+  check_bitwise(gm, [&](const at::Tensor& t) { return model(t); },
+                torch::zeros({3, 4}));
+}
+
+TEST_CASE("fx::while_loop runs a data-dependent trip count") {
+  Halving model;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::full({2, 2}, 8.0));
+  CHECK(gm->graph().subgraph("while_loop_cond_graph_0") != nullptr);
+  CHECK(gm->graph().subgraph("while_loop_body_graph_0") != nullptr);
+  for (float v : {0.5f, 1.0f, 3.0f, 1000.0f}) {
+    at::Tensor x = torch::full({2, 2}, v);
+    x[0][0] = -v;
+    check_bitwise(gm, [&](const at::Tensor& t) { return model(t); }, x);
+  }
+  // Zero iterations: the input comes back.
+  CHECK(torch::equal(gm(torch::ones({2, 2})).toTensor(), torch::ones({2, 2})));
+}
+
+TEST_CASE("control flow nests, lifting a tensor through two bodies") {
+  Nested model;
+  at::Tensor x = torch::tensor({0.5f, -0.25f});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  const fx::Graph* body = gm->graph().subgraph("while_loop_body_graph_0");
+  REQUIRE(body != nullptr);
+  CHECK(body->subgraphs().size() == 2);
+  for (const at::Tensor& input :
+       {torch::tensor({0.5f, -0.25f}), torch::tensor({-2.0f, 1.0f}),
+        torch::tensor({0.1f, 0.1f})}) {
+    check_bitwise(gm, [&](const at::Tensor& t) { return model(t); }, input);
+  }
+}
+
+TEST_CASE("a graph with control flow prints, parses back, saves and loads") {
+  torch::manual_seed(0);
+  Nested model;
+  at::Tensor x = torch::tensor({0.5f, -0.25f});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  const std::string text = gm->graph().to_string();
+  CHECK(text.find("\n\nwhile_loop_body_graph_0 = graph():\n") !=
+        std::string::npos);
+  CHECK(text.find("\n\nwhile_loop_body_graph_0.true_graph_0 = graph():\n") !=
+        std::string::npos);
+  std::unique_ptr<fx::Graph> parsed = fx::parse_graph(text);
+  CHECK(parsed->to_string() == text);
+  CHECK(gm->graph().clone()->to_string() == text);
+
+  std::stringstream file;
+  fx::save(gm, file);
+  fx::GraphModule loaded = fx::load(file);
+  CHECK(loaded->graph().to_string() == text);
+  // Node meta inside the bodies is saved too.
+  CHECK(loaded->graph().to_string(fx::PrintOptions{.tensor_meta = true}) ==
+        gm->graph().to_string(fx::PrintOptions{.tensor_meta = true}));
+  CHECK(loaded->graph()
+            .subgraph("while_loop_body_graph_0")
+            ->subgraph("true_graph_0")
+            ->output_node()
+            ->args()[0]
+            .elements()[0]
+            .to_node()
+            ->meta()
+            .get(fx::kTensorMeta) != nullptr);
+  at::Tensor input = torch::tensor({-2.0f, 1.0f});
+  CHECK(torch::equal(loaded(input).toTensor(), model(input)));
+
+  // The Interpreter runs the bodies compiled, as torch.fx's calls cond's
+  // branches as modules.
+  fx::Interpreter interpreter(gm);
+  CHECK(torch::equal(interpreter.run({input}).toTensor(), model(input)));
+}
+
+TEST_CASE("control flow refuses what torch.cond and torch.while_loop "
+          "refuse, by name") {
+  struct Mismatched : torch::nn::Module {
+    torch::Tensor forward(torch::Tensor x) {
+      return fx::cond(
+          x.sum() > 0, [](const Tensors& in) { return Tensors{in[0]}; },
+          [](const Tensors& in) { return Tensors{in[0].sum(0)}; }, {x})[0];
+    }
+  };
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(std::make_shared<Mismatched>(), torch::randn({2, 3})),
+      Catch::Contains("output 0 is f32[2, 3] from true_fn and f32[3] from "
+                      "false_fn"));
+
+  struct Growing : torch::nn::Module {
+    torch::Tensor forward(torch::Tensor x) {
+      return fx::while_loop(
+          [](const Tensors& c) { return c[0].sum() < 10; },
+          [](const Tensors& c) { return Tensors{torch::cat({c[0], c[0]})}; },
+          {x})[0];
+    }
+  };
+  auto growing = std::make_shared<Growing>();
+  CHECK_THROWS_WITH(fx::symbolic_trace(growing, torch::ones({2})),
+      Catch::Contains("body_fn made carried value 0 f32[4] from f32[2]"));
+  // Eagerly too: no silent shape change.
+  CHECK_THROWS_WITH(growing->forward(torch::ones({2})),
+                    Catch::Contains("carried value 0 f32[4] from f32[2]"));
+
+  // A tensor made inside a branch cannot leave it but by its outputs.
+  struct Leaking : torch::nn::Module {
+    torch::Tensor forward(torch::Tensor x) {
+      at::Tensor inner;
+      fx::cond(
+          x.sum() > 0,
+          [&](const Tensors& in) {
+            inner = in[0] * 2;
+            return Tensors{in[0]};
+          },
+          [](const Tensors& in) { return Tensors{in[0]}; }, {x});
+      return inner + 1;
+    }
+  };
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(std::make_shared<Leaking>(), torch::ones({2})),
+      Catch::Contains("computed inside a body of fx::cond or fx::while_loop, "
+                      "was used outside it"));
+
+  fx::TraceOptions dynamic;
+  dynamic.dynamic = {{.input = 0, .dim = 0, .symbol = "B"}};
+  Halving halving;
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(halving, {torch::ones({2, 2})}, dynamic),
+      Catch::Contains("fx::while_loop under TraceOptions::dynamic is not "
+                      "supported yet"));
+  // The failed traces leave nothing behind.
+  CHECK_FALSE(fx::is_tracing());
+}
+
+TEST_CASE("cond's predicate must have one element at run time") {
+  std::unique_ptr<fx::Graph> g = fx::parse_graph(R"(graph():
+    %p : [#users=1] = placeholder[target=p]
+    %x : [#users=1] = placeholder[target=x]
+    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
+    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
+    %cond : [#users=1] = call_function[target=cond](args = (%p, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
+    return getitem
+
+true_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    %mul : [#users=1] = call_function[target=aten::mul.Scalar](args = (%x, 2), kwargs = {})
+    return (mul,)
+
+false_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    return (x,))");
+  fx::GraphModule gm(std::move(g), fx::Attributes{});
+  at::Tensor x = torch::ones({2});
+  CHECK(torch::equal(gm(torch::tensor(true), x).toTensor(), x * 2));
+  CHECK(torch::equal(gm(torch::tensor(0.0), x).toTensor(), x));
+  CHECK_THROWS_WITH(gm(torch::tensor({true, false}), x),
+                    Catch::Contains("cond's predicate must have one element, "
+                                    "got Bool[2]"));
+  CHECK_THROWS_WITH(gm(torch::empty({0}), x),
+                    Catch::Contains("must have one element"));
+}
+
+TEST_CASE("subgraphs: names, lint inside bodies, dead code") {
+  fx::Graph g;
+  CHECK_THROWS_WITH(g.add_subgraph("a.b", std::make_unique<fx::Graph>()),
+                    Catch::Contains("is not a subgraph name"));
+  CHECK_THROWS_WITH(g.add_subgraph("1a", std::make_unique<fx::Graph>()),
+                    Catch::Contains("is not a subgraph name"));
+  fx::Graph* body = g.add_subgraph("body", std::make_unique<fx::Graph>());
+  CHECK_THROWS_WITH(g.add_subgraph("body", std::make_unique<fx::Graph>()),
+                    Catch::Contains("already holds a subgraph named 'body'"));
+  // A body without an output fails the enclosing graph's lint.
+  g.output(fx::Argument());
+  CHECK_THROWS_WITH(g.lint(), Catch::Contains("in subgraph 'body'"));
+  const uint64_t before = g.version();
+  body->output(fx::Argument());
+  CHECK(g.version() != before);  // an edit of a body is an edit of g
+  g.lint();
+  // Nothing reads it: dead code elimination drops it.
+  CHECK(g.eliminate_dead_code());
+  CHECK(g.subgraphs().empty());
+
+  // A cond whose result is unused and whose bodies are pure goes too.
+  Branches model;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::ones({1, 4}));
+  Node* cond =
+      gm->graph().find_nodes(Opcode::kCallFunction,
+                             fx::Target(fx::cond_function()))[0];
+  CHECK_FALSE(cond->is_impure());
+}
+
+TEST_CASE("layers without control flow yet refuse it by name") {
+  Branches model;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::ones({2, 4}));
+  auto refused = [](const std::string& layer) {
+    return Catch::Contains(layer + " does not handle control flow yet, and "
+                           "the graph holds %cond (cond)");
+  };
+  CHECK_THROWS_WITH(gm->code(), refused("the C++ code generator"));
+  CHECK_THROWS_WITH(fx::to_torchscript(gm), refused("to_torchscript"));
+  CHECK_THROWS_WITH(fx::PassManager().add("fuse_conv_bn").run(gm),
+                    refused("pass fuse_conv_bn"));
+  CHECK_THROWS_WITH(fx::fold_constants(*gm), refused("fold_constants"));
+  CHECK_THROWS_WITH(fx::Transformer(gm).transform(), refused("the Transformer"));
+  // Dead code elimination goes into the bodies.
+  CHECK_FALSE(fx::PassManager().add("eliminate_dead_code").run(gm).modified);
+
+  // ShapeProp records the node's outputs.
+  fx::ShapeProp(gm).propagate({torch::ones({5, 4})});
+  Node* cond = gm->graph().find_nodes(Opcode::kCallFunction,
+                                      fx::Target(fx::cond_function()))[0];
+  const auto* metas = cond->meta().get(fx::kTensorMetaList);
+  REQUIRE(metas != nullptr);
+  CHECK((*metas)[0].sizes == std::vector<int64_t>{5, 4});
+}
+
+}  // namespace
