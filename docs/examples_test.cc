@@ -128,6 +128,21 @@ void docs_tracing::check_trace_gated() {
   CHECK_THROWS_AS(gm(torch::randn({3, 16})), fx::GuardError);
 }
 
+void docs_tracing::check_control_flow() {
+  torch::manual_seed(0);
+  Normalize model;
+  at::Tensor x = torch::randn({2, 4});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  check_output(gm->graph().to_string(), output_control_flow_graph);
+  // Both branches, and 0 to 9 halvings.
+  for (float scale : {0.5f, 4.0f, 300.0f}) {
+    for (float sign : {1.0f, -1.0f}) {
+      at::Tensor input = torch::rand({3, 4}) * scale * sign;
+      CHECK(torch::equal(gm(input).toTensor(), model(input)));
+    }
+  }
+}
+
 // --- docs/dynamic_shapes.md -------------------------------------------------
 
 void docs_dynamic_shapes::check_dynamic_batch() {
