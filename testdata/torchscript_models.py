@@ -16,12 +16,29 @@ import torchvision
 
 
 class DataDependent(torch.nn.Module):
-    """Control flow on a tensor value: cannot be traced."""
+    """A tensor's value read as a Python number: cannot be traced."""
+
+    def forward(self, x):
+        if float(x.sum()) > 0:
+            return x.relu()
+        return -x
+
+
+class TensorControlFlow(torch.nn.Module):
+    """A branch and a loop on tensor values: fx::cond and fx::while_loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
 
     def forward(self, x):
         if bool(x.sum() > 0):
-            return x.relu()
-        return -x
+            y = self.linear(x)
+        else:
+            y = -x
+        while bool(y.abs().max() > 1):
+            y = y / 2
+        return y + x
 
 
 class CallsDataDependent(torch.nn.Module):
@@ -293,6 +310,7 @@ MODELS = {
     "mobilenet_v2_scripted": (lambda: torchvision.models.mobilenet_v2(), "script"),
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
+    "tensor_control_flow_scripted": (lambda: TensorControlFlow(), "script"),
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
     "no_grad_scripted": (lambda: NoGrad(), "script"),

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "fx/ir/argument.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
@@ -439,6 +440,7 @@ class Exporter {
 }  // namespace
 
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
+  refuse_control_flow(gm.graph(), "to_torchscript");
   return Exporter(gm).run();
 }
 

@@ -53,8 +53,19 @@ bool Tracer::is_leaf_module(const torch::nn::Module& /*module*/,
 Node* Tracer::create_node(Opcode op, const Target& target,
                           std::vector<Argument> args, Kwargs kwargs,
                           const std::string& name) {
-  return active_session("create_node")
-      .graph->create_node(op, target, std::move(args), std::move(kwargs), name);
+  Session& s = active_session("create_node");
+  if (!s.bodies.empty()) {
+    // In a body of control flow, values of the enclosing graphs (sizes
+    // the TorchScript import computed outside it, say) are lifted.
+    auto lift = [&](Node* n) -> Argument {
+      return &n->graph() == s.graph.get() ? n
+                                          : s.lift(n, s.bodies.size() - 1);
+    };
+    for (Argument& a : args) a = map_arg(a, lift);
+    for (auto& kv : kwargs) kv.second = map_arg(kv.second, lift);
+  }
+  return s.graph->create_node(op, target, std::move(args), std::move(kwargs),
+                              name);
 }
 
 Argument Tracer::create_arg(const at::Tensor& tensor) {

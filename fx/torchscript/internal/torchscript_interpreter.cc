@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/node.h"
+#include "fx/trace/control_flow.h"
 #include "fx/trace/tracer.h"
 
 namespace fx::internal {
@@ -60,6 +62,10 @@ struct Step {
   std::optional<size_t> attribute;
   torch::jit::GraphFunction* callee = nullptr;
   std::vector<BlockPlan> blocks;    // prim::If's and prim::Loop's
+  // aten::Bool of a tensor whose result only decides a prim::If or a
+  // prim::Loop: of a proxy, the tensor itself is kept, and the branch or
+  // loop becomes fx::cond or fx::while_loop.
+  bool defers_truth = false;
 };
 struct BlockPlan {
   Slots inputs;
@@ -174,6 +180,7 @@ class Planner {
       default: {
         const torch::jit::Operator* op = n.maybeOperator();
         if (!op) throw UnsupportedNode(n.kind().toQualString());
+        out.defers_truth = decides_control_flow_only(n);
         out.operation = op->getOperation(&n);
         out.vararg = op->schema().is_vararg();
         out.schema = &op->schema();
@@ -182,9 +189,35 @@ class Planner {
     return out;
   }
 
+  // aten::Bool(Tensor) whose every use is a prim::If's condition, a
+  // prim::Loop's first condition or the condition its body returns.
+  static bool decides_control_flow_only(const Node& n) {
+    if (n.kind() != c10::aten::Bool || n.inputs().size() != 1 ||
+        n.input(0)->type()->kind() != c10::TypeKind::TensorType) {
+      return false;
+    }
+    for (const torch::jit::Use& use : n.output()->uses()) {
+      const Node* user = use.user;
+      const bool decides =
+          (user->kind() == prim::If && use.offset == 0) ||
+          (user->kind() == prim::Loop && use.offset == 1) ||
+          (user->kind() == prim::Return && use.offset == 0 &&
+           user->owningBlock()->owningNode() != nullptr &&
+           user->owningBlock()->owningNode()->kind() == prim::Loop);
+      if (!decides) return false;
+    }
+    return n.output()->hasUses();
+  }
+
   std::vector<uint32_t>* table_ = nullptr;
   uint32_t slots_ = 0;
 };
+
+// A tensor the trace records (a proxy has no storage).
+bool is_proxy(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() &&
+         !v.toTensor().has_storage();
+}
 
 // Values passed between frames: the values and, with size tracking, their
 // sizes (see Frame::sizes), one per value, or none.
@@ -360,6 +393,85 @@ class Interpreter {
     return read(block.outputs, *frame);
   }
 
+  // The tensors among `values`, or TraceError naming `n` and `what`.
+  static std::vector<at::Tensor> tensors_of(const Stack& values,
+                                            const Node& n, const char* what) {
+    std::vector<at::Tensor> out;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!values[i].isTensor() || !values[i].toTensor().defined()) {
+        throw TraceError(absl::StrCat(
+            where(n), " on a tensor's value ", what, " a ",
+            values[i].tagKind(), " as value ", i, "; fx::cond and "
+            "fx::while_loop carry tensors only"));
+      }
+      out.push_back(values[i].toTensor());
+    }
+    return out;
+  }
+
+  static Values values_of(std::vector<at::Tensor> tensors) {
+    Values out;
+    for (at::Tensor& t : tensors) out.values.emplace_back(std::move(t));
+    return out;
+  }
+
+  // prim::If on a tensor's truth (aten::Bool of a proxy): fx::cond, each
+  // block traced as a branch (what it reads of the enclosing code is
+  // lifted to operands).
+  Values branch_on_tensor(const Step& s, const at::Tensor& pred,
+                          Frame* frame) {
+    auto branch = [&](size_t b) {
+      return [&, b](const std::vector<at::Tensor>&) {
+        return tensors_of(run_block(s.blocks.at(b), {}, frame).values,
+                          *s.node, "returns");
+      };
+    };
+    return values_of(fx::cond(pred, branch(0), branch(1), {}));
+  }
+
+  // prim::Loop whose condition is a tensor's truth: fx::while_loop, the
+  // condition carried as a bool tensor after the loop's values.
+  Values loop_on_tensor(const Step& s, const at::Tensor& pred, Frame* frame) {
+    const Node& n = *s.node;
+    const c10::IValue& trips = frame->values[s.inputs[0]];
+    if (!trips.isInt() || trips.toInt() != std::numeric_limits<int64_t>::max() ||
+        n.blocks()[0]->inputs()[0]->hasUses()) {
+      throw TraceError(absl::StrCat(
+          where(n), " on a tensor's value counts its iterations (a for "
+          "loop with a break on one): fx::while_loop takes a `while` loop "
+          "on a tensor's value only"));
+    }
+    auto truth = [](const c10::IValue& v) {
+      at::Tensor t = v.isTensor() ? v.toTensor()
+                                  : at::scalar_tensor(v.toBool(), at::kBool);
+      return t.to(at::kBool).reshape({});
+    };
+    std::vector<c10::IValue> initial;
+    for (size_t i = 2; i < s.inputs.size(); ++i) {
+      initial.push_back(frame->values[s.inputs[i]]);
+    }
+    std::vector<at::Tensor> carried =
+        tensors_of(initial, n, "carries");
+    carried.push_back(truth(pred));
+    std::vector<at::Tensor> out = fx::while_loop(
+        [](const std::vector<at::Tensor>& c) { return c.back(); },
+        [&](const std::vector<at::Tensor>& c) {
+          Values in;
+          in.values.emplace_back(int64_t{0});  // the unused iteration number
+          for (size_t i = 0; i + 1 < c.size(); ++i) in.values.emplace_back(c[i]);
+          Values result = run_block(s.blocks.at(0), std::move(in), frame);
+          c10::IValue go = result.values.at(0);
+          result.values.erase(result.values.begin());
+          std::vector<at::Tensor> next =
+              tensors_of(result.values, n, "carries");
+          next.push_back(truth(go));
+          return next;
+        },
+        std::move(carried));
+    out.pop_back();
+    return values_of(std::move(out));
+  }
+
   // The sizes input `i` of `s` holds, or nullptr.
   static const Argument* sizes_of(const Step& s, size_t i,
                                   const Frame& frame) {
@@ -378,6 +490,10 @@ class Interpreter {
       if (!frame->sizes.empty()) frame->sizes[s.outputs[0]] = std::move(sizes);
     };
     if (tracer_ != nullptr && size_step(s, frame)) return;
+    if (s.defers_truth && tracer_ != nullptr && is_proxy(in(0))) {
+      set(in(0));
+      return;
+    }
     switch (n.kind()) {
       case prim::Constant:
         set(s.constant);
@@ -403,11 +519,19 @@ class Interpreter {
         call_function(s, *s.callee, 1, frame);
         return;
       case prim::If: {
+        if (in(0).isTensor()) {
+          bind(s.outputs, branch_on_tensor(s, in(0).toTensor(), frame), frame);
+          return;
+        }
         const BlockPlan& taken = s.blocks.at(in(0).toBool() ? 0 : 1);
         bind(s.outputs, run_block(taken, {}, frame), frame);
         return;
       }
       case prim::Loop: {
+        if (in(1).isTensor()) {
+          bind(s.outputs, loop_on_tensor(s, in(1).toTensor(), frame), frame);
+          return;
+        }
         // A loop count computed from sizes is a constant of the trace.
         if (sizes_of(s, 0, *frame)) tracer_->specialize_sizes(where(n));
         const int64_t trips = in(0).toInt();
