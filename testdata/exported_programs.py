@@ -219,6 +219,21 @@ class Branch(torch.nn.Module):
         return torch.cond(x.sum() > 0, lambda a: a * 2, lambda a: a + 1, (x,))
 
 
+class Halving(torch.nn.Module):
+    """torch.while_loop: halves until small (a trip count set by the data),
+    counting the halvings; the buffer the body reads is lifted by export."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("factor", torch.tensor(0.5))
+
+    def forward(self, x):
+        return torch.while_loop(
+            lambda c, n: c.abs().max() > 1,
+            lambda c, n: (c * self.factor, n + 1),
+            (x, torch.zeros((), dtype=torch.int64)))
+
+
 BATCH = torch.export.Dim("batch", max=64)
 
 # Dynamic dimensions (export's dynamic_shapes) and the other shapes each
@@ -293,6 +308,7 @@ MODELS = {
     "mutates_input": (MutatesInput, (torch.randn(2, 3),)),
     "functional_mutates_input": (MutatesInput, (torch.randn(2, 3),)),
     "cond": (Branch, (torch.randn(3),)),
+    "while_loop": (Halving, (torch.randn(3) * 10,)),
 }
 
 # How each model is exported, beyond the defaults (strict=False).

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fx/io/internal/files.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/function.h"
 #include "fx/ir/graph.h"
 #include "fx/ir/meta.h"
@@ -674,6 +675,11 @@ class Loader {
     const std::string where = absl::StrCat("node '", name, "'");
     const std::string target = string(field(node, "target", where), where + ".target");
     if (add_sym_node(node, target, name, where)) return;
+    if (target == "torch.ops.higher_order.cond" ||
+        target == "torch.ops.higher_order.while_loop") {
+      add_control_flow(node, target, name, where);
+      return;
+    }
     const std::string qualified = operator_name(target, where);
     std::optional<Target> callee = find_op(qualified);
     if (!callee) {
@@ -755,6 +761,126 @@ class Loader {
       elements.push_back(*out);
     }
     define_elements(call, elements, where);
+  }
+
+  // torch.cond and torch.while_loop: our cond and while_loop, each body
+  // (as_graph) a subgraph read as the program's graph is, in names of its
+  // own. cond(pred, true_graph, false_graph, operands);
+  // while_loop(cond_graph, body_graph, carried, additional).
+  void add_control_flow(const Json& node, const std::string& target,
+                        const std::string& name, const std::string& where) {
+    const bool is_cond = target == "torch.ops.higher_order.cond";
+    const Json& inputs = array(field(node, "inputs", where), where + ".inputs");
+    if (inputs.size() != 4) {
+      fail(absl::StrCat(where, ": ", target, " with ", inputs.size(),
+                        " inputs (four expected)"));
+    }
+    std::vector<Argument> args;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".inputs[", i, "]");
+      const Json& arg = field(inputs[i], "arg", at);
+      const bool body = is_cond ? (i == 1 || i == 2) : i < 2;
+      auto [kind, v] = one_of(arg, at);
+      if (body != (kind == "as_graph")) {
+        fail(absl::StrCat(at, ": ", target, " takes ",
+                          body ? "a subgraph" : "no subgraph", " here, got ",
+                          kind));
+      }
+      if (body) {
+        args.emplace_back(add_body(*v, at));
+      } else if (!is_cond || i == 3) {
+        if (kind != "as_tensors") {
+          fail(absl::StrCat(at, ": ", target, "'s operands as ", kind,
+                            " (a list of tensors expected)"));
+        }
+        std::vector<Argument> tensors;
+        for (const Json& t : array(*v, at)) {
+          tensors.emplace_back(value(tensor_name(t, at), at));
+        }
+        args.push_back(Argument::list(std::move(tensors)));
+      } else {
+        args.push_back(argument(arg, at));
+      }
+    }
+    Node* call = graph_->create_node(
+        Opcode::kCallFunction,
+        Target(is_cond ? cond_function() : while_loop_function()),
+        std::move(args), {}, name);
+    std::vector<Json> elements;
+    for (const Json& o : array(field(node, "outputs", where), where + ".outputs")) {
+      auto [kind, out] = one_of(o, where + ".outputs");
+      if (kind == "as_tensor") {
+        elements.push_back(*out);
+      } else if (kind == "as_tensors") {
+        for (const Json& t : array(*out, where)) elements.push_back(t);
+      } else {
+        fail(absl::StrCat(where, ": an output of kind ", kind, " of ", target,
+                          " is not read yet"));
+      }
+    }
+    define_elements(call, elements, where);
+  }
+
+  // A body: its graph read into a subgraph of the graph being read, with
+  // names of its own; the get_attr reading it.
+  Node* add_body(const Json& as_graph, const std::string& where) {
+    const std::string body_name =
+        string(field(as_graph, "name", where), where + ".name");
+    const Json& graph = field(as_graph, "graph", where);
+    auto body = std::make_unique<Graph>();
+    struct Scope {
+      Loader& l;
+      Graph* graph;
+      const Json* tensor_values;
+      std::map<std::string, Node*> values;
+      std::map<std::string, Condition> conditions;
+      Scope(Loader& loader, Graph* body, const Json* body_values)
+          : l(loader), graph(loader.graph_), tensor_values(loader.tensor_values_) {
+        values.swap(l.values_);
+        conditions.swap(l.conditions_);
+        l.graph_ = body;
+        l.tensor_values_ = body_values;
+      }
+      ~Scope() {
+        l.graph_ = graph;
+        l.tensor_values_ = tensor_values;
+        values.swap(l.values_);
+        conditions.swap(l.conditions_);
+      }
+    };
+    {
+      Scope scope(*this, body.get(),
+                  &field(graph, "tensor_values", where + ".graph"));
+      const Json& inputs = array(field(graph, "inputs", where), where + ".inputs");
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const std::string at = absl::StrCat(where, ".inputs[", i, "]");
+        auto [kind, in] = one_of(inputs[i], at);
+        if (kind != "as_tensor") {
+          fail(absl::StrCat(at, ": a body input of kind ", kind,
+                            " is not read yet"));
+        }
+        const std::string input = tensor_name(*in, at);
+        define(input, graph_->placeholder(input), at);
+      }
+      for (const Json& n : array(field(graph, "nodes", where), where + ".nodes")) {
+        add_node(n);
+      }
+      std::vector<Argument> results;
+      const Json& outputs = array(field(graph, "outputs", where), where + ".outputs");
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const std::string at = absl::StrCat(where, ".outputs[", i, "]");
+        auto [kind, out] = one_of(outputs[i], at);
+        if (kind != "as_tensor") {
+          fail(absl::StrCat(at, ": a body output of kind ", kind,
+                            " is not read yet"));
+        }
+        results.emplace_back(value(tensor_name(*out, at), at));
+      }
+      graph_->output(Argument::tuple(std::move(results)));
+    }
+    const std::string sub = graph_->unique_subgraph_name(body_name);
+    graph_->add_subgraph(sub, std::move(body));
+    return graph_->create_node(Opcode::kGetAttr, Target(sub), {}, {}, sub);
   }
 
   // Size arithmetic: aten.sym_size.int and Python's operators on its

@@ -1,6 +1,7 @@
 #include "fx/pt2/exported_program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -381,11 +382,51 @@ TEST_CASE("a dynamic .pt2 program the reader cannot hold is refused by name") {
       Catch::Contains("is the range [10, 2]"));
 }
 
+TEST_CASE("torch.cond and torch.while_loop read as cond and while_loop "
+          "nodes with their bodies as subgraphs") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule cond = fx::load_exported_program(programs() + "/cond.pt2");
+  CHECK(cond->graph().subgraph("true_graph_0") != nullptr);
+  CHECK(cond->graph().subgraph("false_graph_0") != nullptr);
+  check_at_shape(cond, "cond_io", 1);
+  // Both branches: a * 2 where the sum is positive, a + 1 where it is not.
+  const at::Tensor x = torch::rand({3}) + 0.1;
+  CHECK(torch::equal(cond(x).toTensor(), x * 2));
+  CHECK(torch::equal(cond(-x).toTensor(), -x + 1));
+  CHECK(torch::equal(cond(torch::zeros({3})).toTensor(), torch::ones({3})));
+
+  // The buffer the loop body reads is an additional input (export lifts
+  // it); the trip count is the data's.
+  fx::GraphModule loop = fx::load_exported_program(programs() + "/while_loop.pt2");
+  CHECK(loop->graph().subgraphs().size() == 2);
+  check_at_shape(loop, "while_loop_io", 1);
+  for (float v : {0.5f, 1.0f, 3.0f, 1000.0f}) {
+    CAPTURE(v);
+    const c10::IValue out = loop(torch::full({3}, v));
+    const auto& items = out.toTupleRef().elements();
+    int64_t halvings = 0;
+    for (float w = v; w > 1; w *= 0.5f) ++halvings;
+    CHECK(items[1].toTensor().item<int64_t>() == halvings);
+    CHECK(torch::equal(items[0].toTensor(),
+                       torch::full({3}, v * std::pow(0.5f, halvings))));
+  }
+  // Saved and loaded with its bodies.
+  std::stringstream file;
+  fx::save(loop, file);
+  CHECK(fx::load(file)->graph().to_string() == loop->graph().to_string());
+}
+
 TEST_CASE("what the reader does not read yet is refused by name") {
-  // torch.cond: a higher-order operator (control flow).
+  // A higher-order operator other than cond and while_loop.
   CHECK_THROWS_WITH(
-      fx::load_exported_program(programs() + "/cond.pt2"),
-      Catch::Contains("torch.ops.higher_order.cond") &&
+      fx::load_exported_program(edited(
+          "scan", "models/model.json",
+          [](nlohmann::json& j) {
+            j["graph_module"]["graph"]["nodes"][2]["target"] =
+                "torch.ops.higher_order.scan";
+          },
+          "cond")),
+      Catch::Contains("torch.ops.higher_order.scan") &&
           Catch::Contains("control flow") && Catch::Contains("not read yet"));
   // A training step's joint graph: its loss as an output.
   CHECK_THROWS_WITH(
