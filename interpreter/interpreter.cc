@@ -1,9 +1,12 @@
 #include "interpreter/interpreter.h"
 
+#include <functional>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/runtime/internal/executor.h"
@@ -12,11 +15,13 @@ namespace fx {
 
 Interpreter::Interpreter(GraphModule module) : module_(std::move(module)) {
   // torch.fx's user_to_last_uses: walk backwards, the first user seen of a
-  // node is its last.
-  absl::flat_hash_set<const Node*> seen;
-  for (Node* n : module_->graph().nodes().reversed()) {
-    for (Node* input : n->all_input_nodes()) {
-      if (seen.insert(input).second) last_uses_[n].push_back(input);
+  // node is its last (in the graph and in each body of control flow).
+  for (const Graph* graph : module_->graph().all_graphs()) {
+    absl::flat_hash_set<const Node*> seen;
+    for (Node* n : graph->nodes().reversed()) {
+      for (Node* input : n->all_input_nodes()) {
+        if (seen.insert(input).second) last_uses_[n].push_back(input);
+      }
     }
   }
 }
@@ -24,13 +29,34 @@ Interpreter::Interpreter(GraphModule module) : module_(std::move(module)) {
 Interpreter::~Interpreter() = default;
 
 c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
-  const Graph& graph = module_->graph();
+  return run_graph(module_->graph(), std::move(inputs));
+}
+
+c10::IValue Interpreter::run_graph(const Graph& graph,
+                                   std::vector<c10::IValue> inputs) {
   if (inputs.size() != graph.placeholders().size()) {
     throw ExecutionError(absl::StrCat("Interpreter: the graph takes ",
                                       graph.placeholders().size(),
                                       " input(s) but ", inputs.size(),
                                       " were given"));
   }
+  // A body runs inside its node's call: the enclosing run's state waits.
+  struct Saved {
+    Interpreter& i;
+    absl::flat_hash_map<const Node*, c10::IValue> env;
+    std::vector<c10::IValue> inputs;
+    size_t next_input;
+    explicit Saved(Interpreter& interpreter)
+        : i(interpreter),
+          env(std::move(i.env_)),
+          inputs(std::move(i.inputs_)),
+          next_input(i.next_input_) {}
+    ~Saved() {
+      i.env_ = std::move(env);
+      i.inputs_ = std::move(inputs);
+      i.next_input_ = next_input;
+    }
+  } saved(*this);
   inputs_ = std::move(inputs);
   next_input_ = 0;
   env_.clear();
@@ -40,8 +66,6 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
     try {
       value = run_node(*n);
     } catch (...) {
-      env_.clear();
-      inputs_.clear();
       rethrow_for_node(*n);
     }
     if (n->op() == Opcode::kOutput) {
@@ -54,10 +78,30 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
       for (const Node* dead : it->second) env_.erase(dead);
     }
   }
-  env_.clear();
-  inputs_.clear();
   return result;
 }
+
+namespace {
+
+// A body of control flow run node by node by the Interpreter that read it
+// (and its overrides: ShapeProp records the body's nodes), while that run
+// lasts.
+class InterpretedBody : public Body {
+ public:
+  InterpretedBody(const Graph* graph,
+                  std::function<c10::IValue(const Graph&,
+                                            std::vector<c10::IValue>)> run)
+      : graph_(graph), run_(std::move(run)) {}
+  c10::IValue run(std::vector<c10::IValue> inputs) const override {
+    return run_(*graph_, std::move(inputs));
+  }
+
+ private:
+  const Graph* graph_;
+  std::function<c10::IValue(const Graph&, std::vector<c10::IValue>)> run_;
+};
+
+}  // namespace
 
 const c10::IValue& Interpreter::value_of(const Node& node) const {
   auto it = env_.find(&node);
@@ -132,10 +176,12 @@ c10::IValue Interpreter::placeholder(const Node& /*node*/,
 c10::IValue Interpreter::get_attr(const Node& node, const Target& target,
                                   std::vector<c10::IValue> /*args*/,
                                   IValueKwargs /*kwargs*/) {
-  // A body of control flow runs compiled, as torch.fx's Interpreter calls
-  // cond's branches as modules.
+  // A body of control flow runs node by node in this Interpreter.
   if (const Graph* body = node.graph().subgraph(target.str())) {
-    return module_->compile_body(*body);
+    return body_value(c10::make_intrusive<InterpretedBody>(
+        body, [this](const Graph& g, std::vector<c10::IValue> in) {
+          return run_graph(g, std::move(in));
+        }));
   }
   return module_->fetch_attribute(target.str());
 }

@@ -45,6 +45,8 @@ class Interpreter {
   virtual ~Interpreter();
 
   // Runs the graph on one value per placeholder and returns its output.
+  // The bodies of control flow (cond, while_loop) run node by node through
+  // run_node too, so an override sees their nodes.
   c10::IValue run(std::vector<c10::IValue> inputs);
 
   // Runs one node: fetches its arguments and calls the method of its
@@ -80,6 +82,10 @@ class Interpreter {
   c10::IValue materialize(const Argument& arg);
   // The value of a node computed so far in this run.
   const c10::IValue& value_of(const Node& node) const;
+  // Runs `graph` (the module's graph or a body in it) on one value per
+  // placeholder, inside the run in progress, whose values it leaves as
+  // they were.
+  c10::IValue run_graph(const Graph& graph, std::vector<c10::IValue> inputs);
 
   GraphModule module_;
   absl::flat_hash_map<const Node*, c10::IValue> env_;

@@ -1,11 +1,14 @@
 #include "interpreter/shape_prop.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros.h>
 
 #include "absl/strings/str_cat.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/runtime/buffer_snapshot.h"
 #include "fx/runtime/guards.h"
@@ -36,7 +39,8 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
   Recording recorded = std::move(recorded_);
   recorded_.clear();
   if (options_.symbolic) fit_symbolic(recorded, example);
-  for (Node* n : module_->graph().nodes()) {
+  for (const Graph* graph : module_->graph().all_graphs()) {
+  for (Node* n : graph->nodes()) {
     auto it = recorded.find(n);
     if (it == recorded.end()) continue;
     Recorded& r = it->second;
@@ -51,6 +55,7 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
         break;
       case Recorded::Kind::kNone: break;
     }
+  }
   }
   return result;
 }
@@ -127,7 +132,20 @@ void ShapeProp::fit_symbolic(Recording& example,
 }
 
 c10::IValue ShapeProp::run_node(const Node& node) {
+  // A cond's branch not taken runs too (on the same operands, buffers
+  // restored after), so that both bodies get metadata and are checked to
+  // agree; a branch that fails on what the other takes is left as it was.
+  std::optional<std::pair<bool, std::vector<c10::IValue>>> branch;
+  if (is_control_flow_call(node) &&
+      &node.target().function() == cond_function()) {
+    auto [args, kwargs] = fetch_args_kwargs_from_env(node);
+    if (args.size() == 4 && args[3].isList()) {
+      branch.emplace(truth_of(args[0], "cond's predicate"),
+                     args[3].toListRef().vec());
+    }
+  }
   c10::IValue value = Interpreter::run_node(node);
+  if (branch) check_other_branch(node, branch->first, branch->second, value);
   Recorded r;
   if (value.isTensor()) {
     r.kind = Recorded::Kind::kTensor;
@@ -148,6 +166,50 @@ c10::IValue ShapeProp::run_node(const Node& node) {
   }
   recorded_[&node] = std::move(r);
   return value;
+}
+
+void ShapeProp::check_other_branch(const Node& node, bool taken,
+                                   const std::vector<c10::IValue>& operands,
+                                   const c10::IValue& outputs) {
+  const std::vector<const Graph*> bodies = bodies_of(node);
+  const Graph& other = *bodies[taken ? 1 : 0];
+  c10::IValue others;
+  {
+    BufferSnapshot snapshot(*module_);
+    try {
+      others = run_graph(other, operands);
+    } catch (const c10::Error&) {
+      snapshot.restore();
+      return;
+    }
+    snapshot.restore();
+  }
+  auto items = [](const c10::IValue& v) {
+    return v.isTuple() ? v.toTupleRef().elements().vec()
+                       : std::vector<c10::IValue>{v};
+  };
+  const std::vector<c10::IValue> a = items(outputs);
+  const std::vector<c10::IValue> b = items(others);
+  auto describe = [](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined()
+               ? tensor_meta_of(v.toTensor()).to_string()
+               : std::string(v.tagKind());
+  };
+  const std::string names[2] = {bodies[0] == &other ? "the true branch"
+                                                     : "the false branch",
+                                bodies[0] == &other ? "the false branch"
+                                                    : "the true branch"};
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string mine = i < a.size() ? describe(a[i]) : "nothing";
+    const std::string its = i < b.size() ? describe(b[i]) : "nothing";
+    if (mine != its) {
+      throw ExecutionError(absl::StrCat(
+          "ShapeProp: %", node.name(), "'s output ", i, " is ", its, " from ",
+          names[0], " and ", mine, " from ", names[1],
+          " on these inputs: a cond's branches return tensors of the same "
+          "dtypes and sizes"));
+    }
+  }
 }
 
 void propagate_symbolic_shapes(GraphModule module, const std::string& who) {

@@ -22,7 +22,10 @@
 //   anything else (None, ints, a    neither: a kTensorMeta or
 //   tuple holding non-tensors)      kTensorMetaList left from before is
 //                                   erased, so no stale shape survives
-// The output node is recorded too, as torch.fx does.
+// The output node is recorded too, as torch.fx does. The bodies of control
+// flow are recorded as they run; a cond's branch not taken runs too, and
+// its outputs must have the dtypes and sizes of the branch taken
+// (fx::ExecutionError naming the node and output otherwise).
 //
 // A graph with dynamic dimensions (TraceOptions::dynamic) is also run at two
 // other sizes of its symbols (on zeros, its buffers restored after), and
@@ -82,6 +85,13 @@ class ShapeProp : public Interpreter {
   // sizes of the dynamic dimensions; leaves it as it is when the inputs do
   // not bind them or a run fails.
   void fit_symbolic(Recording& example, const std::vector<c10::IValue>& inputs);
+
+  // Runs the branch of cond `node` not taken on its operands and throws
+  // fx::ExecutionError if its outputs differ from `outputs` in dtype or
+  // sizes.
+  void check_other_branch(const Node& node, bool taken,
+                          const std::vector<c10::IValue>& operands,
+                          const c10::IValue& outputs);
 
   ShapePropOptions options_;
   Recording recorded_;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/enum_tag.h>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
@@ -567,6 +569,34 @@ std::string operator_name(const c10::FunctionSchema& schema) {
 
 // The cost of `node`; when it is not modelled, what to call it in
 // CostReport::unmodelled_ops goes to *unmodelled_name.
+// A cond costs what its costlier branch costs (by multiply-accumulates,
+// then flops, then bytes); a while_loop, whose trip count only the run
+// knows, is not modelled.
+template <typename GiveUp>
+NodeCost control_flow_cost(const Node& node, const GiveUp& give_up) {
+  if (&node.target().function() == while_loop_function()) {
+    return give_up("while_loop (its trip count is known only at run time)");
+  }
+  std::optional<NodeCost> costlier;
+  for (const Graph* body : bodies_of(node)) {
+    const CostReport branch = estimate_cost(*body);
+    if (!branch.total.modelled) {
+      return give_up(absl::StrCat(
+          "cond (a branch runs ",
+          branch.unmodelled_ops.empty() ? "what is not modelled"
+                                        : branch.unmodelled_ops.front(),
+          ")"));
+    }
+    const NodeCost& c = branch.total;
+    if (!costlier ||
+        std::make_tuple(c.macs, c.flops, c.bytes()) >
+            std::make_tuple(costlier->macs, costlier->flops, costlier->bytes())) {
+      costlier = c;
+    }
+  }
+  return costlier.value_or(NodeCost{});
+}
+
 NodeCost estimate(const Node& node, std::string* unmodelled_name) {
   auto give_up = [&](std::string what) {
     if (unmodelled_name != nullptr) *unmodelled_name = std::move(what);
@@ -586,6 +616,7 @@ NodeCost estimate(const Node& node, std::string* unmodelled_name) {
         if (&node.target().function() == getitem() || is_sym_call(node)) {
           return NodeCost{};
         }
+        if (is_control_flow_call(node)) return control_flow_cost(node, give_up);
         return give_up(node.target().function().name());
       }
       op = node.target().op();

@@ -10,6 +10,7 @@
 #include "interpreter/interpreter.h"
 #include "interpreter/shape_prop.h"
 #include "interpreter/transformer.h"
+#include "passes/cost_model.h"
 #include "passes/fold_constants.h"
 #include "passes/pass_manager.h"
 #include "third_party/catch.h"
@@ -168,8 +169,7 @@ TEST_CASE("a graph with control flow prints, parses back, saves and loads") {
   at::Tensor input = torch::tensor({-2.0f, 1.0f});
   CHECK(torch::equal(loaded(input).toTensor(), model(input)));
 
-  // The Interpreter runs the bodies compiled, as torch.fx's calls cond's
-  // branches as modules.
+  // The Interpreter runs the bodies node by node.
   fx::Interpreter interpreter(gm);
   CHECK(torch::equal(interpreter.run({input}).toTensor(), model(input)));
 }
@@ -314,6 +314,61 @@ TEST_CASE("layers without control flow yet refuse it by name") {
   const auto* metas = cond->meta().get(fx::kTensorMetaList);
   REQUIRE(metas != nullptr);
   CHECK((*metas)[0].sizes == std::vector<int64_t>{5, 4});
+  // Into both bodies, the branch not taken too.
+  for (const char* body : {"true_graph_0", "false_graph_0"}) {
+    const fx::Node* out = gm->graph().subgraph(body)->output_node();
+    const fx::TensorMeta* m =
+        out->args()[0].elements()[0].to_node()->meta().get(fx::kTensorMeta);
+    REQUIRE(m != nullptr);
+    CHECK(m->sizes == std::vector<int64_t>{5, 4});
+  }
+}
+
+TEST_CASE("the cost model prices a cond by its costlier branch") {
+  Branches model;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::ones({5, 4}));
+  Node* cond = gm->graph().find_nodes(Opcode::kCallFunction,
+                                      fx::Target(fx::cond_function()))[0];
+  const fx::NodeCost cost = fx::estimate_node_cost(*cond);
+  CHECK(cost.modelled);
+  CHECK(cost.macs == 5 * 4 * 4);  // the Linear's, not the negation's
+  CHECK(cost.macs == fx::estimate_cost(*gm->graph().subgraph("true_graph_0"))
+                         .total.macs);
+  Halving halving;
+  fx::GraphModule loop = fx::symbolic_trace(halving, torch::ones({2}));
+  const fx::CostReport report = fx::estimate_cost(loop->graph());
+  CHECK_FALSE(report.total.modelled);
+  CHECK(report.unmodelled_ops ==
+        std::vector<std::string>{
+            "while_loop (its trip count is known only at run time)"});
+}
+
+TEST_CASE("ShapeProp refuses branches that disagree, naming the output") {
+  std::unique_ptr<fx::Graph> g = fx::parse_graph(R"(graph():
+    %p : [#users=1] = placeholder[target=p]
+    %x : [#users=1] = placeholder[target=x]
+    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
+    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
+    %cond : [#users=1] = call_function[target=cond](args = (%p, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
+    return getitem
+
+true_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    %sum : [#users=1] = call_function[target=aten::sum.dim_IntList](args = (%x, [0]), kwargs = {})
+    return (sum,)
+
+false_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    return (x,))");
+  fx::GraphModule gm(std::move(g), fx::Attributes{});
+  // The graph runs (the branch taken decides), ShapeProp refuses.
+  CHECK(gm(torch::tensor(true), torch::ones({2, 3})).toTensor().sizes() ==
+        at::IntArrayRef{3});
+  CHECK_THROWS_WITH(
+      fx::ShapeProp(gm).propagate({torch::tensor(true), torch::ones({2, 3})}),
+      Catch::Contains("%cond's output 0 is f32[2, 3] from the false branch "
+                      "and f32[3] from the true branch"));
 }
 
 }  // namespace
