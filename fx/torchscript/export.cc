@@ -330,6 +330,8 @@ class Exporter {
         return;
       }
       case Opcode::kGetAttr: {
+        // A body of control flow: emitted by its cond or while_loop.
+        if (Graph::reads_subgraph(n)) return;
         JitValue* v = self_;
         for (absl::string_view part :
              absl::StrSplit(n.target().str(), '.')) {
@@ -376,6 +378,10 @@ class Exporter {
     if (n.op() == Opcode::kCallFunction && n.target().is_operator() &&
         n.target().op().schema().name() == "fx_guard::check_length") {
       check_length(n);
+      return;
+    }
+    if (is_control_flow_call(n)) {
+      values_[&n] = control_flow(n);
       return;
     }
     if (is_sym_call(n)) {
@@ -426,6 +432,128 @@ class Exporter {
     }
   }
 
+  // The nodes of `body` at the insert point, its placeholders standing for
+  // `inputs`; returns its outputs.
+  std::vector<JitValue*> inline_body(const Node& user, const Graph& body,
+                                     const std::vector<JitValue*>& inputs) {
+    const std::vector<Node*> placeholders = body.placeholders();
+    if (placeholders.size() != inputs.size()) {
+      fail(user, absl::StrCat("a body takes ", placeholders.size(),
+                              " inputs and is given ", inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      values_[placeholders[i]] = inputs[i];
+    }
+    std::vector<JitValue*> outputs;
+    for (const Node* b : body.nodes()) {
+      if (b->op() == Opcode::kPlaceholder) continue;
+      if (b->op() == Opcode::kOutput) {
+        const Argument& out = b->args().at(0);
+        if (out.is_sequence()) {
+          for (const Argument& e : out.elements()) {
+            outputs.push_back(value(*b, e));
+          }
+        } else {
+          outputs.push_back(value(*b, out));
+        }
+        continue;
+      }
+      node(*b);
+    }
+    return outputs;
+  }
+
+  std::vector<JitValue*> values_of(const Node& n, const Argument& list) {
+    std::vector<JitValue*> out;
+    for (const Argument& e : list.elements()) out.push_back(value(n, e));
+    return out;
+  }
+
+  JitValue* truth(JitValue* v) {
+    return v->type()->kind() == c10::TypeKind::BoolType
+               ? v
+               : graph_->insert(c10::aten::Bool, {v});
+  }
+
+  // cond as prim::If with a block per branch; while_loop as prim::Loop
+  // (`while cond(carried): carried = body(carried)`), each carried value
+  // checked to keep its dtype and sizes, as fx's while_loop checks. The
+  // node's value is a tuple of the outputs, as the GraphModule's.
+  JitValue* control_flow(const Node& n) {
+    const std::vector<const Graph*> bodies = bodies_of(n);
+    std::vector<JitValue*> outputs;
+    if (&n.target().function() == cond_function()) {
+      JitValue* pred = truth(value(n, n.args().at(0)));
+      const std::vector<JitValue*> operands = values_of(n, n.args().at(3));
+      torch::jit::Node* branch =
+          graph_->insertNode(graph_->create(c10::prim::If, {pred}, 0));
+      size_t count = 0;
+      for (const Graph* body : bodies) {
+        torch::jit::Block* block = branch->addBlock();
+        torch::jit::WithInsertPoint in_block(block);
+        const std::vector<JitValue*> out = inline_body(n, *body, operands);
+        count = out.size();
+        for (JitValue* v : out) block->registerOutput(v);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        outputs.push_back(branch->addOutput()->setType(c10::TensorType::get()));
+      }
+    } else {
+      const std::vector<JitValue*> carried = values_of(n, n.args().at(2));
+      const std::vector<JitValue*> additional = values_of(n, n.args().at(3));
+      auto with_additional = [&](std::vector<JitValue*> values) {
+        values.insert(values.end(), additional.begin(), additional.end());
+        return values;
+      };
+      JitValue* first = truth(
+          inline_body(n, *bodies[0], with_additional(carried)).at(0));
+      std::vector<JitValue*> loop_inputs = {
+          graph_->insertConstant(std::numeric_limits<int64_t>::max()), first};
+      loop_inputs.insert(loop_inputs.end(), carried.begin(), carried.end());
+      torch::jit::Node* loop =
+          graph_->insertNode(graph_->create(c10::prim::Loop, loop_inputs, 0));
+      torch::jit::Block* block = loop->addBlock();
+      block->addInput()->setType(c10::IntType::get());
+      std::vector<JitValue*> current;
+      for (JitValue* v : carried) {
+        current.push_back(block->addInput()->setType(v->type()));
+      }
+      {
+        torch::jit::WithInsertPoint in_block(block);
+        const std::vector<JitValue*> next =
+            inline_body(n, *bodies[1], with_additional(current));
+        for (size_t i = 0; i < next.size() && i < current.size(); ++i) {
+          JitValue* same = graph_->insert(
+              c10::aten::__and__,
+              {graph_->insert(c10::aten::eq,
+                              {graph_->insert(c10::prim::dtype, {next[i]}),
+                               graph_->insert(c10::prim::dtype, {current[i]})}),
+               graph_->insert(c10::aten::eq,
+                              {graph_->insert(c10::aten::size, {next[i]}),
+                               graph_->insert(c10::aten::size, {current[i]})})});
+          torch::jit::Node* check = graph_->insertNode(graph_->create(
+              c10::prim::If, {graph_->insert(c10::aten::__not__, {same})}, 0));
+          torch::jit::WithInsertPoint in_then(check->addBlock());
+          check->addBlock();
+          graph_->insert(
+              c10::prim::RaiseException,
+              {graph_->insertConstant(absl::StrCat(
+                  "while_loop %", n.name(), ": an iteration changed carried "
+                  "value ", i, " in dtype or sizes; a loop's carried values "
+                  "keep their dtypes and sizes, as torch.while_loop's do"))});
+        }
+        JitValue* again =
+            truth(inline_body(n, *bodies[0], with_additional(next)).at(0));
+        block->registerOutput(again);
+        for (JitValue* v : next) block->registerOutput(v);
+      }
+      for (JitValue* v : carried) {
+        outputs.push_back(loop->addOutput()->setType(v->type()));
+      }
+    }
+    return graph_->insertNode(graph_->createTuple(outputs))->output();
+  }
+
   const GraphModuleImpl& gm_;
   std::shared_ptr<torch::jit::CompilationUnit> cu_;
   torch::jit::Module root_;
@@ -440,7 +568,6 @@ class Exporter {
 }  // namespace
 
 torch::jit::Module to_torchscript(const GraphModuleImpl& gm) {
-  refuse_control_flow(gm.graph(), "to_torchscript");
   return Exporter(gm).run();
 }
 

@@ -178,6 +178,12 @@ TEST_CASE("TorchScript branches and loops on tensor values import as cond "
   fx::GraphModule loaded = fx::load(file);
   at::Tensor x = torch::full({2, 4}, -7.0);
   CHECK(torch::equal(loaded(x).toTensor(), script.forward({x}).toTensor()));
+  // And back to TorchScript: prim::If and prim::Loop again.
+  torch::jit::Module back = fx::to_torchscript(gm);
+  for (const at::Tensor& input : {x, torch::rand({3, 4}) * 9}) {
+    CHECK(torch::equal(back.forward({input}).toTensor(),
+                       script.forward({input}).toTensor()));
+  }
 }
 
 TEST_CASE("vararg operators get their input count: f-string asserts, a scripted ViT") {

@@ -299,7 +299,6 @@ TEST_CASE("layers without control flow yet refuse it by name") {
                            "the graph holds %cond (cond)");
   };
   CHECK_THROWS_WITH(gm->code(), refused("the C++ code generator"));
-  CHECK_THROWS_WITH(fx::to_torchscript(gm), refused("to_torchscript"));
   CHECK_THROWS_WITH(fx::PassManager().add("fuse_conv_bn").run(gm),
                     refused("pass fuse_conv_bn"));
   CHECK_THROWS_WITH(fx::fold_constants(*gm), refused("fold_constants"));
@@ -322,6 +321,67 @@ TEST_CASE("layers without control flow yet refuse it by name") {
     REQUIRE(m != nullptr);
     CHECK(m->sizes == std::vector<int64_t>{5, 4});
   }
+}
+
+TEST_CASE("control flow exports to TorchScript as prim::If and prim::Loop") {
+  torch::manual_seed(0);
+  Branches branches;
+  Halving halving;
+  Nested nested;
+  torch::NoGradGuard no_grad;
+  struct Case {
+    std::function<at::Tensor(const at::Tensor&)> eager;
+    fx::GraphModule gm;
+    std::vector<at::Tensor> inputs;
+  };
+  std::vector<Case> cases = {
+      {[&](const at::Tensor& t) { return branches(t); },
+       fx::symbolic_trace(branches, torch::ones({2, 4})),
+       {torch::rand({2, 4}) + 0.1, -torch::rand({2, 4}) - 0.1,
+        torch::zeros({2, 4})}},
+      {[&](const at::Tensor& t) { return halving(t); },
+       fx::symbolic_trace(halving, torch::ones({2, 2})),
+       {torch::full({2, 2}, 0.5), torch::full({2, 2}, 700.0)}},
+      {[&](const at::Tensor& t) { return nested(t); },
+       fx::symbolic_trace(nested, torch::tensor({0.5f, -0.25f})),
+       {torch::tensor({0.5f, -0.25f}), torch::tensor({-2.0f, 1.0f})}},
+  };
+  for (Case& c : cases) {
+    torch::jit::Module script = fx::to_torchscript(c.gm);
+    const std::string code = script.get_method("forward").graph()->toString();
+    CHECK((code.find("prim::If") != std::string::npos ||
+           code.find("prim::Loop") != std::string::npos));
+    for (const at::Tensor& x : c.inputs) {
+      CHECK(torch::equal(script.forward({x}).toTensor(), c.eager(x)));
+    }
+  }
+  // The check each iteration makes, in TorchScript too.
+  std::unique_ptr<fx::Graph> g = fx::parse_graph(R"(graph():
+    %x : [#users=1] = placeholder[target=x]
+    %c : [#users=1] = get_attr[target=c]
+    %b : [#users=1] = get_attr[target=b]
+    %while_loop : [#users=1] = call_function[target=while_loop](args = (%c, %b, [%x], []), kwargs = {})
+    %getitem : [#users=1] = call_function[target=getitem](args = (%while_loop, 0), kwargs = {})
+    return getitem
+
+b = graph():
+    %x : [#users=2] = placeholder[target=x]
+    %cat : [#users=1] = call_function[target=aten::cat](args = ([%x, %x],), kwargs = {})
+    return (cat,)
+
+c = graph():
+    %x : [#users=1] = placeholder[target=x]
+    %sum : [#users=1] = call_function[target=aten::sum](args = (%x,), kwargs = {})
+    %lt : [#users=1] = call_function[target=aten::lt.Scalar](args = (%sum, 10), kwargs = {})
+    return (lt,))");
+  fx::GraphModule growing(std::move(g), fx::Attributes{});
+  CHECK_THROWS_WITH(growing(torch::ones({2})),
+                    Catch::Contains("carried value 0 Float[4] from Float[2]"));
+  torch::jit::Module script = fx::to_torchscript(growing);
+  CHECK_THROWS_WITH(script.forward({torch::ones({2})}),
+                    Catch::Contains("an iteration changed carried value 0"));
+  CHECK(torch::equal(script.forward({torch::full({2}, 6.0)}).toTensor(),
+                     torch::full({2}, 6.0)));
 }
 
 TEST_CASE("the cost model prices a cond by its costlier branch") {
