@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
@@ -1008,6 +1009,7 @@ std::string member_base_name(const std::string& path) {
 }
 
 Forward emit_forward(const Graph& graph, const CodegenOptions& options) {
+  refuse_control_flow(graph, "the C++ code generator");
   return Emitter(graph, options).emit();
 }
 
