@@ -881,14 +881,34 @@ void split(OnnxBuilder& b) {
   b.set_outputs(outputs);
 }
 
+// sum.dim_IntList over its dims; sum (no dim) over every dim.
 void reduce_sum(OnnxBuilder& b) {
   CallArguments args(b.node());
-  if (!args["dtype"].is_none()) refuse(b, "sum with a dtype does not map yet");
+  if (args.has("dtype") && !args["dtype"].is_none()) {
+    refuse(b, "sum with a dtype does not map yet");
+  }
   const int64_t rank = rank_of(b, args["self"]);
   std::vector<int64_t> axes;
-  for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
+  bool keepdim = false;
+  if (args.has("dim") && !args["dim"].is_none()) {
+    for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
+    keepdim = args["keepdim"].to_bool();
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
   set_int(b.add("ReduceSum", {b.value(args["self"]), b.int64s(axes)}, b.output()),
-          "keepdims", args["keepdim"].to_bool() ? 1 : 0);
+          "keepdims", keepdim ? 1 : 0);
+}
+
+// max() / min() of every element (a 0-dimensional result).
+void reduce_all(const char* op_type, OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const int64_t rank = rank_of(b, args["self"]);
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  onnx::NodeProto& n = b.add(op_type, {b.value(args["self"])}, b.output());
+  if (!axes.empty()) set_ints(n, "axes", axes);
+  set_int(n, "keepdims", 0);
 }
 
 // aten::lstm.input and aten::gru.input as ONNX LSTM / GRU, one per layer
@@ -1292,6 +1312,9 @@ void add_operator_mappings(onnx_ops::Mappings* m) {
     (*m)[name] = split;
   }
   (*m)["aten::sum.dim_IntList"] = reduce_sum;
+  (*m)["aten::sum"] = reduce_sum;
+  (*m)["aten::max"] = [](OnnxBuilder& b) { reduce_all("ReduceMax", b); };
+  (*m)["aten::min"] = [](OnnxBuilder& b) { reduce_all("ReduceMin", b); };
   (*m)["aten::relu"] = unary("Relu");
   (*m)["aten::sigmoid"] = unary("Sigmoid");
   (*m)["aten::tanh"] = unary("Tanh");

@@ -101,8 +101,8 @@ void set_value_info(onnx::ValueInfoProto* info, const std::string& name,
   info->set_name(name);
   auto* tensor = info->mutable_type()->mutable_tensor_type();
   tensor->set_elem_type(element_type(meta.dtype));
+  if (!with_shape) return;  // (an empty shape would say rank 0)
   auto* shape = tensor->mutable_shape();
-  if (!with_shape) return;
   for (int64_t size : meta.sizes) shape->add_dim()->set_dim_value(size);
 }
 
@@ -141,6 +141,7 @@ class Exporter : public OnnxBuilder {
     opset->set_domain("");
     opset->set_version(options_.opset);
     graph_ = model.mutable_graph();
+    main_ = graph_;
     graph_->set_name("fx_graph");
     for (const Node* n : module_.graph().nodes()) {
       taken_.insert(n->name());
@@ -450,8 +451,10 @@ class Exporter : public OnnxBuilder {
     const size_t key = absl::HashOf(proto.data_type(), proto.raw_data(),
                                     std::vector<int64_t>(proto.dims().begin(),
                                                          proto.dims().end()));
+    // In the main graph, which every body of control flow sees.
+    onnx::GraphProto* graph = main_;
     for (int index : by_contents_[key]) {
-      const onnx::TensorProto& other = graph_->initializer(index);
+      const onnx::TensorProto& other = graph->initializer(index);
       if (other.data_type() == proto.data_type() &&
           std::equal(other.dims().begin(), other.dims().end(),
                      proto.dims().begin(), proto.dims().end()) &&
@@ -461,9 +464,9 @@ class Exporter : public OnnxBuilder {
     }
     proto.set_name(taken_.contains(base) ? fresh(base) : base);
     taken_.insert(proto.name());
-    by_contents_[key].push_back(graph_->initializer_size());
-    *graph_->add_initializer() = std::move(proto);
-    return graph_->initializer(graph_->initializer_size() - 1).name();
+    by_contents_[key].push_back(graph->initializer_size());
+    *graph->add_initializer() = std::move(proto);
+    return graph->initializer(graph->initializer_size() - 1).name();
   }
 
   void export_call(const Node& n) {
@@ -500,6 +503,10 @@ class Exporter : public OnnxBuilder {
     }
     if (is_sym_call(n)) {
       export_size(n);
+      return;
+    }
+    if (is_control_flow_call(n)) {
+      export_control_flow(n);
       return;
     }
     if (target == "fx_guard::check_length") {
@@ -544,7 +551,8 @@ class Exporter : public OnnxBuilder {
               : "",
           ": register one with fx::register_onnx_mapping"));
     }
-    output_ = n.name();
+    // A body's node gets a name no other graph of the model has.
+    output_ = &n.graph() == &module_.graph() ? n.name() : fresh(n.name());
     elements_.clear();
     output_qparams_.reset();
     // An operator that runs on quantized tensors as they come (pooling,
@@ -605,6 +613,180 @@ class Exporter : public OnnxBuilder {
                                     describe(n)));
     }
     names_[&n] = output_;
+  }
+
+  // --- Control flow ---------------------------------------------------------
+
+  // The nodes of `body` into the graph being written, its placeholders
+  // standing for `inputs` (names of values the body sees: ONNX's outer
+  // scope, or the Loop body's own inputs); returns its outputs' names.
+  std::vector<std::string> export_body(const Graph& body,
+                                       const std::vector<std::string>& inputs) {
+    const std::vector<Node*> placeholders = body.placeholders();
+    if (placeholders.size() != inputs.size()) {
+      throw GraphError(absl::StrCat("to_onnx: ", describe(*node_),
+                                    ": a body takes ", placeholders.size(),
+                                    " inputs and is given ", inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) names_[placeholders[i]] = inputs[i];
+    const Node& caller = *node_;
+    std::vector<std::string> outputs;
+    for (const Node* b : body.nodes()) {
+      if (b->op() == Opcode::kPlaceholder) continue;
+      if (b->op() == Opcode::kOutput) {
+        node_ = b;
+        const Argument& out = b->args().at(0);
+        for (const Argument& e :
+             out.is_sequence() ? out.elements() : std::vector<Argument>{out}) {
+          outputs.push_back(value(e, 0));
+        }
+        continue;
+      }
+      export_node(*b);
+    }
+    node_ = &caller;
+    return outputs;
+  }
+
+  // Ends a body's GraphProto: each output an Identity of `values` (ORT
+  // wants a subgraph's outputs made in it), typed by `like`'s metadata (its
+  // shape too, where no dimension of the graph varies: a loop's carried
+  // values keep theirs, a cond's branches agree).
+  void end_body(onnx::GraphProto* body, const std::vector<std::string>& values,
+                const std::vector<TensorMeta>& like) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const std::string name = fresh(absl::StrCat(body->name(), "_out", i));
+      add("Identity", std::vector<std::string>{values[i]}, name);
+      set_value_info(body->add_output(), name, like.at(i), varying_.empty());
+    }
+  }
+
+  // A one-element tensor's truth as ONNX's bool condition.
+  std::string condition(const std::string& value) {
+    const std::string out = fresh(node_->name() + "_condition");
+    add("Cast", std::vector<std::string>{value}, out)
+        .add_attribute()
+        ->CopyFrom(int_attribute("to", onnx::TensorProto::BOOL));
+    return out;
+  }
+
+  static onnx::AttributeProto int_attribute(const std::string& name, int64_t v) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(v);
+    return a;
+  }
+
+  static TensorMeta scalar_meta(c10::ScalarType dtype) {
+    TensorMeta meta;
+    meta.dtype = dtype;
+    return meta;
+  }
+
+  // The node's outputs' metadata: its own, or its getitems' (a .pt2
+  // program's).
+  static std::vector<TensorMeta> metas_of(const Node& n) {
+    if (const auto* list = n.meta().get(kTensorMetaList)) return *list;
+    std::vector<std::optional<TensorMeta>> found;
+    for (const Node* user : n.users()) {
+      if (!user->target().is_function() || &user->target().function() != getitem() ||
+          user->args().size() != 2 || !user->args()[1].is_int() ||
+          user->tensor_meta() == nullptr) {
+        continue;
+      }
+      const int64_t i = user->args()[1].to_int();
+      if (i < 0 || i > 4096) continue;
+      if (found.size() <= static_cast<size_t>(i)) found.resize(i + 1);
+      found[i] = *user->tensor_meta();
+    }
+    std::vector<TensorMeta> out;
+    for (const auto& m : found) {
+      if (!m) {
+        throw GraphError(absl::StrCat(
+            "to_onnx: ", describe(n), " has no tensor metadata for its "
+            "outputs (run fx::ShapeProp first)"));
+      }
+      out.push_back(*m);
+    }
+    return out;
+  }
+
+  // cond as If (a subgraph per branch, reading the operands from the outer
+  // scope); while_loop as Loop, its condition computed before the loop and
+  // again at the end of each iteration. ONNX asserts nothing: that a loop
+  // keeps its carried values' sizes is the graph's check, not the file's.
+  void export_control_flow(const Node& n) {
+    const std::vector<const Graph*> bodies = bodies_of(n);
+    const std::vector<TensorMeta> metas = metas_of(n);
+    auto values_of = [&](const Argument& list) {
+      std::vector<std::string> out;
+      for (const Argument& e : list.elements()) out.push_back(value(e, 0));
+      return out;
+    };
+    onnx::GraphProto* outer = graph_;
+    std::vector<std::string> outputs;
+    for (size_t i = 0; i < metas.size(); ++i) {
+      outputs.push_back(fresh(absl::StrCat(n.name(), "_", i)));
+    }
+    if (&n.target().function() == cond_function()) {
+      const std::string pred = condition(value(n.args().at(0), 0));
+      const std::vector<std::string> operands = values_of(n.args().at(3));
+      onnx::GraphProto branches[2];
+      for (int b = 0; b < 2; ++b) {
+        branches[b].set_name(fresh(absl::StrCat(n.name(), b == 0 ? "_then" : "_else")));
+        graph_ = &branches[b];
+        end_body(graph_, export_body(*bodies[b], operands), metas);
+        graph_ = outer;
+      }
+      onnx::NodeProto& node = add("If", std::vector<std::string>{pred}, outputs);
+      for (int b = 0; b < 2; ++b) {
+        onnx::AttributeProto* a = node.add_attribute();
+        a->set_name(b == 0 ? "then_branch" : "else_branch");
+        a->set_type(onnx::AttributeProto::GRAPH);
+        *a->mutable_g() = std::move(branches[b]);
+      }
+    } else {
+      const std::vector<std::string> carried = values_of(n.args().at(2));
+      const std::vector<std::string> additional = values_of(n.args().at(3));
+      auto with_additional = [&](std::vector<std::string> values) {
+        values.insert(values.end(), additional.begin(), additional.end());
+        return values;
+      };
+      const std::string first =
+          condition(export_body(*bodies[0], with_additional(carried)).at(0));
+      onnx::GraphProto body;
+      body.set_name(fresh(n.name() + "_body"));
+      graph_ = &body;
+      const std::string iteration = fresh(n.name() + "_iteration");
+      set_value_info(body.add_input(), iteration, scalar_meta(c10::ScalarType::Long));
+      const std::string keep_going = fresh(n.name() + "_keep_going");
+      set_value_info(body.add_input(), keep_going, scalar_meta(c10::ScalarType::Bool));
+      std::vector<std::string> current;
+      for (size_t i = 0; i < carried.size(); ++i) {
+        current.push_back(fresh(absl::StrCat(n.name(), "_carried", i)));
+        set_value_info(body.add_input(), current.back(), metas.at(i),
+                       varying_.empty());
+      }
+      const std::vector<std::string> next =
+          export_body(*bodies[1], with_additional(current));
+      const std::string again =
+          condition(export_body(*bodies[0], with_additional(next)).at(0));
+      std::vector<std::string> body_outputs = {again};
+      body_outputs.insert(body_outputs.end(), next.begin(), next.end());
+      std::vector<TensorMeta> body_metas = {scalar_meta(c10::ScalarType::Bool)};
+      body_metas.insert(body_metas.end(), metas.begin(), metas.end());
+      end_body(graph_, body_outputs, body_metas);
+      graph_ = outer;
+      std::vector<std::string> inputs = {"", first};
+      inputs.insert(inputs.end(), carried.begin(), carried.end());
+      onnx::NodeProto& node = add("Loop", inputs, outputs);
+      onnx::AttributeProto* a = node.add_attribute();
+      a->set_name("body");
+      a->set_type(onnx::AttributeProto::GRAPH);
+      *a->mutable_g() = std::move(body);
+    }
+    sequences_[&n] = outputs;
   }
 
   // A size the graph computes (dynamic dimensions), as an int64 scalar:
@@ -770,8 +952,12 @@ class Exporter : public OnnxBuilder {
         const auto& type = inferred.graph().output(i).type().tensor_type();
         const auto& [name, expected] = outputs_[i];
         // With dynamic dimensions, ONNX 1.12's inference loses a shape past
-        // a Slice to a computed bound: the output keeps the one written.
-        if (!varying_.empty() && !type.has_shape()) continue;
+        // a Slice to a computed bound, and past a Loop (whose carried
+        // values may change shape in ONNX): the output keeps the one
+        // written.
+        const bool loses_shapes =
+            !varying_.empty() || module_.graph().has_subgraphs();
+        if (loses_shapes && !type.has_shape()) continue;
         std::vector<int64_t> dims;
         bool known = type.has_shape() &&
                      type.shape().dim_size() == static_cast<int>(expected.size());
@@ -781,7 +967,7 @@ class Exporter : public OnnxBuilder {
             // A dimension that varies must not come out as a constant.
             known = !d.has_dim_value();
             dims.push_back(-1);
-          } else if (!varying_.empty() && !d.has_dim_value()) {
+          } else if (loses_shapes && !d.has_dim_value()) {
             // A fixed size inference could not follow through a shape the
             // model computes (a reshape to [B, -1]): unknown, not wrong.
             dims.push_back(expected[k]);
@@ -818,7 +1004,8 @@ class Exporter : public OnnxBuilder {
 
   const GraphModuleImpl& module_;
   const OnnxOptions& options_;
-  onnx::GraphProto* graph_ = nullptr;
+  onnx::GraphProto* graph_ = nullptr;  // where nodes go: main_ or a body's
+  onnx::GraphProto* main_ = nullptr;
   const Node* node_ = nullptr;
   std::string output_;
   absl::flat_hash_map<const Node*, std::string> names_;
@@ -875,14 +1062,23 @@ std::vector<PassStep> export_steps(bool attention, bool fixed_sizes,
 
 PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
                                   const OnnxOptions& options) {
-  refuse_control_flow(module.graph(), "the ONNX export");
   const DecompositionTable& fused = fused_attention_decompositions();
   bool attention = false;
   bool sizes = false;
-  for (const Node* n : module.graph().nodes()) {
-    attention = attention || (n->op() == Opcode::kCallFunction &&
-                              fused.find(n->target()) != nullptr);
-    sizes = sizes || is_sym_call(*n);
+  for (const Graph* g : module.graph().all_graphs()) {
+    for (const Node* n : g->nodes()) {
+      attention = attention || (n->op() == Opcode::kCallFunction &&
+                                fused.find(n->target()) != nullptr);
+      sizes = sizes || is_sym_call(*n);
+    }
+  }
+  if (module.graph().has_subgraphs()) {
+    // The passes run before writing do not go into bodies yet: a graph
+    // with control flow is written as it is, unfolded.
+    if (attention) {
+      refuse_control_flow(module.graph(), "the ONNX export of fused attention");
+    }
+    return {"to_onnx", "what fx::to_onnx runs before writing", {}};
   }
   return {"to_onnx", "what fx::to_onnx runs before writing",
           export_steps(attention,

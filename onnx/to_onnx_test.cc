@@ -91,6 +91,61 @@ TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModu
   }
 }
 
+// Control flow: a branch on the input's sum (a Linear in one branch, a
+// tensor computed before it lifted into both), then a loop halving until
+// small, whose body branches again (nested bodies).
+struct ControlFlowModelImpl : torch::nn::Module {
+  ControlFlowModelImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  torch::Tensor forward(torch::Tensor x) {
+    using Tensors = std::vector<at::Tensor>;
+    at::Tensor shift = x.mean(0, /*keepdim=*/true);
+    at::Tensor y = fx::cond(
+        x.sum() > 0,
+        [&](const Tensors& in) { return Tensors{fc(in[0]) + shift}; },
+        [&](const Tensors& in) { return Tensors{in[0].neg() - shift}; },
+        {x})[0];
+    return fx::while_loop(
+        [](const Tensors& c) { return c[0].abs().max() > 1; },
+        [](const Tensors& c) {
+          return fx::cond(
+              c[0].sum() > 0,
+              [](const Tensors& in) { return Tensors{in[0] / 2}; },
+              [](const Tensors& in) { return Tensors{in[0] / 3}; }, {c[0]});
+        },
+        {y})[0];
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ControlFlowModel);
+
+TEST_CASE("cond and while_loop export as ONNX If and Loop, run by ONNX Runtime") {
+  torch::manual_seed(0);
+  ControlFlowModel model;
+  model->eval();
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::rand({2, 4}));
+  const fs::path file = scratch() / "control_flow.onnx";
+  fx::to_onnx(*gm, file.string());
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::multiset<std::string> ops;
+  for (const auto& n : proto.graph().node()) ops.insert(n.op_type());
+  CHECK(ops.count("If") == 1);
+  CHECK(ops.count("Loop") == 1);
+  // Both branches, zero to a dozen iterations, as the data asks.
+  for (float scale : {0.1f, 5.0f, 3000.0f}) {
+    for (float sign : {1.0f, -1.0f}) {
+      INFO("scale " << scale * sign);
+      check_against_ort(gm, file, {torch::rand({2, 4}) * scale * sign});
+    }
+  }
+  // A .pt2-style graph without metadata on the node is refused by name.
+  std::unique_ptr<fx::Graph> g = fx::parse_graph(gm->graph().to_string());
+  fx::GraphModule bare(model.ptr(), std::move(g));
+  CHECK_THROWS_WITH(fx::to_onnx_string(*bare),
+                    Catch::Contains("has no tensor metadata"));
+}
+
 TEST_CASE("unfolded, every parameter is an initializer named by its path") {
   models::ZooModel model = models::make_zoo_model("resnet18");
   fx::GraphModule gm = models::trace_zoo_model(model);

@@ -76,7 +76,7 @@ std::map<std::string, at::Tensor> run_ort(const fs::path& model,
     REQUIRE((dtype == "float32" || dtype == "int64"));
     const at::ScalarType type = dtype == "int64" ? at::kLong : at::kFloat;
     std::vector<int64_t> dims;
-    std::stringstream parts(shape);
+    std::stringstream parts(shape == "scalar" ? "" : shape);
     for (std::string d; std::getline(parts, d, 'x');) dims.push_back(std::stoll(d));
     std::ifstream data(dir / (name + ".bin"), std::ios::binary);
     at::Tensor t = at::empty(dims, type);

@@ -4,7 +4,8 @@
 //   node ort_run.js MODEL.onnx OUT_DIR FILE:DTYPE:SHAPE...
 //
 // (inputs as testdata/ort_inputs.js reads them). Each output is
-// written to OUT_DIR/NAME.bin and printed as a line "NAME DTYPE D0xD1x...".
+// written to OUT_DIR/NAME.bin and printed as a line "NAME DTYPE D0xD1x..."
+// ("scalar" for a 0-dimensional one).
 // onnxruntime-node is found through NODE_PATH (tools/setup.sh installs it).
 const fs = require('fs');
 const path = require('path');
@@ -26,6 +27,6 @@ const readInputs = require('./ort_inputs.js');
     const t = results[name];
     fs.writeFileSync(path.join(outDir, name + '.bin'),
                      Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
-    console.log(`${name} ${t.type} ${t.dims.join('x')}`);
+    console.log(`${name} ${t.type} ${t.dims.length ? t.dims.join('x') : 'scalar'}`);
   }
 })().catch((e) => { console.error(String(e)); process.exit(1); });

@@ -414,6 +414,19 @@ TEST_CASE("torch.cond and torch.while_loop read as cond and while_loop "
   std::stringstream file;
   fx::save(loop, file);
   CHECK(fx::load(file)->graph().to_string() == loop->graph().to_string());
+
+  // As ONNX If and Loop, under ONNX Runtime.
+  const std::filesystem::path cond_file = onnx_testing::scratch() / "cond.onnx";
+  fx::to_onnx(*cond, cond_file.string());
+  for (const at::Tensor& input : {x, -x}) {
+    onnx_testing::check_against_ort(cond, cond_file, {input});
+  }
+  const std::filesystem::path loop_file =
+      onnx_testing::scratch() / "while_loop.onnx";
+  fx::to_onnx(*loop, loop_file.string());
+  for (float v : {0.5f, 3.0f, 1000.0f}) {
+    onnx_testing::check_against_ort(loop, loop_file, {torch::full({3}, v)});
+  }
 }
 
 TEST_CASE("what the reader does not read yet is refused by name") {
