@@ -9,17 +9,21 @@
 // but shrink every tensor to at most 2 elements, so that a seed is a few KB
 // (a fuzzer mutates small inputs quickly) yet has every record a real file
 // has. The small MLP and LeNet are also saved whole, once plain and once
-// after fuse_conv_bn (which adds init steps).
+// after fuse_conv_bn (which adds init steps). A small program with control
+// flow (a cond in a while_loop's body: nested subgraphs) is traced for both
+// too.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
 #include "fx/runtime/graph_module.h"
 #include "fx/io/serialization.h"
+#include "fx/trace/control_flow.h"
 #include "passes/fuse_conv_bn.h"
 #include "models/zoo.h"
 
@@ -72,6 +76,36 @@ int main(int argc, char** argv) {
       }
       shrink_tensors(*gm);
       fx::save(gm, (dir / "load" / (name + ".fx")).string());
+      ++files;
+    }
+    {
+      // Control flow: a loop whose body branches, reading a parameter.
+      using Tensors = std::vector<at::Tensor>;
+      auto linear = std::make_shared<torch::nn::LinearImpl>(2, 2);
+      auto loop = [&](const at::Tensor& x) {
+        return fx::while_loop(
+            [](const Tensors& c) { return c[0].abs().sum() < 8; },
+            [&](const Tensors& c) {
+              return fx::cond(
+                  c[0].sum() > 0,
+                  [&](const Tensors& in) { return Tensors{linear->forward(in[0]) + 1}; },
+                  [](const Tensors& in) { return Tensors{in[0] * 2 - 1}; },
+                  {c[0]});
+            },
+            {x})[0];
+      };
+      fx::GraphModule gm = fx::symbolic_trace(
+          linear, [&](const std::vector<c10::IValue>& in) {
+            return c10::IValue(loop(in[0].toTensor()));
+          },
+          {torch::ones({2})});
+      fx::PrintOptions typed;
+      typed.tensor_meta = true;
+      write_text(dir / "parse_graph" / "control_flow.txt", gm->graph().to_string());
+      write_text(dir / "parse_graph" / "control_flow_typed.txt",
+                 gm->graph().to_string(typed));
+      fx::save(gm, (dir / "load" / "control_flow.fx").string());
+      graphs += 2;
       ++files;
     }
     int specs = 0;
