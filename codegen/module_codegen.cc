@@ -53,11 +53,21 @@ void define(std::string* out, const Forward& f, const std::string& name,
             const std::string& class_name) {
   absl::StrAppend(out, "\n", qualify(f.signature, name, class_name), " {\n",
                   f.body, "}\n");
-  for (size_t k = 0; k < f.parts.size(); ++k) {
+  for (const Forward::Part& part : f.parts) {
+    // Named in its signature: forward_part_1, a body of control flow
+    // (forward_true_graph_0).
+    const size_t paren = part.signature.find('(');
+    size_t start = paren;
+    while (start > 0 && (std::isalnum(static_cast<unsigned char>(
+                             part.signature[start - 1])) ||
+                         part.signature[start - 1] == '_')) {
+      --start;
+    }
     absl::StrAppend(out, "\n",
-                    qualify(f.parts[k].signature,
-                            absl::StrCat(name, "_part_", k + 1), class_name),
-                    " {\n", f.parts[k].body, "}\n");
+                    qualify(part.signature,
+                            part.signature.substr(start, paren - start),
+                            class_name),
+                    " {\n", part.body, "}\n");
   }
 }
 

@@ -22,6 +22,7 @@
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
 #include "testdata/resnet18_split.h"
+#include "testdata/control_flow_generated.h"
 #include "testdata/two_heads_generated.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -214,6 +215,19 @@ TEST_CASE("generated code returns a dict as the model does") {
     CHECK(ai->key() == item.key());
     CHECK(torch::equal(ai->value().toTensor(), item.value().toTensor()));
     ++ai;
+  }
+}
+
+TEST_CASE("generated code runs control flow as the model does") {
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::control_flow_model();
+  testdata::ControlFlowGenerated generated(fx::named_tensors(*model.module));
+  // Both branches, zero to a dozen iterations.
+  for (float scale : {0.1f, 5.0f, 3000.0f}) {
+    for (float sign : {1.0f, -1.0f}) {
+      const at::Tensor x = torch::rand({2, 4}) * scale * sign;
+      CHECK(torch::equal(generated.forward(x), model.forward({x}).toTensor()));
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "fx/ir/control_flow.h"
 #include "fx/ir/function.h"
 #include "fx/runtime/guards.h"
 #include "fx/runtime/leaf_module.h"

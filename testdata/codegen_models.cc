@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "fx/trace/control_flow.h"
 #include "models/zoo.h"
 
 namespace testdata {
@@ -28,6 +29,33 @@ struct TwoHeadsImpl : torch::nn::Module {
   torch::nn::Conv2d conv{nullptr};
 };
 TORCH_MODULE(TwoHeads);
+
+// A branch on the input's sum (a Linear in one branch, a tensor computed
+// before it lifted into both), then halving until small, the loop's body
+// branching again: bodies as functions of the generated class.
+struct ControlFlowImpl : torch::nn::Module {
+  ControlFlowImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  at::Tensor forward(at::Tensor x) {
+    using Tensors = std::vector<at::Tensor>;
+    const at::Tensor shift = x.mean(0, /*keepdim=*/true);
+    const at::Tensor y = fx::cond(
+        x.sum() > 0,
+        [&](const Tensors& in) { return Tensors{fc(in[0]) + shift}; },
+        [&](const Tensors& in) { return Tensors{in[0].neg() - shift}; },
+        {x})[0];
+    return fx::while_loop(
+        [](const Tensors& c) { return c[0].abs().max() > 1; },
+        [](const Tensors& c) {
+          return fx::cond(
+              c[0].sum() > 0,
+              [](const Tensors& in) { return Tensors{in[0] / 2}; },
+              [](const Tensors& in) { return Tensors{in[0] / 3}; }, {c[0]});
+        },
+        {y})[0];
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ControlFlow);
 
 // What optimize_for_inference lowers to operators that take lists of
 // tensors: squeeze-excitation, a dense block's concatenations (one buffer,
@@ -66,6 +94,11 @@ fx::codegen::Model dense_excite_model() {
   DenseExcite model;
   model->eval();
   return fx::codegen::model_of(model);
+}
+
+fx::codegen::Model control_flow_model() {
+  torch::manual_seed(0);
+  return fx::codegen::model_of(ControlFlow());
 }
 
 fx::codegen::Model two_heads_model() {

@@ -17,6 +17,8 @@ fx::codegen::Model lenet_model();
 fx::codegen::Model dense_excite_model();
 // A convolution with two heads, returned as a dict {'out', 'aux'}.
 fx::codegen::Model two_heads_model();
+// A cond and a while_loop (with a cond in its body): control flow.
+fx::codegen::Model control_flow_model();
 // LeNet with lenet_calibration() as its calibration batches.
 fx::codegen::Model lenet_calibrated_model();
 // Four seeded batches of 2x1x32x32 normal noise.

@@ -124,7 +124,16 @@ class Emitter {
           params.push_back(placeholder(*n, index++));
           break;
         case Opcode::kGetAttr:
-          get_attr(*n);
+          if (Graph::reads_subgraph(*n)) {
+            // A body of control flow: a function its cond or while_loop
+            // calls (call_control_flow).
+            Value body;
+            body.name = n->name();
+            body.kind = Kind::kNone;
+            values_[n] = body;
+          } else {
+            get_attr(*n);
+          }
           break;
         case Opcode::kOutput:
           output(*n);
@@ -614,6 +623,8 @@ class Emitter {
       call_getitem(n, &v);
     } else if (is_sym_call(n)) {
       call_sym_function(n, &v);
+    } else if (is_control_flow_call(n)) {
+      call_control_flow(n, &v);
     } else {
       std::string callee;
       if (n.op() == Opcode::kCallModule) {
@@ -635,6 +646,101 @@ class Emitter {
       statement(n, absl::StrCat("auto ", v.name, " = ", call, ";"));
     }
     values_[&n] = v;
+  }
+
+  // cond and while_loop, each body a function of the class
+  // (forward_true_graph_0, ...) taking the operands:
+  //   auto cond = fx::truth_of(c10::IValue(gt), "cond's predicate") ? forward_true_graph_0(x) : forward_false_graph_0(x);
+  //   std::vector<at::Tensor> while_loop = {x};
+  //   for (int64_t while_loop_iteration = 0; fx::truth_of(...(forward_while_loop_cond_graph_0(while_loop[0])[0]), ...); ++while_loop_iteration) {
+  //     std::vector<at::Tensor> while_loop_next = forward_while_loop_body_graph_0(while_loop[0]);
+  //     fx::check_carried_values(while_loop, while_loop_next, while_loop_iteration);
+  //     while_loop = std::move(while_loop_next);
+  //   }
+  void call_control_flow(const Node& n, Value* v) {
+    const std::vector<const Graph*> bodies = bodies_of(n);
+    auto tensors = [&](const Argument& list) {
+      std::vector<std::string> names;
+      for (const Argument& e : list.elements()) {
+        if (!e.is_node() || (value(e.to_node()).kind != Kind::kTensor &&
+                             value(e.to_node()).kind != Kind::kBoxed)) {
+          throw GraphError(absl::StrCat(
+              "codegen: %", n.name(), ": an operand of control flow that is "
+              "not a tensor (", e.to_string(), ") is not generated yet"));
+        }
+        names.push_back(tensor_reference(e.to_node()));
+      }
+      return names;
+    };
+    v->kind = Kind::kTensorVector;
+    const std::string& name = v->name;
+    if (&n.target().function() == cond_function()) {
+      const std::string operands = absl::StrJoin(tensors(n.args().at(3)), ", ");
+      const std::string then = body_function(n, 1, *bodies[0]);
+      const std::string otherwise = body_function(n, 2, *bodies[1]);
+      statement(n, absl::StrCat("auto ", name, " = fx::truth_of(",
+                                boxed_expression(n.args().at(0)),
+                                ", \"cond's predicate\") ? ", then, "(",
+                                operands, ") : ", otherwise, "(", operands,
+                                ");"));
+      return;
+    }
+    const std::vector<std::string> carried = tensors(n.args().at(2));
+    const std::vector<std::string> additional = tensors(n.args().at(3));
+    const std::string test = body_function(n, 0, *bodies[0]);
+    const std::string body = body_function(n, 1, *bodies[1]);
+    std::vector<std::string> args;
+    for (size_t i = 0; i < carried.size(); ++i) {
+      args.push_back(absl::StrCat(name, "[", i, "]"));
+    }
+    args.insert(args.end(), additional.begin(), additional.end());
+    const std::string call_args = absl::StrJoin(args, ", ");
+    const std::string iteration = name + "_iteration";
+    const std::string next = name + "_next";
+    statement(n, absl::StrCat(
+        "std::vector<at::Tensor> ", name, " = {", absl::StrJoin(carried, ", "),
+        "};\n  for (int64_t ", iteration, " = 0; fx::truth_of(c10::IValue(",
+        test, "(", call_args, ")[0]), \"while_loop's cond_graph output\"); ++",
+        iteration, ") {\n    std::vector<at::Tensor> ", next, " = ", body, "(",
+        call_args, ");\n    fx::check_carried_values(", name, ", ", next, ", ",
+        iteration, ");\n    ", name, " = std::move(", next, ");\n  }"));
+  }
+
+  // The function of the class running `body` (argument `index` of `n`
+  // reads it), emitted once: its members join this function's.
+  std::string body_function(const Node& n, size_t index, const Graph& body) {
+    auto it = body_functions_.find(&body);
+    if (it != body_functions_.end()) return it->second;
+    CodegenOptions options = options_;
+    options.function_name = absl::StrCat(options_.function_name, "_",
+                                         n.args().at(index).to_node()->target().str());
+    options.guards = false;
+    options.tensors_as_vector = true;
+    options.max_nodes_per_function = 0;
+    for (const auto& [path, member] : member_of_path_) {
+      options.member_names[path] = member;
+    }
+    Forward f = Emitter(body, options).emit();
+    if (f.signature.rfind("std::vector<at::Tensor> ", 0) != 0) {
+      throw GraphError(absl::StrCat("codegen: %", n.name(), ": a body that "
+                                    "does not return tensors is not "
+                                    "generated yet"));
+    }
+    for (auto [mine, theirs] :
+         {std::pair{&forward_.tensors, &f.tensors},
+          std::pair{&forward_.leaf_modules, &f.leaf_modules},
+          std::pair{&forward_.objects, &f.objects}}) {
+      for (const Forward::Member& m : *theirs) {
+        if (member_of_path_.count(m.path) > 0) continue;
+        member_of_path_[m.path] = m.name;
+        used_members_.insert(m.name);
+        mine->push_back(m);
+      }
+    }
+    forward_.parts.push_back({f.signature, f.body});
+    for (Forward::Part& part : f.parts) forward_.parts.push_back(std::move(part));
+    body_functions_[&body] = options.function_name;
+    return options.function_name;
   }
 
   // A size or integer arithmetic on sizes, as plain C++ ints:
@@ -970,6 +1076,8 @@ class Emitter {
   absl::flat_hash_map<const Node*, const Node*> last_use_;
   absl::flat_hash_map<std::string, std::string> member_of_path_;
   absl::flat_hash_set<std::string> used_members_;
+  // The function each body of control flow was emitted as.
+  absl::flat_hash_map<const Graph*, std::string> body_functions_;
   std::optional<absl::flat_hash_set<std::string>> given_names_;
 };
 
@@ -1009,7 +1117,6 @@ std::string member_base_name(const std::string& path) {
 }
 
 Forward emit_forward(const Graph& graph, const CodegenOptions& options) {
-  refuse_control_flow(graph, "the C++ code generator");
   return Emitter(graph, options).emit();
 }
 

@@ -72,30 +72,7 @@ c10::IValue while_loop_impl(const std::vector<c10::IValue>& args) {
     if (!truth_of(go, "while_loop's cond_graph output")) break;
     std::vector<c10::IValue> next =
         elements_of(as_tuple(body.run(inputs())), "while_loop", "body output");
-    if (next.size() != carried.size()) {
-      throw ExecutionError(absl::StrCat(
-          "while_loop: iteration ", iteration, " of the body returned ",
-          next.size(), " values for ", carried.size(), " carried ones"));
-    }
-    for (size_t i = 0; i < next.size(); ++i) {
-      const c10::IValue& before = carried[i];
-      const c10::IValue& after = next[i];
-      const bool same =
-          before.isTensor() && after.isTensor()
-              ? before.toTensor().defined() == after.toTensor().defined() &&
-                    (!before.toTensor().defined() ||
-                     (before.toTensor().scalar_type() ==
-                          after.toTensor().scalar_type() &&
-                      before.toTensor().sizes() == after.toTensor().sizes()))
-              : before.tagKind() == after.tagKind();
-      if (!same) {
-        throw ExecutionError(absl::StrCat(
-            "while_loop: iteration ", iteration, " of the body made carried "
-            "value ", i, " ", describe_value(after), " from ", describe_value(before),
-            ": a loop's carried values keep their dtypes and sizes, as "
-            "torch.while_loop's do"));
-      }
-    }
+    check_carried_values(carried, next, iteration);
     carried = std::move(next);
   }
   return c10::ivalue::Tuple::create(std::move(carried));
@@ -133,6 +110,42 @@ const Body& as_body(const c10::IValue& value, const char* what) {
   }
   throw ExecutionError(absl::StrCat(what, " must be a subgraph (a get_attr "
                                     "of one), got a ", value.tagKind()));
+}
+
+void check_carried_values(const std::vector<c10::IValue>& before,
+                          const std::vector<c10::IValue>& after,
+                          int64_t iteration) {
+  if (after.size() != before.size()) {
+    throw ExecutionError(absl::StrCat(
+        "while_loop: iteration ", iteration, " of the body returned ",
+        after.size(), " values for ", before.size(), " carried ones"));
+  }
+  for (size_t i = 0; i < after.size(); ++i) {
+    const c10::IValue& a = before[i];
+    const c10::IValue& b = after[i];
+    const bool same =
+        a.isTensor() && b.isTensor()
+            ? a.toTensor().defined() == b.toTensor().defined() &&
+                  (!a.toTensor().defined() ||
+                   (a.toTensor().scalar_type() == b.toTensor().scalar_type() &&
+                    a.toTensor().sizes() == b.toTensor().sizes()))
+            : a.tagKind() == b.tagKind();
+    if (!same) {
+      throw ExecutionError(absl::StrCat(
+          "while_loop: iteration ", iteration, " of the body made carried "
+          "value ", i, " ", describe_value(b), " from ", describe_value(a),
+          ": a loop's carried values keep their dtypes and sizes, as "
+          "torch.while_loop's do"));
+    }
+  }
+}
+
+void check_carried_values(const std::vector<at::Tensor>& before,
+                          const std::vector<at::Tensor>& after,
+                          int64_t iteration) {
+  check_carried_values(std::vector<c10::IValue>(before.begin(), before.end()),
+                       std::vector<c10::IValue>(after.begin(), after.end()),
+                       iteration);
 }
 
 void refuse_control_flow(const Graph& graph, const std::string& layer) {

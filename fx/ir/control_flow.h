@@ -33,6 +33,7 @@
 // two call; the executor and the Interpreter make them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,17 @@ std::vector<const Graph*> bodies_of(const Node& node);
 // naming `layer` and the graph's first cond or while_loop node when `graph`
 // holds bodies; does nothing otherwise.
 void refuse_control_flow(const Graph& graph, const std::string& layer);
+
+// while_loop's check of one iteration (the executor's and generated
+// code's): `after` holds as many values as `before`, each a tensor of the
+// same dtype and sizes (or a value of the same kind); else
+// fx::ExecutionError naming the iteration and the value.
+void check_carried_values(const std::vector<c10::IValue>& before,
+                          const std::vector<c10::IValue>& after,
+                          int64_t iteration);
+void check_carried_values(const std::vector<at::Tensor>& before,
+                          const std::vector<at::Tensor>& after,
+                          int64_t iteration);
 
 // The value `pred` stands for, for cond and while_loop: a one-element
 // tensor's truth, or a bool's or an int's. Throws fx::ExecutionError naming
