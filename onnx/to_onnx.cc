@@ -861,10 +861,21 @@ class Exporter : public OnnxBuilder {
   void check_in_place(const Node& n) {
     for (Node* written : written_in_place(n)) {
       Node* root = roots_(written);
-      if (sharing_.empty()) {
-        for (Node* m : module_.graph().nodes()) sharing_[roots_(m)].push_back(m);
+      // (Each graph's own: a body's nodes share storage among themselves.)
+      auto& sharing = sharing_[&written->graph()];
+      if (sharing.empty()) {
+        for (Node* m : written->graph().nodes()) sharing[roots_(m)].push_back(m);
       }
-      for (const Node* alias : sharing_[root]) {
+      if (&written->graph() != &module_.graph() &&
+          root->op() == Opcode::kPlaceholder) {
+        // What the enclosing graph reads afterwards would see the write.
+        throw GraphError(absl::StrCat(
+            "to_onnx: ", describe(n), " writes %", written->name(),
+            ", an input of its body of control flow, in place: ONNX values "
+            "cannot change (and torch.cond's branches may not mutate their "
+            "inputs); write the body out of place"));
+      }
+      for (const Node* alias : sharing[root]) {
         if (descends_from(alias, &n)) continue;
         for (const Node* user : alias->users()) {
           if (user != &n && !visited_.contains(user)) {
@@ -1024,7 +1035,10 @@ class Exporter : public OnnxBuilder {
   std::vector<std::string> size_checks_;  // fx_guard::check_size, in order
   absl::flat_hash_set<const Node*> visited_;  // exported so far, in order
   StorageRoots roots_;
-  absl::flat_hash_map<Node*, std::vector<const Node*>> sharing_;  // by storage root
+  // By graph, then by storage root.
+  absl::flat_hash_map<const Graph*,
+                      absl::flat_hash_map<Node*, std::vector<const Node*>>>
+      sharing_;
   absl::flat_hash_map<size_t, std::vector<int>> by_contents_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> outputs_;
   // With dynamic dimensions: which dimensions of each value vary, by name.

@@ -139,6 +139,31 @@ TEST_CASE("cond and while_loop export as ONNX If and Loop, run by ONNX Runtime")
       check_against_ort(gm, file, {torch::rand({2, 4}) * scale * sign});
     }
   }
+  // A body that writes its input in place is refused (the graph outside
+  // would see the write; ONNX values cannot change).
+  std::unique_ptr<fx::Graph> writes = fx::parse_graph(R"(graph():
+    %x : [#users=2] = placeholder[target=x]
+    %sum : [#users=1] = call_function[target=aten::sum](args = (%x,), kwargs = {})
+    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
+    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
+    %cond : [#users=1] = call_function[target=cond](args = (%sum, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
+    return getitem
+
+false_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    return (x,)
+
+true_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    %relu_ : [#users=1] = call_function[target=aten::relu_](args = (%x,), kwargs = {})
+    return (relu_,))");
+  fx::GraphModule writer(std::move(writes), fx::Attributes{});
+  fx::ShapeProp(writer).propagate({torch::randn({3})});
+  CHECK_THROWS_WITH(fx::to_onnx_string(*writer),
+                    Catch::Contains("an input of its body of control flow, in "
+                                    "place"));
+
   // A .pt2-style graph without metadata on the node is refused by name.
   std::unique_ptr<fx::Graph> g = fx::parse_graph(gm->graph().to_string());
   fx::GraphModule bare(model.ptr(), std::move(g));
