@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/ir/meta.h"
@@ -704,6 +705,7 @@ std::string shapes(const std::vector<TensorMeta>& metas) {
 // buffers kept), so that each stage's inputs and outputs say how their
 // sizes follow the dynamic ones, whatever passes ran since the trace.
 Pipeline split(const GraphModule& module, const PipelineOptions& options) {
+  refuse_control_flow(module->graph(), "the pipeline splitter");
   if (dynamic_dims(module->graph()).empty()) return Splitter(*module, options).split();
   GraphModule copy(module->copy());
   propagate_symbolic_shapes(copy, "split_pipeline");

@@ -13,6 +13,7 @@
 #include "passes/cost_model.h"
 #include "passes/fold_constants.h"
 #include "passes/pass_manager.h"
+#include "scheduling/pipeline.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -301,6 +302,8 @@ TEST_CASE("layers without control flow yet refuse it by name") {
   CHECK_THROWS_WITH(fx::PassManager().add("fuse_conv_bn").run(gm),
                     refused("pass fuse_conv_bn"));
   CHECK_THROWS_WITH(fx::fold_constants(*gm), refused("fold_constants"));
+  CHECK_THROWS_WITH(fx::split_pipeline(gm, fx::PipelineOptions{}),
+                    refused("the pipeline splitter"));
   CHECK_THROWS_WITH(fx::Transformer(gm).transform(), refused("the Transformer"));
   // Dead code elimination goes into the bodies.
   CHECK_FALSE(fx::PassManager().add("eliminate_dead_code").run(gm).modified);
