@@ -190,18 +190,13 @@ void ShapeProp::check_other_branch(const Node& node, bool taken,
   };
   const std::vector<c10::IValue> a = items(outputs);
   const std::vector<c10::IValue> b = items(others);
-  auto describe = [](const c10::IValue& v) {
-    return v.isTensor() && v.toTensor().defined()
-               ? tensor_meta_of(v.toTensor()).to_string()
-               : std::string(v.tagKind());
-  };
   const std::string names[2] = {bodies[0] == &other ? "the true branch"
                                                      : "the false branch",
                                 bodies[0] == &other ? "the false branch"
                                                     : "the true branch"};
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const std::string mine = i < a.size() ? describe(a[i]) : "nothing";
-    const std::string its = i < b.size() ? describe(b[i]) : "nothing";
+    const std::string mine = i < a.size() ? value_description(a[i]) : "nothing";
+    const std::string its = i < b.size() ? value_description(b[i]) : "nothing";
     if (mine != its) {
       throw ExecutionError(absl::StrCat(
           "ShapeProp: %", node.name(), "'s output ", i, " is ", its, " from ",

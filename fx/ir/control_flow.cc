@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/graph.h"
+#include "fx/ir/meta.h"
 #include "fx/ir/node.h"
 
 namespace fx {
@@ -24,14 +24,6 @@ std::vector<c10::IValue> elements_of(const c10::IValue& value,
 c10::IValue as_tuple(c10::IValue out) {
   if (out.isTuple()) return out;
   return c10::ivalue::Tuple::create({std::move(out)});
-}
-
-std::string describe_value(const c10::IValue& v) {
-  if (!v.isTensor()) return v.tagKind();
-  const at::Tensor& t = v.toTensor();
-  if (!t.defined()) return "an undefined tensor";
-  return absl::StrCat(c10::toString(t.scalar_type()), "[",
-                      absl::StrJoin(t.sizes(), ", "), "]");
 }
 
 c10::IValue cond_impl(const std::vector<c10::IValue>& args) {
@@ -112,6 +104,13 @@ const Body& as_body(const c10::IValue& value, const char* what) {
                                     "of one), got a ", value.tagKind()));
 }
 
+std::string value_description(const c10::IValue& v) {
+  if (!v.isTensor()) return v.tagKind();
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined()) return "an undefined tensor";
+  return tensor_meta_of(t).to_string();
+}
+
 void check_carried_values(const std::vector<c10::IValue>& before,
                           const std::vector<c10::IValue>& after,
                           int64_t iteration) {
@@ -133,7 +132,7 @@ void check_carried_values(const std::vector<c10::IValue>& before,
     if (!same) {
       throw ExecutionError(absl::StrCat(
           "while_loop: iteration ", iteration, " of the body made carried "
-          "value ", i, " ", describe_value(b), " from ", describe_value(a),
+          "value ", i, " ", value_description(b), " from ", value_description(a),
           ": a loop's carried values keep their dtypes and sizes, as "
           "torch.while_loop's do"));
     }
@@ -170,11 +169,11 @@ bool truth_of(const c10::IValue& pred, const char* what) {
     const at::Tensor& t = pred.toTensor();
     if (t.numel() == 1) return t.item<bool>();
     throw ExecutionError(absl::StrCat(
-        what, " must have one element, got ", describe_value(pred)));
+        what, " must have one element, got ", value_description(pred)));
   }
   throw ExecutionError(absl::StrCat(
       what, " must be a one-element tensor, a bool or an int, got a ",
-      describe_value(pred)));
+      value_description(pred)));
 }
 
 const Function* cond_function() {

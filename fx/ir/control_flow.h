@@ -73,10 +73,14 @@ std::vector<const Graph*> bodies_of(const Node& node);
 // holds bodies; does nothing otherwise.
 void refuse_control_flow(const Graph& graph, const std::string& layer);
 
-// while_loop's check of one iteration (the executor's and generated
-// code's): `after` holds as many values as `before`, each a tensor of the
-// same dtype and sizes (or a value of the same kind); else
-// fx::ExecutionError naming the iteration and the value.
+// How control flow's messages name a value: a tensor by its metadata
+// ("f32[2, 3]", TensorMeta::to_string), anything else by its kind.
+std::string value_description(const c10::IValue& value);
+
+// while_loop's check of one iteration (the executor's, generated code's
+// and eager fx::while_loop's): `after` holds as many values as `before`,
+// each a tensor of the same dtype and sizes (or a value of the same kind);
+// else fx::ExecutionError naming the iteration and the value.
 void check_carried_values(const std::vector<c10::IValue>& before,
                           const std::vector<c10::IValue>& after,
                           int64_t iteration);

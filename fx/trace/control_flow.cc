@@ -146,10 +146,7 @@ Tracer::TracedBody Tracer::trace_body(const BodyFunction& fn,
     }
     s.graph->create_node(Opcode::kOutput, Target("output"),
                          {Argument::tuple(std::move(values))}, {}, "output");
-    // getitems made for multi-output calls and not used.
-    for (auto it = s.getitems.rbegin(); it != s.getitems.rend(); ++it) {
-      if ((*it)->users().empty()) s.graph->erase_node(*it);
-    }
+    s.erase_unused_getitems();
     out.lifted = s.bodies.back().lifted;
   }
   out.graph = in_body.restore();
@@ -254,34 +251,13 @@ std::vector<at::Tensor> cond(const at::Tensor& pred, const BodyFunction& true_fn
 std::vector<at::Tensor> while_loop(
     const std::function<at::Tensor(const std::vector<at::Tensor>&)>& cond_fn,
     const BodyFunction& body_fn, std::vector<at::Tensor> carried) {
-  auto check = [&](const std::vector<at::Tensor>& next, int64_t iteration) {
-    if (next.size() != carried.size()) {
-      throw ExecutionError(absl::StrCat(
-          "fx::while_loop: iteration ", iteration, " of body_fn returned ",
-          next.size(), " tensors for ", carried.size(), " carried ones"));
-    }
-    for (size_t i = 0; i < next.size(); ++i) {
-      if (!next[i].defined() ||
-          next[i].scalar_type() != carried[i].scalar_type() ||
-          next[i].sizes() != carried[i].sizes()) {
-        throw ExecutionError(absl::StrCat(
-            "fx::while_loop: iteration ", iteration, " of body_fn made "
-            "carried value ", i, " ",
-            next[i].defined() ? tensor_meta_of(next[i]).to_string()
-                              : "undefined",
-            " from ", tensor_meta_of(carried[i]).to_string(),
-            ": a loop's carried values keep their dtypes and sizes, as "
-            "torch.while_loop's do"));
-      }
-    }
-  };
   Tracer* tracer = detail::active_tracer();
   if (tracer == nullptr) {
     for (int64_t iteration = 0;
          truth_of(cond_fn(carried), "fx::while_loop's cond_fn result");
          ++iteration) {
       std::vector<at::Tensor> next = body_fn(carried);
-      check(next, iteration);
+      check_carried_values(carried, next, iteration);
       carried = std::move(next);
     }
     return carried;

@@ -258,7 +258,7 @@ false_graph_0 = graph():
   CHECK(torch::equal(gm(torch::tensor(0.0), x).toTensor(), x));
   CHECK_THROWS_WITH(gm(torch::tensor({true, false}), x),
                     Catch::Contains("cond's predicate must have one element, "
-                                    "got Bool[2]"));
+                                    "got b8[2]"));
   CHECK_THROWS_WITH(gm(torch::empty({0}), x),
                     Catch::Contains("must have one element"));
 }
@@ -378,7 +378,7 @@ c = graph():
     return (lt,))");
   fx::GraphModule growing(std::move(g), fx::Attributes{});
   CHECK_THROWS_WITH(growing(torch::ones({2})),
-                    Catch::Contains("carried value 0 Float[4] from Float[2]"));
+                    Catch::Contains("carried value 0 f32[4] from f32[2]"));
   torch::jit::Module script = fx::to_torchscript(growing);
   CHECK_THROWS_WITH(script.forward({torch::ones({2})}),
                     Catch::Contains("an iteration changed carried value 0"));
