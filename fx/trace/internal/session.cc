@@ -265,6 +265,12 @@ Node* Tracer::Session::getitem(Node* container, int64_t index) {
   return n;
 }
 
+void Tracer::Session::erase_unused_getitems() {
+  for (auto it = getitems.rbegin(); it != getitems.rend(); ++it) {
+    if ((*it)->users().empty()) graph->erase_node(*it);
+  }
+}
+
 void Tracer::Session::record(const c10::OperatorHandle& op,
                              torch::jit::Stack* stack) {
   InternalScope internal;
@@ -775,9 +781,7 @@ c10::IValue Tracer::Session::make_input(size_t i, const c10::IValue& v,
 void Tracer::Session::finish(const c10::IValue& out) {
   tracer->create_node(Opcode::kOutput, Target("output"),
                       {tracer->output_argument(out)}, {}, "output");
-  for (auto it = getitems.rbegin(); it != getitems.rend(); ++it) {
-    if ((*it)->users().empty()) graph->erase_node(*it);
-  }
+  erase_unused_getitems();
   // Sizes recorded (Tracer::record_sym_size) but not used.
   const std::vector<Node*> nodes = graph->nodes().to_vector();
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {

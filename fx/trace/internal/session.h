@@ -112,6 +112,9 @@ struct Tracer::Session {
   void run_for_real(const c10::OperatorHandle& op,
                     std::vector<c10::IValue> args, torch::jit::Stack* stack);
   Node* getitem(Node* container, int64_t index);
+  // Erases the getitems made for multi-output calls that nothing used
+  // (the recording graph's: a body's at its end, the graph's at finish).
+  void erase_unused_getitems();
   c10::IValue wrap_outputs(Node* node, const c10::IValue& value,
                            const std::string& what);
   void annotate(Node* node, const std::vector<Argument>& args);
