@@ -395,10 +395,6 @@ ExecutionEnvironment environment_of(const GraphModuleImpl& module) {
 
 }  // namespace
 
-c10::IValue GraphModuleImpl::compile_body(const Graph& body) const {
-  return fx::compile_body(body, environment_of(*this));
-}
-
 void GraphModuleImpl::add_init_step(InitStep step) {
   if (!step.graph) throw GraphError("add_init_step: the graph is null");
   step.graph->lint();

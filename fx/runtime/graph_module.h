@@ -112,10 +112,6 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // What a get_attr of `path` reads: the tensor, or the script object.
   // Throws fx::GraphError if there is neither.
   c10::IValue fetch_attribute(const std::string& path) const;
-  // What a get_attr of a subgraph (a body of control flow in this module's
-  // graph, fx/ir/control_flow.h) reads at run time: the body compiled to
-  // run on this module's attributes. The Interpreter's get_attr uses it.
-  c10::IValue compile_body(const Graph& body) const;
   // The leaf module at `path`, or nullptr.
   const LeafModule* leaf_module(const std::string& path) const;
   bool has_tensor_attribute(const std::string& path) const override;
