@@ -612,20 +612,29 @@ void permute(OnnxBuilder& b) {
   set_ints(b.add("Transpose", {b.value(args["self"])}, b.output()), "perm", perm);
 }
 
+// The axes a reduction's `dim` names (every axis when it names none) and
+// its keepdim (false without a dim).
+std::vector<int64_t> reduced_axes(const CallArguments& args, int64_t rank,
+                                  bool* keepdim) {
+  std::vector<int64_t> axes;
+  *keepdim = false;
+  if (args.has("dim") && !args["dim"].is_none()) {
+    for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
+    *keepdim = args["keepdim"].to_bool();
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  return axes;
+}
+
 void reduce_mean(OnnxBuilder& b) {
   CallArguments args(b.node());
   const int64_t rank = rank_of(b, args["self"]);
   if (args.has("dtype") && !args["dtype"].is_none()) {
     refuse(b, "mean with a dtype does not map yet");
   }
-  std::vector<int64_t> axes;
   bool keepdim = false;
-  if (args.has("dim") && !args["dim"].is_none()) {
-    for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
-    keepdim = args["keepdim"].to_bool();
-  } else {
-    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
+  const std::vector<int64_t> axes = reduced_axes(args, rank, &keepdim);
   onnx::NodeProto& n = b.add("ReduceMean", {b.value(args["self"])}, b.output());
   set_ints(n, "axes", axes);
   set_int(n, "keepdims", keepdim ? 1 : 0);
@@ -888,14 +897,8 @@ void reduce_sum(OnnxBuilder& b) {
     refuse(b, "sum with a dtype does not map yet");
   }
   const int64_t rank = rank_of(b, args["self"]);
-  std::vector<int64_t> axes;
   bool keepdim = false;
-  if (args.has("dim") && !args["dim"].is_none()) {
-    for (int64_t d : args["dim"].to_int_list()) axes.push_back(axis(d, rank));
-    keepdim = args["keepdim"].to_bool();
-  } else {
-    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
+  const std::vector<int64_t> axes = reduced_axes(args, rank, &keepdim);
   set_int(b.add("ReduceSum", {b.value(args["self"]), b.int64s(axes)}, b.output()),
           "keepdims", keepdim ? 1 : 0);
 }
@@ -903,12 +906,12 @@ void reduce_sum(OnnxBuilder& b) {
 // max() / min() of every element (a 0-dimensional result).
 void reduce_all(const char* op_type, OnnxBuilder& b) {
   CallArguments args(b.node());
-  const int64_t rank = rank_of(b, args["self"]);
-  std::vector<int64_t> axes;
-  for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  bool keepdim = false;
+  const std::vector<int64_t> axes =
+      reduced_axes(args, rank_of(b, args["self"]), &keepdim);
   onnx::NodeProto& n = b.add(op_type, {b.value(args["self"])}, b.output());
   if (!axes.empty()) set_ints(n, "axes", axes);
-  set_int(n, "keepdims", 0);
+  set_int(n, "keepdims", keepdim ? 1 : 0);
 }
 
 // aten::lstm.input and aten::gru.input as ONNX LSTM / GRU, one per layer
