@@ -32,6 +32,7 @@
 #include "passes/operator_families.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
+#include "testdata/codegen_models.h"
 #include "testdata/onnx_runtime.h"
 #include "onnx/to_onnx.h"
 #include "passes/cost_model.h"
@@ -91,38 +92,13 @@ TEST_CASE("zoo models export to ONNX and run under ONNX Runtime as the GraphModu
   }
 }
 
-// Control flow: a branch on the input's sum (a Linear in one branch, a
-// tensor computed before it lifted into both), then a loop halving until
-// small, whose body branches again (nested bodies).
-struct ControlFlowModelImpl : torch::nn::Module {
-  ControlFlowModelImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
-  torch::Tensor forward(torch::Tensor x) {
-    using Tensors = std::vector<at::Tensor>;
-    at::Tensor shift = x.mean(0, /*keepdim=*/true);
-    at::Tensor y = fx::cond(
-        x.sum() > 0,
-        [&](const Tensors& in) { return Tensors{fc(in[0]) + shift}; },
-        [&](const Tensors& in) { return Tensors{in[0].neg() - shift}; },
-        {x})[0];
-    return fx::while_loop(
-        [](const Tensors& c) { return c[0].abs().max() > 1; },
-        [](const Tensors& c) {
-          return fx::cond(
-              c[0].sum() > 0,
-              [](const Tensors& in) { return Tensors{in[0] / 2}; },
-              [](const Tensors& in) { return Tensors{in[0] / 3}; }, {c[0]});
-        },
-        {y})[0];
-  }
-  torch::nn::Linear fc{nullptr};
-};
-TORCH_MODULE(ControlFlowModel);
-
 TEST_CASE("cond and while_loop export as ONNX If and Loop, run by ONNX Runtime") {
-  torch::manual_seed(0);
-  ControlFlowModel model;
-  model->eval();
-  fx::GraphModule gm = fx::symbolic_trace(model, torch::rand({2, 4}));
+  // A branch, a loop and a branch in the loop's body (the generated-code
+  // test's model).
+  fx::codegen::Model model = testdata::control_flow_model();
+  model.module->eval();
+  fx::GraphModule gm =
+      fx::symbolic_trace(model.module, model.forward, {torch::rand({2, 4})});
   const fs::path file = scratch() / "control_flow.onnx";
   fx::to_onnx(*gm, file.string());
   onnx::ModelProto proto;
@@ -166,7 +142,7 @@ true_graph_0 = graph():
 
   // A .pt2-style graph without metadata on the node is refused by name.
   std::unique_ptr<fx::Graph> g = fx::parse_graph(gm->graph().to_string());
-  fx::GraphModule bare(model.ptr(), std::move(g));
+  fx::GraphModule bare(model.module, std::move(g));
   CHECK_THROWS_WITH(fx::to_onnx_string(*bare),
                     Catch::Contains("has no tensor metadata"));
 }
