@@ -821,6 +821,25 @@ class Loader {
     define_elements(call, elements, where);
   }
 
+  // A body's inputs or outputs (`what`: "input" or "output"), tensors
+  // only: each name, with where it stands for messages.
+  std::vector<std::pair<std::string, std::string>> body_tensors(
+      const Json& graph, const std::string& what, const std::string& where) {
+    const std::string list = absl::StrCat(where, ".", what, "s");
+    const Json& items = array(field(graph, (what + "s").c_str(), where), list);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string at = absl::StrCat(list, "[", i, "]");
+      auto [kind, tensor] = one_of(items[i], at);
+      if (kind != "as_tensor") {
+        fail(absl::StrCat(at, ": a body ", what, " of kind ", kind,
+                          " is not read yet"));
+      }
+      out.emplace_back(tensor_name(*tensor, at), at);
+    }
+    return out;
+  }
+
   // A body: its graph read into a subgraph of the graph being read, with
   // names of its own; the get_attr reading it.
   Node* add_body(const Json& as_graph, const std::string& where) {
@@ -851,30 +870,15 @@ class Loader {
     {
       Scope scope(*this, body.get(),
                   &field(graph, "tensor_values", where + ".graph"));
-      const Json& inputs = array(field(graph, "inputs", where), where + ".inputs");
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const std::string at = absl::StrCat(where, ".inputs[", i, "]");
-        auto [kind, in] = one_of(inputs[i], at);
-        if (kind != "as_tensor") {
-          fail(absl::StrCat(at, ": a body input of kind ", kind,
-                            " is not read yet"));
-        }
-        const std::string input = tensor_name(*in, at);
+      for (const auto& [input, at] : body_tensors(graph, "input", where)) {
         define(input, graph_->placeholder(input), at);
       }
       for (const Json& n : array(field(graph, "nodes", where), where + ".nodes")) {
         add_node(n);
       }
       std::vector<Argument> results;
-      const Json& outputs = array(field(graph, "outputs", where), where + ".outputs");
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        const std::string at = absl::StrCat(where, ".outputs[", i, "]");
-        auto [kind, out] = one_of(outputs[i], at);
-        if (kind != "as_tensor") {
-          fail(absl::StrCat(at, ": a body output of kind ", kind,
-                            " is not read yet"));
-        }
-        results.emplace_back(value(tensor_name(*out, at), at));
+      for (const auto& [output, at] : body_tensors(graph, "output", where)) {
+        results.emplace_back(value(output, at));
       }
       graph_->output(Argument::tuple(std::move(results)));
     }
