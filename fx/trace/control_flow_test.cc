@@ -68,6 +68,21 @@ struct NestedImpl : torch::nn::Module {
 };
 TORCH_MODULE(Nested);
 
+// A graph of inputs (p, x) returning cond(p, true_graph_0,
+// false_graph_0, [x])[0], its bodies as `bodies` gives them.
+std::unique_ptr<fx::Graph> cond_on_p(const std::string& bodies) {
+  return fx::parse_graph(R"(graph():
+    %p : [#users=1] = placeholder[target=p]
+    %x : [#users=1] = placeholder[target=x]
+    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
+    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
+    %cond : [#users=1] = call_function[target=cond](args = (%p, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
+    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
+    return getitem
+
+)" + bodies);
+}
+
 void check_bitwise(fx::GraphModule& gm, const std::function<at::Tensor(
                                              const at::Tensor&)>& eager,
                    const at::Tensor& x) {
@@ -235,16 +250,7 @@ TEST_CASE("control flow refuses what torch.cond and torch.while_loop "
 }
 
 TEST_CASE("cond's predicate must have one element at run time") {
-  std::unique_ptr<fx::Graph> g = fx::parse_graph(R"(graph():
-    %p : [#users=1] = placeholder[target=p]
-    %x : [#users=1] = placeholder[target=x]
-    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
-    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
-    %cond : [#users=1] = call_function[target=cond](args = (%p, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
-    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
-    return getitem
-
-true_graph_0 = graph():
+  std::unique_ptr<fx::Graph> g = cond_on_p(R"(true_graph_0 = graph():
     %x : [#users=1] = placeholder[target=x]
     %mul : [#users=1] = call_function[target=aten::mul.Scalar](args = (%x, 2), kwargs = {})
     return (mul,)
@@ -420,16 +426,7 @@ TEST_CASE("the cost model prices a cond by its costlier branch") {
 }
 
 TEST_CASE("ShapeProp refuses branches that disagree, naming the output") {
-  std::unique_ptr<fx::Graph> g = fx::parse_graph(R"(graph():
-    %p : [#users=1] = placeholder[target=p]
-    %x : [#users=1] = placeholder[target=x]
-    %true_graph_0 : [#users=1] = get_attr[target=true_graph_0]
-    %false_graph_0 : [#users=1] = get_attr[target=false_graph_0]
-    %cond : [#users=1] = call_function[target=cond](args = (%p, %true_graph_0, %false_graph_0, [%x]), kwargs = {})
-    %getitem : [#users=1] = call_function[target=getitem](args = (%cond, 0), kwargs = {})
-    return getitem
-
-true_graph_0 = graph():
+  std::unique_ptr<fx::Graph> g = cond_on_p(R"(true_graph_0 = graph():
     %x : [#users=1] = placeholder[target=x]
     %sum : [#users=1] = call_function[target=aten::sum.dim_IntList](args = (%x, [0]), kwargs = {})
     return (sum,)
