@@ -4,9 +4,11 @@
 # --config=fuzz (clang-14, libFuzzer, AddressSanitizer with leak checks,
 # UndefinedBehaviorSanitizer), writes the seeds (every zoo graph and saved
 # file, fuzz/make_seeds.cc; the .pt2 programs testdata/exported_programs.py
-# exports with the venv's torch 2.13) and runs each fuzzer for SECONDS, then prints a
-# table of executions. Exits non-zero on a crash, hang (10 s per input),
-# leak, out-of-memory (4 GB) or broken property; the input is kept in
+# exports with the venv's torch 2.13) and runs each fuzzer for SECONDS,
+# FX_FUZZ_JOBS at a time (default: one per core), then prints a table of
+# executions; each one's result, ok or FINDING, is left in
+# $FX_FUZZ_DIR/TARGET.result. Exits non-zero on a crash, hang (10 s per
+# input), leak, out-of-memory (4 GB) or broken property; the input is kept in
 # $FX_FUZZ_DIR/findings and belongs, once fixed, in fuzz/regressions/TARGET/.
 #
 #   tools/fuzz.sh [SECONDS] [TARGET...]      default: 60 s, all four targets
@@ -52,27 +54,54 @@ max_len() {
   esac
 }
 
-for target in "${targets[@]}"; do
-  corpus="$work/corpus/$target"
+# Runs one fuzzer and writes its row of the table to $work/TARGET.row, its
+# result (ok or FINDING) to $work/TARGET.result.
+fuzz_one() {
+  local target="$1"
+  local corpus="$work/corpus/$target"
   mkdir -p "$corpus"
-  log="$work/$target.log"
+  local log="$work/$target.log"
   ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$bin/fuzz/${target}_fuzzer" "$corpus" "$work/seeds/$target" \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
       -max_len="$(max_len "$target")" -print_final_stats=1 \
       -artifact_prefix="$work/findings/${target}-" >"$log" 2>&1
-  code=$?
+  local code=$?
+  local execs rate result="ok"
   execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')"
   rate="$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$')"
-  result="ok"
   if [ "$code" -ne 0 ]; then
     result="FINDING (exit $code, see $log)"
-    status=1
-    tail -n 40 "$log"
   fi
-  rows+=("$(printf '%-16s %8ss %12s %10s %8s  %s' "$target" "$seconds" \
-    "${execs:-?}" "${rate:-?}" "$(ls "$corpus" | wc -l)" "$result")")
+  echo "$result" >"$work/$target.result"
+  printf '%-16s %8ss %12s %10s %8s  %s\n' "$target" "$seconds" \
+    "${execs:-?}" "${rate:-?}" "$(ls "$corpus" | wc -l)" "$result" >"$work/$target.row"
+}
+
+# The fuzzers run FX_FUZZ_JOBS at a time (default: one per core; each is
+# one thread), so four take two minutes of a 2-core machine, not four.
+jobs="${FX_FUZZ_JOBS:-$(nproc)}"
+running=0
+for target in "${targets[@]}"; do
+  rm -f "$work/$target.result" "$work/$target.row"
+  fuzz_one "$target" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+done
+wait
+
+status=0
+rows=()
+for target in "${targets[@]}"; do
+  rows+=("$(cat "$work/$target.row" 2>/dev/null || echo "$target: no result")")
+  if [ "$(cat "$work/$target.result" 2>/dev/null)" != ok ]; then
+    status=1
+    tail -n 40 "$work/$target.log"
+  fi
 done
 
 printf '%-16s %9s %12s %10s %8s  %s\n' target time executions "exec/s" corpus result

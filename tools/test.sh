@@ -20,7 +20,8 @@
 #      consumer
 #      (tools/cmake_test.sh: builds, installs, builds
 #      examples/cmake_consumer against the package and runs its demo);
-#   3. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds (tools/fuzz.sh);
+#   3. each fuzzer for FX_FUZZ_SECONDS (default 60) seconds, two at a time
+#      (tools/fuzz.sh);
 #   4. each benchmark with --quick, to prove it runs (its timing targets are
 #      for full runs; its accuracy and allocation targets hold in any run).
 # Ends with one line "N passed, N failed" counting Catch2 test cases over all
@@ -124,8 +125,20 @@ timed "bazel test //... (LibTorch 1.13, ASan, UBSan)" test_workspace . \
 timed "bazel test //... (examples/consumer)" test_workspace examples/consumer \
   --compilation_mode=fastbuild //...
 one_case "cmake consumer" bash tools/cmake_test.sh
-for target in parse_graph load input_spec exported_program; do
-  one_case "fuzz $target" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "$target"
+# The four fuzzers, two at a time (tools/fuzz.sh), one case each.
+fuzzers=(parse_graph load input_spec exported_program)
+fuzz_dir="${FX_FUZZ_DIR:-$HOME/.cache/fx-libtorch-fuzz}"
+for target in "${fuzzers[@]}"; do rm -f "$fuzz_dir/$target.result"; done
+timed "fuzzers" bash tools/fuzz.sh "${FX_FUZZ_SECONDS:-60}" "${fuzzers[@]}"
+for target in "${fuzzers[@]}"; do
+  result="$(cat "$fuzz_dir/$target.result" 2>/dev/null)"
+  if [ "$result" = ok ]; then
+    passed=$((passed + 1))
+  else
+    echo "== fuzz $target FAILED: ${result:-no result}"
+    failed=$((failed + 1))
+    status=1
+  fi
 done
 for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \
     benchmark_quantization benchmark_scheduling benchmark_dynamic \
