@@ -54,6 +54,7 @@ std::optional<double> conv_chain_macs(const Node& call);
 class ChainConvolutions : public Pass {
  public:
   std::string name() const override { return "chain_convolutions"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override {
     report_ = chain_convolutions(module);
     return report_.chains > 0;

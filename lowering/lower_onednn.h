@@ -50,6 +50,7 @@ class LowerOnednn : public Pass {
   explicit LowerOnednn(const InferenceOptions& options = {})
       : options_(options) {}
   std::string name() const override { return "lower_onednn"; }
+  Bodies bodies() const override { return Bodies::kItself; }
   bool run(GraphModuleImpl& module) override;
   // The InferenceReport counts of its passes, summed.
   std::vector<std::pair<std::string, int64_t>> statistics() const override;

@@ -82,6 +82,7 @@ MicroBatchReport micro_batch(GraphModuleImpl& module,
 class MicroBatch : public Pass {
  public:
   std::string name() const override { return "micro_batch"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override;
   std::vector<std::pair<std::string, int64_t>> statistics() const override {
     return {{"micro_batched", report_.nodes},

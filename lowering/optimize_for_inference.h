@@ -103,6 +103,7 @@ InferenceReport optimize_for_inference(GraphModuleImpl& module,
 class OptimizeForInference : public Pass {
  public:
   std::string name() const override { return "optimize_for_inference"; }
+  Bodies bodies() const override { return Bodies::kItself; }
   bool run(GraphModuleImpl& module) override;
 };
 

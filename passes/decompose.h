@@ -85,6 +85,7 @@ bool decompose(GraphModuleImpl& module,
 class Decompose : public Pass {
  public:
   std::string name() const override { return "decompose"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override { return decompose(module); }
 };
 
@@ -92,6 +93,7 @@ class Decompose : public Pass {
 class DecomposeAttention : public Pass {
  public:
   std::string name() const override { return "decompose_attention"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override;
   std::vector<std::pair<std::string, int64_t>> statistics() const override {
     return {{"attention", split_}};

@@ -54,6 +54,7 @@ class EliminateCommonSubexpressions : public Pass {
   std::string name() const override {
     return "eliminate_common_subexpressions";
   }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override {
     return eliminate_common_subexpressions(module);
   }

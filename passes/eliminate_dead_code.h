@@ -20,7 +20,7 @@ class EliminateDeadCode : public Pass {
     return eliminate_dead_code(module);
   }
   // Graph::eliminate_dead_code goes into the bodies.
-  bool handles_control_flow() const override { return true; }
+  Bodies bodies() const override { return Bodies::kItself; }
 };
 
 }  // namespace fx

@@ -57,6 +57,7 @@ bool eliminate_noops(GraphModuleImpl& module);
 class EliminateNoops : public Pass {
  public:
   std::string name() const override { return "eliminate_noops"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override { return eliminate_noops(module); }
 };
 

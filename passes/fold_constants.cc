@@ -5,7 +5,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "fx/ir/control_flow.h"
 #include "fx/ir/function.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
@@ -152,8 +151,38 @@ std::optional<NewTensorCall> unbound_new_tensor(const Node& n) {
   return call;
 }
 
+// The values of `graph` changed between runs: written by something impure,
+// directly or through a view (but by `made_writers`, writers into tensors
+// the graph makes).
+absl::flat_hash_set<const Node*> mutated_values(
+    const Graph& graph, const absl::flat_hash_set<const Node*>& made_writers) {
+  absl::flat_hash_set<const Node*> mutated;
+  for (Node* n : graph.nodes().reversed()) {
+    for (Node* user : n->users()) {
+      if ((!made_writers.contains(user) && may_write(*user, n)) ||
+          (mutated.contains(user) && may_alias(*user, n))) {
+        mutated.insert(n);
+        break;
+      }
+    }
+  }
+  return mutated;
+}
+
+// The attributes some graph under `root` may write, a body of control flow
+// included: what one graph reads, another (a loop's body updating a buffer)
+// may change between runs.
+absl::flat_hash_set<std::string> attributes_written(const Graph& root) {
+  absl::flat_hash_set<std::string> written;
+  for (const Graph* g : root.all_graphs()) {
+    for (const Node* n : mutated_values(*g, {})) {
+      if (n->op() == Opcode::kGetAttr) written.insert(n->target().str());
+    }
+  }
+  return written;
+}
+
 FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
-  refuse_control_flow(module.graph(), "fold_constants");
   FoldPlan plan;
   const Graph& graph = module.graph();
 
@@ -184,15 +213,14 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
   // Values changed between runs: written by something impure, directly or
   // through a view (but by writers into made tensors, which fold with what
   // they write or the whole plan is given up below).
-  absl::flat_hash_set<const Node*> mutated;
-  for (Node* n : graph.nodes().reversed()) {
-    for (Node* user : n->users()) {
-      if ((!made_writers.contains(user) && may_write(*user, n)) ||
-          (mutated.contains(user) && may_alias(*user, n))) {
-        mutated.insert(n);
-        break;
-      }
-    }
+  const absl::flat_hash_set<const Node*> mutated =
+      mutated_values(graph, made_writers);
+  // With control flow, those any graph of the module writes; the bodies
+  // themselves (get_attr of a subgraph) are read by cond and while_loop
+  // only, never folded.
+  absl::flat_hash_set<std::string> written_elsewhere;
+  if (graph.root().has_subgraphs()) {
+    written_elsewhere = attributes_written(graph.root());
   }
 
   // What the caller wants folded: the `only` nodes and their inputs.
@@ -223,7 +251,8 @@ FoldPlan plan_folding(GraphModuleImpl& module, const FoldOptions& options) {
     bool ok = false;
     switch (n->op()) {
       case Opcode::kGetAttr:
-        ok = !trained(*n);
+        ok = !Graph::reads_subgraph(*n) && !trained(*n) &&
+             !written_elsewhere.contains(n->target().str());
         break;
       case Opcode::kCallFunction:
       case Opcode::kCallMethod: {
@@ -378,13 +407,26 @@ std::vector<std::pair<std::string, std::string>> FoldConstants::option_docs() {
            "itself (a mask built in zeros; true/false)"}};
 }
 
-bool fold_constants(GraphModuleImpl& module, const FoldOptions& options) {
+namespace {
+
+bool fold_graph(GraphModuleImpl& module, const FoldOptions& options) {
   FoldPlan plan = plan_folding(module, options);
   if (plan.step.outputs.empty()) return false;
   // Computed and registered first: if that fails, the graph is unchanged.
   module.add_init_step(plan.step);
   apply_folding(module.graph(), plan);
   return true;
+}
+
+}  // namespace
+
+bool fold_constants(GraphModuleImpl& module, const FoldOptions& options) {
+  bool folded = fold_graph(module, options);
+  // Then each body of control flow, into init steps of the same module,
+  // whose attributes the bodies read.
+  module.for_each_body(
+      [&] { folded = fold_graph(module, options) || folded; });
+  return folded;
 }
 
 }  // namespace fx

@@ -32,7 +32,7 @@
 // trace in eval mode to fold for inference, or freeze a parameter
 // (requires_grad_(false)) to fold it. A graph traced in eval mode is folded
 // for inference: gradients through it reach only the parameters it still
-// reads.
+// reads. With control flow, an attribute any body may write folds nowhere.
 #pragma once
 
 #include <vector>
@@ -71,7 +71,9 @@ struct FoldOptions {
 GraphModuleImpl::InitStep split_const_subgraphs(GraphModuleImpl& module,
                                                 const FoldOptions& options = {});
 
-// split_const_subgraphs, then runs and keeps the init step. Returns whether
+// split_const_subgraphs, then runs and keeps the init step; the same in
+// each body of control flow (cond's branches, while_loop's bodies: what
+// they compute from weights alone is computed once too). Returns whether
 // anything was folded.
 bool fold_constants(GraphModuleImpl& module, const FoldOptions& options = {});
 
@@ -81,6 +83,7 @@ class FoldConstants : public Pass {
   FoldConstants() = default;
   explicit FoldConstants(const PassOptions& options);
   std::string name() const override { return "fold_constants"; }
+  Bodies bodies() const override { return Bodies::kItself; }
   bool run(GraphModuleImpl& module) override {
     return fold_constants(module, options_);
   }

@@ -47,6 +47,7 @@ bool fuse_conv_bn(GraphModuleImpl& module, bool linear = true);
 class FuseConvBn : public Pass {
  public:
   std::string name() const override { return "fuse_conv_bn"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override { return fuse_conv_bn(module); }
 };
 

@@ -47,12 +47,14 @@ bool denormalize_args(GraphModuleImpl& module);
 class NormalizeArgs : public Pass {
  public:
   std::string name() const override { return "normalize_args"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override { return normalize_args(module); }
 };
 
 class DenormalizeArgs : public Pass {
  public:
   std::string name() const override { return "denormalize_args"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override {
     return denormalize_args(module);
   }

@@ -47,10 +47,23 @@ class Pass {
   // Transforms `module` in place and returns whether anything changed. The
   // graph must lint afterwards; the caller recompiles.
   virtual bool run(GraphModuleImpl& module) = 0;
-  // Whether the pass is right on a graph with control flow (bodies of cond
-  // and while_loop, fx/ir/control_flow.h): PassManager refuses such a graph,
-  // naming the pass, for those that are not yet.
-  virtual bool handles_control_flow() const { return false; }
+  // How the pass meets control flow: the bodies of cond and while_loop
+  // (fx/ir/control_flow.h), subgraphs that read the module's attributes by
+  // name and take their operands as placeholders.
+  enum class Bodies {
+    // PassManager refuses a graph with bodies, naming the pass.
+    kRefused,
+    // Its work is local to a graph (a rewrite of nodes and the attributes
+    // they read): PassManager runs it on the graph, then on each body in
+    // turn as the module's graph (GraphModuleImpl::with_body_as_graph).
+    // A body's placeholders are values of the graph around it: a pass of
+    // this kind writes into none, as into no graph input.
+    kEachGraph,
+    // It walks the bodies itself (eliminate_dead_code, and pipelines run
+    // as one pass, whose own PassManager does).
+    kItself,
+  };
+  virtual Bodies bodies() const { return Bodies::kRefused; }
   // What the last run did, as named counts ({"convolutions", 20}), in a
   // fixed order (MLIR's pass statistics): PassManager::statistics()
   // gathers them. None by default.

@@ -1,5 +1,7 @@
 #include "passes/pass_manager.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
@@ -46,19 +48,49 @@ PassResult PassManager::run(const GraphModule& module) const {
   return result;
 }
 
+namespace {
+
+// Adds `more` into `sums`, counter by counter, keeping `sums`' order and
+// appending counters it lacks.
+void add_statistics(std::vector<std::pair<std::string, int64_t>>& sums,
+                    const std::vector<std::pair<std::string, int64_t>>& more) {
+  for (const auto& count : more) {
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const auto& s) {
+      return s.first == count.first;
+    });
+    if (it == sums.end()) {
+      sums.push_back(count);
+    } else {
+      it->second += count.second;
+    }
+  }
+}
+
+}  // namespace
+
 bool PassManager::run_in_place(GraphModuleImpl& module) const {
+  statistics_.assign(passes_.size(), {});
   bool modified = false;
   for (int round = 0; round < max_rounds_; ++round) {
     bool changed = false;
-    for (const auto& pass : passes_) {
-      if (!pass->handles_control_flow()) {
-        refuse_control_flow(module.graph(), "pass " + pass->name());
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      Pass& pass = *passes_[i];
+      if (pass.bodies() == Pass::Bodies::kRefused) {
+        refuse_control_flow(module.graph(), "pass " + pass.name());
       }
-      changed = pass->run(module) || changed;
+      changed = pass.run(module) || changed;
+      statistics_[i] = pass.statistics();
+      if (pass.bodies() == Pass::Bodies::kEachGraph) {
+        // The bodies as the graph's run left them, outermost first.
+        module.for_each_body([&] {
+          changed = pass.run(module) || changed;
+          add_statistics(statistics_[i], pass.statistics());
+        });
+      }
       try {
         module.graph().lint();
       } catch (const GraphError& e) {
-        throw GraphError(absl::StrCat("after pass ", pass->name(), ": ",
+        throw GraphError(absl::StrCat("after pass ", pass.name(), ": ",
                                       e.msg()));
       }
     }
@@ -71,9 +103,11 @@ bool PassManager::run_in_place(GraphModuleImpl& module) const {
 
 std::vector<PassManager::Statistic> PassManager::statistics() const {
   std::vector<Statistic> out;
-  for (const auto& pass : passes_) {
-    for (auto& [name, value] : pass->statistics()) {
-      out.push_back({pass->name(), name, value});
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    const auto& counts =
+        i < statistics_.size() ? statistics_[i] : passes_[i]->statistics();
+    for (const auto& [name, value] : counts) {
+      out.push_back({passes_[i]->name(), name, value});
     }
   }
   return out;

@@ -55,8 +55,9 @@ class PassManager {
   // graph that fails to lint, leaves it as that step left it.
   bool run_in_place(GraphModuleImpl& module) const;
 
-  // Each pass's statistics from its last run (Pass::statistics), in the
-  // passes' order: {pass name, counter name, value}.
+  // Each pass's statistics from its last round (Pass::statistics; a pass
+  // run on each body too, Pass::Bodies::kEachGraph, summed over the
+  // graphs), in the passes' order: {pass name, counter name, value}.
   struct Statistic {
     std::string pass;
     std::string name;
@@ -69,6 +70,9 @@ class PassManager {
  private:
   std::vector<std::unique_ptr<Pass>> passes_;
   int max_rounds_ = 1;
+  // Per pass, the statistics of the last run_in_place's last round.
+  mutable std::vector<std::vector<std::pair<std::string, int64_t>>>
+      statistics_;
 };
 
 }  // namespace fx

@@ -37,6 +37,7 @@ bool is_dropout(const Node& node);
 class RemoveDropout : public Pass {
  public:
   std::string name() const override { return "remove_dropout"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override { return remove_dropout(module); }
 };
 

@@ -24,6 +24,7 @@ bool specialize_sizes(GraphModuleImpl& module);
 class SpecializeSizes : public Pass {
  public:
   std::string name() const override { return "specialize_sizes"; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) override {
     return specialize_sizes(module);
   }

@@ -41,13 +41,17 @@ Attributes typed_attributes(const Graph& graph) {
   // program order.
   std::vector<std::string> targets;
   std::map<std::string, std::pair<const Node*, const TensorMeta*>> nodes;
-  for (const Node* n : graph.nodes()) {
-    if (n->op() != Opcode::kGetAttr) continue;
-    const std::string target = n->target().to_string();
-    auto [it, added] = nodes.try_emplace(target, n, nullptr);
-    if (added) targets.push_back(target);
-    if (it->second.second == nullptr) {
-      it->second.second = n->meta().get(kTensorMeta);
+  // The bodies of control flow read the module's tensors too; a get_attr
+  // of a body reads no tensor.
+  for (const Graph* g : graph.all_graphs()) {
+    for (const Node* n : g->nodes()) {
+      if (n->op() != Opcode::kGetAttr || Graph::reads_subgraph(*n)) continue;
+      const std::string target = n->target().to_string();
+      auto [it, added] = nodes.try_emplace(target, n, nullptr);
+      if (added) targets.push_back(target);
+      if (it->second.second == nullptr) {
+        it->second.second = n->meta().get(kTensorMeta);
+      }
     }
   }
   Attributes attributes;

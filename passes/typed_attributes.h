@@ -19,8 +19,9 @@
 
 namespace fx {
 
-// A tensor for each get_attr target of `graph`, of the type (dtype and
-// sizes) of the first of its get_attr nodes that has one: floating-point
+// A tensor for each get_attr target of `graph` and its bodies of control
+// flow, of the type (dtype and sizes) of the first of its get_attr nodes
+// that has one: floating-point
 // tensors hold normal noise (seeded by the target's position in the graph,
 // so a graph's tensors do not depend on other graphs), those whose path ends
 // in running_var uniform noise in [0.5, 1.5) (a variance batch_norm can

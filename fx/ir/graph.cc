@@ -551,6 +551,23 @@ Graph* Graph::add_subgraph(const std::string& name,
   return raw;
 }
 
+Graph* Graph::replace_subgraph(const std::string& name,
+                              std::unique_ptr<Graph> body) {
+  auto it = subgraphs_.find(name);
+  if (it == subgraphs_.end()) {
+    throw GraphError(absl::StrCat("replace_subgraph: the graph holds no "
+                                  "subgraph named '", name, "'"));
+  }
+  std::unique_ptr<Graph> old = std::move(it->second);
+  subgraphs_.erase(it);
+  try {
+    return add_subgraph(name, std::move(body));
+  } catch (...) {
+    subgraphs_.emplace(name, std::move(old));
+    throw;
+  }
+}
+
 std::vector<Graph*> Graph::all_graphs() const {
   std::vector<Graph*> out{const_cast<Graph*>(this)};
   for (const auto& [name, body] : subgraphs_) {

@@ -251,6 +251,10 @@ class Graph {
   // Adds `body` (which must have no parent) as `name`: letters, digits and
   // '_', not starting with a digit, not taken (else fx::GraphError).
   Graph* add_subgraph(const std::string& name, std::unique_ptr<Graph> body);
+  // Replaces the subgraph `name` by `body` (which must have no parent), as
+  // a pass that re-traces a body does; returns it. Throws fx::GraphError,
+  // changing nothing, if there is no subgraph of that name.
+  Graph* replace_subgraph(const std::string& name, std::unique_ptr<Graph> body);
   // The subgraph `name`, or nullptr.
   Graph* subgraph(std::string_view name) const;
   const std::map<std::string, std::unique_ptr<Graph>, std::less<>>&
@@ -262,6 +266,10 @@ class Graph {
   std::string unique_subgraph_name(std::string_view candidate) const;
   // The graph holding this one as a subgraph, or nullptr.
   Graph* parent() const { return parent_; }
+  // The outermost graph around this one (this one when it has no parent).
+  const Graph& root() const {
+    return parent_ != nullptr ? parent_->root() : *this;
+  }
   // This graph and its subgraphs at every depth, in the order they print.
   std::vector<Graph*> all_graphs() const;
   // Whether `node` (a get_attr) reads a subgraph of its graph, not a tensor.

@@ -85,6 +85,31 @@ GraphModuleImpl::~GraphModuleImpl() {
   if (graph_) graph_->set_owner(nullptr);
 }
 
+void GraphModuleImpl::for_each_body(const std::function<void()>& fn) {
+  Graph& top = graph();
+  for (size_t i = 1;; ++i) {
+    std::vector<Graph*> graphs = top.all_graphs();
+    if (i >= graphs.size()) return;
+    with_body_as_graph(*graphs[i], fn);
+  }
+}
+
+void GraphModuleImpl::with_body_as_graph(Graph& body,
+                                         const std::function<void()>& fn) {
+  if (&body == graph_.get() || &body.root() != graph_.get()) {
+    throw GraphError(
+        "GraphModule::with_body_as_graph: the graph given is not a body of "
+        "this module's graph (a subgraph read by cond or while_loop)");
+  }
+  struct Restore {
+    Graph*& slot;
+    Graph* previous;
+    ~Restore() { slot = previous; }
+  } restore{body_, body_};
+  body_ = &body;
+  fn();
+}
+
 namespace {
 
 // The parameters and buffers of a module by qualified path, walked once
@@ -734,6 +759,20 @@ std::string GraphModuleImpl::print_readable() const {
 void GraphModuleImpl::set_graph(std::unique_ptr<Graph> graph,
                                 Attributes attributes) {
   if (!graph) throw GraphError("set_graph: the graph is null");
+  if (body_ != nullptr) {
+    // A body re-traced: it replaces the one standing in for the graph.
+    graph->lint();
+    Graph* parent = body_->parent();
+    std::string name;
+    for (const auto& [n, b] : parent->subgraphs()) {
+      if (b.get() == body_) name = n;
+    }
+    FoundAttributes found = find_attributes(*graph, nullptr, attributes);
+    register_attributes(found);
+    body_ = parent->replace_subgraph(name, std::move(graph));
+    compile();
+    return;
+  }
   graph->lint();
   // Find every attribute and compile before changing anything, so that a
   // graph that cannot run leaves the module as it was.

@@ -73,8 +73,24 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
                   std::vector<InitStep> init_steps);
   ~GraphModuleImpl() override;
 
-  Graph& graph() { return *graph_; }
-  const Graph& graph() const { return *graph_; }
+  // The graph, or the body standing in for it (with_body_as_graph).
+  Graph& graph() { return body_ != nullptr ? *body_ : *graph_; }
+  const Graph& graph() const { return body_ != nullptr ? *body_ : *graph_; }
+
+  // Runs `fn` with `body`, a subgraph of this module's graph at any depth
+  // (a branch of a cond, a while_loop's body), standing in for the graph:
+  // graph() returns it meanwhile, so that a pass written for one graph
+  // edits a body as it would the graph (PassManager runs the passes whose
+  // work is local to a graph so: Pass::Bodies::kEachGraph). What `fn`
+  // registers (folded weights, init steps) is this module's, which bodies
+  // read by name; recompile() meanwhile compiles the whole graph, and
+  // set_graph replaces the body. Throws fx::GraphError if `body` is not one
+  // of this module's subgraphs.
+  void with_body_as_graph(Graph& body, const std::function<void()>& fn);
+  // `fn` with each body of graph() at every depth standing in for it in
+  // turn (with_body_as_graph), outermost first; each found again after the
+  // one before ran (which may have replaced it, and the bodies in it).
+  void for_each_body(const std::function<void()>& fn);
 
   // Rebuilds the executor after the graph was edited; lints the graph
   // first. forward throws fx::GraphError if the graph changed since.
@@ -160,8 +176,8 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   // A GraphModule with a copy of this graph that shares this one's
   // tensors and leaf modules (edit the copy freely).
   std::shared_ptr<GraphModuleImpl> copy() const;
-  // Replaces the graph, as torch.fx's `gm.graph = new_graph` does, and
-  // recompiles. Targets the new graph reads that this module lacks come
+  // Replaces the graph, as torch.fx's `gm.graph = new_graph` does (the
+  // body standing in for it, under with_body_as_graph), and recompiles. Targets the new graph reads that this module lacks come
   // from `attributes`; init steps and registered attributes stay. Throws
   // fx::GraphError naming a missing target, leaving this module as it was.
   // For passes that build a new graph (re-tracing) but run in place.
@@ -201,6 +217,8 @@ class GraphModuleImpl : public torch::nn::Module, public GraphOwner {
   void compile(std::unique_ptr<Executor> executor = nullptr);
 
   std::unique_ptr<Graph> graph_;
+  // The body standing in for graph_ (with_body_as_graph), or null.
+  Graph* body_ = nullptr;
   std::map<std::string, at::Tensor> tensors_;
   absl::flat_hash_map<std::string, bool> is_parameter_;
   std::map<std::string, LeafModule> leaves_;

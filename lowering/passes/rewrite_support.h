@@ -83,6 +83,7 @@ class LoweringPass : public Pass {
   explicit LoweringPass(std::string name, InferenceOptions options = {})
       : name_(std::move(name)), options_(options) {}
   std::string name() const override { return name_; }
+  Bodies bodies() const override { return Bodies::kEachGraph; }
   bool run(GraphModuleImpl& module) final;
   std::vector<std::pair<std::string, int64_t>> statistics() const override;
 
