@@ -235,11 +235,15 @@ class Splitter {
         parameter_paths_.insert(item.key());
       }
     }
-    for (Node* n : g.find_nodes(Opcode::kGetAttr)) {
-      const std::string& path = n->target().str();
-      (parameter_paths_.count(path) ? attributes->parameters
-                                    : attributes->buffers)
-          .emplace(path, module_.fetch_attr(path));
+    // The bodies of control flow read the module's tensors too.
+    for (const Graph* graph : g.all_graphs()) {
+      for (Node* n : graph->find_nodes(Opcode::kGetAttr)) {
+        if (Graph::reads_subgraph(*n)) continue;
+        const std::string& path = n->target().str();
+        (parameter_paths_.count(path) ? attributes->parameters
+                                      : attributes->buffers)
+            .emplace(path, module_.fetch_attr(path));
+      }
     }
     attributes->traced_training = module_.traced_training();
   }
@@ -249,12 +253,14 @@ class Splitter {
   std::shared_ptr<GraphModuleImpl> make_module(std::unique_ptr<Graph> g,
                                                Attributes attributes) {
     take_tensors(*g, &attributes);
-    for (Node* n : g->find_nodes(Opcode::kCallModule)) {
-      const std::string& path = n->target().str();
-      // The graph calling the submodules is given them; a partition's leaf
-      // modules are the module's.
-      if (attributes.modules.count(path)) continue;
-      attributes.modules.emplace(path, *module_.leaf_module(path));
+    for (const Graph* graph : g->all_graphs()) {
+      for (Node* n : graph->find_nodes(Opcode::kCallModule)) {
+        const std::string& path = n->target().str();
+        // The graph calling the submodules is given them; a partition's
+        // leaf modules are the module's.
+        if (attributes.modules.count(path)) continue;
+        attributes.modules.emplace(path, *module_.leaf_module(path));
+      }
     }
     auto made =
         std::make_shared<GraphModuleImpl>(std::move(g), std::move(attributes));
@@ -348,7 +354,19 @@ class Splitter {
 GraphModule split_module(
     const GraphModuleImpl& module,
     const std::function<int64_t(const Node&)>& partition_of) {
-  refuse_control_flow(module.graph(), "split_module");
+  // A cond or while_loop goes whole into its partition, its bodies with
+  // it. One that writes in place inside a body is refused: the order of
+  // that write and the reads of the same tensor in other partitions is not
+  // tracked.
+  for (Node* n : module.graph().nodes()) {
+    if (is_control_flow_call(*n) && n->is_impure()) {
+      throw GraphError(absl::StrCat(
+          "split_module: %", n->name(), " (", n->target().to_string(),
+          ") writes in place inside its "
+          "bodies, which splitting cannot keep in order with the reads in "
+          "other partitions; return the new value from the body instead"));
+    }
+  }
   return Splitter(module, partition_of).split();
 }
 

@@ -45,6 +45,9 @@
 //   partition that reads the value earlier in the graph and before those
 //   that read it later, so splitting does not reorder a read and a write.
 //   (Aliasing through views is not tracked.)
+// - A cond or while_loop (fx/ir/control_flow.h) is a call like any other:
+//   it goes whole into its partition, its bodies with it. One whose bodies
+//   write in place (Node::is_impure) is refused.
 // - If the partitions depend on each other in a cycle (a node of partition 0
 //   uses partition 1, which uses partition 0), no order runs them: throws
 //   fx::GraphError naming the cycle.

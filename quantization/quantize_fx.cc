@@ -1,5 +1,6 @@
 #include "quantization/quantize_fx.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -998,7 +999,15 @@ class DynamicQuantizer {
   }
 
   Node* add_output(Node* value, const std::string& name) {
+    // Unique in the module: a body of control flow may hold a node of the
+    // same name as the graph around it.
     std::string path = absl::StrCat("_packed.", name);
+    for (int i = 1; module_.has_object_attribute(path) ||
+                    module_.has_tensor_attribute(path) ||
+                    std::find(paths_.begin(), paths_.end(), path) != paths_.end();
+         ++i) {
+      path = absl::StrCat("_packed.", name, "_", i);
+    }
     outputs_.push_back(value);
     paths_.push_back(path);
     return graph_.get_attr(path);
@@ -1091,15 +1100,20 @@ class DynamicQuantizer {
 
 GraphModule quantize_dynamic_fx(const GraphModule& module,
                                 const DynamicOptions& options) {
-  refuse_control_flow(module->graph(), "quantize_dynamic_fx");
   check_not_training(*module, "quantize_dynamic_fx");
   check_quantized_engine(options.engine);
   quantization::register_operators();
   GraphModule result(module->copy());
-  if (options.decompose_fused_attention) {
-    decompose(*result, fused_attention_decompositions());
-  }
-  DynamicQuantizer(*result, options).run();
+  auto quantize = [&] {
+    if (options.decompose_fused_attention) {
+      decompose(*result, fused_attention_decompositions());
+    }
+    DynamicQuantizer(*result, options).run();
+  };
+  quantize();
+  // The same in each body of control flow: its weights are packed by init
+  // steps of the module, as the graph's are.
+  result->for_each_body(quantize);
   return result;
 }
 

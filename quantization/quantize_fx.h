@@ -83,7 +83,9 @@ GraphModule convert_to_reference_fx(const GraphModule& prepared);
 // Dynamic quantization (torch.ao's quantize_dynamic): weights quantized
 // ahead of time (qint8, per tensor, symmetric), activations quantized per
 // call from their own range. Covers linear layers with constant weights
-// (quantized::linear_dynamic) and LSTMs (aten::quantized_lstm).
+// (quantized::linear_dynamic) and LSTMs (aten::quantized_lstm), in the
+// graph and in each body of its control flow (cond's branches,
+// while_loop's bodies).
 struct DynamicOptions {
   std::string engine = "onednn";
   bool linear = true;

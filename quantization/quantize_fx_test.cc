@@ -243,6 +243,55 @@ TEST_CASE("dynamic quantization covers linear layers and LSTMs") {
   }
 }
 
+namespace {
+
+// A gate on the input's mean picking one of two MLP heads (linear layers in
+// both branches of a cond), then a linear layer around it.
+struct GatedHeadsImpl : torch::nn::Module {
+  GatedHeadsImpl() {
+    wide = register_module("wide", torch::nn::Linear(16, 32));
+    narrow = register_module("narrow", torch::nn::Linear(16, 32));
+    out = register_module("out", torch::nn::Linear(32, 8));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    using Tensors = std::vector<at::Tensor>;
+    at::Tensor y = fx::cond(
+        x.mean() > 0,
+        [&](const Tensors& in) { return Tensors{torch::relu(wide(in[0]))}; },
+        [&](const Tensors& in) { return Tensors{narrow(in[0]).tanh()}; },
+        {x})[0];
+    return out(y);
+  }
+  torch::nn::Linear wide{nullptr}, narrow{nullptr}, out{nullptr};
+};
+TORCH_MODULE(GatedHeads);
+
+}  // namespace
+
+TEST_CASE("dynamic quantization goes into the bodies of control flow") {
+  torch::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  GatedHeads model;
+  model->eval();
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({4, 16}));
+  fx::GraphModule dynamic = fx::quantize_dynamic_fx(gm);
+  const fx::Graph& g = dynamic->graph();
+  CAPTURE(g.to_string());
+  auto dynamic_calls = [](const fx::Graph& graph) {
+    return count_calls(graph, "quantized::linear_dynamic") +
+           count_calls(graph, "quantized::linear_relu_dynamic");
+  };
+  CHECK(dynamic_calls(g) == 1);
+  CHECK(dynamic_calls(*g.subgraph("true_graph_0")) == 1);
+  CHECK(dynamic_calls(*g.subgraph("false_graph_0")) == 1);
+  // Each packed weight under a name of its own.
+  CHECK(dynamic->object_attributes().size() == 3);
+  for (float sign : {1.0f, -1.0f}) {
+    const at::Tensor x = torch::randn({4, 16}).abs() * sign;
+    CHECK(fx::sqnr_db(model->forward(x), dynamic(x).toTensor()) > 25);
+  }
+}
+
 TEST_CASE("the report gives each quantized node's SQNR") {
   torch::NoGradGuard no_grad;
   models::ZooModel model = models::make_zoo_model("lenet");

@@ -553,15 +553,19 @@ class Splitter {
       }
     }
     Attributes attributes;
-    for (Node* n : g->find_nodes(Opcode::kGetAttr)) {
-      const std::string& path = n->target().str();
-      (parameter_paths_.count(path) ? attributes.parameters
-                                    : attributes.buffers)
-          .emplace(path, module_.fetch_attr(path));
-    }
-    for (Node* n : g->find_nodes(Opcode::kCallModule)) {
-      const std::string& path = n->target().str();
-      attributes.modules.emplace(path, *module_.leaf_module(path));
+    // What the stage's graph and its bodies of control flow read.
+    for (const Graph* graph : g->all_graphs()) {
+      for (Node* n : graph->find_nodes(Opcode::kGetAttr)) {
+        if (Graph::reads_subgraph(*n)) continue;
+        const std::string& path = n->target().str();
+        (parameter_paths_.count(path) ? attributes.parameters
+                                      : attributes.buffers)
+            .emplace(path, module_.fetch_attr(path));
+      }
+      for (Node* n : graph->find_nodes(Opcode::kCallModule)) {
+        const std::string& path = n->target().str();
+        attributes.modules.emplace(path, *module_.leaf_module(path));
+      }
     }
     attributes.traced_training = module_.traced_training();
     auto made =
@@ -705,7 +709,17 @@ std::string shapes(const std::vector<TensorMeta>& metas) {
 // buffers kept), so that each stage's inputs and outputs say how their
 // sizes follow the dynamic ones, whatever passes ran since the trace.
 Pipeline split(const GraphModule& module, const PipelineOptions& options) {
-  refuse_control_flow(module->graph(), "the pipeline splitter");
+  // A cond or while_loop is one call, whole in its stage (its tuple of
+  // outputs crosses no cut: only tensors do). One whose bodies write in
+  // place is refused: the stages hold copies of what crosses.
+  for (Node* n : module->graph().nodes()) {
+    if (is_control_flow_call(*n) && n->is_impure()) {
+      throw GraphError(absl::StrCat(
+          "split_pipeline: %", n->name(), " (", n->target().to_string(),
+          ") writes in place inside its bodies, which the stages cannot "
+          "share; return the new value from the body instead"));
+    }
+  }
   if (dynamic_dims(module->graph()).empty()) return Splitter(*module, options).split();
   GraphModule copy(module->copy());
   propagate_symbolic_shapes(copy, "split_pipeline");
