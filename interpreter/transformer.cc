@@ -8,6 +8,7 @@
 #include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
+#include "fx/trace/control_flow.h"
 
 namespace fx {
 namespace {
@@ -98,7 +99,6 @@ GraphModule Transformer::transform() {
 
 GraphModule Transformer::transform(
     const std::vector<c10::IValue>& example_inputs) {
-  refuse_control_flow(module_->graph(), "the Transformer");
   Result result = transform_graph(example_inputs);
   return GraphModule(module_.ptr(), std::move(result.graph),
                      std::move(result.attributes));
@@ -249,6 +249,11 @@ c10::IValue Transformer::call_function(const Node& node, const Target& target,
       return value;
     }
   }
+  // cond and while_loop: traced again through fx::cond and fx::while_loop,
+  // their bodies run node by node here, so that overrides apply inside.
+  if (tracer_ != nullptr && is_control_flow_call(node)) {
+    return control_flow(node, args);
+  }
   if (tracer_ != nullptr && target.is_function() &&
       &target.function() != getitem() && !is_sym_function(target.function())) {
     if (!kwargs.empty()) {
@@ -265,6 +270,98 @@ c10::IValue Transformer::call_function(const Node& node, const Target& target,
   }
   return Interpreter::call_function(node, target, std::move(args),
                                     std::move(kwargs));
+}
+
+namespace {
+
+std::vector<at::Tensor> tensors_of(const c10::IValue& value,
+                                   const Node& node) {
+  std::vector<at::Tensor> out;
+  auto add = [&](const c10::IValue& v) {
+    if (!v.isTensor()) {
+      throw GraphError(absl::StrCat(
+          "the Transformer: %", node.name(), " passes a ", v.tagKind(),
+          " to or from a body; bodies take and return tensors"));
+    }
+    out.push_back(v.toTensor());
+  };
+  if (value.isTuple()) {
+    for (const c10::IValue& v : value.toTupleRef().elements()) add(v);
+  } else if (value.isList()) {
+    for (const c10::IValue& v : value.toListRef()) add(v);
+  } else {
+    add(value);
+  }
+  return out;
+}
+
+// A body as fx::cond and fx::while_loop take it: run on the tensors `in`
+// and then `extra` (while_loop's additional values).
+BodyFunction body_function(const c10::IValue& body, const Node& node,
+                           const std::vector<at::Tensor>& extra = {}) {
+  const Body* b = &as_body(body, "a body of control flow");
+  return [b, &node, extra](const std::vector<at::Tensor>& in) {
+    std::vector<c10::IValue> inputs(in.begin(), in.end());
+    inputs.insert(inputs.end(), extra.begin(), extra.end());
+    return tensors_of(b->run(std::move(inputs)), node);
+  };
+}
+
+c10::IValue tuple_of(const std::vector<at::Tensor>& values) {
+  return c10::ivalue::Tuple::create(
+      std::vector<c10::IValue>(values.begin(), values.end()));
+}
+
+}  // namespace
+
+c10::IValue Transformer::control_flow(const Node& node,
+                                      const std::vector<c10::IValue>& args) {
+  if (&node.target().function() == cond_function()) {
+    const std::vector<at::Tensor> operands = tensors_of(args.at(3), node);
+    if (!args.at(0).isTensor()) {
+      // A bool or an int: the branch it picks, as eager takes it.
+      const bool pred = truth_of(args[0], "cond's predicate");
+      return tuple_of(body_function(args.at(pred ? 1 : 2), node)(operands));
+    }
+    return tuple_of(cond(args[0].toTensor(), body_function(args.at(1), node),
+                         body_function(args.at(2), node), operands));
+  }
+  if (&node.target().function() == map_function()) {
+    const std::vector<at::Tensor> additional = tensors_of(args.at(2), node);
+    return tuple_of(fx::map(body_function(args.at(0), node, additional),
+                            tensors_of(args.at(1), node)));
+  }
+  const std::vector<at::Tensor> additional = tensors_of(args.at(3), node);
+  if (&node.target().function() == scan_function()) {
+    const std::vector<at::Tensor> init = tensors_of(args.at(1), node);
+    BodyFunction combine = body_function(args.at(0), node, additional);
+    const size_t carried = init.size();
+    ScanResult r = fx::scan(
+        [&](const std::vector<at::Tensor>& c, const std::vector<at::Tensor>& x) {
+          std::vector<at::Tensor> in = c;
+          in.insert(in.end(), x.begin(), x.end());
+          std::vector<at::Tensor> out = combine(in);
+          return std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>{
+              {out.begin(), out.begin() + std::min(carried, out.size())},
+              {out.begin() + std::min(carried, out.size()), out.end()}};
+        },
+        init, tensors_of(args.at(2), node));
+    r.carried.insert(r.carried.end(), r.ys.begin(), r.ys.end());
+    return tuple_of(r.carried);
+  }
+  BodyFunction cond_graph = body_function(args.at(0), node, additional);
+  BodyFunction body_graph = body_function(args.at(1), node, additional);
+  return tuple_of(while_loop(
+      [&](const std::vector<at::Tensor>& carried) {
+        std::vector<at::Tensor> out = cond_graph(carried);
+        if (out.size() != 1) {
+          throw GraphError(absl::StrCat(
+              "the Transformer: the cond_graph of %", node.name(),
+              " returns ", out.size(), " values; it returns one"));
+        }
+        return out[0];
+      },
+      body_graph, tensors_of(args.at(2), node)));
 }
 
 c10::IValue Transformer::call_module(const Node& node, const Target& target,

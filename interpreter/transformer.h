@@ -28,7 +28,9 @@
 // use them again, unless an override computes with them as ints (the new
 // graph is then specialized to the example shapes and guards them). The new
 // GraphModule keeps the input guards and the traced training mode of the
-// old one (its graph keeps whatever the old one specialized).
+// old one (its graph keeps whatever the old one specialized). A cond or
+// while_loop is traced again through fx::cond and fx::while_loop: its
+// bodies run node by node through the same overrides, into new bodies.
 #pragma once
 
 #include <vector>
@@ -72,6 +74,10 @@ class Transformer : public Interpreter {
                           IValueKwargs kwargs) override;
 
  private:
+  // A cond or while_loop re-traced through fx::cond / fx::while_loop, its
+  // bodies run here node by node (overrides apply inside them).
+  c10::IValue control_flow(const Node& node,
+                           const std::vector<c10::IValue>& args);
   // The sizes a node's args hold (old sym_* nodes), as the new graph's
   // nodes: None where an arg holds no size.
   Argument new_sizes(const Argument& old) const;

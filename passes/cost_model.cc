@@ -570,12 +570,42 @@ std::string operator_name(const c10::FunctionSchema& schema) {
 // The cost of `node`; when it is not modelled, what to call it in
 // CostReport::unmodelled_ops goes to *unmodelled_name.
 // A cond costs what its costlier branch costs (by multiply-accumulates,
-// then flops, then bytes); a while_loop, whose trip count only the run
-// knows, is not modelled.
+// then flops, then bytes); a scan or a map its body's cost once per step
+// (the xs' length); a while_loop, whose trip count only the run knows, is
+// not modelled.
 template <typename GiveUp>
 NodeCost control_flow_cost(const Node& node, const GiveUp& give_up) {
   if (&node.target().function() == while_loop_function()) {
     return give_up("while_loop (its trip count is known only at run time)");
+  }
+  const Function* f = &node.target().function();
+  if (f == scan_function() || f == map_function()) {
+    // Its body once per slice of the xs: the length is their dimension 0.
+    const char* name = f == scan_function() ? "scan" : "map";
+    const Argument& xs = node.args().at(f == scan_function() ? 2 : 1);
+    const TensorMeta* first =
+        xs.is_list() && !xs.elements().empty() && xs.elements()[0].is_node()
+            ? xs.elements()[0].to_node()->meta().get(kTensorMeta)
+            : nullptr;
+    if (first == nullptr || first->sizes.empty()) {
+      return give_up(absl::StrCat(name, " (the length of its xs is unknown)"));
+    }
+    const CostReport body = estimate_cost(*bodies_of(node)[0]);
+    if (!body.total.modelled) {
+      return give_up(absl::StrCat(
+          name, " (its body runs ",
+          body.unmodelled_ops.empty() ? "what is not modelled"
+                                      : body.unmodelled_ops.front(),
+          ")"));
+    }
+    const double steps = static_cast<double>(first->sizes[0]);
+    NodeCost c = body.total;
+    c.flops *= steps;
+    c.macs *= steps;
+    c.bytes_read *= steps;
+    c.bytes_written *= steps;
+    c.weight_bytes *= steps;
+    return c;
   }
   std::optional<NodeCost> costlier;
   for (const Graph* body : bodies_of(node)) {

@@ -15,6 +15,11 @@ import sys
 
 import torch
 
+# The example inputs below are drawn once, at import: seeded, so that every
+# run writes the same files (a test's figures on them, an int8 SQNR, do not
+# move from run to run).
+torch.manual_seed(0)
+
 
 class Mlp(torch.nn.Module):
     """Linear, eval-mode batch norm, relu, and a product with a number."""
@@ -234,6 +239,28 @@ class Halving(torch.nn.Module):
             (x, torch.zeros((), dtype=torch.int64)))
 
 
+class Recurrent(torch.nn.Module):
+    """scan (torch._higher_order_ops.scan): an Elman cell over time from h0,
+    its states returned by every step; then map (its map_impl): a head on
+    each step's states. Both bodies read parameters, lifted by export."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.Linear(4 + 8, 8)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x, h0):
+        from torch._higher_order_ops.map import map as map_steps
+        from torch._higher_order_ops.scan import scan
+
+        def combine(h, xt):
+            n = torch.tanh(self.cell(torch.cat([xt, h], 1)))
+            return n, n.clone()  # scan's outputs may not alias each other
+
+        h, ys = scan(combine, h0, x.transpose(0, 1))
+        return map_steps(lambda y: self.head(y).softmax(-1), ys).sum(0) + h.sum()
+
+
 BATCH = torch.export.Dim("batch", max=64)
 
 # Dynamic dimensions (export's dynamic_shapes) and the other shapes each
@@ -309,6 +336,7 @@ MODELS = {
     "functional_mutates_input": (MutatesInput, (torch.randn(2, 3),)),
     "cond": (Branch, (torch.randn(3),)),
     "while_loop": (Halving, (torch.randn(3) * 10,)),
+    "scan": (Recurrent, (torch.randn(2, 5, 4), torch.randn(2, 8))),
 }
 
 # How each model is exported, beyond the defaults (strict=False).

@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include <ATen/ATen.h>
+
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/graph.h"
@@ -70,6 +72,86 @@ c10::IValue while_loop_impl(const std::vector<c10::IValue>& args) {
   return c10::ivalue::Tuple::create(std::move(carried));
 }
 
+std::vector<at::Tensor> tensors_of(const std::vector<c10::IValue>& values,
+                                   const char* function, const char* what) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i].isTensor()) {
+      throw ExecutionError(absl::StrCat(function, ": ", what, " ", i,
+                                        " must be a tensor, got a ",
+                                        values[i].tagKind()));
+    }
+    out.push_back(values[i].toTensor());
+  }
+  return out;
+}
+
+// scan's and map's steps: `body` on (*carried, *slice i of each xs,
+// *additional), its first carried.size() outputs carried on.
+c10::IValue run_steps(const Body& body, std::vector<c10::IValue> carried,
+                      const std::vector<at::Tensor>& xs,
+                      const std::vector<c10::IValue>& additional,
+                      const char* function) {
+  const int64_t length = scan_length(xs, function);
+  std::vector<std::vector<at::Tensor>> steps;
+  for (int64_t i = 0; i < length; ++i) {
+    std::vector<c10::IValue> in = carried;
+    for (const at::Tensor& x : xs) in.emplace_back(x.select(0, i));
+    in.insert(in.end(), additional.begin(), additional.end());
+    std::vector<c10::IValue> out =
+        elements_of(as_tuple(body.run(std::move(in))), function, "body output");
+    if (out.size() < carried.size()) {
+      throw ExecutionError(absl::StrCat(
+          function, ": step ", i, " returned ", out.size(), " values for ",
+          carried.size(), " carried ones and the ys"));
+    }
+    std::vector<c10::IValue> next(out.begin(), out.begin() + carried.size());
+    check_carried_values(carried, next, i, function);
+    carried = std::move(next);
+    steps.push_back(tensors_of(
+        std::vector<c10::IValue>(out.begin() + carried.size(), out.end()),
+        function, "y"));
+    if (steps.back().size() != steps.front().size()) {
+      throw ExecutionError(absl::StrCat(
+          function, ": step ", i, " returned ", steps.back().size(),
+          " ys where step 0 returned ", steps.front().size()));
+    }
+  }
+  for (at::Tensor& y : stack_steps(steps, function)) {
+    carried.emplace_back(std::move(y));
+  }
+  return c10::ivalue::Tuple::create(std::move(carried));
+}
+
+c10::IValue scan_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 3 && args.size() != 4) {
+    throw ExecutionError(absl::StrCat(
+        "scan takes (combine_graph, init, xs, additional), got ", args.size(),
+        " arguments"));
+  }
+  return run_steps(
+      as_body(args[0], "scan's combine_graph"),
+      elements_of(args[1], "scan", "init"),
+      tensors_of(elements_of(args[2], "scan", "xs"), "scan", "xs"),
+      args.size() == 4 ? elements_of(args[3], "scan", "additional")
+                       : std::vector<c10::IValue>{},
+      "scan");
+}
+
+c10::IValue map_impl(const std::vector<c10::IValue>& args) {
+  if (args.size() != 2 && args.size() != 3) {
+    throw ExecutionError(absl::StrCat(
+        "map takes (body_graph, xs, additional), got ", args.size(),
+        " arguments"));
+  }
+  return run_steps(
+      as_body(args[0], "map's body_graph"), {},
+      tensors_of(elements_of(args[1], "map", "xs"), "map", "xs"),
+      args.size() == 3 ? elements_of(args[2], "map", "additional")
+                       : std::vector<c10::IValue>{},
+      "map");
+}
+
 const Graph* body_argument(const Node& node, size_t index, const char* role) {
   const char* function = node.target().function().name().c_str();
   if (index >= node.args().size() || !node.args()[index].is_node() ||
@@ -113,10 +195,10 @@ std::string value_description(const c10::IValue& v) {
 
 void check_carried_values(const std::vector<c10::IValue>& before,
                           const std::vector<c10::IValue>& after,
-                          int64_t iteration) {
+                          int64_t iteration, const char* function) {
   if (after.size() != before.size()) {
     throw ExecutionError(absl::StrCat(
-        "while_loop: iteration ", iteration, " of the body returned ",
+        function, ": iteration ", iteration, " of the body returned ",
         after.size(), " values for ", before.size(), " carried ones"));
   }
   for (size_t i = 0; i < after.size(); ++i) {
@@ -131,20 +213,74 @@ void check_carried_values(const std::vector<c10::IValue>& before,
             : a.tagKind() == b.tagKind();
     if (!same) {
       throw ExecutionError(absl::StrCat(
-          "while_loop: iteration ", iteration, " of the body made carried "
+          function, ": iteration ", iteration, " of the body made carried "
           "value ", i, " ", value_description(b), " from ", value_description(a),
           ": a loop's carried values keep their dtypes and sizes, as "
-          "torch.while_loop's do"));
+          "torch.", function, "'s do"));
     }
   }
 }
 
 void check_carried_values(const std::vector<at::Tensor>& before,
                           const std::vector<at::Tensor>& after,
-                          int64_t iteration) {
+                          int64_t iteration, const char* function) {
   check_carried_values(std::vector<c10::IValue>(before.begin(), before.end()),
                        std::vector<c10::IValue>(after.begin(), after.end()),
-                       iteration);
+                       iteration, function);
+}
+
+int64_t scan_length(const std::vector<at::Tensor>& xs, const char* function) {
+  if (xs.empty()) {
+    throw ExecutionError(absl::StrCat(
+        function, " takes at least one tensor to run over (xs)"));
+  }
+  int64_t length = -1;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const at::Tensor& x = xs[i];
+    if (!x.defined() || x.dim() == 0) {
+      throw ExecutionError(absl::StrCat(
+          function, ": xs ", i, " is ", value_description(x),
+          "; it runs over dimension 0 of tensors of at least one dimension"));
+    }
+    if (length >= 0 && x.size(0) != length) {
+      throw ExecutionError(absl::StrCat(
+          function, ": xs ", i, " is ", value_description(x), " and xs 0 ",
+          value_description(xs[0]), "; the xs share their length along "
+          "dimension 0"));
+    }
+    length = x.size(0);
+  }
+  if (length == 0) {
+    throw ExecutionError(absl::StrCat(
+        function, " over xs of length 0 (", value_description(xs[0]),
+        "): no step would run to give its outputs' shapes, as torch.",
+        function, " refuses too; check the length before calling it"));
+  }
+  return length;
+}
+
+std::vector<at::Tensor> stack_steps(
+    const std::vector<std::vector<at::Tensor>>& steps, const char* function) {
+  std::vector<at::Tensor> out;
+  if (steps.empty()) return out;
+  for (size_t k = 0; k < steps[0].size(); ++k) {
+    std::vector<at::Tensor> column;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const at::Tensor& y = steps[s].at(k);
+      const at::Tensor& first = steps[0][k];
+      if (!y.defined() || y.scalar_type() != first.scalar_type() ||
+          y.sizes() != first.sizes()) {
+        throw ExecutionError(absl::StrCat(
+            function, ": step ", s, " returned y ", k, " ",
+            value_description(y), " where step 0 returned ",
+            value_description(first), "; each y keeps its dtype and sizes "
+            "from step to step, to be stacked"));
+      }
+      column.push_back(y);
+    }
+    out.push_back(at::stack(column));
+  }
+  return out;
 }
 
 void refuse_control_flow(const Graph& graph, const std::string& layer) {
@@ -188,12 +324,25 @@ const Function* while_loop_function() {
   return f;
 }
 
+const Function* scan_function() {
+  static const Function* f =
+      register_function("scan", &scan_impl, /*is_pure=*/true);
+  return f;
+}
+
+const Function* map_function() {
+  static const Function* f =
+      register_function("map", &map_impl, /*is_pure=*/true);
+  return f;
+}
+
 bool is_control_flow_call(const Node& node) {
   if (node.op() != Opcode::kCallFunction || !node.target().is_function()) {
     return false;
   }
   const Function* f = &node.target().function();
-  return f == cond_function() || f == while_loop_function();
+  return f == cond_function() || f == while_loop_function() ||
+         f == scan_function() || f == map_function();
 }
 
 std::vector<const Graph*> bodies_of(const Node& node) {
@@ -201,6 +350,12 @@ std::vector<const Graph*> bodies_of(const Node& node) {
   if (&node.target().function() == cond_function()) {
     return {body_argument(node, 1, "true_graph"),
             body_argument(node, 2, "false_graph")};
+  }
+  if (&node.target().function() == scan_function()) {
+    return {body_argument(node, 0, "combine_graph")};
+  }
+  if (&node.target().function() == map_function()) {
+    return {body_argument(node, 0, "body_graph")};
   }
   return {body_argument(node, 0, "cond_graph"),
           body_argument(node, 1, "body_graph")};

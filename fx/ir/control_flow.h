@@ -29,8 +29,24 @@
 //   values: as many, each of the same dtype and sizes as before (as
 //   torch.while_loop requires), else fx::ExecutionError says which.
 //
+// scan(combine_graph, init, xs, additional) runs combine_graph once per
+// slice along dimension 0 of the xs (torch.ops.higher_order.scan, whose
+// frontend moves the scanned dimension first), carrying values from one
+// step to the next, and returns (*final carried values, *ys), each y its
+// steps' outputs stacked along a new dimension 0.
+//   combine_graph takes (*carried, *one slice of each xs, *additional) and
+//   returns (*next carried values, *y): the carried values keep their
+//   dtypes and sizes, each y its dtype and sizes from step to step.
+//   The xs share their length, at least 1 (no step would give no ys'
+//   shapes).
+//
+// map(body_graph, xs, additional) runs body_graph on each slice along
+// dimension 0 of the xs (torch.ops.higher_order.map_impl) and returns its
+// outputs, each stacked along a new dimension 0: a scan without carried
+// values.
+//
 // At run time a get_attr of a body gives a Body (a capsule), which these
-// two call; the executor and the Interpreter make them.
+// call; the executor and the Interpreter make them.
 #pragma once
 
 #include <cstdint>
@@ -60,11 +76,14 @@ const Body& as_body(const c10::IValue& value, const char* what);
 
 const Function* cond_function();
 const Function* while_loop_function();
+const Function* scan_function();
+const Function* map_function();
 
-// Whether `node` calls cond or while_loop.
+// Whether `node` calls cond, while_loop, scan or map.
 bool is_control_flow_call(const Node& node);
 // The bodies a control-flow node reads (its get_attr arguments' subgraphs),
-// in argument order: {true, false} for cond, {cond, body} for while_loop.
+// in argument order: {true, false} for cond, {cond, body} for while_loop,
+// {combine} for scan, {body} for map.
 // Throws fx::GraphError if an argument that should name one does not.
 std::vector<const Graph*> bodies_of(const Node& node);
 
@@ -77,16 +96,30 @@ void refuse_control_flow(const Graph& graph, const std::string& layer);
 // ("f32[2, 3]", TensorMeta::to_string), anything else by its kind.
 std::string value_description(const c10::IValue& value);
 
-// while_loop's check of one iteration (the executor's, generated code's
-// and eager fx::while_loop's): `after` holds as many values as `before`,
-// each a tensor of the same dtype and sizes (or a value of the same kind);
-// else fx::ExecutionError naming the iteration and the value.
+// while_loop's (and scan's: `function`) check of one iteration (the
+// executor's, generated code's and eager fx::while_loop's): `after` holds
+// as many values as `before`, each a tensor of the same dtype and sizes (or
+// a value of the same kind); else fx::ExecutionError naming the iteration
+// and the value.
 void check_carried_values(const std::vector<c10::IValue>& before,
                           const std::vector<c10::IValue>& after,
-                          int64_t iteration);
+                          int64_t iteration,
+                          const char* function = "while_loop");
 void check_carried_values(const std::vector<at::Tensor>& before,
                           const std::vector<at::Tensor>& after,
-                          int64_t iteration);
+                          int64_t iteration,
+                          const char* function = "while_loop");
+
+// The steps of scan and map: the common length along dimension 0 of `xs`
+// (tensors, at least one, each of at least one dimension); else
+// fx::ExecutionError naming `function` and what differs. A length of 0 is
+// refused too: no step, no ys' shapes.
+int64_t scan_length(const std::vector<at::Tensor>& xs, const char* function);
+// Stacks each y of the steps along a new dimension 0, checking that a y
+// keeps its dtype and sizes from step to step (fx::ExecutionError naming
+// `function`, the step and the y otherwise).
+std::vector<at::Tensor> stack_steps(
+    const std::vector<std::vector<at::Tensor>>& steps, const char* function);
 
 // The value `pred` stands for, for cond and while_loop: a one-element
 // tensor's truth, or a bool's or an int's. Throws fx::ExecutionError naming

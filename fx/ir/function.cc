@@ -217,6 +217,8 @@ const Function* find_function(std::string_view name) {
   if (name == "sym_mod") return sym_mod();
   if (name == "cond") return cond_function();
   if (name == "while_loop") return while_loop_function();
+  if (name == "scan") return scan_function();
+  if (name == "map") return map_function();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.functions.find(absl::string_view(name.data(), name.size()));

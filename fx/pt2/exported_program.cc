@@ -676,7 +676,9 @@ class Loader {
     const std::string target = string(field(node, "target", where), where + ".target");
     if (add_sym_node(node, target, name, where)) return;
     if (target == "torch.ops.higher_order.cond" ||
-        target == "torch.ops.higher_order.while_loop") {
+        target == "torch.ops.higher_order.while_loop" ||
+        target == "torch.ops.higher_order.scan" ||
+        target == "torch.ops.higher_order.map_impl") {
       add_control_flow(node, target, name, where);
       return;
     }
@@ -763,23 +765,29 @@ class Loader {
     define_elements(call, elements, where);
   }
 
-  // torch.cond and torch.while_loop: our cond and while_loop, each body
-  // (as_graph) a subgraph read as the program's graph is, in names of its
-  // own. cond(pred, true_graph, false_graph, operands);
-  // while_loop(cond_graph, body_graph, carried, additional).
+  // torch.cond, torch.while_loop, scan and map: our cond, while_loop,
+  // scan and map, each body (as_graph) a subgraph read as the program's
+  // graph is, in names of its own. cond(pred, true_graph, false_graph,
+  // operands); while_loop(cond_graph, body_graph, carried, additional);
+  // scan(combine_graph, init, xs, additional); map_impl(body_graph, xs,
+  // additional).
   void add_control_flow(const Json& node, const std::string& target,
                         const std::string& name, const std::string& where) {
     const bool is_cond = target == "torch.ops.higher_order.cond";
+    const bool is_loop = target == "torch.ops.higher_order.while_loop";
+    const bool is_map = target == "torch.ops.higher_order.map_impl";
+    const size_t arity = is_map ? 3 : 4;
     const Json& inputs = array(field(node, "inputs", where), where + ".inputs");
-    if (inputs.size() != 4) {
+    if (inputs.size() != arity) {
       fail(absl::StrCat(where, ": ", target, " with ", inputs.size(),
-                        " inputs (four expected)"));
+                        " inputs (", arity, " expected)"));
     }
     std::vector<Argument> args;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const std::string at = absl::StrCat(where, ".inputs[", i, "]");
       const Json& arg = field(inputs[i], "arg", at);
-      const bool body = is_cond ? (i == 1 || i == 2) : i < 2;
+      const bool body =
+          is_cond ? (i == 1 || i == 2) : is_loop ? i < 2 : i == 0;
       auto [kind, v] = one_of(arg, at);
       if (body != (kind == "as_graph")) {
         fail(absl::StrCat(at, ": ", target, " takes ",
@@ -804,7 +812,10 @@ class Loader {
     }
     Node* call = graph_->create_node(
         Opcode::kCallFunction,
-        Target(is_cond ? cond_function() : while_loop_function()),
+        Target(is_cond   ? cond_function()
+               : is_loop ? while_loop_function()
+               : is_map  ? map_function()
+                         : scan_function()),
         std::move(args), {}, name);
     std::vector<Json> elements;
     for (const Json& o : array(field(node, "outputs", where), where + ".outputs")) {

@@ -17,6 +17,7 @@
 #include <torch/version.h>
 
 #include "fx/fx.h"
+#include "fx/ir/control_flow.h"
 #include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "onnx/to_onnx.h"
@@ -429,17 +430,46 @@ TEST_CASE("torch.cond and torch.while_loop read as cond and while_loop "
   }
 }
 
+TEST_CASE("scan and map read as scan and map nodes") {
+  torch::NoGradGuard no_grad;
+  fx::GraphModule rnn = fx::load_exported_program(programs() + "/scan.pt2");
+  INFO(rnn->graph());
+  CHECK(rnn->graph().subgraphs().size() == 2);
+  CHECK(rnn->graph()
+            .find_nodes(fx::Opcode::kCallFunction,
+                        fx::Target(fx::scan_function()))
+            .size() == 1);
+  CHECK(rnn->graph()
+            .find_nodes(fx::Opcode::kCallFunction,
+                        fx::Target(fx::map_function()))
+            .size() == 1);
+  // Python's output on the same inputs, bitwise.
+  check_at_shape(rnn, "scan_io", 2);
+  // Saved and loaded with its bodies (the program's shapes are static).
+  std::stringstream file;
+  fx::save(rnn, file);
+  fx::GraphModule loaded = fx::load(file);
+  const at::Tensor x = torch::randn({2, 5, 4});
+  const at::Tensor h0 = torch::randn({2, 8});
+  CHECK(torch::equal(loaded(x, h0).toTensor(), rnn(x, h0).toTensor()));
+  // As ONNX Scan, under ONNX Runtime.
+  const std::filesystem::path onnx_file =
+      onnx_testing::scratch() / "scan.onnx";
+  fx::to_onnx(*rnn, onnx_file.string());
+  onnx_testing::check_against_ort(rnn, onnx_file, {x, h0});
+}
+
 TEST_CASE("what the reader does not read yet is refused by name") {
-  // A higher-order operator other than cond and while_loop.
+  // A higher-order operator other than cond, while_loop, scan and map.
   CHECK_THROWS_WITH(
       fx::load_exported_program(edited(
-          "scan", "models/model.json",
+          "associative_scan", "models/model.json",
           [](nlohmann::json& j) {
             j["graph_module"]["graph"]["nodes"][2]["target"] =
-                "torch.ops.higher_order.scan";
+                "torch.ops.higher_order.associative_scan";
           },
           "cond")),
-      Catch::Contains("torch.ops.higher_order.scan") &&
+      Catch::Contains("torch.ops.higher_order.associative_scan") &&
           Catch::Contains("control flow") && Catch::Contains("not read yet"));
   // A training step's joint graph: its loss as an output.
   CHECK_THROWS_WITH(

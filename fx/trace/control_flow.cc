@@ -1,7 +1,10 @@
 #include "fx/trace/control_flow.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+
+#include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "fx/ir/control_flow.h"
@@ -313,6 +316,159 @@ std::vector<at::Tensor> while_loop(
       {cond_graph, body_graph, Argument::list(std::move(values)),
        Argument::list(std::move(additional))},
       outputs);
+}
+
+namespace {
+
+// What scan and map record: `fn` traced on (*carried, *a slice of each xs)
+// as the body, its outputs checked, and the node. The ys' metadata gets the
+// xs' length in front.
+std::vector<at::Tensor> record_steps(Tracer& tracer, const Function* function,
+                                     const BodyFunction& fn,
+                                     const std::vector<at::Tensor>& carried,
+                                     const std::vector<at::Tensor>& xs,
+                                     const char* name) {
+  refuse_dynamic(tracer, name);
+  std::vector<TensorMeta> outputs;
+  std::vector<at::Tensor> inputs = carried;
+  int64_t length = 0;
+  {
+    InternalScope internal;
+    for (size_t i = 0; i < carried.size(); ++i) {
+      if (!carried[i].defined()) {
+        throw TraceError(absl::StrCat(name, ": init ", i, " is undefined"));
+      }
+      TensorMeta meta = tensor_meta_of(carried[i]);
+      meta.requires_grad = false;
+      outputs.push_back(std::move(meta));
+    }
+    std::vector<TensorMeta> metas;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!xs[i].defined()) {
+        throw TraceError(absl::StrCat(name, ": xs ", i, " is undefined"));
+      }
+      metas.push_back(tensor_meta_of(xs[i]));
+    }
+    // The lengths checked as at run time, on tensors of the xs' metadata.
+    internal::SuspendTracing suspend;
+    std::vector<at::Tensor> like;
+    for (const TensorMeta& m : metas) {
+      like.push_back(at::empty(m.sizes, at::TensorOptions().dtype(m.dtype)));
+    }
+    try {
+      length = scan_length(like, name);
+    } catch (const ExecutionError& e) {
+      throw TraceError(e.msg());
+    }
+    for (const at::Tensor& x : like) inputs.push_back(x.select(0, 0));
+  }
+  size_t ys = 0;
+  Tracer::TracedBody b = tracer.trace_body(
+      [&](const std::vector<at::Tensor>& in) {
+        std::vector<at::Tensor> out = fn(in);
+        if (out.size() < carried.size()) {
+          throw TraceError(absl::StrCat(
+              name, ": the body returned ", out.size(), " tensors for ",
+              carried.size(), " carried ones"));
+        }
+        ys = out.size() - carried.size();
+        return out;
+      },
+      inputs, {});
+  for (size_t i = 0; i < carried.size(); ++i) {
+    if (!same_dtype_and_sizes(outputs[i], b.outputs[i])) {
+      throw TraceError(absl::StrCat(
+          name, ": the body made carried value ", i, " ",
+          b.outputs[i].to_string(), " from ", outputs[i].to_string(),
+          ": carried values keep their dtypes and sizes (as torch.scan's)"));
+    }
+  }
+  for (size_t k = 0; k < ys; ++k) {
+    TensorMeta y = b.outputs[carried.size() + k];
+    y.sizes.insert(y.sizes.begin(), length);
+    // at::stack's result: contiguous.
+    y.strides.assign(y.sizes.size(), 1);
+    for (size_t d = y.sizes.size() - 1; d > 0; --d) {
+      y.strides[d - 1] = y.strides[d] * std::max<int64_t>(y.sizes[d], 1);
+    }
+    y.memory_format = c10::MemoryFormat::Contiguous;
+    outputs.push_back(std::move(y));
+  }
+  InternalScope internal;
+  std::vector<Argument> init = operand_arguments(tracer, carried, {});
+  std::vector<Argument> scanned = operand_arguments(tracer, xs, {});
+  std::vector<Argument> additional;
+  for (Node* n : b.lifted) additional.emplace_back(n);
+  Node* body = tracer.add_body(
+      std::move(b), function == scan_function() ? "scan_combine_graph"
+                                                : "map_body_graph");
+  std::vector<Argument> args = {body};
+  if (function == scan_function()) args.push_back(Argument::list(std::move(init)));
+  args.push_back(Argument::list(std::move(scanned)));
+  args.push_back(Argument::list(std::move(additional)));
+  return tracer.record_control_flow(function, std::move(args), outputs);
+}
+
+}  // namespace
+
+ScanResult scan(const ScanFunction& combine_fn, std::vector<at::Tensor> init,
+                const std::vector<at::Tensor>& xs) {
+  const size_t carried = init.size();
+  auto split = [carried](const std::vector<at::Tensor>& in) {
+    return std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>{
+        {in.begin(), in.begin() + carried}, {in.begin() + carried, in.end()}};
+  };
+  Tracer* tracer = detail::active_tracer();
+  if (tracer == nullptr) {
+    const int64_t length = scan_length(xs, "scan");
+    std::vector<std::vector<at::Tensor>> steps;
+    for (int64_t i = 0; i < length; ++i) {
+      std::vector<at::Tensor> x;
+      for (const at::Tensor& t : xs) x.push_back(t.select(0, i));
+      auto [next, ys] = combine_fn(init, x);
+      check_carried_values(init, next, i, "scan");
+      init = std::move(next);
+      if (!steps.empty() && ys.size() != steps.front().size()) {
+        throw ExecutionError(absl::StrCat(
+            "scan: step ", i, " returned ", ys.size(),
+            " ys where step 0 returned ", steps.front().size()));
+      }
+      steps.push_back(std::move(ys));
+    }
+    return {std::move(init), stack_steps(steps, "scan")};
+  }
+  std::vector<at::Tensor> out = record_steps(
+      *tracer, scan_function(),
+      [&](const std::vector<at::Tensor>& in) {
+        auto [c, x] = split(in);
+        auto [next, ys] = combine_fn(c, x);
+        next.insert(next.end(), ys.begin(), ys.end());
+        return next;
+      },
+      init, xs, "fx::scan");
+  auto [c, ys] = split(out);
+  return {std::move(c), std::move(ys)};
+}
+
+std::vector<at::Tensor> map(const BodyFunction& fn,
+                            const std::vector<at::Tensor>& xs) {
+  Tracer* tracer = detail::active_tracer();
+  if (tracer == nullptr) {
+    const int64_t length = scan_length(xs, "map");
+    std::vector<std::vector<at::Tensor>> steps;
+    for (int64_t i = 0; i < length; ++i) {
+      std::vector<at::Tensor> x;
+      for (const at::Tensor& t : xs) x.push_back(t.select(0, i));
+      steps.push_back(fn(x));
+      if (steps.back().size() != steps.front().size()) {
+        throw ExecutionError(absl::StrCat(
+            "map: step ", i, " returned ", steps.back().size(),
+            " tensors where step 0 returned ", steps.front().size()));
+      }
+    }
+    return stack_steps(steps, "map");
+  }
+  return record_steps(*tracer, map_function(), fn, {}, xs, "fx::map");
 }
 
 }  // namespace fx

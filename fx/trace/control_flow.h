@@ -31,6 +31,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -51,5 +52,36 @@ std::vector<at::Tensor> cond(const at::Tensor& pred, const BodyFunction& true_fn
 std::vector<at::Tensor> while_loop(
     const std::function<at::Tensor(const std::vector<at::Tensor>&)>& cond_fn,
     const BodyFunction& body_fn, std::vector<at::Tensor> carried);
+
+// torch scan's combine_fn: (carried, one slice of each xs) -> (next
+// carried values, ys of this step).
+using ScanFunction =
+    std::function<std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>(
+        const std::vector<at::Tensor>& carried,
+        const std::vector<at::Tensor>& x)>;
+struct ScanResult {
+  std::vector<at::Tensor> carried;  // after the last step
+  std::vector<at::Tensor> ys;       // each step's, stacked along dimension 0
+};
+
+// torch.scan (torch._higher_order_ops.scan, dim=0): runs combine_fn on
+// each slice along dimension 0 of the xs (all of one length, at least 1),
+// carrying values from step to step (each keeping its dtype and sizes);
+// returns the last carried values and the ys stacked. A recurrent cell:
+//
+//   fx::ScanResult r = fx::scan(
+//       [&](const Tensors& h, const Tensors& x) {
+//         at::Tensor next = torch::tanh(cell(torch::cat({x[0], h[0]}, 1)));
+//         return std::pair{Tensors{next}, Tensors{next}};
+//       },
+//       {h0}, {x.transpose(0, 1)});   // steps along time
+//   // r.carried[0]: the last state; r.ys[0]: every step's, [T, B, H]
+ScanResult scan(const ScanFunction& combine_fn, std::vector<at::Tensor> init,
+                const std::vector<at::Tensor>& xs);
+
+// torch's map (torch._higher_order_ops.map): fn on each slice along
+// dimension 0 of the xs, its outputs stacked along dimension 0.
+std::vector<at::Tensor> map(const BodyFunction& fn,
+                            const std::vector<at::Tensor>& xs);
 
 }  // namespace fx

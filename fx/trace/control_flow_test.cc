@@ -11,8 +11,8 @@
 #include "interpreter/shape_prop.h"
 #include "interpreter/transformer.h"
 #include "passes/cost_model.h"
-#include "passes/fold_constants.h"
 #include "passes/pass_manager.h"
+#include "passes/split_module.h"
 #include "scheduling/pipeline.h"
 #include "third_party/catch.h"
 
@@ -298,21 +298,56 @@ TEST_CASE("subgraphs: names, lint inside bodies, dead code") {
   CHECK_FALSE(cond->is_impure());
 }
 
-TEST_CASE("layers without control flow yet refuse it by name") {
+TEST_CASE("passes, the pipeline splitter and ShapeProp go into bodies") {
   Branches model;
   fx::GraphModule gm = fx::symbolic_trace(model, torch::ones({2, 4}));
   auto refused = [](const std::string& layer) {
     return Catch::Contains(layer + " does not handle control flow yet, and "
                            "the graph holds %cond (cond)");
   };
-  CHECK_THROWS_WITH(fx::PassManager().add("fuse_conv_bn").run(gm),
-                    refused("pass fuse_conv_bn"));
-  CHECK_THROWS_WITH(fx::fold_constants(*gm), refused("fold_constants"));
-  CHECK_THROWS_WITH(fx::split_pipeline(gm, fx::PipelineOptions{}),
-                    refused("the pipeline splitter"));
-  CHECK_THROWS_WITH(fx::Transformer(gm).transform(), refused("the Transformer"));
-  // Dead code elimination goes into the bodies.
+  // A pass of the user's own that does not say how it meets bodies
+  // (Pass::bodies) is refused.
+  struct Scale : fx::Pass {
+    std::string name() const override { return "scale"; }
+    bool run(fx::GraphModuleImpl&) override { return false; }
+  };
+  CHECK_THROWS_WITH(
+      fx::PassManager().add(std::make_unique<Scale>()).run(gm),
+      refused("pass scale"));
+  // The pipeline splitter keeps the cond whole in one of its two stages.
+  fx::PipelineOptions two;
+  two.stages = 2;
+  fx::Pipeline pipeline = fx::split_pipeline(gm, two);
+  REQUIRE(pipeline.stages.size() == 2);
+  CHECK((pipeline.stages[0].module->graph().has_subgraphs() !=
+         pipeline.stages[1].module->graph().has_subgraphs()));
+  for (float sign : {1.0f, -1.0f}) {
+    at::Tensor x = torch::randn({2, 4}).abs() * sign;
+    CHECK(torch::equal(fx::run_pipeline_locally(pipeline, {x}).toTensor(),
+                       gm(x).toTensor()));
+  }
+  // Dead code elimination goes into the bodies; the passes local to a
+  // graph run in each (the lowering's test: lowering/control_flow_test.cc).
   CHECK_FALSE(fx::PassManager().add("eliminate_dead_code").run(gm).modified);
+  fx::GraphModule passed =
+      fx::PassManager()
+          .add(fx::parse_pass_pipeline(
+              "remove_dropout,fuse_conv_bn,eliminate_common_subexpressions,"
+              "eliminate_noops,fold_constants,decompose,normalize_args"))
+          .run(gm)
+          .module;
+  for (float sign : {1.0f, -1.0f}) {
+    at::Tensor x = torch::randn({3, 4}).abs() * sign;
+    at::Tensor want = gm(x).toTensor();
+    at::Tensor got = passed(x).toTensor();
+    CHECK(torch::allclose(got, want, 1e-5, 1e-6));
+  }
+  // decompose rewrote the Linear inside the true branch.
+  size_t linears = 0;
+  for (Node* n : passed->graph().subgraph("true_graph_0")->nodes()) {
+    if (n->is_call_to({"aten::linear"})) ++linears;
+  }
+  CHECK(linears == 0);
 
   // ShapeProp records the node's outputs.
   fx::ShapeProp(gm).propagate({torch::ones({5, 4})});
@@ -329,6 +364,111 @@ TEST_CASE("layers without control flow yet refuse it by name") {
     REQUIRE(m != nullptr);
     CHECK(m->sizes == std::vector<int64_t>{5, 4});
   }
+}
+
+TEST_CASE("the Transformer re-traces control flow, its overrides applying "
+          "inside the bodies") {
+  torch::manual_seed(0);
+  Branches model;
+  Nested nested;
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::ones({2, 4}));
+  class NegToAbs : public fx::Transformer {
+   public:
+    using fx::Transformer::Transformer;
+    c10::IValue call_function(const Node& node, const fx::Target& target,
+                              std::vector<c10::IValue> args,
+                              fx::IValueKwargs kwargs) override {
+      if (target == fx::op("aten::neg")) return torch::abs(args[0].toTensor());
+      return fx::Transformer::call_function(node, target, std::move(args),
+                                            std::move(kwargs));
+    }
+  };
+  fx::GraphModule swapped = NegToAbs(gm).transform();
+  INFO(swapped->graph());
+  REQUIRE(swapped->graph().subgraphs().size() == 2);
+  const fx::Graph& false_graph = *swapped->graph().subgraph("false_graph_0");
+  size_t negs = 0, abses = 0;
+  for (Node* n : false_graph.nodes()) {
+    negs += n->is_call_to({"aten::neg"});
+    abses += n->is_call_to({"aten::abs"});
+  }
+  CHECK(negs == 0);
+  CHECK(abses == 1);
+  // The false branch (sum <= 0) now takes the absolute value; the true one
+  // is as it was. Other sizes than the example's run too.
+  at::Tensor down = -torch::rand({3, 4});
+  CHECK(torch::equal(swapped(down).toTensor(), down.abs() + 1));
+  at::Tensor up = torch::rand({5, 4});
+  CHECK(torch::equal(swapped(up).toTensor(), model(up)));
+
+  // Nested bodies and a loop's lifted values, through the plain Transformer.
+  fx::GraphModule loop = fx::symbolic_trace(nested, torch::ones({2, 3}) * 0.5);
+  fx::GraphModule again = fx::Transformer(loop).transform();
+  CHECK(again->graph().all_graphs().size() ==
+        loop->graph().all_graphs().size());
+  for (float scale : {0.1f, 1.0f, -3.0f}) {
+    at::Tensor x = torch::randn({2, 3}) * scale;
+    CHECK(torch::equal(again(x).toTensor(), nested(x)));
+  }
+}
+
+TEST_CASE("split_module keeps a cond and a while_loop whole in a partition") {
+  torch::manual_seed(0);
+  Nested model;  // a while_loop whose body holds a cond
+  Branches branches;
+  torch::NoGradGuard no_grad;
+  struct Case {
+    fx::GraphModule gm;
+    std::function<at::Tensor(const at::Tensor&)> eager;
+    int64_t columns;
+  };
+  std::vector<Case> cases = {
+      {fx::symbolic_trace(model, torch::ones({2, 3}) * 0.5),
+       [&](const at::Tensor& x) { return model(x); }, 3},
+      {fx::symbolic_trace(branches, torch::ones({2, 4})),
+       [&](const at::Tensor& x) { return branches(x); }, 4}};
+  for (const Case& c : cases) {
+    // Everything before the control flow in partition 0, the rest in 1.
+    bool seen = false;
+    fx::GraphModule split = fx::split_module(c.gm, [&](const Node& n) {
+      seen = seen || fx::is_control_flow_call(n);
+      return seen ? 1 : 0;
+    });
+    INFO(split->graph());
+    const auto& leaves = split->leaf_modules();
+    REQUIRE(leaves.count("submod_1") == 1);
+    auto* part = dynamic_cast<fx::GraphModuleImpl*>(
+        leaves.at("submod_1").module.get());
+    REQUIRE(part != nullptr);
+    // The bodies went with their node, nested ones included.
+    CHECK(part->graph().has_subgraphs());
+    CHECK(part->graph().all_graphs().size() ==
+          c.gm->graph().all_graphs().size());
+    for (float scale : {0.1f, 0.5f, 3.0f, -2.0f}) {
+      at::Tensor x = torch::randn({3, c.columns}) * scale;
+      CHECK(torch::equal(split(x).toTensor(), c.eager(x)));
+    }
+  }
+
+  // A body writing in place is refused: the write's order against reads in
+  // other partitions is not tracked.
+  std::unique_ptr<fx::Graph> writes = cond_on_p(R"(
+true_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    %relu_ : [#users=1] = call_function[target=aten::relu_](args = (%x,), kwargs = {})
+    return (relu_,)
+
+false_graph_0 = graph():
+    %x : [#users=1] = placeholder[target=x]
+    return (x,)
+)");
+  fx::GraphModule impure(std::make_shared<fx::GraphModuleImpl>(
+      std::move(writes), fx::Attributes{}));
+  CHECK_THROWS_WITH(
+      fx::split_module(impure, [](const Node&) { return 0; }),
+      Catch::Contains("split_module: %cond (cond) writes in place inside "
+                      "its bodies"));
 }
 
 TEST_CASE("control flow exports to TorchScript as prim::If and prim::Loop") {
