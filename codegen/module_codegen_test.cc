@@ -23,6 +23,7 @@
 #include "quantization/quantize_fx.h"
 #include "testdata/resnet18_split.h"
 #include "testdata/control_flow_generated.h"
+#include "testdata/scan_generated.h"
 #include "testdata/two_heads_generated.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -228,6 +229,16 @@ TEST_CASE("generated code runs control flow as the model does") {
       const at::Tensor x = torch::rand({2, 4}) * scale * sign;
       CHECK(torch::equal(generated.forward(x), model.forward({x}).toTensor()));
     }
+  }
+}
+
+TEST_CASE("generated code runs scan and map as the model does") {
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::scan_model();
+  testdata::ScanGenerated generated(fx::named_tensors(*model.module));
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor x = torch::randn({2, 5, 4});
+    CHECK(torch::equal(generated.forward(x), model.forward({x}).toTensor()));
   }
 }
 

@@ -10,13 +10,14 @@
 // (a fuzzer mutates small inputs quickly) yet has every record a real file
 // has. The small MLP and LeNet are also saved whole, once plain and once
 // after fuse_conv_bn (which adds init steps). A small program with control
-// flow (a cond in a while_loop's body: nested subgraphs) is traced for both
-// too.
+// flow (a cond in a while_loop's body: nested subgraphs; a scan and a map)
+// is traced for both too.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -106,6 +107,27 @@ int main(int argc, char** argv) {
                  gm->graph().to_string(typed));
       fx::save(gm, (dir / "load" / "control_flow.fx").string());
       graphs += 2;
+      ++files;
+      // A scan and a map over its steps.
+      auto steps = [&](const at::Tensor& x) {
+        fx::ScanResult r = fx::scan(
+            [&](const Tensors& h, const Tensors& s) {
+              at::Tensor next = torch::tanh(linear->forward(h[0]) + s[0]);
+              return std::pair{Tensors{next}, Tensors{next}};
+            },
+            {x[0]}, {x});
+        return fx::map([](const Tensors& s) { return Tensors{s[0] * 2}; },
+                       r.ys)[0];
+      };
+      fx::GraphModule scanned = fx::symbolic_trace(
+          linear, [&](const std::vector<c10::IValue>& in) {
+            return c10::IValue(steps(in[0].toTensor()));
+          },
+          {torch::ones({3, 2})});
+      write_text(dir / "parse_graph" / "scan.txt",
+                 scanned->graph().to_string(typed));
+      fx::save(scanned, (dir / "load" / "scan.fx").string());
+      ++graphs;
       ++files;
     }
     int specs = 0;

@@ -713,7 +713,7 @@ class Exporter : public OnnxBuilder {
   }
 
   // cond as If (a subgraph per branch, reading the operands from the outer
-  // scope); while_loop as Loop, its condition computed before the loop and
+  // scope); scan and map as Scan (export_scan); while_loop as Loop, its condition computed before the loop and
   // again at the end of each iteration. ONNX asserts nothing: that a loop
   // keeps its carried values' sizes is the graph's check, not the file's.
   void export_control_flow(const Node& n) {
@@ -746,6 +746,9 @@ class Exporter : public OnnxBuilder {
         a->set_type(onnx::AttributeProto::GRAPH);
         *a->mutable_g() = std::move(branches[b]);
       }
+    } else if (&n.target().function() == scan_function() ||
+               &n.target().function() == map_function()) {
+      export_scan(n, *bodies[0], metas, outputs);
     } else {
       const std::vector<std::string> carried = values_of(n.args().at(2));
       const std::vector<std::string> additional = values_of(n.args().at(3));
@@ -787,6 +790,77 @@ class Exporter : public OnnxBuilder {
       *a->mutable_g() = std::move(body);
     }
     sequences_[&n] = outputs;
+  }
+
+  // scan and map as Scan over dimension 0 of the xs: the carried values
+  // are its state variables, the ys its scan outputs; the body reads the
+  // additional values from the outer scope.
+  void export_scan(const Node& n, const Graph& body_graph,
+                   const std::vector<TensorMeta>& metas,
+                   const std::vector<std::string>& outputs) {
+    const bool is_scan = &n.target().function() == scan_function();
+    auto list = [&](size_t i) {
+      std::vector<std::string> names;
+      std::vector<TensorMeta> element_metas;
+      for (const Argument& e : n.args().at(i).elements()) {
+        names.push_back(value(e, 0));
+        const TensorMeta* m = e.is_node() ? e.to_node()->tensor_meta() : nullptr;
+        if (m == nullptr) {
+          throw GraphError(absl::StrCat("to_onnx: ", describe(n), " reads a "
+                                        "value without tensor metadata (run "
+                                        "fx::ShapeProp first)"));
+        }
+        element_metas.push_back(*m);
+      }
+      return std::pair{names, element_metas};
+    };
+    auto [init, init_metas] = is_scan ? list(1)
+                                      : std::pair<std::vector<std::string>,
+                                                  std::vector<TensorMeta>>{};
+    auto [xs, xs_metas] = list(is_scan ? 2 : 1);
+    const std::vector<std::string> additional = list(is_scan ? 3 : 2).first;
+    // A slice: the metadata without dimension 0.
+    auto slice = [](TensorMeta m) {
+      if (!m.sizes.empty()) m.sizes.erase(m.sizes.begin());
+      if (!m.strides.empty()) m.strides.erase(m.strides.begin());
+      m.symbolic_sizes.clear();
+      m.symbolic_strides.clear();
+      return m;
+    };
+    onnx::GraphProto* outer = graph_;
+    onnx::GraphProto body;
+    body.set_name(fresh(n.name() + "_body"));
+    graph_ = &body;
+    std::vector<std::string> inputs;
+    for (size_t i = 0; i < init.size(); ++i) {
+      inputs.push_back(fresh(absl::StrCat(n.name(), "_carried", i)));
+      set_value_info(body.add_input(), inputs.back(), metas.at(i),
+                     varying_.empty());
+    }
+    for (size_t i = 0; i < xs.size(); ++i) {
+      inputs.push_back(fresh(absl::StrCat(n.name(), "_x", i)));
+      set_value_info(body.add_input(), inputs.back(), slice(xs_metas[i]),
+                     varying_.empty());
+    }
+    inputs.insert(inputs.end(), additional.begin(), additional.end());
+    const std::vector<std::string> out = export_body(body_graph, inputs);
+    std::vector<TensorMeta> body_metas;
+    for (size_t i = 0; i < metas.size(); ++i) {
+      body_metas.push_back(i < init.size() ? metas[i] : slice(metas[i]));
+    }
+    end_body(graph_, out, body_metas);
+    graph_ = outer;
+    std::vector<std::string> node_inputs = init;
+    node_inputs.insert(node_inputs.end(), xs.begin(), xs.end());
+    onnx::NodeProto& node = add("Scan", node_inputs, outputs);
+    onnx::AttributeProto* g = node.add_attribute();
+    g->set_name("body");
+    g->set_type(onnx::AttributeProto::GRAPH);
+    *g->mutable_g() = std::move(body);
+    onnx::AttributeProto* count = node.add_attribute();
+    count->set_name("num_scan_inputs");
+    count->set_type(onnx::AttributeProto::INT);
+    count->set_i(static_cast<int64_t>(xs.size()));
   }
 
   // A size the graph computes (dynamic dimensions), as an int64 scalar:
@@ -1085,14 +1159,6 @@ PassPipeline onnx_export_pipeline(const GraphModuleImpl& module,
                                 fused.find(n->target()) != nullptr);
       sizes = sizes || is_sym_call(*n);
     }
-  }
-  if (module.graph().has_subgraphs()) {
-    // The passes run before writing do not go into bodies yet: a graph
-    // with control flow is written as it is, unfolded.
-    if (attention) {
-      refuse_control_flow(module.graph(), "the ONNX export of fused attention");
-    }
-    return {"to_onnx", "what fx::to_onnx runs before writing", {}};
   }
   return {"to_onnx", "what fx::to_onnx runs before writing",
           export_steps(attention,

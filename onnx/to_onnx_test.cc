@@ -145,6 +145,55 @@ true_graph_0 = graph():
   fx::GraphModule bare(model.module, std::move(g));
   CHECK_THROWS_WITH(fx::to_onnx_string(*bare),
                     Catch::Contains("has no tensor metadata"));
+
+}
+
+namespace {
+
+// An Elman cell scanned over time from h0, then a head mapped over the
+// steps (fx/trace/scan_test.cc's model).
+struct ElmanImpl : torch::nn::Module {
+  ElmanImpl() {
+    cell = register_module("cell", torch::nn::Linear(4 + 8, 8));
+    head = register_module("head", torch::nn::Linear(8, 3));
+  }
+  torch::Tensor forward(torch::Tensor x, torch::Tensor h0) {
+    using Tensors = std::vector<at::Tensor>;
+    fx::ScanResult r = fx::scan(
+        [&](const Tensors& h, const Tensors& step) {
+          at::Tensor next = torch::tanh(cell(torch::cat({step[0], h[0]}, 1)));
+          return std::pair{Tensors{next}, Tensors{next, next.sum(1)}};
+        },
+        {h0}, {x.transpose(0, 1)});
+    Tensors logits = fx::map(
+        [&](const Tensors& s) { return Tensors{head(s[0]).softmax(-1)}; },
+        {r.ys[0]});
+    return logits[0].sum(0) + r.carried[0].sum() + r.ys[1].mean();
+  }
+  torch::nn::Linear cell{nullptr}, head{nullptr};
+};
+TORCH_MODULE(Elman);
+
+}  // namespace
+
+TEST_CASE("scan and map export as ONNX Scan, run by ONNX Runtime") {
+  torch::manual_seed(0);
+  Elman model;
+  model->eval();
+  torch::NoGradGuard no_grad;
+  fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({2, 5, 4}),
+                                          torch::zeros({2, 8}));
+  const fs::path file = scratch() / "scan.onnx";
+  fx::to_onnx(*gm, file.string());
+  onnx::ModelProto proto;
+  std::ifstream in(file, std::ios::binary);
+  REQUIRE(proto.ParseFromIstream(&in));
+  std::multiset<std::string> ops;
+  for (const auto& n : proto.graph().node()) ops.insert(n.op_type());
+  CHECK(ops.count("Scan") == 2);
+  for (int i = 0; i < 3; ++i) {
+    check_against_ort(gm, file, {torch::randn({2, 5, 4}), torch::randn({2, 8})});
+  }
 }
 
 TEST_CASE("unfolded, every parameter is an initializer named by its path") {

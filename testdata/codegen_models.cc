@@ -57,6 +57,30 @@ struct ControlFlowImpl : torch::nn::Module {
 };
 TORCH_MODULE(ControlFlow);
 
+// scan and map: an Elman cell over time (x: [B, T, 4]), a head on each
+// step's state.
+struct ScanStepsImpl : torch::nn::Module {
+  ScanStepsImpl() {
+    cell = register_module("cell", torch::nn::Linear(4 + 8, 8));
+    head = register_module("head", torch::nn::Linear(8, 3));
+  }
+  at::Tensor forward(at::Tensor x) {
+    using Tensors = std::vector<at::Tensor>;
+    fx::ScanResult r = fx::scan(
+        [&](const Tensors& h, const Tensors& step) {
+          at::Tensor next = torch::tanh(cell(torch::cat({step[0], h[0]}, 1)));
+          return std::pair{Tensors{next}, Tensors{next}};
+        },
+        {torch::zeros({x.size(0), 8})}, {x.transpose(0, 1)});
+    return fx::map([&](const Tensors& s) { return Tensors{head(s[0])}; },
+                   r.ys)[0]
+               .sum(0) +
+           r.carried[0].sum();
+  }
+  torch::nn::Linear cell{nullptr}, head{nullptr};
+};
+TORCH_MODULE(ScanSteps);
+
 // What optimize_for_inference lowers to operators that take lists of
 // tensors: squeeze-excitation, a dense block's concatenations (one buffer,
 // each piece written once) and an LSTM over the pixels.
@@ -99,6 +123,11 @@ fx::codegen::Model dense_excite_model() {
 fx::codegen::Model control_flow_model() {
   torch::manual_seed(0);
   return fx::codegen::model_of(ControlFlow());
+}
+
+fx::codegen::Model scan_model() {
+  torch::manual_seed(0);
+  return fx::codegen::model_of(ScanSteps());
 }
 
 fx::codegen::Model two_heads_model() {

@@ -685,6 +685,46 @@ class Emitter {
                                 ");"));
       return;
     }
+    if (&n.target().function() == scan_function() ||
+        &n.target().function() == map_function()) {
+      // The steps over dimension 0 of the xs, as fx's scan and map run
+      // them: the carried values checked, the ys stacked.
+      const bool is_scan = &n.target().function() == scan_function();
+      const char* function = is_scan ? "scan" : "map";
+      const std::vector<std::string> init =
+          is_scan ? tensors(n.args().at(1)) : std::vector<std::string>{};
+      const std::vector<std::string> xs = tensors(n.args().at(is_scan ? 2 : 1));
+      const std::vector<std::string> additional =
+          tensors(n.args().at(is_scan ? 3 : 2));
+      const std::string body = body_function(n, 0, *bodies[0]);
+      const std::string step = name + "_step";
+      std::vector<std::string> args;
+      for (size_t i = 0; i < init.size(); ++i) {
+        args.push_back(absl::StrCat(name, "_carried[", i, "]"));
+      }
+      for (size_t k = 0; k < xs.size(); ++k) {
+        args.push_back(absl::StrCat(name, "_xs[", k, "].select(0, ", step, ")"));
+      }
+      args.insert(args.end(), additional.begin(), additional.end());
+      const size_t carried = init.size();
+      statement(n, absl::StrCat(
+          "std::vector<at::Tensor> ", name, ";\n  {\n    const std::vector<at::Tensor> ",
+          name, "_xs = {", absl::StrJoin(xs, ", "), "};\n    const int64_t ", name,
+          "_length = fx::scan_length(", name, "_xs, \"", function,
+          "\");\n    std::vector<at::Tensor> ", name, "_carried = {",
+          absl::StrJoin(init, ", "), "};\n    std::vector<std::vector<at::Tensor>> ",
+          name, "_steps;\n    for (int64_t ", step, " = 0; ", step, " < ", name,
+          "_length; ++", step, ") {\n      std::vector<at::Tensor> ", name,
+          "_out = ", body, "(", absl::StrJoin(args, ", "), ");\n      std::vector<at::Tensor> ",
+          name, "_next(", name, "_out.begin(), ", name, "_out.begin() + ", carried,
+          ");\n      fx::check_carried_values(", name, "_carried, ", name, "_next, ",
+          step, ", \"", function, "\");\n      ", name, "_carried = std::move(", name,
+          "_next);\n      ", name, "_steps.emplace_back(", name, "_out.begin() + ",
+          carried, ", ", name, "_out.end());\n    }\n    ", name, " = std::move(", name,
+          "_carried);\n    for (at::Tensor& y : fx::stack_steps(", name, "_steps, \"",
+          function, "\")) ", name, ".push_back(std::move(y));\n  }"));
+      return;
+    }
     const std::vector<std::string> carried = tensors(n.args().at(2));
     const std::vector<std::string> additional = tensors(n.args().at(3));
     const std::string test = body_function(n, 0, *bodies[0]);

@@ -475,14 +475,125 @@ class Exporter {
                : graph_->insert(c10::aten::Bool, {v});
   }
 
-  // cond as prim::If with a block per branch; while_loop as prim::Loop
+  // Raises `message` where `condition` (a bool) is true (raise_if's
+  // message is a guard's).
+  void raise_error_if(JitValue* condition, const std::string& message) {
+    torch::jit::Node* check =
+        graph_->insertNode(graph_->create(c10::prim::If, {condition}, 0));
+    torch::jit::WithInsertPoint in_then(check->addBlock());
+    check->addBlock();
+    graph_->insert(c10::prim::RaiseException,
+                   {graph_->insertConstant(message)});
+  }
+
+  // Each next carried value checked to keep its dtype and sizes, as fx's
+  // while_loop and scan check.
+  void check_carried(const Node& n, const char* function,
+                     const std::vector<JitValue*>& current,
+                     const std::vector<JitValue*>& next) {
+    for (size_t i = 0; i < next.size() && i < current.size(); ++i) {
+      JitValue* same = graph_->insert(
+          c10::aten::__and__,
+          {graph_->insert(c10::aten::eq,
+                          {graph_->insert(c10::prim::dtype, {next[i]}),
+                           graph_->insert(c10::prim::dtype, {current[i]})}),
+           graph_->insert(c10::aten::eq,
+                          {graph_->insert(c10::aten::size, {next[i]}),
+                           graph_->insert(c10::aten::size, {current[i]})})});
+      raise_error_if(graph_->insert(c10::aten::__not__, {same}),
+               absl::StrCat(function, " %", n.name(), ": an iteration changed "
+                            "carried value ", i, " in dtype or sizes; a loop's "
+                            "carried values keep their dtypes and sizes, as "
+                            "torch.", function, "'s do"));
+    }
+  }
+
+  // scan and map as prim::Loop over dimension 0 of the xs (their length
+  // checked to be at least 1), each step's ys appended to lists stacked
+  // after it.
+  std::vector<JitValue*> scan(const Node& n, const Graph& body) {
+    const bool is_scan = &n.target().function() == scan_function();
+    const std::vector<JitValue*> carried =
+        is_scan ? values_of(n, n.args().at(1)) : std::vector<JitValue*>{};
+    const std::vector<JitValue*> xs = values_of(n, n.args().at(is_scan ? 2 : 1));
+    const std::vector<JitValue*> additional =
+        values_of(n, n.args().at(is_scan ? 3 : 2));
+    const char* function = is_scan ? "scan" : "map";
+    if (xs.empty()) {
+      throw GraphError(absl::StrCat("to_torchscript: %", n.name(), " (",
+                                    function, ") runs over no xs"));
+    }
+    JitValue* zero = graph_->insertConstant(0);
+    JitValue* length = graph_->insert(c10::aten::size, {xs[0], zero});
+    for (size_t k = 1; k < xs.size(); ++k) {
+      raise_error_if(graph_->insert(
+                   c10::aten::ne,
+                   {graph_->insert(c10::aten::size, {xs[k], zero}), length}),
+               absl::StrCat(function, " %", n.name(), ": the xs differ in "
+                            "length along dimension 0"));
+    }
+    raise_error_if(graph_->insert(c10::aten::eq, {length, zero}),
+             absl::StrCat(function, " %", n.name(), " over xs of length 0: no "
+                          "step would run to give its outputs' shapes"));
+    const size_t ys = body.output_node()->args().at(0).is_sequence()
+                          ? body.output_node()->args().at(0).elements().size() -
+                                carried.size()
+                          : 1 - carried.size();
+    std::vector<JitValue*> lists;
+    for (size_t k = 0; k < ys; ++k) {
+      lists.push_back(graph_->insertNode(
+          graph_->createList(c10::TensorType::get(), {}))->output());
+    }
+    std::vector<JitValue*> loop_inputs = {length,
+                                          graph_->insertConstant(true)};
+    loop_inputs.insert(loop_inputs.end(), carried.begin(), carried.end());
+    torch::jit::Node* loop =
+        graph_->insertNode(graph_->create(c10::prim::Loop, loop_inputs, 0));
+    torch::jit::Block* block = loop->addBlock();
+    JitValue* i = block->addInput()->setType(c10::IntType::get());
+    std::vector<JitValue*> current;
+    for (JitValue* v : carried) {
+      current.push_back(block->addInput()->setType(v->type()));
+    }
+    {
+      torch::jit::WithInsertPoint in_block(block);
+      std::vector<JitValue*> in = current;
+      for (JitValue* x : xs) {
+        in.push_back(graph_->insert(c10::aten::select, {x, zero, i}));
+      }
+      in.insert(in.end(), additional.begin(), additional.end());
+      const std::vector<JitValue*> out = inline_body(n, body, in);
+      const std::vector<JitValue*> next(out.begin(),
+                                        out.begin() + carried.size());
+      check_carried(n, function, current, next);
+      for (size_t k = 0; k < ys; ++k) {
+        graph_->insert(c10::aten::append, {lists[k], out.at(carried.size() + k)});
+      }
+      block->registerOutput(graph_->insertConstant(true));
+      for (JitValue* v : next) block->registerOutput(v);
+    }
+    std::vector<JitValue*> outputs;
+    for (JitValue* v : carried) {
+      outputs.push_back(loop->addOutput()->setType(v->type()));
+    }
+    for (JitValue* list : lists) {
+      outputs.push_back(graph_->insert(c10::aten::stack, {list, zero}));
+    }
+    return outputs;
+  }
+
+  // cond as prim::If with a block per branch; scan and map as above;
+  // while_loop as prim::Loop
   // (`while cond(carried): carried = body(carried)`), each carried value
   // checked to keep its dtype and sizes, as fx's while_loop checks. The
   // node's value is a tuple of the outputs, as the GraphModule's.
   JitValue* control_flow(const Node& n) {
     const std::vector<const Graph*> bodies = bodies_of(n);
     std::vector<JitValue*> outputs;
-    if (&n.target().function() == cond_function()) {
+    if (&n.target().function() == scan_function() ||
+        &n.target().function() == map_function()) {
+      outputs = scan(n, *bodies[0]);
+    } else if (&n.target().function() == cond_function()) {
       JitValue* pred = truth(value(n, n.args().at(0)));
       const std::vector<JitValue*> operands = values_of(n, n.args().at(3));
       torch::jit::Node* branch =
@@ -522,26 +633,7 @@ class Exporter {
         torch::jit::WithInsertPoint in_block(block);
         const std::vector<JitValue*> next =
             inline_body(n, *bodies[1], with_additional(current));
-        for (size_t i = 0; i < next.size() && i < current.size(); ++i) {
-          JitValue* same = graph_->insert(
-              c10::aten::__and__,
-              {graph_->insert(c10::aten::eq,
-                              {graph_->insert(c10::prim::dtype, {next[i]}),
-                               graph_->insert(c10::prim::dtype, {current[i]})}),
-               graph_->insert(c10::aten::eq,
-                              {graph_->insert(c10::aten::size, {next[i]}),
-                               graph_->insert(c10::aten::size, {current[i]})})});
-          torch::jit::Node* check = graph_->insertNode(graph_->create(
-              c10::prim::If, {graph_->insert(c10::aten::__not__, {same})}, 0));
-          torch::jit::WithInsertPoint in_then(check->addBlock());
-          check->addBlock();
-          graph_->insert(
-              c10::prim::RaiseException,
-              {graph_->insertConstant(absl::StrCat(
-                  "while_loop %", n.name(), ": an iteration changed carried "
-                  "value ", i, " in dtype or sizes; a loop's carried values "
-                  "keep their dtypes and sizes, as torch.while_loop's do"))});
-        }
+        check_carried(n, "while_loop", current, next);
         JitValue* again =
             truth(inline_body(n, *bodies[0], with_additional(next)).at(0));
         block->registerOutput(again);
