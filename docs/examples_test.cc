@@ -143,6 +143,20 @@ void docs_tracing::check_control_flow() {
   }
 }
 
+void docs_tracing::check_scan() {
+  torch::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  Elman model;
+  fx::GraphModule gm = trace_elman(model);
+  CHECK(gm->graph().subgraph("scan_combine_graph_0") != nullptr);
+  CHECK(gm->graph().subgraph("map_body_graph_0") != nullptr);
+  for (int64_t steps : {1, 5, 9}) {
+    const at::Tensor x = torch::randn({2, steps, 4});
+    const at::Tensor h0 = torch::randn({2, 8});
+    CHECK(torch::equal(gm(x, h0).toTensor(), model(x, h0)));
+  }
+}
+
 // --- docs/dynamic_shapes.md -------------------------------------------------
 
 void docs_dynamic_shapes::check_dynamic_batch() {
