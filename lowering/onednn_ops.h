@@ -76,6 +76,12 @@ bool bf16_supported();
 // quantized engine there.
 bool int8_supported();
 
+// The activations fx_onednn::qconv fuses: activation_names() but clip.
+// none and relu apply to the sums scaled to the output's quantization;
+// the others to the real values (sums times input and weight scales, plus
+// the residual), their result then quantized.
+const std::vector<std::string>& qconv_activations();
+
 // LibTorch's packed int8 2-d convolution weights (quantized::conv2d_prepack's
 // script object), unpacked.
 struct Int8ConvWeights {

@@ -17,7 +17,10 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "absl/strings/str_join.h"
 
 #include <ATen/quantized/Quantizer.h>
 
@@ -37,6 +40,18 @@ bool int8_supported() {
            has(dnnl::cpu_isa::avx2_vnni);
   }();
   return supported;
+}
+
+const std::vector<std::string>& qconv_activations() {
+  // activation_names() but clip, whose bounds qconv has no arguments for.
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const std::string& a : activation_names()) {
+      if (a != "clip") v->push_back(a);
+    }
+    return v;
+  }();
+  return *names;
 }
 
 namespace {
@@ -104,37 +119,23 @@ QConvExtra extra_of(const at::Tensor& packed, const Header& header) {
   return {base, base + packed.size(0)};
 }
 
-struct QParams {
-  double scale;
-  int64_t zero_point;
-};
-
-QParams quint8_params(const char* op, const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.is_quantized() && t.scalar_type() == at::kQUInt8 &&
-                  t.qscheme() == at::kPerTensorAffine && t.device().is_cpu(),
-              op, ": ", what, " must be a quint8 CPU tensor quantized per "
-              "tensor, got ", t.toString(),
-              t.is_quantized() ? " " + std::string(c10::toString(t.qscheme()))
-                               : std::string());
-  return {t.q_scale(), t.q_zero_point()};
-}
-
-void check_output_params(const char* op, double scale, int64_t zero_point) {
-  TORCH_CHECK(std::isfinite(scale) && scale > 0, op,
-              ": output_scale must be positive and finite, got ", scale);
-  TORCH_CHECK(zero_point >= 0 && zero_point <= 255, op,
-              ": output_zero_point must be within 0 to 255 (quint8), got ",
-              zero_point);
-}
-
 struct QConvCall {
   ConvGeometry g;
   Tag src_layout;
   QParams in, out;
   c10::optional<QParams> residual;
-  bool relu = false;
+  std::string activation = "none";
   int64_t groups = 1;
 };
+
+// Whether the call's activation commutes with a positive scale (none,
+// relu): then oneDNN scales the sums to the output's quantization at once;
+// others run on the real values (the sums times input and weight scales,
+// the residual at its own scale) and the activation's result is divided
+// by the output scale.
+bool scales_first(const QConvCall& c) {
+  return c.activation == "none" || c.activation == "relu";
+}
 
 dnnl::primitive_attr qconv_attr(const QConvCall& c,
                                 const std::vector<float>& output_scales) {
@@ -153,11 +154,17 @@ dnnl::primitive_attr qconv_attr(const QConvCall& c,
                          {static_cast<int32_t>(c.out.zero_point)});
   }
   dnnl::post_ops ops;
+  const double to_output = scales_first(c) ? 1.0 / c.out.scale : 1.0;
   if (c.residual) {
-    ops.append_sum(static_cast<float>(c.residual->scale / c.out.scale),
+    ops.append_sum(static_cast<float>(c.residual->scale * to_output),
                    static_cast<int32_t>(c.residual->zero_point));
   }
-  if (c.relu) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (c.activation == "relu") {
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  } else if (!scales_first(c)) {
+    append_activation(ops, "fx_onednn::qconv", c.activation, 0.0, 0.0,
+                      static_cast<float>(1.0 / c.out.scale));
+  }
   attr.set_post_ops(ops);
   return attr;
 }
@@ -191,7 +198,7 @@ at::Tensor pack_qconv_weight(const c10::IValue& packed_params,
               {1.0, input_zero_point},
               {1.0, 0},
               c10::nullopt,
-              false,
+              "none",
               u.groups};
   const auto pd = qconv_descriptor(
       input_size, c,
@@ -242,7 +249,8 @@ std::shared_ptr<const QConv> make_qconv(const char* op,
   float* b = bias.data_ptr<float>();
   for (int64_t i = 0; i < channels; ++i) {
     const double sum_scale = c.in.scale * extra.scales[i];
-    output_scales[i] = static_cast<float>(sum_scale / c.out.scale);
+    output_scales[i] = static_cast<float>(
+        scales_first(c) ? sum_scale / c.out.scale : sum_scale);
     b[i] = static_cast<float>(extra.bias[i] / sum_scale);
   }
   const dnnl::primitive_attr attr = qconv_attr(c, output_scales);
@@ -290,10 +298,11 @@ CheckedQConv check_qconv(const char* op, const at::Tensor& input,
   c.out = {output_scale, output_zero_point};
   TORCH_CHECK(!bias.has_value() || !bias->defined(), op,
               ": the bias is packed with the weight; pass None");
-  TORCH_CHECK(activation == "none" || activation == "relu", op,
-              ": activation must be none or relu, got '",
-              std::string(activation), "'");
-  c.relu = activation == "relu";
+  const std::vector<std::string>& known = qconv_activations();
+  TORCH_CHECK(std::find(known.begin(), known.end(), activation) != known.end(),
+              op, ": activation must be one of ", absl::StrJoin(known, ", "),
+              ", got '", std::string(activation), "'");
+  c.activation = std::string(activation);
   const Header& header = header_of(weight, op, kPacker);
   TORCH_CHECK(header.kind == PackKind::kQConv, op, ": the weight was not made "
               "by ", kPacker);
@@ -337,7 +346,8 @@ void run_qconv(const char* op, const CheckedQConv& checked,
     append_key(&key, c.residual->scale);
     append_key(&key, at::IntArrayRef{c.residual->zero_point});
   }
-  key += c.relu ? "r" : "n";
+  key += c.activation;
+  key += '|';
   key += std::to_string(reinterpret_cast<uintptr_t>(packed_data(weight)));
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const QConv>> made;

@@ -93,6 +93,7 @@ void check_int8_close(const at::Tensor& got, const at::Tensor& want) {
   REQUIRE(got.sizes() == want.sizes());
   CHECK(got.q_scale() == want.q_scale());
   CHECK(got.q_zero_point() == want.q_zero_point());
+  if (want.numel() == 0) return;
   const at::Tensor diff = (got.int_repr().to(at::kInt) -
                            want.int_repr().to(at::kInt)).abs();
   CHECK(diff.max().item<int>() <= 1);
@@ -186,8 +187,8 @@ TEST_CASE("qconv refuses what it cannot compute, by name") {
                     Contains("output_scale must be positive"));
   CHECK_THROWS_WITH(run(m.qx, 0.1, 256, {}, "none", packed),
                     Contains("output_zero_point must be within 0 to 255"));
-  CHECK_THROWS_WITH(run(m.qx, 0.1, 0, {}, "silu", packed),
-                    Contains("activation must be none or relu"));
+  CHECK_THROWS_WITH(run(m.qx, 0.1, 0, {}, "clip", packed),
+                    Contains("activation must be one of"));
   CHECK_THROWS_WITH(
       run(m.qx, 0.1, 0, {}, "none", at::randn({4, 4, 3, 3})),
       Contains("the weight is not one that fx_onednn::pack_qconv_weight"));
@@ -319,4 +320,135 @@ TEST_CASE("qconv from several threads at once computes what it does alone") {
   for (const at::Tensor& y : got) {
     CHECK(at::equal(y.int_repr(), want.int_repr()));
   }
+}
+
+TEST_CASE("qconv fuses hardswish, hardsigmoid and sigmoid on the real values") {
+  if (!fx::onednn::int8_supported()) return;  // qconv is not what runs
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(3);
+  const QConvCase c{{1, 16, 9, 11}, {24, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1},
+                    1, true, 128, 64};
+  const Made m = make(c, true);
+  // The convolution in float32 (of the int8 input and weight), the
+  // activation, quantized once: qconv's one rounding.
+  const std::vector<c10::IValue> parts =
+      call_boxed("quantized::conv2d_unpack", "", {m.packed});
+  const at::Tensor real = at::conv2d(
+      at::dequantize(m.qx), at::dequantize(parts.at(0).toTensor()),
+      parts.at(1).toOptional<at::Tensor>(), c.stride, c.padding, c.dilation,
+      c.groups);
+  auto quantized = [](const at::Tensor& t, double scale, int64_t zero_point) {
+    return at::quantize_per_tensor(t, scale, zero_point, at::kQUInt8);
+  };
+  check_int8_close(lowered(m, 0.015, 24, c, {}, "hardswish"),
+                   quantized(at::hardswish(real), 0.015, 24));
+  check_int8_close(lowered(m, 1.0 / 256, 0, c, {}, "hardsigmoid"),
+                   quantized(at::hardsigmoid(real), 1.0 / 256, 0));
+  check_int8_close(lowered(m, 1.0 / 256, 0, c, {}, "sigmoid"),
+                   quantized(at::sigmoid(real), 1.0 / 256, 0));
+  check_int8_close(lowered(m, 0.02, 20, c, {}, "silu"),
+                   quantized(at::silu(real), 0.02, 20));
+  CHECK_THROWS_WITH(lowered(m, 0.02, 0, c, {}, "clip"),
+                    Catch::Contains("activation must be one of") &&
+                        Catch::Contains("hardswish"));
+}
+
+TEST_CASE("qactivation is aten's dequantize, activation and quantize, bitwise") {
+  at::manual_seed(4);
+  for (const std::string& activation : fx::onednn::qconv_activations()) {
+    // Lengths around the 64-byte vectors; channels-last and contiguous.
+    for (const std::vector<int64_t>& sizes :
+         std::vector<std::vector<int64_t>>{{0, 3, 2, 2}, {1, 1, 1, 1},
+                                           {1, 63, 1, 1}, {2, 16, 2, 2},
+                                           {1, 65, 3, 1}, {3, 24, 17, 19}}) {
+      for (bool channels_last : {false, true}) {
+        CAPTURE(activation, sizes, channels_last);
+        at::Tensor x = at::randn(sizes) * 3;
+        if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+        const at::Tensor q = at::quantize_per_tensor(x, 0.05, 120, at::kQUInt8);
+        const at::Tensor got =
+            call("fx_onednn::qactivation", {q, activation, 0.03, 17});
+        at::Tensor real = at::dequantize(q);
+        if (activation == "relu") real = at::relu(real);
+        else if (activation == "hardswish") real = at::hardswish(real);
+        else if (activation == "hardsigmoid") real = at::hardsigmoid(real);
+        else if (activation == "silu") real = at::silu(real);
+        else if (activation == "sigmoid") real = at::sigmoid(real);
+        else if (activation == "tanh") real = at::tanh(real);
+        else if (activation == "gelu") real = at::gelu(real);
+        else if (activation == "gelu_tanh") real = at::gelu(real, "tanh");
+        const at::Tensor want =
+            at::quantize_per_tensor(real, 0.03, 17, at::kQUInt8);
+        REQUIRE(got.sizes() == want.sizes());
+        CHECK(got.q_scale() == 0.03);
+        CHECK(got.q_zero_point() == 17);
+        CHECK(got.strides() == q.strides());
+        CHECK(at::equal(got.int_repr(), want.int_repr()));
+      }
+    }
+  }
+  const at::Tensor q =
+      at::quantize_per_tensor(at::randn({1, 4, 2, 2}), 0.05, 120, at::kQUInt8);
+  CHECK_THROWS_WITH(call("fx_onednn::qactivation", {q, "clip", 0.03, 17}),
+                    Catch::Contains("fx_onednn::qactivation") &&
+                        Catch::Contains("activation must be one of"));
+  CHECK_THROWS_WITH(
+      call("fx_onednn::qactivation", {at::randn({4}), "silu", 0.03, 17}),
+      Catch::Contains("quint8"));
+  CHECK_THROWS_WITH(call("fx_onednn::qactivation", {q, "silu", 0.0, 17}),
+                    Catch::Contains("output_scale must be positive"));
+  CHECK_THROWS_WITH(call("fx_onednn::qactivation", {q, "silu", 0.03, 256}),
+                    Catch::Contains("output_zero_point must be within 0 to 255"));
+}
+
+TEST_CASE("qmul_channels is quantized::mul of an image by a per-channel gate") {
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(5);
+  struct Case {
+    std::vector<int64_t> input;
+    int64_t gate_batch;
+  };
+  for (const Case& c : {Case{{1, 1, 1, 2}, 1}, Case{{1, 15, 3, 3}, 1},
+                        Case{{2, 17, 5, 4}, 2}, Case{{3, 33, 2, 7}, 1},
+                        Case{{2, 96, 28, 28}, 2}, Case{{0, 8, 2, 2}, 1}}) {
+    CAPTURE(c.input, c.gate_batch);
+    const at::Tensor x = at::quantize_per_tensor(
+        at::randn(c.input).contiguous(at::MemoryFormat::ChannelsLast), 0.04,
+        100, at::kQUInt8);
+    const at::Tensor g = at::quantize_per_tensor(
+        at::rand({c.gate_batch, c.input[1], 1, 1}), 1.0 / 256, 0, at::kQUInt8);
+    const at::Tensor want = call("quantized::mul", {g, x, 0.02, 90});
+    const at::Tensor got = call("fx_onednn::qmul_channels", {x, g, 0.02, 90});
+    CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+    check_int8_close(got, want);
+  }
+  const at::Tensor x = at::quantize_per_tensor(at::randn({2, 8, 3, 3}), 0.04,
+                                               100, at::kQUInt8);
+  const at::Tensor wrong = at::quantize_per_tensor(at::rand({2, 4, 1, 1}),
+                                                   1.0 / 256, 0, at::kQUInt8);
+  CHECK_THROWS_WITH(call("fx_onednn::qmul_channels", {x, wrong, 0.02, 90}),
+                    Catch::Contains("the gate must be [N or 1, C, 1, 1]"));
+}
+
+TEST_CASE("qmean_channels is global average pooling of a quint8 image") {
+  at::manual_seed(6);
+  for (const std::vector<int64_t>& sizes :
+       std::vector<std::vector<int64_t>>{{1, 1, 1, 1}, {1, 17, 3, 5},
+                                         {2, 40, 17, 19}, {1, 96, 112, 112},
+                                         {0, 4, 2, 2}}) {
+    CAPTURE(sizes);
+    const at::Tensor x = at::quantize_per_tensor(
+        at::randn(sizes).contiguous(at::MemoryFormat::ChannelsLast), 0.05, 70,
+        at::kQUInt8);
+    const at::Tensor want = at::quantize_per_tensor(
+        at::adaptive_avg_pool2d(at::dequantize(x).to(at::kDouble), {1, 1})
+            .to(at::kFloat),
+        0.01, 60, at::kQUInt8);
+    const at::Tensor got = call("fx_onednn::qmean_channels", {x, 0.01, 60});
+    check_int8_close(got, want);
+  }
+  const at::Tensor empty = at::quantize_per_tensor(at::randn({1, 4, 0, 3}),
+                                                   0.05, 70, at::kQUInt8);
+  CHECK_THROWS_WITH(call("fx_onednn::qmean_channels", {empty, 0.01, 60}),
+                    Catch::Contains("the mean of an empty image"));
 }

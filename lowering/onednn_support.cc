@@ -4,6 +4,7 @@
 
 #include <absl/strings/str_join.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "lowering/kernels/activation_cache.h"
@@ -247,28 +248,33 @@ void check_input(const char* op, const at::Tensor& input) {
   data_type_of(op, input, "input");
 }
 
+void append_activation(dnnl::post_ops& ops, const char* op,
+                       c10::string_view activation, double alpha, double beta,
+                       float scale) {
+  if (activation == "none") return;
+  const Activation* found = nullptr;
+  for (const Activation& a : kActivations) {
+    if (activation == a.name) found = &a;
+  }
+  TORCH_CHECK(found != nullptr, op, ": unknown activation '",
+              std::string(activation), "'; the known ones are ",
+              absl::StrJoin(activation_names(), ", "));
+  if (activation == "hardsigmoid") {
+    ops.append_eltwise(1.f, found->algorithm, 1.f / 6, 0.5f);
+    ops.append_eltwise(scale, dnnl::algorithm::eltwise_clip, 0.f, 1.f);
+  } else {
+    // silu is swish with alpha 1.
+    const float a = activation == "silu" ? 1.f : static_cast<float>(alpha);
+    ops.append_eltwise(scale, found->algorithm, a, static_cast<float>(beta));
+  }
+}
+
 dnnl::primitive_attr post_ops(const char* op, bool sum,
                               c10::string_view activation, double alpha,
                               double beta) {
   dnnl::post_ops ops;
   if (sum) ops.append_sum(1.f);
-  if (activation != "none") {
-    const Activation* found = nullptr;
-    for (const Activation& a : kActivations) {
-      if (activation == a.name) found = &a;
-    }
-    TORCH_CHECK(found != nullptr, op, ": unknown activation '",
-                std::string(activation), "'; the known ones are ",
-                absl::StrJoin(activation_names(), ", "));
-    if (activation == "hardsigmoid") {
-      ops.append_eltwise(1.f, found->algorithm, 1.f / 6, 0.5f);
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, 1.f);
-    } else {
-      // silu is swish with alpha 1.
-      const float a = activation == "silu" ? 1.f : static_cast<float>(alpha);
-      ops.append_eltwise(1.f, found->algorithm, a, static_cast<float>(beta));
-    }
-  }
+  append_activation(ops, op, activation, alpha, beta, 1.f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   // Each call brings its own scratchpad: in the library's mode, oneDNN
@@ -461,6 +467,24 @@ memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
       return memory::desc(linear_weight_dims(sizes), DataType::f32, Tag::ba);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown PackKind");
+}
+
+QParams quint8_params(const char* op, const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.is_quantized() && t.scalar_type() == at::kQUInt8 &&
+                  t.qscheme() == at::kPerTensorAffine && t.device().is_cpu(),
+              op, ": ", what, " must be a quint8 CPU tensor quantized per "
+              "tensor, got ", t.toString(),
+              t.is_quantized() ? " " + std::string(c10::toString(t.qscheme()))
+                               : std::string());
+  return {t.q_scale(), t.q_zero_point()};
+}
+
+void check_output_params(const char* op, double scale, int64_t zero_point) {
+  TORCH_CHECK(std::isfinite(scale) && scale > 0, op,
+              ": output_scale must be positive and finite, got ", scale);
+  TORCH_CHECK(zero_point >= 0 && zero_point <= 255, op,
+              ": output_zero_point must be within 0 to 255 (quint8), got ",
+              zero_point);
 }
 
 }  // namespace internal

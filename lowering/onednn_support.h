@@ -128,6 +128,18 @@ at::Tensor to_channels_last(const at::Tensor& t);
 at::Tensor empty_quint8_channels_last(at::IntArrayRef sizes, double scale,
                                       int64_t zero_point);
 
+// A quint8 value's quantization.
+struct QParams {
+  double scale;
+  int64_t zero_point;
+};
+// `t`'s, which must be a quint8 CPU tensor quantized per tensor (else
+// c10::Error naming `op` and `what`).
+QParams quint8_params(const char* op, const at::Tensor& t, const char* what);
+// Checks an int8 operator's output_scale (positive, finite) and
+// output_zero_point (quint8's 0 to 255).
+void check_output_params(const char* op, double scale, int64_t zero_point);
+
 memory::dims dims_of(at::IntArrayRef sizes);
 
 DataType data_type_of(const char* op, const at::Tensor& t, const char* what);
@@ -146,6 +158,13 @@ void check_bf16(const char* op, bool bf16);
 
 // Checks that an operator's input is a float32 or bfloat16 CPU tensor.
 void check_input(const char* op, const at::Tensor& input);
+
+// Appends `activation` (activation_names(); none appends nothing) as
+// eltwise post-ops, their result multiplied by `scale` (an int8 output's
+// 1 / output scale).
+void append_activation(dnnl::post_ops& ops, const char* op,
+                       c10::string_view activation, double alpha, double beta,
+                       float scale);
 
 dnnl::primitive_attr post_ops(const char* op, bool sum,
                               c10::string_view activation, double alpha,

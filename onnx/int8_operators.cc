@@ -120,8 +120,8 @@ void quantized_conv(OnnxBuilder& b, const char* kind, bool relu) {
 // fx_onednn::qconv and qconv_add_ (an int8 graph lowered by
 // lower_onednn_int8): its
 // weight and bias unpacked from the packed weight, QDQ around Conv, the
-// residual `other` added and the relu after it, as quantized::conv2d.new
-// then quantized::add_relu write them (the residual not requantized
+// residual `other` added and the activation after it, as quantized::conv2d.new
+// then quantized::add_relu (or hardswish, a dequantized silu) write them (the residual not requantized
 // between: qconv rounds once).
 void lowered_qconv(OnnxBuilder& b, bool in_place) {
   CallArguments args(b.node());
@@ -157,9 +157,10 @@ void lowered_qconv(OnnxBuilder& b, bool in_place) {
     out = sum;
   }
   const Argument activation = args["activation"];
-  if (activation.is_string() && activation.to_string_ref() == "relu") {
-    const std::string r = b.fresh(name + "_relu");
-    b.add("Relu", {out}, r);
+  if (activation.is_string() && activation.to_string_ref() != "none") {
+    const std::string& kind = activation.to_string_ref();
+    const std::string r = b.fresh(name + "_" + kind);
+    activation_into(b, out, kind, 0.0, 0.0, r);
     out = r;
   }
   b.quantize_output(out, output_qparams(b, args["output_scale"],
@@ -226,6 +227,42 @@ void quantized_hardswish(OnnxBuilder& b) {
   b.quantize_output(out, output_qparams(b, a.at(1), a.at(2), false));
 }
 
+// fx_onednn::qactivation: DequantizeLinear, the activation,
+// QuantizeLinear (what its table holds).
+void lowered_qactivation(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string kind = args["activation"].to_string_ref();
+  std::string out = b.dequantized(args["input"]);
+  if (kind != "none") {
+    const std::string a = b.fresh(b.node().name() + "_" + kind);
+    activation_into(b, out, kind, 0.0, 0.0, a);
+    out = a;
+  }
+  b.quantize_output(out, output_qparams(b, args["output_scale"],
+                                        args["output_zero_point"], false));
+}
+
+// fx_onednn::qmul_channels: Mul of the dequantized input and gate
+// (broadcast), quantized.
+void lowered_qmul_channels(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string out = b.fresh(b.node().name() + "_mul");
+  b.add("Mul", {b.dequantized(args["input"]), b.dequantized(args["gate"])},
+        out);
+  b.quantize_output(out, output_qparams(b, args["output_scale"],
+                                        args["output_zero_point"], false));
+}
+
+// fx_onednn::qmean_channels: GlobalAveragePool of the dequantized input,
+// quantized.
+void lowered_qmean_channels(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string out = b.fresh(b.node().name() + "_mean");
+  b.add("GlobalAveragePool", {b.dequantized(args["input"])}, out);
+  b.quantize_output(out, output_qparams(b, args["output_scale"],
+                                        args["output_zero_point"], false));
+}
+
 }  // namespace
 
 void add_int8_mappings(Mappings* m) {
@@ -245,6 +282,9 @@ void add_int8_mappings(Mappings* m) {
   (*m)["quantized::hardswish"] = quantized_hardswish;
   (*m)["fx_onednn::qconv"] = [](OnnxBuilder& b) { lowered_qconv(b, false); };
   (*m)["fx_onednn::qconv_add_"] = [](OnnxBuilder& b) { lowered_qconv(b, true); };
+  (*m)["fx_onednn::qactivation"] = lowered_qactivation;
+  (*m)["fx_onednn::qmul_channels"] = lowered_qmul_channels;
+  (*m)["fx_onednn::qmean_channels"] = lowered_qmean_channels;
 }
 
 }  // namespace fx::internal::onnx_ops

@@ -34,39 +34,6 @@ std::string unpacked_weight(OnnxBuilder& b, const Argument& weight,
   return b.tensor(weight.to_node()->name() + "_unpacked", w);
 }
 
-// `activation` (not none; alpha, beta as fx_onednn's operators take them)
-// of `value` into `out`.
-void activation_into(OnnxBuilder& b, const std::string& value,
-                     const std::string& activation, double alpha, double beta,
-                     const std::string& out) {
-  if (activation == "relu" && alpha == 0) {
-    b.add("Relu", {value}, out);
-  } else if (activation == "relu") {
-    set_float(b.add("LeakyRelu", {value}, out), "alpha", alpha);
-  } else if (activation == "clip") {
-    b.add("Clip",
-          {value, b.floats({static_cast<float>(alpha)}, true),
-           b.floats({static_cast<float>(beta)}, true)},
-          out);
-  } else if (activation == "hardswish") {
-    b.add("HardSwish", {value}, out);
-  } else if (activation == "hardsigmoid") {
-    // ONNX's default alpha (0.2) is not PyTorch's 1/6.
-    onnx::NodeProto& n = b.add("HardSigmoid", {value}, out);
-    set_float(n, "alpha", 1.0 / 6.0);
-    set_float(n, "beta", 0.5);
-  } else if (activation == "sigmoid") {
-    b.add("Sigmoid", {value}, out);
-  } else if (activation == "tanh") {
-    b.add("Tanh", {value}, out);
-  } else if (activation == "silu") {
-    silu_into(b, value, out);
-  } else if (activation == "gelu" || activation == "gelu_tanh") {
-    gelu_into(b, value, activation == "gelu_tanh", out);
-  } else {
-    refuse(b, "its fused activation '" + activation + "' does not map");
-  }
-}
 
 // `value` + `other` (none: "") and then `activation` (alpha, beta as
 // fx_onednn's operators take them) into `out` (b.output() by default), the
@@ -253,6 +220,40 @@ void lowered_matmul(OnnxBuilder& b) {
 }
 
 }  // namespace
+
+// `activation` (not none; alpha, beta as fx_onednn's operators take them)
+// of `value` into `out`.
+void activation_into(OnnxBuilder& b, const std::string& value,
+                     const std::string& activation, double alpha, double beta,
+                     const std::string& out) {
+  if (activation == "relu" && alpha == 0) {
+    b.add("Relu", {value}, out);
+  } else if (activation == "relu") {
+    set_float(b.add("LeakyRelu", {value}, out), "alpha", alpha);
+  } else if (activation == "clip") {
+    b.add("Clip",
+          {value, b.floats({static_cast<float>(alpha)}, true),
+           b.floats({static_cast<float>(beta)}, true)},
+          out);
+  } else if (activation == "hardswish") {
+    b.add("HardSwish", {value}, out);
+  } else if (activation == "hardsigmoid") {
+    // ONNX's default alpha (0.2) is not PyTorch's 1/6.
+    onnx::NodeProto& n = b.add("HardSigmoid", {value}, out);
+    set_float(n, "alpha", 1.0 / 6.0);
+    set_float(n, "beta", 0.5);
+  } else if (activation == "sigmoid") {
+    b.add("Sigmoid", {value}, out);
+  } else if (activation == "tanh") {
+    b.add("Tanh", {value}, out);
+  } else if (activation == "silu") {
+    silu_into(b, value, out);
+  } else if (activation == "gelu" || activation == "gelu_tanh") {
+    gelu_into(b, value, activation == "gelu_tanh", out);
+  } else {
+    refuse(b, "its fused activation '" + activation + "' does not map");
+  }
+}
 
 void add_lowered_mappings(Mappings* m) {
   (*m)["fx_onednn::conv"] = lowered_conv;

@@ -562,7 +562,9 @@ class Exporter : public OnnxBuilder {
     std::optional<QParams> passes_through;
     // (Not the int8 operators, which set their output's quantization.)
     if (!n.is_call_to({"aten::dequantize.self", "aten::dequantize.tensors",
-                       "fx_onednn::qconv", "fx_onednn::qconv_add_"}) &&
+                       "fx_onednn::qconv", "fx_onednn::qconv_add_",
+                       "fx_onednn::qactivation", "fx_onednn::qmul_channels",
+                       "fx_onednn::qmean_channels"}) &&
         !absl::StartsWith(target, "quantized::")) {
       for (const Node* input : n.all_input_nodes()) {
         auto q = quantized_.find(input);

@@ -30,10 +30,13 @@
 #include "interpreter/shape_prop.h"
 #include "lowering/operators.h"
 #include "passes/operator_families.h"
+#include "lowering/onednn_ops.h"
 #include "lowering/optimize_for_inference.h"
 #include "models/zoo.h"
 #include "testdata/codegen_models.h"
+#include "testdata/excited_blocks.h"
 #include "testdata/onnx_runtime.h"
+#include "testdata/test_helpers.h"
 #include "onnx/to_onnx.h"
 #include "passes/cost_model.h"
 #include "passes/typed_attributes.h"
@@ -248,7 +251,7 @@ TEST_CASE("every fx_onednn operator a graph holds is priced and exports") {
     CHECK(fx::has_onnx_mapping(op.name) == !op.init_step);
     if (!op.priced_as.empty()) CHECK(fx::is_priced(op.priced_as));
   }
-  CHECK(declared.size() == 23);
+  CHECK(declared.size() == 26);
   // And nothing registered in fx_onednn goes undeclared.
   for (const c10::OperatorName& name :
        c10::Dispatcher::singleton().getAllOpNames()) {
@@ -771,6 +774,39 @@ TEST_CASE("int8 modules export in QDQ form, and ONNX Runtime's int8 agrees with 
       if (ours_vs_float >= 20) CHECK(fx::sqnr_db(ours_lowered, ort_lowered) >= 25);
     }
   }
+}
+
+TEST_CASE("int8 squeeze-excitation blocks lowered export as QDQ around their parts") {
+  if (!fx::onednn::int8_supported()) return;  // the lowering leaves them
+  fx::set_quantized_engine("onednn");
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  auto model = std::make_shared<testdata::ExcitedBlocks>();
+  model->eval();
+  const at::Tensor x = torch::randn({2, 3, 17, 19});
+  fx::GraphModule gm = fx::symbolic_trace(model, x);
+  fx::GraphModule prepared =
+      fx::prepare_fx(gm, fx::get_default_qconfig_mapping("onednn"));
+  for (int i = 0; i < 4; ++i) prepared(torch::randn_like(x));
+  fx::GraphModule lowered(fx::convert_fx(prepared)->copy());
+  fx::optimize_for_inference(*lowered);
+  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qactivation") == 2);
+  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qmul_channels") == 2);
+  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qmean_channels") == 1);
+  const fs::path file = scratch() / "excited_int8_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "HardSwish") == 1);
+  CHECK(count_of(ops, "HardSigmoid") == 1);
+  CHECK(count_of(ops, "Sigmoid") >= 1);
+  CHECK(count_of(ops, "GlobalAveragePool") == 2);
+  const at::Tensor ours = lowered(x).toTensor();
+  const at::Tensor want = model->forward(x);
+  const at::Tensor ort = onnx_testing::run_ort(file, {x}).at("output");
+  CAPTURE(fx::sqnr_db(want, ours), fx::sqnr_db(want, ort), fx::sqnr_db(ours, ort));
+  CHECK(fx::sqnr_db(want, ort) >= fx::sqnr_db(want, ours) - 3);
+  CHECK(fx::sqnr_db(ours, ort) >= 25);
 }
 
 TEST_CASE("arithmetic is computed in the type torch promotes to") {

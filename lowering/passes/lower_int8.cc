@@ -4,13 +4,19 @@
 // fx_onednn::pack_qconv_weight, absorbing the quantized::add or add_relu
 // that is a convolution's only user (the other operand added as the
 // residual, rounded once; written over in place, fx_onednn::qconv_add_,
-// when nothing reads it afterwards, InferenceOptions::in_place). Only where oneDNN has VNNI int8 kernels
-// (onednn::int8_supported()); elsewhere the graph stays on LibTorch's
-// quantized engine. Everything else of an int8 graph (pooling, cat,
-// hardswish, linear layers) stays LibTorch's and reads qconv's quint8
-// channels-last outputs as it reads quantized::conv2d's, but max pooling
-// of quint8 values, which runs on oneDNN's u8 pooling
-// (fx_onednn::max_pool2d).
+// when nothing reads it afterwards, InferenceOptions::in_place), and the
+// activation after it: quantized::hardswish, a quantized hardsigmoid or
+// sigmoid (oneDNN post-ops on the real values). Only where oneDNN has
+// VNNI int8 kernels (onednn::int8_supported()); elsewhere the graph stays
+// on LibTorch's quantized engine. Around them, in int8 too: max pooling
+// of quint8 values on oneDNN's u8 pooling (fx_onednn::max_pool2d); the
+// silu convert_fx leaves in float32 (dequantize -> silu -> quantize) as a
+// table lookup (fx_onednn::qactivation); squeeze-and-excitation's mean
+// (dequantize -> adaptive_avg_pool2d to 1x1 -> quantize,
+// fx_onednn::qmean_channels) and its gate's product (quantized::mul by a
+// [N, C, 1, 1] operand, fx_onednn::qmul_channels). The rest (cat, linear
+// layers) stays LibTorch's and reads these operators' quint8
+// channels-last outputs as it reads quantized::conv2d's.
 //
 //   before:
 //       %_packed_conv = get_attr[target=_packed.conv]
@@ -67,7 +73,9 @@ std::optional<int64_t> zero_point_of(const Node* v) {
       return 0;
     }
     if (v->is_call_to({"aten::tanh", "aten::tanh_"})) return 128;
-    if (v->is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_"})) {
+    if (v->is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_",
+                       "fx_onednn::qactivation", "fx_onednn::qmul_channels",
+                       "fx_onednn::qmean_channels"})) {
       const Argument zp = CallArguments(*v)["output_zero_point"];
       return zp.is_int() ? std::optional<int64_t>(zp.to_int()) : std::nullopt;
     }
@@ -110,7 +118,7 @@ std::optional<int64_t> zero_point_of(const Node* v) {
 bool can_overwrite(const Graph& graph, const Node* residual, const Node* at) {
   auto channels_last_int8 = [](const Node& n) {
     return n.is_call_to({"fx_onednn::qconv", "fx_onednn::qconv_add_",
-                         "fx_onednn::max_pool2d"});
+                         "fx_onednn::max_pool2d", "fx_onednn::qmul_channels"});
   };
   if (!channels_last_int8(*residual)) return false;
   absl::flat_hash_map<const Node*, int64_t> position;
@@ -129,6 +137,110 @@ bool can_overwrite(const Graph& graph, const Node* residual, const Node* at) {
   return true;
 }
 
+// An activation a convolution's output goes through alone, which qconv
+// computes in its rounding: its name (qconv_activations()) and the
+// quantization of its output.
+struct FusedActivation {
+  std::string name;
+  Argument scale, zero_point;
+  Node* absorbed = nullptr;  // the quantized activation, qconv takes its place
+};
+
+// LibTorch's quantized sigmoid and hardsigmoid of a quint8 value give
+// scale 1/256, zero point 0 (zero_point_of above).
+constexpr double kFixedSigmoidScale = 1.0 / 256;
+
+// The activation `tail` (a quantized convolution's output, or its add's)
+// goes through alone, if qconv fuses it as a post-op: quantized::hardswish,
+// a quantized hardsigmoid or sigmoid. (A silu, which convert_fx leaves in
+// float32 between a dequantize and a quantize, becomes
+// fx_onednn::qactivation instead: oneDNN's swish post-op is slow.)
+std::optional<FusedActivation> activation_after(Node* tail) {
+  Node* user = tail->only_user();
+  if (user == nullptr) return std::nullopt;
+  const std::vector<Argument>& a = user->args();
+  if (user->is_call_to({"quantized::hardswish"}) && a.size() == 3 &&
+      a[0].is_node() && a[0].to_node() == tail && a[1].is_double() &&
+      a[2].is_int()) {
+    return FusedActivation{"hardswish", a[1], a[2], user};
+  }
+  const bool hardsigmoid =
+      user->is_call_to({"aten::hardsigmoid", "aten::hardsigmoid_"});
+  if ((hardsigmoid || user->is_call_to({"aten::sigmoid", "aten::sigmoid_"})) &&
+      a.size() == 1 && a[0].is_node() && a[0].to_node() == tail) {
+    return FusedActivation{hardsigmoid ? "hardsigmoid" : "sigmoid",
+                           Argument(kFixedSigmoidScale), Argument(int64_t{0}),
+                           user};
+  }
+  return std::nullopt;
+}
+
+// dequantize(x) -> silu -> quantize_per_tensor(scale, zero_point) of a
+// quint8 x, as convert_fx leaves it (LibTorch has no quantized silu): the
+// pieces of the pattern.
+struct FloatActivation {
+  Node* dequantize = nullptr;
+  Node* activation = nullptr;
+  Node* quantize = nullptr;  // its first quantize_per_tensor to quint8
+};
+
+std::optional<FloatActivation> float_activation(Node* dequantize) {
+  if (!dequantize->is_call_to({"aten::dequantize.self"})) return std::nullopt;
+  const std::vector<Argument>& args = dequantize->args();
+  const TensorMeta* in = args.size() == 1 && args[0].is_node()
+                             ? args[0].to_node()->tensor_meta()
+                             : nullptr;
+  if (in == nullptr || in->dtype != c10::ScalarType::QUInt8) {
+    return std::nullopt;
+  }
+  Node* silu = dequantize->only_user();
+  if (silu == nullptr || !silu->is_call_to({"aten::silu", "aten::silu_"}) ||
+      silu->args().size() != 1) {
+    return std::nullopt;
+  }
+  for (Node* q : silu->users()) {
+    if (!q->is_call_to({"aten::quantize_per_tensor"})) continue;
+    const CallArguments qa(*q);
+    const Argument& self = qa["self"];
+    const Argument& dtype = qa["dtype"];
+    if (self.is_node() && self.to_node() == silu && qa["scale"].is_double() &&
+        qa["zero_point"].is_int() && dtype.is_dtype() &&
+        dtype.to_dtype() == c10::ScalarType::QUInt8) {
+      return FloatActivation{dequantize, silu, q};
+    }
+  }
+  return std::nullopt;
+}
+
+// The quint8 input of quantized::mul that is a per-channel gate of the
+// other ([N or 1, C, 1, 1] against [N, C, H, W]): {input, gate}.
+std::optional<std::pair<Argument, Argument>> channel_product(const Node& mul) {
+  const std::vector<Argument>& a = mul.args();
+  if (a.size() != 4 || !a[0].is_node() || !a[1].is_node() ||
+      !a[2].is_double() || !a[3].is_int()) {
+    return std::nullopt;
+  }
+  auto quint8_4d = [](const Argument& v) -> const TensorMeta* {
+    const TensorMeta* m = v.to_node()->tensor_meta();
+    return m != nullptr && m->dtype == c10::ScalarType::QUInt8 &&
+                   m->sizes.size() == 4
+               ? m
+               : nullptr;
+  };
+  const TensorMeta* m0 = quint8_4d(a[0]);
+  const TensorMeta* m1 = quint8_4d(a[1]);
+  if (m0 == nullptr || m1 == nullptr) return std::nullopt;
+  auto gates = [](const TensorMeta& x, const TensorMeta& g) {
+    const auto& xs = x.sizes;
+    const auto& gs = g.sizes;
+    return xs[1] == gs[1] && gs[2] == 1 && gs[3] == 1 &&
+           (gs[0] == xs[0] || gs[0] == 1) && (xs[2] != 1 || xs[3] != 1);
+  };
+  if (gates(*m1, *m0)) return std::make_pair(a[1], a[0]);
+  if (gates(*m0, *m1)) return std::make_pair(a[0], a[1]);
+  return std::nullopt;
+}
+
 class LowerInt8 : public LoweringPass {
  public:
   explicit LowerInt8(const InferenceOptions& options)
@@ -144,6 +256,15 @@ class LowerInt8 : public LoweringPass {
     for (Node* n : graph.nodes()) {
       if (n->is_call_to({"aten::max_pool2d"})) {
         lower_max_pool(graph, n);
+        continue;
+      }
+      if (std::optional<FloatActivation> f = float_activation(n)) {
+        lower_float_activation(graph, *f);
+        continue;
+      }
+      if (lower_channel_mean(graph, n)) continue;
+      if (n->is_call_to({"quantized::mul"})) {
+        lower_channel_product(graph, n);
         continue;
       }
       const bool relu = n->is_call_to({"quantized::conv2d_relu.new"});
@@ -194,6 +315,16 @@ class LowerInt8 : public LoweringPass {
       const bool fused_relu =
           relu || (!absorbed.empty() &&
                    absorbed[0]->is_call_to({"quantized::add_relu"}));
+      std::string activation = fused_relu ? "relu" : "none";
+      if (!fused_relu) {
+        Node* tail = absorbed.empty() ? n : absorbed.back();
+        if (std::optional<FusedActivation> a = activation_after(tail)) {
+          activation = a->name;
+          scale = a->scale;
+          out_zero_point = a->zero_point;
+          absorbed.push_back(a->absorbed);
+        }
+      }
       Node* pack;
       {
         auto guard = graph.inserting_before(n);
@@ -210,20 +341,20 @@ class LowerInt8 : public LoweringPass {
         w.dtype = c10::ScalarType::Float;
         pack->meta().set(kTensorMeta, std::move(w));
       }
-      const std::string activation = fused_relu ? "relu" : "none";
       std::vector<Argument> call_args = {
           input,         pack,           Argument(),   conv->stride,
           conv->padding, conv->dilation, conv->groups, scale,
           out_zero_point};
-      if (!residual.is_none() || fused_relu) {
+      if (!residual.is_none() || activation != "none") {
         call_args.push_back(residual);
         call_args.push_back(activation);
       }
+      const bool summed = !residual.is_none();
       replace_with_call(graph, n, absorbed, "fx_onednn::qconv",
                         std::move(call_args), /*channels_last=*/true);
       ++report().int8_convolutions;
-      if (!absorbed.empty()) ++report().fused_sums;
-      if (fused_relu) ++report().fused_activations;
+      if (summed) ++report().fused_sums;
+      if (activation != "none") ++report().fused_activations;
     }
     // In place, decided once every call stands where it will run (a
     // fused call takes the place of its add, after reads of the residual
@@ -233,7 +364,8 @@ class LowerInt8 : public LoweringPass {
         if (n->is_call_to({"fx_onednn::qconv"})) write_in_place(graph, n);
       }
     }
-    return report().int8_convolutions > 0 || report().pooling > 0;
+    return report().int8_convolutions > 0 || report().pooling > 0 ||
+           report().int8_elementwise > 0;
   }
 
   // A qconv whose residual dies at it becomes qconv_add_, written over the
@@ -253,6 +385,90 @@ class LowerInt8 : public LoweringPass {
                        a["activation"]},
                       /*channels_last=*/true);
     ++report().in_place_sums;
+  }
+
+  // dequantize -> silu -> quantize as fx_onednn::qactivation of the
+  // quint8 value (the silu's other, float, users read its result
+  // dequantized).
+  void lower_float_activation(Graph& graph, const FloatActivation& f) {
+    const CallArguments q(*f.quantize);
+    Node* lowered;
+    Node* dequantized = nullptr;
+    {
+      auto guard = graph.inserting_before(f.activation);
+      lowered = graph.call_function(
+          fx::op("fx_onednn::qactivation"),
+          {f.dequantize->args()[0], "silu", q["scale"], q["zero_point"]});
+      if (f.activation->users().size() > 1) {
+        dequantized = graph.call_function(fx::op("aten::dequantize.self"),
+                                          {Argument(lowered)});
+      }
+    }
+    const TensorMeta* in = f.dequantize->args()[0].to_node()->tensor_meta();
+    if (const TensorMeta* m = f.quantize->tensor_meta()) {
+      TensorMeta meta = *m;
+      meta.requires_grad = false;
+      meta.strides = in->strides;  // qactivation keeps its input's layout
+      lowered->meta().set(kTensorMeta, meta);
+    }
+    if (dequantized != nullptr) {
+      if (const TensorMeta* m = f.activation->tensor_meta()) {
+        TensorMeta meta = *m;
+        meta.strides = in->strides;
+        dequantized->meta().set(kTensorMeta, meta);
+      }
+    }
+    f.quantize->replace_all_uses_with(lowered);
+    graph.erase_node(f.quantize);
+    if (dequantized != nullptr) f.activation->replace_all_uses_with(dequantized);
+    graph.erase_node(f.activation);
+    graph.erase_node(f.dequantize);
+    ++report().int8_elementwise;
+  }
+
+  // dequantize -> adaptive_avg_pool2d to 1x1 -> quantize_per_tensor of a
+  // quint8 image as fx_onednn::qmean_channels.
+  bool lower_channel_mean(Graph& graph, Node* dequantize) {
+    if (!dequantize->is_call_to({"aten::dequantize.self"})) return false;
+    const Argument input = dequantize->args().at(0);
+    const TensorMeta* in = input.is_node() ? input.to_node()->tensor_meta()
+                                           : nullptr;
+    Node* pool = dequantize->only_user();
+    if (in == nullptr || in->dtype != c10::ScalarType::QUInt8 ||
+        in->sizes.size() != 4 || pool == nullptr ||
+        !pool->is_call_to({"aten::adaptive_avg_pool2d"})) {
+      return false;
+    }
+    const Argument size = CallArguments(*pool)["output_size"];
+    Node* q = pool->only_user();
+    if (!size.is_list() || size.to_int_list() != std::vector<int64_t>{1, 1} ||
+        q == nullptr || !q->is_call_to({"aten::quantize_per_tensor"})) {
+      return false;
+    }
+    const CallArguments qa(*q);
+    const Argument& dtype = qa["dtype"];
+    if (!qa["scale"].is_double() || !qa["zero_point"].is_int() ||
+        !dtype.is_dtype() || dtype.to_dtype() != c10::ScalarType::QUInt8) {
+      return false;
+    }
+    replace_with_call(graph, dequantize, {pool, q}, "fx_onednn::qmean_channels",
+                      {input, qa["scale"], qa["zero_point"]},
+                      /*channels_last=*/true);
+    ++report().int8_elementwise;
+    return true;
+  }
+
+  // quantized::mul of an image by a per-channel gate
+  // (squeeze-and-excitation) as fx_onednn::qmul_channels.
+  void lower_channel_product(Graph& graph, Node* mul) {
+    const std::optional<std::pair<Argument, Argument>> operands =
+        channel_product(*mul);
+    if (!operands) return;
+    replace_with_call(graph, mul, {}, "fx_onednn::qmul_channels",
+                      {operands->first, operands->second, mul->args()[2],
+                       mul->args()[3]},
+                      /*channels_last=*/true);
+    ++report().int8_elementwise;
   }
 
   // Max pooling of a quint8 value: on oneDNN's u8 pooling, which reads the

@@ -50,6 +50,11 @@ void batch_norm_into(OnnxBuilder& b, const std::string& out);
 void gelu_into(OnnxBuilder& b, const std::string& in, bool tanh,
                const std::string& out);
 void silu_into(OnnxBuilder& b, const std::string& in, const std::string& out);
+// `activation` (one of fx_onednn's names, not none; alpha and beta as
+// fx_onednn's operators take them) of `value` into `out`.
+void activation_into(OnnxBuilder& b, const std::string& value,
+                     const std::string& activation, double alpha, double beta,
+                     const std::string& out);
 void recurrent(OnnxBuilder& b, bool lstm, bool lowered = false);
 void max_pool(OnnxBuilder& b);
 void avg_pool(OnnxBuilder& b);
