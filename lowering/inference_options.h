@@ -91,6 +91,7 @@ struct InferenceReport {
   int recurrent = 0;          // lowered to fx_onednn::lstm / gru
   int int8_convolutions = 0;  // int8 ones lowered to fx_onednn::qconv
   int int8_elementwise = 0;   // int8 activations, per-channel products
+  int int8_linear = 0;        // dynamic int8 linear layers on oneDNN
   int fused_activations = 0;  // activations absorbed as post-ops
   int fused_sums = 0;         // residual adds absorbed as sum post-ops
   int in_place_sums = 0;      // ... of them, added into the residual's memory
@@ -121,6 +122,7 @@ struct InferenceReport {
   X(recurrent, "lower_onednn_recurrent")               \
   X(int8_convolutions, "lower_onednn_int8")            \
   X(int8_elementwise, "lower_onednn_int8")             \
+  X(int8_linear, "lower_onednn_int8")                  \
   X(fused_activations, "lower_onednn_convolutions")    \
   X(fused_sums, "lower_onednn_convolutions")           \
   X(in_place_sums, "lower_onednn_convolutions")        \

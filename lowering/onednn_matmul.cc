@@ -210,15 +210,6 @@ dnnl::matmul::primitive_desc linear_descriptor(
   return dnnl::matmul::primitive_desc(desc, attr, cpu_engine());
 }
 
-int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
-  TORCH_CHECK(!input.empty() && input.back() == in_features, op,
-              ": the input's last size must be the weight's in_features (",
-              in_features, "), got sizes ", input);
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < input.size(); ++i) rows *= input[i];
-  return rows;
-}
-
 at::Tensor pack_linear_weight(const at::Tensor& weight,
                               at::IntArrayRef input_size, bool bf16) {
   const char* op = "fx_onednn::pack_linear_weight";

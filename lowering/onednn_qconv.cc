@@ -69,45 +69,6 @@ std::vector<c10::IValue> call_quantized(const char* name,
   return stack;
 }
 
-// The weight's scale per output channel; its zero points must be 0.
-std::vector<float> weight_scales(const char* op, const at::Tensor& w) {
-  TORCH_CHECK(w.is_quantized() && w.scalar_type() == at::kQInt8, op,
-              ": the weight must be qint8, got ", w.toString());
-  const int64_t channels = w.size(0);
-  std::vector<float> scales(channels);
-  switch (w.qscheme()) {
-    case at::kPerTensorAffine:
-    case at::kPerTensorSymmetric:
-      TORCH_CHECK(w.q_zero_point() == 0, op,
-                  ": the weight's zero point must be 0 (symmetric), got ",
-                  w.q_zero_point());
-      std::fill(scales.begin(), scales.end(), static_cast<float>(w.q_scale()));
-      break;
-    case at::kPerChannelAffine:
-    case at::kPerChannelSymmetric:
-    case at::kPerChannelAffineFloatQParams: {
-      TORCH_CHECK(w.q_per_channel_axis() == 0, op,
-                  ": the weight's scales must be per output channel (axis "
-                  "0), got axis ", w.q_per_channel_axis());
-      TORCH_CHECK(w.q_per_channel_zero_points().eq(0).all().item<bool>(), op,
-                  ": the weight's zero points must be 0 (symmetric)");
-      const at::Tensor s =
-          w.q_per_channel_scales().to(at::kFloat).contiguous();
-      std::memcpy(scales.data(), s.data_ptr<float>(),
-                  sizeof(float) * channels);
-      break;
-    }
-    default:
-      TORCH_CHECK(false, op, ": unsupported weight quantization ",
-                  c10::toString(w.qscheme()));
-  }
-  for (float s : scales) {
-    TORCH_CHECK(std::isfinite(s) && s > 0, op,
-                ": the weight's scales must be positive, got ", s);
-  }
-  return scales;
-}
-
 // The packed weight's extra bytes: a float32 scale per output channel,
 // then the float32 bias (zeros when none).
 struct QConvExtra {

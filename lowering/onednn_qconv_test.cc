@@ -1,14 +1,17 @@
-// fx_onednn's int8 convolution against LibTorch's quantized engine
+// fx_onednn's int8 operators against LibTorch's quantized engine
 // (quantized::conv2d.new, quantized::add_relu), called through the
 // dispatcher as a lowered graph calls it.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lowering/onednn_ops.h"
+#include "testdata/test_helpers.h"
 #include "third_party/catch.h"
 
 namespace {
@@ -451,4 +454,104 @@ TEST_CASE("qmean_channels is global average pooling of a quint8 image") {
                                                    0.05, 70, at::kQUInt8);
   CHECK_THROWS_WITH(call("fx_onednn::qmean_channels", {empty, 0.01, 60}),
                     Catch::Contains("the mean of an empty image"));
+}
+
+namespace {
+
+// quantized::linear_dynamic's packed weights of w (qint8, symmetric per
+// output feature) and bias.
+c10::IValue prepack_linear(const at::Tensor& w, const at::Tensor& bias) {
+  const at::Tensor scales =
+      std::get<0>(w.abs().max(1)).clamp_min(1e-3).to(at::kDouble) / 127.0;
+  const at::Tensor qw = at::quantize_per_channel(
+      w, scales, at::zeros({w.size(0)}, at::kLong), 0, at::kQInt8);
+  return call_boxed("quantized::linear_prepack", "", {qw, bias}).at(0);
+}
+
+// What qlinear_dynamic computes, in double: the input quantized to u8 over
+// its range (0 included), the products of the codes less the zero point
+// with the int8 weight, scaled, plus the bias.
+at::Tensor dynamic_reference(const at::Tensor& x, const c10::IValue& packed) {
+  const std::vector<c10::IValue> parts =
+      call_boxed("quantized::linear_unpack", "", {packed});
+  const at::Tensor qw = parts.at(0).toTensor();
+  const double low = std::min(x.min().item<double>(), 0.0);
+  const double high = std::max(x.max().item<double>(), 0.0);
+  double scale = (high - low) / 255;
+  if (scale < 1.1920928955078125e-07) scale = 0.1;
+  const double zero_point = std::clamp(std::nearbyint(-low / scale), 0.0, 255.0);
+  const at::Tensor codes =
+      (x.to(at::kFloat) * static_cast<float>(1.0 / scale)).round().add(zero_point).clamp(0, 255).to(at::kDouble);
+  const at::Tensor w = qw.int_repr().to(at::kDouble) *
+                       qw.q_per_channel_scales().to(at::kDouble).unsqueeze(1);
+  return at::linear((codes - zero_point) * scale, w,
+                    parts.at(1).toTensor().to(at::kDouble));
+}
+
+}  // namespace
+
+TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias and "
+          "activation") {
+  if (!fx::onednn::int8_supported()) return;  // the pass keeps LibTorch's
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(8);
+  struct Case {
+    std::vector<int64_t> input;
+    int64_t out;
+  };
+  for (const Case& c : {Case{{1, 1}, 1}, Case{{3, 17}, 15}, Case{{64, 256}, 64},
+                        Case{{2, 5, 33}, 40}, Case{{1, 7, 64}, 1}}) {
+    const int64_t in = c.input.back();
+    const at::Tensor w = at::randn({c.out, in}) * 0.1;
+    const at::Tensor bias = at::randn({c.out});
+    const c10::IValue packed_params = prepack_linear(w, bias);
+    const at::Tensor packed =
+        call("fx_onednn::pack_qlinear_weight", {packed_params, c.input});
+    for (const std::string activation : {"none", "relu", "gelu"}) {
+      CAPTURE(c.input, c.out, activation);
+      const at::Tensor x = at::randn(c.input) * 2 + 0.5;
+      const at::Tensor got = call("fx_onednn::qlinear_dynamic",
+                                  {x, packed, c10::IValue(), activation});
+      at::Tensor want = dynamic_reference(x, packed_params);
+      if (activation == "relu") want = at::relu(want);
+      if (activation == "gelu") want = at::gelu(want);
+      REQUIRE(got.sizes() == want.sizes());
+      CHECK((got.to(at::kDouble) - want).abs().max().item<double>() <=
+            1e-4 * (1 + want.abs().max().item<double>()));
+      // Close to LibTorch's own dynamic int8 linear layer.
+      if (activation == "none") {
+        const at::Tensor engine =
+            call("quantized::linear_dynamic", {x, packed_params, false});
+        CHECK(testdata::relative_error(got, engine) < 0.02);
+      }
+    }
+    // No rows: an empty result; all zeros: the bias.
+    std::vector<int64_t> none = c.input;
+    none.front() = 0;
+    CHECK(call("fx_onednn::qlinear_dynamic",
+               {at::zeros(none), packed, c10::IValue(), "none"})
+              .numel() == 0);
+    const at::Tensor zeros = call("fx_onednn::qlinear_dynamic",
+                                  {at::zeros(c.input), packed, c10::IValue(), "none"});
+    CHECK(at::allclose(zeros, bias.expand_as(zeros), 1e-5, 1e-6));
+  }
+  const at::Tensor w = at::randn({4, 8});
+  const at::Tensor packed = call("fx_onednn::pack_qlinear_weight",
+                                 {prepack_linear(w, at::zeros({4})),
+                                  std::vector<int64_t>{2, 8}});
+  at::Tensor x = at::randn({2, 8});
+  x[1][3] = std::nanf("");
+  CHECK_THROWS_WITH(
+      call("fx_onednn::qlinear_dynamic", {x, packed, c10::IValue(), "none"}),
+      Catch::Contains("a NaN or an infinity"));
+  CHECK_THROWS_WITH(call("fx_onednn::qlinear_dynamic",
+                         {at::randn({2, 7}), packed, c10::IValue(), "none"}),
+                    Catch::Contains("the input's last size must be the "
+                                    "weight's in_features (8)"));
+  CHECK_THROWS_WITH(call("fx_onednn::qlinear_dynamic",
+                         {at::randn({2, 8}), packed, at::zeros({4}), "none"}),
+                    Catch::Contains("the bias is packed with the weight"));
+  // The weight and bias come back for the ONNX export.
+  const auto unpacked = call_boxed("fx_onednn::unpack_qlinear_weight", "", {packed});
+  CHECK(unpacked.at(0).toTensor().int_repr().sizes() == w.sizes());
 }

@@ -465,8 +465,57 @@ memory::desc plain_weight_desc(PackKind kind, at::IntArrayRef sizes,
     case PackKind::kLinear:
       // [out, in] row-major is [in, out] with the second dimension outer.
       return memory::desc(linear_weight_dims(sizes), DataType::f32, Tag::ba);
+    case PackKind::kQLinear:
+      return memory::desc(linear_weight_dims(sizes), DataType::s8, Tag::ba);
   }
   TORCH_INTERNAL_ASSERT(false, "unknown PackKind");
+}
+
+std::vector<float> weight_scales(const char* op, const at::Tensor& w) {
+  TORCH_CHECK(w.is_quantized() && w.scalar_type() == at::kQInt8, op,
+              ": the weight must be qint8, got ", w.toString());
+  const int64_t channels = w.size(0);
+  std::vector<float> scales(channels);
+  switch (w.qscheme()) {
+    case at::kPerTensorAffine:
+    case at::kPerTensorSymmetric:
+      TORCH_CHECK(w.q_zero_point() == 0, op,
+                  ": the weight's zero point must be 0 (symmetric), got ",
+                  w.q_zero_point());
+      std::fill(scales.begin(), scales.end(), static_cast<float>(w.q_scale()));
+      break;
+    case at::kPerChannelAffine:
+    case at::kPerChannelSymmetric:
+    case at::kPerChannelAffineFloatQParams: {
+      TORCH_CHECK(w.q_per_channel_axis() == 0, op,
+                  ": the weight's scales must be per output channel (axis "
+                  "0), got axis ", w.q_per_channel_axis());
+      TORCH_CHECK(w.q_per_channel_zero_points().eq(0).all().item<bool>(), op,
+                  ": the weight's zero points must be 0 (symmetric)");
+      const at::Tensor s =
+          w.q_per_channel_scales().to(at::kFloat).contiguous();
+      std::memcpy(scales.data(), s.data_ptr<float>(),
+                  sizeof(float) * channels);
+      break;
+    }
+    default:
+      TORCH_CHECK(false, op, ": unsupported weight quantization ",
+                  c10::toString(w.qscheme()));
+  }
+  for (float s : scales) {
+    TORCH_CHECK(std::isfinite(s) && s > 0, op,
+                ": the weight's scales must be positive, got ", s);
+  }
+  return scales;
+}
+
+int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features) {
+  TORCH_CHECK(!input.empty() && input.back() == in_features, op,
+              ": the input's last size must be the weight's in_features (",
+              in_features, "), got sizes ", input);
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < input.size(); ++i) rows *= input[i];
+  return rows;
 }
 
 QParams quint8_params(const char* op, const at::Tensor& t, const char* what) {

@@ -44,6 +44,7 @@ enum class PackKind : uint64_t {
   kConvTranspose = 2,
   kLinear = 3,
   kQConv = 4,  // int8: s8 data, then a float32 scale per output channel
+  kQLinear = 5,  // int8 [out, in]: s8 data, then scales and bias (float32)
 };
 
 // The layout a pack operator reads its weight in, and unpack_weight gives it
@@ -127,6 +128,10 @@ at::Tensor to_channels_last(const at::Tensor& t);
 // empty_channels_last's).
 at::Tensor empty_quint8_channels_last(at::IntArrayRef sizes, double scale,
                                       int64_t zero_point);
+
+// A qint8 weight's scale per output channel (axis 0); its zero points
+// must be 0 (symmetric), its scales positive.
+std::vector<float> weight_scales(const char* op, const at::Tensor& w);
 
 // A quint8 value's quantization.
 struct QParams {
@@ -253,6 +258,10 @@ Tag plain_deconv_weight_tag(int64_t dim, bool grouped);
 
 // A linear weight [out, in] as the matmul reads it: [in, out].
 memory::dims linear_weight_dims(at::IntArrayRef weight);
+
+// The rows a linear layer's input holds (its sizes but the last, which
+// must be `in_features`, else c10::Error naming `op`), multiplied.
+int64_t rows_of(const char* op, at::IntArrayRef input, int64_t in_features);
 
 
 // Incremented whenever a cache drops its entries, so that what a thread

@@ -138,14 +138,21 @@ TEST_CASE("dynamic int8 reaches the fused transformer ops' linear layers") {
         3 * 2 + 2 + 2);
   CHECK(count_calls(int8, "aten::linear") == 0);
   CHECK(fx::sqnr_db(want, int8(x).toTensor()) > 25);
-  // Lowered: the float parts on oneDNN, the int8 linear layers kept.
+  // Lowered: the float parts on oneDNN, the int8 linear layers on
+  // oneDNN's int8 matmul where it has VNNI (the feed-forward relu fused).
   fx::GraphModule lowered(int8->copy());
   const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
   CAPTURE(report.to_string());
   CHECK(report.matmul == 6);
-  CHECK(count_calls(lowered, "quantized::linear_dynamic") +
-            count_calls(lowered, "quantized::linear_relu_dynamic") ==
-        10);
+  const size_t kept = count_calls(lowered, "quantized::linear_dynamic") +
+                      count_calls(lowered, "quantized::linear_relu_dynamic");
+  if (fx::onednn::int8_supported()) {
+    CHECK(kept == 0);
+    CHECK(report.int8_linear == 10);
+    CHECK(count_calls(lowered, "fx_onednn::qlinear_dynamic") == 10);
+  } else {
+    CHECK(kept == 10);
+  }
   CHECK(fx::sqnr_db(want, lowered(x).toTensor()) > 25);
   // Without the split, the fused ops stay float.
   fx::DynamicOptions keep;

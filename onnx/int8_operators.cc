@@ -263,6 +263,47 @@ void lowered_qmean_channels(OnnxBuilder& b) {
                                         args["output_zero_point"], false));
 }
 
+// fx_onednn::qlinear_dynamic as ONNX Runtime's quantize_dynamic writes a
+// linear layer: DynamicQuantizeLinear of the input (u8, its scale and
+// zero point), MatMulInteger with the int8 weight [in, out] and that zero
+// point, the int32 sums cast to float32 and scaled by input and weight
+// scales, the bias added, the activation.
+void lowered_qlinear_dynamic(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::optional<at::Tensor> packed = b.constant(args["weight"]);
+  if (!packed) {
+    refuse(b, "its weight is not a packed weight attribute (a get_attr of "
+              "what fx_onednn::pack_qlinear_weight made)");
+  }
+  const std::vector<c10::IValue> unpacked =
+      call_operator("fx_onednn::unpack_qlinear_weight", {*packed});
+  const at::Tensor w = unpacked.at(0).toTensor();  // qint8 [out, in]
+  const at::Tensor bias = unpacked.at(1).toTensor();
+  const std::string& name = b.node().name();
+  const std::string q = b.fresh(name + "_q"), scale = b.fresh(name + "_scale"),
+                    zero_point = b.fresh(name + "_zero_point");
+  b.add("DynamicQuantizeLinear", {b.value(args["input"])},
+        {q, scale, zero_point});
+  const std::string weight =
+      b.tensor(name + "_weight_int8", w.int_repr().t().contiguous());
+  const std::string sums = b.fresh(name + "_sums");
+  b.add("MatMulInteger", {q, weight, zero_point}, sums);
+  const std::string real = b.fresh(name + "_sums_float");
+  set_int(b.add("Cast", {sums}, real), "to", onnx::TensorProto::FLOAT);
+  const at::Tensor w_scales =
+      w.qscheme() == at::kPerTensorAffine || w.qscheme() == at::kPerTensorSymmetric
+          ? at::full({w.size(0)}, w.q_scale(), at::kFloat)
+          : w.q_per_channel_scales().to(at::kFloat);
+  const std::string scales = b.fresh(name + "_scales");
+  b.add("Mul", {scale, b.tensor(name + "_weight_scales", w_scales)}, scales);
+  const std::string scaled = b.fresh(name + "_scaled");
+  b.add("Mul", {real, scales}, scaled);
+  const std::string kind = args["activation"].to_string_ref();
+  const std::string summed = kind == "none" ? b.output() : b.fresh(name + "_add");
+  b.add("Add", {scaled, b.tensor(name + "_bias", bias)}, summed);
+  if (kind != "none") activation_into(b, summed, kind, 0.0, 0.0, b.output());
+}
+
 }  // namespace
 
 void add_int8_mappings(Mappings* m) {
@@ -285,6 +326,7 @@ void add_int8_mappings(Mappings* m) {
   (*m)["fx_onednn::qactivation"] = lowered_qactivation;
   (*m)["fx_onednn::qmul_channels"] = lowered_qmul_channels;
   (*m)["fx_onednn::qmean_channels"] = lowered_qmean_channels;
+  (*m)["fx_onednn::qlinear_dynamic"] = lowered_qlinear_dynamic;
 }
 
 }  // namespace fx::internal::onnx_ops

@@ -251,7 +251,7 @@ TEST_CASE("every fx_onednn operator a graph holds is priced and exports") {
     CHECK(fx::has_onnx_mapping(op.name) == !op.init_step);
     if (!op.priced_as.empty()) CHECK(fx::is_priced(op.priced_as));
   }
-  CHECK(declared.size() == 26);
+  CHECK(declared.size() == 29);
   // And nothing registered in fx_onednn goes undeclared.
   for (const c10::OperatorName& name :
        c10::Dispatcher::singleton().getAllOpNames()) {
@@ -807,6 +807,52 @@ TEST_CASE("int8 squeeze-excitation blocks lowered export as QDQ around their par
   CAPTURE(fx::sqnr_db(want, ours), fx::sqnr_db(want, ort), fx::sqnr_db(ours, ort));
   CHECK(fx::sqnr_db(want, ort) >= fx::sqnr_db(want, ours) - 3);
   CHECK(fx::sqnr_db(ours, ort) >= 25);
+}
+
+namespace {
+
+// A feed-forward block: linear, gelu, linear, relu.
+struct GeluMlp : torch::nn::Module {
+  GeluMlp() {
+    fc1 = register_module("fc1", torch::nn::Linear(16, 32));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 8));
+  }
+  at::Tensor forward(at::Tensor x) {
+    return torch::relu(fc2(torch::gelu(fc1(x))));
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("dynamic int8 linear layers lowered export as ONNX Runtime's "
+          "quantize_dynamic writes them") {
+  if (!fx::onednn::int8_supported()) return;  // the lowering leaves them
+  fx::set_quantized_engine("onednn");
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(9);
+  auto mlp = std::make_shared<GeluMlp>();
+  mlp->eval();
+  // 2-d: a C++ Linear traces as aten::linear (3-d: matmul, then the bias).
+  const at::Tensor x = torch::randn({15, 16});
+  fx::GraphModule gm = fx::symbolic_trace(mlp, x);
+  fx::GraphModule lowered(fx::quantize_dynamic_fx(gm)->copy());
+  const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  REQUIRE(report.int8_linear == 2);
+  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qlinear_dynamic") == 2);
+  INFO(lowered->graph().to_string());
+  CHECK(testdata::count_calls(lowered, "aten::gelu") == 0);
+  const fs::path file = scratch() / "mlp_dynamic_int8_lowered.onnx";
+  fx::to_onnx(*lowered, file.string());
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "DynamicQuantizeLinear") == 2);
+  CHECK(count_of(ops, "MatMulInteger") == 2);
+  const at::Tensor ours = lowered(x).toTensor();
+  const at::Tensor ort = onnx_testing::run_ort(file, {x}).at("output");
+  // The same quantization on both sides: equal but for float rounding.
+  CHECK(testdata::relative_error(ort.reshape_as(ours), ours) < 1e-3);
+  CHECK(fx::sqnr_db(mlp->forward(x), ours) > 30);
 }
 
 TEST_CASE("arithmetic is computed in the type torch promotes to") {

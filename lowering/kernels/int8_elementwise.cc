@@ -144,6 +144,42 @@ void sum_channels(const ChannelSum& p, int64_t first, int64_t last) {
   }
 }
 
+FX_AVX512 std::pair<float, float> min_max_avx512(const float* x,
+                                                 int64_t count) {
+  __m512 lo = _mm512_set1_ps(x[0]), hi = lo;
+  __m512 nan = _mm512_setzero_ps();  // NaN lanes seen, as all-ones
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = tail_mask(count - i);
+    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), m, x + i);
+    lo = _mm512_min_ps(lo, v);
+    hi = _mm512_max_ps(hi, v);
+    const __mmask16 unordered = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    nan = _mm512_mask_mov_ps(nan, unordered, v);
+  }
+  if (_mm512_cmp_ps_mask(nan, nan, _CMP_UNORD_Q) != 0) {
+    return {std::nanf(""), std::nanf("")};
+  }
+  return {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
+}
+
+FX_AVX512 void quantize_avx512(const float* x, uint8_t* out, int64_t count,
+                               float inverse_scale, int32_t zero_point) {
+  const __m512 inv = _mm512_set1_ps(inverse_scale);
+  const __m512i zp = _mm512_set1_epi32(zero_point);
+  const __m512i low = _mm512_setzero_si512();
+  const __m512i high = _mm512_set1_epi32(255);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 m = tail_mask(count - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m512i q = _mm512_add_epi32(
+        _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, inv),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        zp);
+    q = _mm512_min_epi32(_mm512_max_epi32(q, low), high);
+    _mm512_mask_cvtepi32_storeu_epi8(out + i, m, q);
+  }
+}
+
 // Below this many bytes, the calling thread alone: waking the team costs
 // more.
 constexpr int64_t kParallelBytes = 1 << 15;
@@ -184,6 +220,38 @@ void sum_channels_u8(const ChannelSum& p) {
                    const auto [first, last] =
                        thread_share(p.channels, thread, threads, 16);
                    if (first < last) sum_channels(p, first, last);
+                 });
+}
+
+std::pair<float, float> min_max(const float* x, int64_t count) {
+  if (has_avx512()) return min_max_avx512(x, count);
+  float lo = x[0], hi = x[0];
+  for (int64_t i = 0; i < count; ++i) {
+    if (std::isnan(x[i])) return {x[i], x[i]};
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  return {lo, hi};
+}
+
+void quantize_u8(const float* x, uint8_t* out, int64_t count,
+                 float inverse_scale, int32_t zero_point) {
+  const bool avx512 = has_avx512();
+  run_on_threads(count < kParallelBytes ? 1 : at::get_num_threads(),
+                 [&](int thread, int threads) {
+                   const auto [first, last] =
+                       thread_share(count, thread, threads, 16);
+                   if (avx512) {
+                     quantize_avx512(x + first, out + first, last - first,
+                                     inverse_scale, zero_point);
+                     return;
+                   }
+                   for (int64_t i = first; i < last; ++i) {
+                     const int64_t q =
+                         static_cast<int64_t>(std::nearbyint(x[i] * inverse_scale)) +
+                         zero_point;
+                     out[i] = static_cast<uint8_t>(std::clamp<int64_t>(q, 0, 255));
+                   }
                  });
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 namespace fx::onednn {
 
@@ -45,5 +46,13 @@ struct ChannelSum {
   int64_t images, pixels, channels;
 };
 void sum_channels_u8(const ChannelSum& p);
+
+// The least and greatest of x[0 .. count) (count > 0); NaN if any is NaN.
+std::pair<float, float> min_max(const float* x, int64_t count);
+
+// out[i] = clamp(nearbyint(x[i] * inverse_scale) + zero_point, 0, 255):
+// an activation quantized per call (dynamic quantization).
+void quantize_u8(const float* x, uint8_t* out, int64_t count,
+                 float inverse_scale, int32_t zero_point);
 
 }  // namespace fx::onednn

@@ -25,7 +25,8 @@ bool needs_folding(const Node& n) {
   if (n.is_call_to({"fx_onednn::pack_conv_weight",
                     "fx_onednn::pack_linear_weight",
                     "fx_onednn::pack_conv_transpose_weight",
-                    "fx_onednn::pack_qconv_weight"})) {
+                    "fx_onednn::pack_qconv_weight",
+                    "fx_onednn::pack_qlinear_weight"})) {
     return true;
   }
   if (!n.is_call_to({"fx_onednn::lstm", "fx_onednn::gru"})) return false;

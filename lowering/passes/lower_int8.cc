@@ -14,8 +14,10 @@
 // table lookup (fx_onednn::qactivation); squeeze-and-excitation's mean
 // (dequantize -> adaptive_avg_pool2d to 1x1 -> quantize,
 // fx_onednn::qmean_channels) and its gate's product (quantized::mul by a
-// [N, C, 1, 1] operand, fx_onednn::qmul_channels). The rest (cat, linear
-// layers) stays LibTorch's and reads these operators' quint8
+// [N, C, 1, 1] operand, fx_onednn::qmul_channels); dynamic quantization's
+// linear layers (quantized::linear_dynamic) on oneDNN's u8 x s8 matmul,
+// the gelu or relu after fused (fx_onednn::qlinear_dynamic). The rest
+// (cat, static int8 linear layers) stays LibTorch's and reads these operators' quint8
 // channels-last outputs as it reads quantized::conv2d's.
 //
 //   before:
@@ -263,6 +265,11 @@ class LowerInt8 : public LoweringPass {
         continue;
       }
       if (lower_channel_mean(graph, n)) continue;
+      if (n->is_call_to({"quantized::linear_dynamic",
+                         "quantized::linear_relu_dynamic"})) {
+        lower_linear_dynamic(module, graph, n);
+        continue;
+      }
       if (n->is_call_to({"quantized::mul"})) {
         lower_channel_product(graph, n);
         continue;
@@ -365,7 +372,7 @@ class LowerInt8 : public LoweringPass {
       }
     }
     return report().int8_convolutions > 0 || report().pooling > 0 ||
-           report().int8_elementwise > 0;
+           report().int8_elementwise > 0 || report().int8_linear > 0;
   }
 
   // A qconv whose residual dies at it becomes qconv_add_, written over the
@@ -424,6 +431,65 @@ class LowerInt8 : public LoweringPass {
     graph.erase_node(f.activation);
     graph.erase_node(f.dequantize);
     ++report().int8_elementwise;
+  }
+
+  // quantized::linear_dynamic (and linear_relu_dynamic) of a float32 input
+  // as fx_onednn::qlinear_dynamic on a weight packed by an init step, the
+  // relu, or a gelu or other activation that is its only user, fused.
+  void lower_linear_dynamic(GraphModuleImpl& module, Graph& graph, Node* n) {
+    const std::vector<Argument>& args = n->args();
+    if (args.size() < 2 || !args[0].is_node() || !args[1].is_node() ||
+        args[1].to_node()->op() != Opcode::kGetAttr) {
+      return;
+    }
+    // reduce_range (7-bit activations, for CPUs without VNNI): not ours.
+    if (args.size() > 2 && !(args[2].is_bool() && !args[2].to_bool())) return;
+    const std::string path = args[1].to_node()->target().str();
+    const TensorMeta* in = args[0].to_node()->tensor_meta();
+    if (!module.has_object_attribute(path) || in == nullptr ||
+        in->dtype != c10::ScalarType::Float || in->sizes.empty() ||
+        in->sizes.back() == 0) {
+      return;
+    }
+    std::string activation =
+        n->is_call_to({"quantized::linear_relu_dynamic"}) ? "relu" : "none";
+    std::vector<Node*> absorbed;
+    Node* user = n->only_user();
+    if (activation == "none" && user != nullptr) {
+      if (user->is_call_to({"aten::gelu"})) {
+        // approximate: "none" (erf, the default when absent) or "tanh".
+        const Argument approximate = CallArguments(*user)["approximate"];
+        const bool tanh = approximate.is_string() &&
+                          approximate.to_string_ref() == "tanh";
+        if (approximate.is_none() || approximate.is_string()) {
+          activation = tanh ? "gelu_tanh" : "gelu";
+          absorbed.push_back(user);
+        }
+      } else if (user->is_call_to({"aten::relu", "aten::relu_"})) {
+        activation = "relu";
+        absorbed.push_back(user);
+      }
+    }
+    Node* pack;
+    {
+      auto guard = graph.inserting_before(n);
+      pack = graph.call_function(fx::op("fx_onednn::pack_qlinear_weight"),
+                                 {args[1], in->sizes});
+    }
+    if (const TensorMeta* out = n->tensor_meta()) {
+      // A float32 tensor of the weight's sizes, as every packed weight.
+      TensorMeta w;
+      w.sizes = {out->sizes.back(), in->sizes.back()};
+      const auto strides = c10::contiguous_strides(w.sizes);
+      w.strides.assign(strides.begin(), strides.end());
+      w.dtype = c10::ScalarType::Float;
+      pack->meta().set(kTensorMeta, std::move(w));
+    }
+    replace_with_call(graph, n, absorbed, "fx_onednn::qlinear_dynamic",
+                      {args[0], pack, Argument(), activation},
+                      /*channels_last=*/false);
+    ++report().int8_linear;
+    if (activation != "none") ++report().fused_activations;
   }
 
   // dequantize -> adaptive_avg_pool2d to 1x1 -> quantize_per_tensor of a
