@@ -130,6 +130,24 @@ dnnl::primitive_attr qconv_attr(const QConvCall& c,
   return attr;
 }
 
+// Whether oneDNN chose one of its AMX kernels.
+bool is_amx(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("amx") != std::string::npos;
+}
+
+// A 1x1 convolution of fewer multiply-accumulates than this runs on
+// oneDNN's VNNI kernels rather than its AMX ones (below).
+constexpr int64_t kAmx1x1Macs = int64_t{1} << 25;
+
+// oneDNN's first kernel for the call, but for a small 1x1 convolution the
+// first that is not an AMX one: oneDNN 2.6's AMX int8 1x1 kernels (jit_1x1,
+// jit) took 1.5-7.6x the time of its VNNI ones (brgconv_1x1) on 53 of the
+// 60 1x1 layers of MobileNetV3-Small, EfficientNet-B0 and ResNet-18 at
+// batch 1 on a Sapphire Rapids host (a tile configuration each call
+// outweighs small layers; 0.76-0.99x on the largest, 10-20M
+// multiply-accumulates), where its AMX brgconv kernels for larger windows
+// took 0.3-0.6x; ResNet-50's 1x1 layers (51M and up) ran 1.5x slower
+// without AMX at batch 8.
 dnnl::convolution_forward::primitive_desc qconv_descriptor(
     at::IntArrayRef input, const QConvCall& c, const memory::desc& weights,
     const dnnl::primitive_attr& attr) {
@@ -140,7 +158,19 @@ dnnl::convolution_forward::primitive_desc qconv_descriptor(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
       d.src, weights, d.bias, d.dst, c.g.strides, c.g.dilates, c.g.padding,
       c.g.padding);
-  return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+  const memory::dims kernel = weights.dims();
+  const bool one_by_one = kernel[kernel.size() - 1] == 1 &&
+                          kernel[kernel.size() - 2] == 1;
+  // Per output value, the input channels of its group.
+  const int64_t macs = c10::multiply_integers(c.g.output_size) *
+                       (input.size() > 1 ? input[1] / c.groups : 1);
+  if (!one_by_one || macs >= kAmx1x1Macs || !is_amx(pd)) return pd;
+  dnnl::convolution_forward::primitive_desc other(desc, attr, cpu_engine());
+  while (other.next_impl()) {
+    if (!is_amx(other) && !is_reference(other)) return other;
+  }
+  return pd;
 }
 
 at::Tensor pack_qconv_weight(const c10::IValue& packed_params,

@@ -555,3 +555,20 @@ TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias and "
   const auto unpacked = call_boxed("fx_onednn::unpack_qlinear_weight", "", {packed});
   CHECK(unpacked.at(0).toTensor().int_repr().sizes() == w.sizes());
 }
+
+TEST_CASE("small 1x1 int8 convolutions run on oneDNN's VNNI kernels, not AMX") {
+  if (!fx::onednn::int8_supported()) return;  // qconv is not what runs
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  at::manual_seed(10);
+  // 14x14x48 -> 144: 4.6M multiply-accumulates, under the AMX threshold
+  // (where oneDNN 2.6 would pick its AMX 1x1 kernel, 5.7x slower here).
+  const QConvCase c{{1, 48, 14, 14}, {144, 48, 1, 1}, {1, 1}, {0, 0}, {1, 1},
+                    1, true, 128, 0};
+  const Made m = make(c, true);
+  check_int8_close(lowered(m, 0.05, 0, c), reference(m, 0.05, 0, false));
+  const std::string kernel = fx::onednn::last_kernel();
+  INFO(kernel);
+  REQUIRE(!kernel.empty());
+  CHECK(kernel.find("amx") == std::string::npos);
+  CHECK(kernel.rfind("ref", 0) != 0);
+}
