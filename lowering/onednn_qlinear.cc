@@ -220,27 +220,34 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
     bias_now[i] = static_cast<float>(extra.bias[i] -
                                      s * zero_point * extra.sums[i]);
   }
-  dnnl::engine& engine = cpu_engine();
-  std::unordered_map<int, memory> args;
-  args.emplace(DNNL_ARG_SRC,
-               memory(made->pd.src_desc(), engine, quantized.data_ptr()));
-  args.emplace(DNNL_ARG_DST, memory(made->pd.dst_desc(), engine, dst.data_ptr()));
-  std::vector<at::Tensor> reordered;
-  args.emplace(DNNL_ARG_WEIGHTS,
-               weights_for_call(weight, header, made->pd.weights_desc(),
-                                made->weights_reorder, &reordered));
-  const memory::desc per_feature({1, out_features}, DataType::f32, Tag::ab);
-  args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-               memory(per_feature, engine, scales.data()));
-  args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
-               memory(per_feature, engine, bias_now.data()));
-  const memory::desc scratch = made->pd.scratchpad_desc();
-  if (scratch.get_size() > 0) {
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 memory(scratch, engine, thread_scratchpad(scratch.get_size())));
+  // This thread's memories for the primitive, kept across calls (making
+  // them costs microseconds a call): only their data handles change.
+  CallMemories& m = call_memories(made, made->pd, /*has_bias=*/false);
+  m.src.set_data_handle(quantized.data_ptr());
+  m.dst.set_data_handle(dst.data_ptr());
+  for (const auto& [index, values] :
+       {std::pair<int, float*>{0, scales.data()}, {1, bias_now.data()}}) {
+    const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+    auto it = m.args.find(key);
+    if (it == m.args.end()) {
+      it = m.args
+               .emplace(key, memory(memory::desc({1, out_features},
+                                                 DataType::f32, Tag::ab),
+                                    cpu_engine(), nullptr))
+               .first;
+    }
+    it->second.set_data_handle(values);
   }
-  last_kernel_name = made->pd.impl_info_str();
-  made->primitive.execute(cpu_stream(), args);
+  std::vector<at::Tensor> reordered;
+  if (made->weights_reorder || m.weights_data != packed_data(weight)) {
+    m.args[DNNL_ARG_WEIGHTS] =
+        weights_for_call(weight, header, made->pd.weights_desc(),
+                         made->weights_reorder, &reordered);
+    m.weights_data = made->weights_reorder ? nullptr : packed_data(weight);
+  }
+  point_scratchpad(&m);
+  last_kernel_name = m.kernel_name;
+  made->primitive.execute(cpu_stream(), m.args);
   cpu_stream().wait();
   return dst;
 }
