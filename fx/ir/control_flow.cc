@@ -86,41 +86,37 @@ std::vector<at::Tensor> tensors_of(const std::vector<c10::IValue>& values,
   return out;
 }
 
-// scan's and map's steps: `body` on (*carried, *slice i of each xs,
-// *additional), its first carried.size() outputs carried on.
-c10::IValue run_steps(const Body& body, std::vector<c10::IValue> carried,
-                      const std::vector<at::Tensor>& xs,
-                      const std::vector<c10::IValue>& additional,
-                      const char* function) {
-  const int64_t length = scan_length(xs, function);
-  std::vector<std::vector<at::Tensor>> steps;
-  for (int64_t i = 0; i < length; ++i) {
-    std::vector<c10::IValue> in = carried;
-    for (const at::Tensor& x : xs) in.emplace_back(x.select(0, i));
-    in.insert(in.end(), additional.begin(), additional.end());
-    std::vector<c10::IValue> out =
-        elements_of(as_tuple(body.run(std::move(in))), function, "body output");
-    if (out.size() < carried.size()) {
-      throw ExecutionError(absl::StrCat(
-          function, ": step ", i, " returned ", out.size(), " values for ",
-          carried.size(), " carried ones and the ys"));
-    }
-    std::vector<c10::IValue> next(out.begin(), out.begin() + carried.size());
-    check_carried_values(carried, next, i, function);
-    carried = std::move(next);
-    steps.push_back(tensors_of(
-        std::vector<c10::IValue>(out.begin() + carried.size(), out.end()),
-        function, "y"));
-    if (steps.back().size() != steps.front().size()) {
-      throw ExecutionError(absl::StrCat(
-          function, ": step ", i, " returned ", steps.back().size(),
-          " ys where step 0 returned ", steps.front().size()));
-    }
-  }
-  for (at::Tensor& y : stack_steps(steps, function)) {
-    carried.emplace_back(std::move(y));
-  }
-  return c10::ivalue::Tuple::create(std::move(carried));
+// scan's and map's steps on a body: `body` on (*carried, *slice i of each
+// xs, *additional), its first carried.size() outputs carried on; the
+// carried values and the stacked ys as one tuple.
+c10::IValue run_body_steps(const Body& body, std::vector<c10::IValue> carried,
+                           const std::vector<at::Tensor>& xs,
+                           const std::vector<c10::IValue>& additional,
+                           const char* function) {
+  auto [last, ys] = run_steps(
+      std::move(carried), xs,
+      [&](const std::vector<c10::IValue>& now, std::vector<at::Tensor> x,
+          int64_t i) {
+        std::vector<c10::IValue> in = now;
+        in.insert(in.end(), x.begin(), x.end());
+        in.insert(in.end(), additional.begin(), additional.end());
+        std::vector<c10::IValue> out = elements_of(
+            as_tuple(body.run(std::move(in))), function, "body output");
+        if (out.size() < now.size()) {
+          throw ExecutionError(absl::StrCat(
+              function, ": step ", i, " returned ", out.size(), " values for ",
+              now.size(), " carried ones and the ys"));
+        }
+        std::vector<c10::IValue> next(out.begin(), out.begin() + now.size());
+        return std::pair{
+            std::move(next),
+            tensors_of(std::vector<c10::IValue>(out.begin() + now.size(),
+                                                out.end()),
+                       function, "y")};
+      },
+      function);
+  for (at::Tensor& y : ys) last.emplace_back(std::move(y));
+  return c10::ivalue::Tuple::create(std::move(last));
 }
 
 c10::IValue scan_impl(const std::vector<c10::IValue>& args) {
@@ -129,7 +125,7 @@ c10::IValue scan_impl(const std::vector<c10::IValue>& args) {
         "scan takes (combine_graph, init, xs, additional), got ", args.size(),
         " arguments"));
   }
-  return run_steps(
+  return run_body_steps(
       as_body(args[0], "scan's combine_graph"),
       elements_of(args[1], "scan", "init"),
       tensors_of(elements_of(args[2], "scan", "xs"), "scan", "xs"),
@@ -144,7 +140,7 @@ c10::IValue map_impl(const std::vector<c10::IValue>& args) {
         "map takes (body_graph, xs, additional), got ", args.size(),
         " arguments"));
   }
-  return run_steps(
+  return run_body_steps(
       as_body(args[0], "map's body_graph"), {},
       tensors_of(elements_of(args[1], "map", "xs"), "map", "xs"),
       args.size() == 3 ? elements_of(args[2], "map", "additional")
@@ -281,6 +277,27 @@ std::vector<at::Tensor> stack_steps(
     out.push_back(at::stack(column));
   }
   return out;
+}
+
+std::pair<std::vector<c10::IValue>, std::vector<at::Tensor>> run_steps(
+    std::vector<c10::IValue> carried, const std::vector<at::Tensor>& xs,
+    const StepFunction& step, const char* function) {
+  const int64_t length = scan_length(xs, function);
+  std::vector<std::vector<at::Tensor>> steps;
+  for (int64_t i = 0; i < length; ++i) {
+    std::vector<at::Tensor> x;
+    for (const at::Tensor& t : xs) x.push_back(t.select(0, i));
+    auto [next, ys] = step(carried, std::move(x), i);
+    check_carried_values(carried, next, i, function);
+    carried = std::move(next);
+    if (!steps.empty() && ys.size() != steps.front().size()) {
+      throw ExecutionError(absl::StrCat(
+          function, ": step ", i, " returned ", ys.size(),
+          " ys where step 0 returned ", steps.front().size()));
+    }
+    steps.push_back(std::move(ys));
+  }
+  return {std::move(carried), stack_steps(steps, function)};
 }
 
 void refuse_control_flow(const Graph& graph, const std::string& layer) {

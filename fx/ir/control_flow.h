@@ -50,7 +50,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -120,6 +122,22 @@ int64_t scan_length(const std::vector<at::Tensor>& xs, const char* function);
 // `function`, the step and the y otherwise).
 std::vector<at::Tensor> stack_steps(
     const std::vector<std::vector<at::Tensor>>& steps, const char* function);
+
+// One step of scan or map: the carried values and step `i`'s slices of
+// the xs in; the next carried values and the step's ys out.
+using StepFunction =
+    std::function<std::pair<std::vector<c10::IValue>, std::vector<at::Tensor>>(
+        const std::vector<c10::IValue>& carried, std::vector<at::Tensor> x,
+        int64_t i)>;
+// scan's and map's loop (the executor's and eager fx::scan's and
+// fx::map's): `step` for each slice along dimension 0 of `xs`
+// (scan_length), each step's carried values checked against the ones
+// before (check_carried_values) and its ys counted against step 0's; the
+// last carried values and the ys stacked (stack_steps). fx::ExecutionError
+// names `function` otherwise.
+std::pair<std::vector<c10::IValue>, std::vector<at::Tensor>> run_steps(
+    std::vector<c10::IValue> carried, const std::vector<at::Tensor>& xs,
+    const StepFunction& step, const char* function);
 
 // The value `pred` stands for, for cond and while_loop: a one-element
 // tensor's truth, or a bool's or an int's. Throws fx::ExecutionError naming

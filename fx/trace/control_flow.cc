@@ -420,22 +420,20 @@ ScanResult scan(const ScanFunction& combine_fn, std::vector<at::Tensor> init,
   };
   Tracer* tracer = detail::active_tracer();
   if (tracer == nullptr) {
-    const int64_t length = scan_length(xs, "scan");
-    std::vector<std::vector<at::Tensor>> steps;
-    for (int64_t i = 0; i < length; ++i) {
-      std::vector<at::Tensor> x;
-      for (const at::Tensor& t : xs) x.push_back(t.select(0, i));
-      auto [next, ys] = combine_fn(init, x);
-      check_carried_values(init, next, i, "scan");
-      init = std::move(next);
-      if (!steps.empty() && ys.size() != steps.front().size()) {
-        throw ExecutionError(absl::StrCat(
-            "scan: step ", i, " returned ", ys.size(),
-            " ys where step 0 returned ", steps.front().size()));
-      }
-      steps.push_back(std::move(ys));
-    }
-    return {std::move(init), stack_steps(steps, "scan")};
+    auto [last, ys] = run_steps(
+        std::vector<c10::IValue>(init.begin(), init.end()), xs,
+        [&](const std::vector<c10::IValue>& now, std::vector<at::Tensor> x,
+            int64_t) {
+          std::vector<at::Tensor> c;
+          for (const c10::IValue& v : now) c.push_back(v.toTensor());
+          auto [next, step_ys] = combine_fn(c, x);
+          return std::pair{std::vector<c10::IValue>(next.begin(), next.end()),
+                           std::move(step_ys)};
+        },
+        "scan");
+    std::vector<at::Tensor> final_carried;
+    for (const c10::IValue& v : last) final_carried.push_back(v.toTensor());
+    return {std::move(final_carried), std::move(ys)};
   }
   std::vector<at::Tensor> out = record_steps(
       *tracer, scan_function(),
@@ -454,19 +452,14 @@ std::vector<at::Tensor> map(const BodyFunction& fn,
                             const std::vector<at::Tensor>& xs) {
   Tracer* tracer = detail::active_tracer();
   if (tracer == nullptr) {
-    const int64_t length = scan_length(xs, "map");
-    std::vector<std::vector<at::Tensor>> steps;
-    for (int64_t i = 0; i < length; ++i) {
-      std::vector<at::Tensor> x;
-      for (const at::Tensor& t : xs) x.push_back(t.select(0, i));
-      steps.push_back(fn(x));
-      if (steps.back().size() != steps.front().size()) {
-        throw ExecutionError(absl::StrCat(
-            "map: step ", i, " returned ", steps.back().size(),
-            " tensors where step 0 returned ", steps.front().size()));
-      }
-    }
-    return stack_steps(steps, "map");
+    return run_steps(
+               {}, xs,
+               [&](const std::vector<c10::IValue>&, std::vector<at::Tensor> x,
+                   int64_t) {
+                 return std::pair{std::vector<c10::IValue>{}, fn(x)};
+               },
+               "map")
+        .second;
   }
   return record_steps(*tracer, map_function(), fn, {}, xs, "fx::map");
 }
