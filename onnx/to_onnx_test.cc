@@ -36,6 +36,7 @@
 #include "testdata/codegen_models.h"
 #include "testdata/excited_blocks.h"
 #include "testdata/onnx_runtime.h"
+#include "testdata/recurrent_scan.h"
 #include "testdata/test_helpers.h"
 #include "onnx/to_onnx.h"
 #include "passes/cost_model.h"
@@ -104,13 +105,9 @@ TEST_CASE("cond and while_loop export as ONNX If and Loop, run by ONNX Runtime")
       fx::symbolic_trace(model.module, model.forward, {torch::rand({2, 4})});
   const fs::path file = scratch() / "control_flow.onnx";
   fx::to_onnx(*gm, file.string());
-  onnx::ModelProto proto;
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE(proto.ParseFromIstream(&in));
-  std::multiset<std::string> ops;
-  for (const auto& n : proto.graph().node()) ops.insert(n.op_type());
-  CHECK(ops.count("If") == 1);
-  CHECK(ops.count("Loop") == 1);
+  const std::vector<std::string> ops = exported_ops(file);
+  CHECK(count_of(ops, "If") == 1);
+  CHECK(count_of(ops, "Loop") == 1);
   // Both branches, zero to a dozen iterations, as the data asks.
   for (float scale : {0.1f, 5.0f, 3000.0f}) {
     for (float sign : {1.0f, -1.0f}) {
@@ -153,47 +150,19 @@ true_graph_0 = graph():
 
 namespace {
 
-// An Elman cell scanned over time from h0, then a head mapped over the
-// steps (fx/trace/scan_test.cc's model).
-struct ElmanImpl : torch::nn::Module {
-  ElmanImpl() {
-    cell = register_module("cell", torch::nn::Linear(4 + 8, 8));
-    head = register_module("head", torch::nn::Linear(8, 3));
-  }
-  torch::Tensor forward(torch::Tensor x, torch::Tensor h0) {
-    using Tensors = std::vector<at::Tensor>;
-    fx::ScanResult r = fx::scan(
-        [&](const Tensors& h, const Tensors& step) {
-          at::Tensor next = torch::tanh(cell(torch::cat({step[0], h[0]}, 1)));
-          return std::pair{Tensors{next}, Tensors{next, next.sum(1)}};
-        },
-        {h0}, {x.transpose(0, 1)});
-    Tensors logits = fx::map(
-        [&](const Tensors& s) { return Tensors{head(s[0]).softmax(-1)}; },
-        {r.ys[0]});
-    return logits[0].sum(0) + r.carried[0].sum() + r.ys[1].mean();
-  }
-  torch::nn::Linear cell{nullptr}, head{nullptr};
-};
-TORCH_MODULE(Elman);
 
 }  // namespace
 
 TEST_CASE("scan and map export as ONNX Scan, run by ONNX Runtime") {
   torch::manual_seed(0);
-  Elman model;
+  testdata::Recurrent model;
   model->eval();
   torch::NoGradGuard no_grad;
   fx::GraphModule gm = fx::symbolic_trace(model, torch::randn({2, 5, 4}),
                                           torch::zeros({2, 8}));
   const fs::path file = scratch() / "scan.onnx";
   fx::to_onnx(*gm, file.string());
-  onnx::ModelProto proto;
-  std::ifstream in(file, std::ios::binary);
-  REQUIRE(proto.ParseFromIstream(&in));
-  std::multiset<std::string> ops;
-  for (const auto& n : proto.graph().node()) ops.insert(n.op_type());
-  CHECK(ops.count("Scan") == 2);
+  CHECK(count_of(exported_ops(file), "Scan") == 2);
   for (int i = 0; i < 3; ++i) {
     check_against_ort(gm, file, {torch::randn({2, 5, 4}), torch::randn({2, 8})});
   }
