@@ -220,11 +220,10 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
     bias_now[i] = static_cast<float>(extra.bias[i] -
                                      s * zero_point * extra.sums[i]);
   }
-  // This thread's memories for the primitive, kept across calls (making
-  // them costs microseconds a call): only their data handles change.
+  // The post-ops' inputs, in this thread's memories for the primitive
+  // (kept across calls: making them costs microseconds a call), then the
+  // call as the float operators run theirs.
   CallMemories& m = call_memories(made, made->pd, /*has_bias=*/false);
-  m.src.set_data_handle(quantized.data_ptr());
-  m.dst.set_data_handle(dst.data_ptr());
   for (const auto& [index, values] :
        {std::pair<int, float*>{0, scales.data()}, {1, bias_now.data()}}) {
     const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
@@ -238,17 +237,8 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
     }
     it->second.set_data_handle(values);
   }
-  std::vector<at::Tensor> reordered;
-  if (made->weights_reorder || m.weights_data != packed_data(weight)) {
-    m.args[DNNL_ARG_WEIGHTS] =
-        weights_for_call(weight, header, made->pd.weights_desc(),
-                         made->weights_reorder, &reordered);
-    m.weights_data = made->weights_reorder ? nullptr : packed_data(weight);
-  }
-  point_scratchpad(&m);
-  last_kernel_name = m.kernel_name;
-  made->primitive.execute(cpu_stream(), m.args);
-  cpu_stream().wait();
+  run_made(made, quantized.data_ptr(), weight, header, nullptr,
+           dst.data_ptr());
   return dst;
 }
 

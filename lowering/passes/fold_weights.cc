@@ -10,6 +10,7 @@
 
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/graph_module.h"
+#include "lowering/operators.h"
 #include "lowering/passes/passes.h"
 #include "lowering/passes/rewrite_support.h"
 #include "passes/eliminate_dead_code.h"
@@ -22,12 +23,14 @@ namespace {
 // Whether `n` is a lowered call whose weights are still computed in the
 // graph.
 bool needs_folding(const Node& n) {
-  if (n.is_call_to({"fx_onednn::pack_conv_weight",
-                    "fx_onednn::pack_linear_weight",
-                    "fx_onednn::pack_conv_transpose_weight",
-                    "fx_onednn::pack_qconv_weight",
-                    "fx_onednn::pack_qlinear_weight"})) {
-    return true;
+  // The packing operators: those declared to run in init steps only
+  // (lowering/operators.def).
+  if (n.op() == Opcode::kCallFunction && n.target().is_operator()) {
+    const std::string name = n.target().to_string();
+    for (const onednn::OperatorDeclaration& op :
+         onednn::operator_declarations()) {
+      if (op.init_step && op.name == name) return true;
+    }
   }
   if (!n.is_call_to({"fx_onednn::lstm", "fx_onednn::gru"})) return false;
   const Argument params = CallArguments(n)["params"];

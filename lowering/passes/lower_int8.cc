@@ -243,6 +243,26 @@ std::optional<std::pair<Argument, Argument>> channel_product(const Node& mul) {
   return std::nullopt;
 }
 
+// The packing of an int8 weight by `pack_op` (an init step once constants
+// are folded), placed before `n`; its metadata a float32 tensor of the
+// weight's logical sizes, as every packed weight's (what the cost model
+// reads).
+Node* insert_pack(Graph& graph, Node* n, const char* pack_op,
+                  std::vector<Argument> args, std::vector<int64_t> sizes) {
+  Node* pack;
+  {
+    auto guard = graph.inserting_before(n);
+    pack = graph.call_function(fx::op(pack_op), std::move(args));
+  }
+  TensorMeta w;
+  const auto strides = c10::contiguous_strides(sizes);
+  w.sizes = std::move(sizes);
+  w.strides.assign(strides.begin(), strides.end());
+  w.dtype = c10::ScalarType::Float;
+  pack->meta().set(kTensorMeta, std::move(w));
+  return pack;
+}
+
 class LowerInt8 : public LoweringPass {
  public:
   explicit LowerInt8(const InferenceOptions& options)
@@ -332,22 +352,9 @@ class LowerInt8 : public LoweringPass {
           absorbed.push_back(a->absorbed);
         }
       }
-      Node* pack;
-      {
-        auto guard = graph.inserting_before(n);
-        pack = graph.call_function(
-            fx::op("fx_onednn::pack_qconv_weight"),
-            {weights, in->sizes, *zero_point});
-      }
-      {
-        // A float32 tensor of the weight's sizes, as every packed weight.
-        TensorMeta w;
-        w.sizes = conv->weight.sizes().vec();
-        const auto strides = c10::contiguous_strides(w.sizes);
-        w.strides.assign(strides.begin(), strides.end());
-        w.dtype = c10::ScalarType::Float;
-        pack->meta().set(kTensorMeta, std::move(w));
-      }
+      Node* pack = insert_pack(graph, n, "fx_onednn::pack_qconv_weight",
+                               {weights, in->sizes, *zero_point},
+                               conv->weight.sizes().vec());
       std::vector<Argument> call_args = {
           input,         pack,           Argument(),   conv->stride,
           conv->padding, conv->dilation, conv->groups, scale,
@@ -446,9 +453,10 @@ class LowerInt8 : public LoweringPass {
     if (args.size() > 2 && !(args[2].is_bool() && !args[2].to_bool())) return;
     const std::string path = args[1].to_node()->target().str();
     const TensorMeta* in = args[0].to_node()->tensor_meta();
+    const TensorMeta* out = n->tensor_meta();  // the packed weight's sizes
     if (!module.has_object_attribute(path) || in == nullptr ||
         in->dtype != c10::ScalarType::Float || in->sizes.empty() ||
-        in->sizes.back() == 0) {
+        in->sizes.back() == 0 || out == nullptr || out->sizes.empty()) {
       return;
     }
     std::string activation =
@@ -470,21 +478,9 @@ class LowerInt8 : public LoweringPass {
         absorbed.push_back(user);
       }
     }
-    Node* pack;
-    {
-      auto guard = graph.inserting_before(n);
-      pack = graph.call_function(fx::op("fx_onednn::pack_qlinear_weight"),
-                                 {args[1], in->sizes});
-    }
-    if (const TensorMeta* out = n->tensor_meta()) {
-      // A float32 tensor of the weight's sizes, as every packed weight.
-      TensorMeta w;
-      w.sizes = {out->sizes.back(), in->sizes.back()};
-      const auto strides = c10::contiguous_strides(w.sizes);
-      w.strides.assign(strides.begin(), strides.end());
-      w.dtype = c10::ScalarType::Float;
-      pack->meta().set(kTensorMeta, std::move(w));
-    }
+    Node* pack = insert_pack(graph, n, "fx_onednn::pack_qlinear_weight",
+                             {args[1], in->sizes},
+                             {out->sizes.back(), in->sizes.back()});
     replace_with_call(graph, n, absorbed, "fx_onednn::qlinear_dynamic",
                       {args[0], pack, Argument(), activation},
                       /*channels_last=*/false);
