@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "lowering/kernels/kernel_support.h"
 
@@ -144,22 +145,50 @@ void sum_channels(const ChannelSum& p, int64_t first, int64_t last) {
   }
 }
 
+// Four accumulators each of the least and greatest, so that the loop is
+// not one chain of dependent min/max instructions.
 FX_AVX512 std::pair<float, float> min_max_avx512(const float* x,
                                                  int64_t count) {
-  __m512 lo = _mm512_set1_ps(x[0]), hi = lo;
+  const __m512 first = _mm512_set1_ps(x[0]);
+  __m512 lo[4] = {first, first, first, first};
+  __m512 hi[4] = {first, first, first, first};
   __m512 nan = _mm512_setzero_ps();  // NaN lanes seen, as all-ones
-  for (int64_t i = 0; i < count; i += 16) {
+  int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * k);
+      lo[k] = _mm512_min_ps(lo[k], v);
+      hi[k] = _mm512_max_ps(hi[k], v);
+      nan = _mm512_mask_mov_ps(nan, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+    }
+  }
+  for (; i < count; i += 16) {
     const __mmask16 m = tail_mask(count - i);
-    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), m, x + i);
-    lo = _mm512_min_ps(lo, v);
-    hi = _mm512_max_ps(hi, v);
-    const __mmask16 unordered = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    nan = _mm512_mask_mov_ps(nan, unordered, v);
+    const __m512 v = _mm512_mask_loadu_ps(first, m, x + i);
+    lo[0] = _mm512_min_ps(lo[0], v);
+    hi[0] = _mm512_max_ps(hi[0], v);
+    nan = _mm512_mask_mov_ps(nan, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
   }
   if (_mm512_cmp_ps_mask(nan, nan, _CMP_UNORD_Q) != 0) {
     return {std::nanf(""), std::nanf("")};
   }
-  return {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
+  const __m512 l = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]),
+                                 _mm512_min_ps(lo[2], lo[3]));
+  const __m512 h = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]),
+                                 _mm512_max_ps(hi[2], hi[3]));
+  return {_mm512_reduce_min_ps(l), _mm512_reduce_max_ps(h)};
+}
+
+std::pair<float, float> min_max_range(const float* x, int64_t count,
+                                      bool avx512) {
+  if (avx512) return min_max_avx512(x, count);
+  float lo = x[0], hi = x[0];
+  for (int64_t i = 0; i < count; ++i) {
+    if (std::isnan(x[i])) return {x[i], x[i]};
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  return {lo, hi};
 }
 
 FX_AVX512 void quantize_avx512(const float* x, uint8_t* out, int64_t count,
@@ -224,14 +253,23 @@ void sum_channels_u8(const ChannelSum& p) {
 }
 
 std::pair<float, float> min_max(const float* x, int64_t count) {
-  if (has_avx512()) return min_max_avx512(x, count);
-  float lo = x[0], hi = x[0];
-  for (int64_t i = 0; i < count; ++i) {
-    if (std::isnan(x[i])) return {x[i], x[i]};
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+  const bool avx512 = has_avx512();
+  const int threads =
+      count * static_cast<int64_t>(sizeof(float)) < kParallelBytes
+          ? 1
+          : at::get_num_threads();
+  // Each thread's least and greatest (NaN where it saw one).
+  std::vector<std::pair<float, float>> parts(threads, {x[0], x[0]});
+  run_on_threads(threads, [&](int thread, int team) {
+    const auto [first, last] = thread_share(count, thread, team, 16);
+    if (first < last) parts[thread] = min_max_range(x + first, last - first, avx512);
+  });
+  std::pair<float, float> out = parts[0];
+  for (const auto& [lo, hi] : parts) {
+    if (std::isnan(lo)) return {lo, hi};
+    out = {std::min(out.first, lo), std::max(out.second, hi)};
   }
-  return {lo, hi};
+  return out;
 }
 
 void quantize_u8(const float* x, uint8_t* out, int64_t count,
