@@ -490,8 +490,8 @@ at::Tensor dynamic_reference(const at::Tensor& x, const c10::IValue& packed) {
 
 }  // namespace
 
-TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias and "
-          "activation") {
+TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias, "
+          "residual and activation") {
   if (!fx::onednn::int8_supported()) return;  // the pass keeps LibTorch's
   at::globalContext().setQEngine(at::QEngine::ONEDNN);
   at::manual_seed(8);
@@ -524,6 +524,27 @@ TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias and "
             call("quantized::linear_dynamic", {x, packed_params, false});
         CHECK(testdata::relative_error(got, engine) < 0.02);
       }
+      // A residual of the output's sizes, added before the activation;
+      // read through its strides.
+      std::vector<int64_t> out_size = c.input;
+      out_size.back() = c.out;
+      const at::Tensor other = at::randn(out_size);
+      const at::Tensor summed =
+          call("fx_onednn::qlinear_dynamic",
+               {x, packed, c10::IValue(), activation, other});
+      at::Tensor want_summed = dynamic_reference(x, packed_params) + other;
+      if (activation == "relu") want_summed = at::relu(want_summed);
+      if (activation == "gelu") want_summed = at::gelu(want_summed);
+      CHECK((summed.to(at::kDouble) - want_summed).abs().max().item<double>() <=
+            1e-4 * (1 + want_summed.abs().max().item<double>()));
+      if (activation == "none") {
+        CHECK(at::equal(summed, got + other));
+        const at::Tensor strided = at::randn(out_size).transpose(0, -1)
+                                       .contiguous().transpose(0, -1);
+        CHECK(at::equal(call("fx_onednn::qlinear_dynamic",
+                             {x, packed, c10::IValue(), "none", strided}),
+                        got + strided));
+      }
     }
     // No rows: an empty result; all zeros: the bias.
     std::vector<int64_t> none = c.input;
@@ -551,6 +572,28 @@ TEST_CASE("qlinear_dynamic quantizes its input per call and fuses bias and "
   CHECK_THROWS_WITH(call("fx_onednn::qlinear_dynamic",
                          {at::randn({2, 8}), packed, at::zeros({4}), "none"}),
                     Catch::Contains("the bias is packed with the weight"));
+  for (const at::Tensor& other : {at::randn({2, 1}), at::randn({4}),
+                                  at::randn({2, 4}).to(at::kDouble)}) {
+    CAPTURE(other.sizes(), other.scalar_type());
+    CHECK_THROWS_WITH(call("fx_onednn::qlinear_dynamic",
+                           {at::randn({2, 8}), packed, c10::IValue(), "none",
+                            other}),
+                      Catch::Contains("the residual `other` must be a float32 "
+                                      "CPU tensor of the output's sizes [2, 4]"));
+  }
+  // A NaN seen by either thread's share of a larger input.
+  const at::Tensor wide_w = at::randn({4, 4096});
+  const at::Tensor wide = call("fx_onednn::pack_qlinear_weight",
+                               {prepack_linear(wide_w, at::zeros({4})),
+                                std::vector<int64_t>{4, 4096}});
+  for (const int64_t at_index : {int64_t{0}, int64_t{8191}, int64_t{16383}}) {
+    at::Tensor y = at::randn({4, 4096});
+    y.view({-1})[at_index] = std::nanf("");
+    CAPTURE(at_index);
+    CHECK_THROWS_WITH(
+        call("fx_onednn::qlinear_dynamic", {y, wide, c10::IValue(), "none"}),
+        Catch::Contains("a NaN or an infinity"));
+  }
   // The weight and bias come back for the ONNX export.
   const auto unpacked = call_boxed("fx_onednn::unpack_qlinear_weight", "", {packed});
   CHECK(unpacked.at(0).toTensor().int_repr().sizes() == w.sizes());

@@ -4,8 +4,8 @@
 // or per output channel) packed once, oneDNN's u8 x s8 matmul summing in
 // int32, then, as post-ops, the sums times input and weight scales and
 // the bias less the input zero point's share (zero point x the weight's
-// column sum x the scales), both per output feature for this call, and
-// the activation. (With the scales and zero point as oneDNN's run-time
+// column sum x the scales), both per output feature for this call, a
+// residual (`other`, the output's sizes) and the activation. (With the scales and zero point as oneDNN's run-time
 // attributes, oneDNN 2.6 runs its generic gemm kernel, not brgemm.) Registered here with the
 // dispatcher (their schemas: operators.def).
 #include <torch/library.h>
@@ -52,15 +52,24 @@ Extra extra_of(const at::Tensor& packed, const Header& header) {
 
 // The post-ops every call's primitive has: the sums times this call's
 // scales, plus this call's bias (post-op inputs 0 and 1, one value per
-// output feature), then the activation.
+// output feature), plus the residual where there is one (post-op input 2,
+// [rows, out_features]), then the activation.
+constexpr int kResidualPostOp = 2;
+
 dnnl::primitive_attr qlinear_attr(const char* op, int64_t out_features,
-                                  c10::string_view activation) {
+                                  c10::string_view activation,
+                                  int64_t residual_rows = 0) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::post_ops ops;
   const memory::desc per_feature({1, out_features}, DataType::f32, Tag::ab);
   ops.append_binary(dnnl::algorithm::binary_mul, per_feature);
   ops.append_binary(dnnl::algorithm::binary_add, per_feature);
+  if (residual_rows > 0) {
+    ops.append_binary(
+        dnnl::algorithm::binary_add,
+        memory::desc({residual_rows, out_features}, DataType::f32, Tag::ab));
+  }
   append_activation(ops, op, activation, 0.0, 0.0, 1.f);
   attr.set_post_ops(ops);
   return attr;
@@ -131,9 +140,10 @@ std::shared_ptr<const QLinear> make_qlinear(const char* op, int64_t rows,
                                             int64_t in_features,
                                             int64_t out_features,
                                             const Header& header,
-                                            c10::string_view activation) {
+                                            c10::string_view activation,
+                                            bool residual) {
   const dnnl::primitive_attr attr =
-      qlinear_attr(op, out_features, activation);
+      qlinear_attr(op, out_features, activation, residual ? rows : 0);
   const memory::desc packed(header.desc);
   auto make = [&](const memory::desc& weights) {
     return qlinear_descriptor(rows, in_features, out_features, weights, attr);
@@ -163,7 +173,8 @@ std::shared_ptr<const QLinear> make_qlinear(const char* op, int64_t rows,
 
 at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
                            const c10::optional<at::Tensor>& bias,
-                           c10::string_view activation) {
+                           c10::string_view activation,
+                           const c10::optional<at::Tensor>& other) {
   const char* op = "fx_onednn::qlinear_dynamic";
   const Header& header = header_of(weight, op, kPacker);
   TORCH_CHECK(header.kind == PackKind::kQLinear, op, ": the weight was not "
@@ -179,6 +190,17 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
               weight.sizes(), ") has no products to quantize");
   std::vector<int64_t> out_size(input.sizes().begin(), input.sizes().end());
   out_size.back() = out_features;
+  const bool residual = other.has_value() && other->defined();
+  at::Tensor residual_values;
+  if (residual) {
+    TORCH_CHECK(other->device().is_cpu() &&
+                    other->scalar_type() == at::kFloat &&
+                    other->sizes() == at::IntArrayRef(out_size),
+                op, ": the residual `other` must be a float32 CPU tensor of "
+                "the output's sizes ", at::IntArrayRef(out_size), ", got ",
+                other->toString(), " of sizes ", other->sizes());
+    residual_values = other->contiguous();
+  }
   at::Tensor dst = empty_activation(out_size, input.options());
   if (rows == 0) return dst;
   const at::Tensor src = input.contiguous();
@@ -201,13 +223,13 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
   std::string key;
   const int64_t shape[] = {rows, in_features, out_features};
   append_key(&key, shape);
-  absl::StrAppend(&key, std::string(activation), "|", at::get_num_threads(),
-                  "|");
+  absl::StrAppend(&key, std::string(activation), residual ? "|residual|" : "|",
+                  at::get_num_threads(), "|");
   key.append(reinterpret_cast<const char*>(&header.desc), sizeof(header.desc));
   static PrimitiveCache<std::shared_ptr<const QLinear>> cache;
   const std::shared_ptr<const QLinear> made = cache.get(key, [&] {
     return make_qlinear(op, rows, in_features, out_features, header,
-                        activation);
+                        activation, residual);
   });
 
   // This call's scales, and its bias less the zero point's share:
@@ -224,18 +246,24 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
   // (kept across calls: making them costs microseconds a call), then the
   // call as the float operators run theirs.
   CallMemories& m = call_memories(made, made->pd, /*has_bias=*/false);
-  for (const auto& [index, values] :
-       {std::pair<int, float*>{0, scales.data()}, {1, bias_now.data()}}) {
+  auto set_post_op_input = [&](int index, int64_t rows_of_input,
+                               const float* values) {
     const int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
     auto it = m.args.find(key);
     if (it == m.args.end()) {
       it = m.args
-               .emplace(key, memory(memory::desc({1, out_features},
+               .emplace(key, memory(memory::desc({rows_of_input, out_features},
                                                  DataType::f32, Tag::ab),
                                     cpu_engine(), nullptr))
                .first;
     }
-    it->second.set_data_handle(values);
+    it->second.set_data_handle(const_cast<float*>(values));
+  };
+  set_post_op_input(0, 1, scales.data());
+  set_post_op_input(1, 1, bias_now.data());
+  if (residual) {
+    set_post_op_input(kResidualPostOp, rows,
+                      residual_values.data_ptr<float>());
   }
   run_made(made, quantized.data_ptr(), weight, header, nullptr,
            dst.data_ptr());
@@ -245,7 +273,8 @@ at::Tensor qlinear_dynamic(const at::Tensor& input, const at::Tensor& weight,
 at::Tensor qlinear_dynamic_meta(const at::Tensor& input,
                                 const at::Tensor& weight,
                                 const c10::optional<at::Tensor>&,
-                                c10::string_view) {
+                                c10::string_view,
+                                const c10::optional<at::Tensor>&) {
   rows_of("fx_onednn::qlinear_dynamic", input.sizes(), weight.size(1));
   std::vector<int64_t> out_size(input.sizes().begin(), input.sizes().end());
   out_size.back() = weight.size(0);

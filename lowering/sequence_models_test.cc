@@ -150,6 +150,12 @@ TEST_CASE("dynamic int8 reaches the fused transformer ops' linear layers") {
     CHECK(kept == 0);
     CHECK(report.int8_linear == 10);
     CHECK(count_calls(lowered, "fx_onednn::qlinear_dynamic") == 10);
+    // The residual adds (each encoder layer's two, after attention and
+    // after the feed-forward layers, and the one after the last
+    // attention) as the int8 layers' post-ops.
+    INFO(lowered->graph().to_string());
+    CHECK(report.fused_sums == 5);
+    CHECK(count_calls(lowered, "aten::add.Tensor") == 0);
   } else {
     CHECK(kept == 10);
   }

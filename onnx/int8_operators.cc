@@ -267,7 +267,7 @@ void lowered_qmean_channels(OnnxBuilder& b) {
 // linear layer: DynamicQuantizeLinear of the input (u8, its scale and
 // zero point), MatMulInteger with the int8 weight [in, out] and that zero
 // point, the int32 sums cast to float32 and scaled by input and weight
-// scales, the bias added, the activation.
+// scales, the bias added, the residual added, the activation.
 void lowered_qlinear_dynamic(OnnxBuilder& b) {
   CallArguments args(b.node());
   const std::optional<at::Tensor> packed = b.constant(args["weight"]);
@@ -299,9 +299,17 @@ void lowered_qlinear_dynamic(OnnxBuilder& b) {
   const std::string scaled = b.fresh(name + "_scaled");
   b.add("Mul", {real, scales}, scaled);
   const std::string kind = args["activation"].to_string_ref();
-  const std::string summed = kind == "none" ? b.output() : b.fresh(name + "_add");
+  const Argument other = args["other"];
+  const bool residual = other.is_node();
+  const bool last = kind == "none" && !residual;
+  const std::string summed = last ? b.output() : b.fresh(name + "_add");
   b.add("Add", {scaled, b.tensor(name + "_bias", bias)}, summed);
-  if (kind != "none") activation_into(b, summed, kind, 0.0, 0.0, b.output());
+  std::string result = summed;
+  if (residual) {
+    result = kind == "none" ? b.output() : b.fresh(name + "_residual");
+    b.add("Add", {summed, b.value(other)}, result);
+  }
+  if (kind != "none") activation_into(b, result, kind, 0.0, 0.0, b.output());
 }
 
 }  // namespace

@@ -780,16 +780,19 @@ TEST_CASE("int8 squeeze-excitation blocks lowered export as QDQ around their par
 
 namespace {
 
-// A feed-forward block: linear, gelu, linear, relu.
+// A feed-forward block: linear, gelu, linear, relu; then a linear layer
+// with a residual connection.
 struct GeluMlp : torch::nn::Module {
   GeluMlp() {
     fc1 = register_module("fc1", torch::nn::Linear(16, 32));
     fc2 = register_module("fc2", torch::nn::Linear(32, 8));
+    fc3 = register_module("fc3", torch::nn::Linear(8, 8));
   }
   at::Tensor forward(at::Tensor x) {
-    return torch::relu(fc2(torch::gelu(fc1(x))));
+    const at::Tensor y = torch::relu(fc2(torch::gelu(fc1(x))));
+    return fc3(y) + y;
   }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
 };
 
 }  // namespace
@@ -807,16 +810,18 @@ TEST_CASE("dynamic int8 linear layers lowered export as ONNX Runtime's "
   fx::GraphModule gm = fx::symbolic_trace(mlp, x);
   fx::GraphModule lowered(fx::quantize_dynamic_fx(gm)->copy());
   const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
-  REQUIRE(report.int8_linear == 2);
-  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qlinear_dynamic") == 2);
+  REQUIRE(report.int8_linear == 3);
+  REQUIRE(testdata::count_calls(lowered, "fx_onednn::qlinear_dynamic") == 3);
   INFO(lowered->graph().to_string());
   CHECK(testdata::count_calls(lowered, "aten::gelu") == 0);
+  CHECK(report.fused_sums == 1);
+  CHECK(testdata::count_calls(lowered, "aten::add.Tensor") == 0);
   const fs::path file = scratch() / "mlp_dynamic_int8_lowered.onnx";
   fx::to_onnx(*lowered, file.string());
   const std::vector<std::string> ops = exported_ops(file);
   INFO(joined(ops));
-  CHECK(count_of(ops, "DynamicQuantizeLinear") == 2);
-  CHECK(count_of(ops, "MatMulInteger") == 2);
+  CHECK(count_of(ops, "DynamicQuantizeLinear") == 3);
+  CHECK(count_of(ops, "MatMulInteger") == 3);
   const at::Tensor ours = lowered(x).toTensor();
   const at::Tensor ort = onnx_testing::run_ort(file, {x}).at("output");
   // The same quantization on both sides: equal but for float rounding.

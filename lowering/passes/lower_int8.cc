@@ -16,7 +16,8 @@
 // fx_onednn::qmean_channels) and its gate's product (quantized::mul by a
 // [N, C, 1, 1] operand, fx_onednn::qmul_channels); dynamic quantization's
 // linear layers (quantized::linear_dynamic) on oneDNN's u8 x s8 matmul,
-// the gelu or relu after fused (fx_onednn::qlinear_dynamic). The rest
+// the gelu or relu after fused, or the residual add after it
+// (fx_onednn::qlinear_dynamic). The rest
 // (cat, static int8 linear layers) stays LibTorch's and reads these operators' quint8
 // channels-last outputs as it reads quantized::conv2d's.
 //
@@ -442,7 +443,8 @@ class LowerInt8 : public LoweringPass {
 
   // quantized::linear_dynamic (and linear_relu_dynamic) of a float32 input
   // as fx_onednn::qlinear_dynamic on a weight packed by an init step, the
-  // relu, or a gelu or other activation that is its only user, fused.
+  // relu, or a gelu or other activation that is its only user, fused; or,
+  // with no activation, the residual add that is its only user.
   void lower_linear_dynamic(GraphModuleImpl& module, Graph& graph, Node* n) {
     const std::vector<Argument>& args = n->args();
     if (args.size() < 2 || !args[0].is_node() || !args[1].is_node() ||
@@ -478,14 +480,23 @@ class LowerInt8 : public LoweringPass {
         absorbed.push_back(user);
       }
     }
+    // A residual added to the layer's output alone (a transformer's
+    // x + attention(x), x + feed_forward(x)): added as a post-op.
+    Node* residual = nullptr;
+    if (activation == "none" && user != nullptr) {
+      residual = match_residual_add(*user, n);
+      if (residual != nullptr) absorbed.push_back(user);
+    }
     Node* pack = insert_pack(graph, n, "fx_onednn::pack_qlinear_weight",
                              {args[1], in->sizes},
                              {out->sizes.back(), in->sizes.back()});
+    std::vector<Argument> call_args = {args[0], pack, Argument(), activation};
+    if (residual != nullptr) call_args.push_back(residual);
     replace_with_call(graph, n, absorbed, "fx_onednn::qlinear_dynamic",
-                      {args[0], pack, Argument(), activation},
-                      /*channels_last=*/false);
+                      call_args, /*channels_last=*/false);
     ++report().int8_linear;
     if (activation != "none") ++report().fused_activations;
+    if (residual != nullptr) ++report().fused_sums;
   }
 
   // dequantize -> adaptive_avg_pool2d to 1x1 -> quantize_per_tensor of a
