@@ -17,7 +17,6 @@ import os
 import sys
 
 import torch
-import torchvision
 
 
 class BertEncoder(torch.nn.Module):
@@ -150,6 +149,8 @@ def build(name):
     torch.manual_seed(0)
     if name in MODELS:
         return MODELS[name][0]().eval()
+    import torchvision  # Debian's Python has it; PyPI's 2.13 has none
+
     model = getattr(torchvision.models, name)().eval()
     if name.startswith("vit_"):
         # torchvision starts ViT's classifier at zero: an output to compare.

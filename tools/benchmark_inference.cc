@@ -29,13 +29,17 @@
 //    and Swin-T, BERT-style encoders (4 layers d=256, and BERT-base's
 //    sizes), a GPT-style decoder, an LSTM language model and a
 //    bidirectional LSTM tagger (testdata/onnx_runtime_models.py), each
-//    exported by torch.onnx for ONNX Runtime (tools/ort_timer.h) and
+//    exported by torch.onnx for ONNX Runtime (tools/timed_process.h) and
 //    traced to TorchScript for us;
 //    interleaved round by round, with TorchScript-optimized and the
 //    unlowered graph beside the sequence models.
 // 7. Isolated requests at batch 1: each call alone after a pause, ours
 //    with the intra-op threads unpinned and pinned
 //    (fx::pin_intra_op_threads), and ONNX Runtime's.
+// 8. Beside a competing load: the models called while other processes
+//    keep every CPU busy.
+// 9. torch.compile (Inductor) and AOTInductor beside us in float32, on the
+//    same model, weights and input (tools/inductor_compare.h).
 // Ends with the targets, each PASS or MISS (exit status 1 on a miss).
 #include <algorithm>
 #include <array>
@@ -43,6 +47,7 @@
 #include <iostream>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -72,13 +77,18 @@
 #include "tools/benchmark_support.h"
 #include "tools/competing_load.h"
 #include "tools/conv_peak.h"
-#include "tools/ort_timer.h"
+#include "tools/inductor_compare.h"
+#include "tools/timed_process.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
           "torchvision models to time (default: all the benchmark knows)");
 ABSL_FLAG(std::vector<std::string>, ort_models, {},
           "models to time against ONNX Runtime (default: all the benchmark "
           "knows; --quick: bert_encoder; none: skip)");
+ABSL_FLAG(std::vector<std::string>, inductor_models, {},
+          "models to time against torch.compile and AOTInductor (default: "
+          "those with a Python definition; --quick: bert_encoder; none: "
+          "skip); each must be in --models or --ort_models too");
 ABSL_FLAG(std::vector<std::string>, batches, {},
           "batch sizes (default 1,8; --quick: 1)");
 
@@ -243,11 +253,6 @@ class KernelsAlone : public fx::Interpreter {
   int repeats_;
   double total_ms_ = 0;
 };
-
-double relative_error(const at::Tensor& got, const at::Tensor& want) {
-  const double scale = std::max(want.abs().max().item<double>(), 1e-30);
-  return (got - want).abs().max().item<double>() / scale;
-}
 
 // optimize_for_inference's folding without any of its lowering: the
 // unlowered graph each lowered one is held against.
@@ -684,8 +689,10 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
     const at::Tensor ours = first_tensor(lowered(x));
     r.error = relative_error(ours, want);
 
-    OrtTimer ort(timer, absl::StrCat(dir, "/", name, "_b", batch, ".onnx"),
-                 threads, {x}, dir);
+    TimedProcess ort(
+        ort_timer_command(timer, absl::StrCat(dir, "/", name, "_b", batch, ".onnx"),
+                          threads),
+        kOrt, {x}, dir);
     const std::vector<double> first_runs = ort.run(2);
     double slowest = *std::max_element(first_runs.begin(), first_runs.end());
     r.ort_difference = relative_error(ours, ort.output().reshape_as(ours));
@@ -1156,8 +1163,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> ort_names = absl::GetFlag(FLAGS_ort_models);
   if (ort_names.empty()) ort_names = quick ? kQuickOrtModels : kOrtModels;
   std::vector<OrtRun> ort_runs;
+  const std::string ort_dir = "/tmp/fx_benchmark_onnx_runtime";
+  std::map<std::string, std::string> ort_specs;  // as the script wrote them
   if (!ort_names.empty() && ort_names.front() != "none") {
-    const std::string ort_dir = "/tmp/fx_benchmark_onnx_runtime";
     std::vector<std::string> requests;
     for (const std::string& name : ort_names) {
       requests.push_back(absl::StrCat(name, ":", absl::StrJoin(batches, ":")));
@@ -1166,6 +1174,7 @@ int main(int argc, char** argv) {
         argv[0], kOrtModelsScript,
         absl::StrCat(ort_dir, " ", absl::StrJoin(requests, " ")),
         Python::kTorchvision);
+    if (specs.unavailable.empty()) ort_specs = specs.values;
     const std::optional<std::string> timer =
         find_runfile(argv[0], kOrtTimerScript);
     // A model's input spec, as the script printed it, or nullopt.
@@ -1210,6 +1219,26 @@ int main(int argc, char** argv) {
     }
   }
 
+  // 9. torch.compile and AOTInductor, on the files written above.
+  std::vector<std::string> inductor_names =
+      absl::GetFlag(FLAGS_inductor_models);
+  if (inductor_names.empty()) inductor_names = inductor_models(quick);
+  std::vector<InductorRun> inductor_runs;
+  if (inductor_names.front() != "none") {
+    std::vector<InductorModel> models;
+    for (const std::string& name : inductor_names) {
+      InductorModel m{name, "", ""};
+      if (std::count(names.begin(), names.end(), name) > 0) {
+        m = {name, dir + "/" + name + "_traced.pt", "1x3x224x224:float32"};
+      } else if (ort_specs.count(name) > 0) {
+        m = {name, ort_dir + "/" + name + ".pt", ort_specs.at(name)};
+      }
+      models.push_back(m);
+    }
+    inductor_runs = measure_inductor(argv[0], "/tmp/fx_benchmark_inductor",
+                                     models, batches, repeats, threads);
+  }
+
   std::cout << "fx for LibTorch inference benchmark ("
             << (quick ? "--quick" : "full") << " run)\n"
             << "before: " << before << "; after: " << machine_summary()
@@ -1221,8 +1250,10 @@ int main(int argc, char** argv) {
   print_bf16(bf16);
   print_ort(ort_runs);
   print_loaded(ort_runs);
+  if (!inductor_runs.empty()) print_inductor(inductor_runs, threads);
   std::vector<TargetCheck> checks =
       check_targets(runs, batches, generated, bf16);
   check_ort_targets(ort_runs, &checks);
+  check_inductor_targets(inductor_runs, &checks);
   return print_targets(checks, quick);
 }

@@ -17,7 +17,7 @@
 // 5. ONNX Runtime's int8 beside ours, on six CNNs (those of 1-2 and
 //    EfficientNet-B0 and GoogLeNet): the converted model exported as
 //    QuantizeLinear / DequantizeLinear (fx::to_onnx) and run by ONNX
-//    Runtime's CPU library (tools/ort_timer.h) on the same input and
+//    Runtime's CPU library (tools/timed_process.h) on the same input and
 //    threads, in turn with ours (each after a pause: ONNX Runtime's
 //    threads spin for a while after each call: ours timed right after
 //    them took up to 2x their time at batch 1), warm; SQNR of each
@@ -53,7 +53,7 @@
 #include "quantization/quantize_fx.h"
 #include "tools/benchmark_support.h"
 #include "tools/int8_transformers.h"
-#include "tools/ort_timer.h"
+#include "tools/timed_process.h"
 
 ABSL_FLAG(std::vector<std::string>, models, {},
           "torchvision models (default: resnet18, resnet50, mobilenet_v2, "
@@ -187,7 +187,7 @@ OrtInt8Run measure_ort_int8(const std::string& dir, const std::string& timer,
     fx::optimize_for_inference(*lowered);
     r.sqnr_ours = fx::sqnr_db(want, lowered(x).toTensor());
 
-    OrtTimer ort(timer, onnx, threads, {x}, dir);
+    TimedProcess ort(ort_timer_command(timer, onnx, threads), kOrt, {x}, dir);
     ort.run(2);
     r.sqnr_ort = fx::sqnr_db(want, ort.output().reshape_as(want));
     const int calls = batch == 1 ? 3 : 1;

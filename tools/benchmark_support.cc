@@ -284,14 +284,18 @@ std::optional<std::string> find_runfile(const std::string& argv0,
   return std::nullopt;
 }
 
+const char* python_interpreter(Python python) {
+  return python == Python::kBuild    ? FX_LIBTORCH_PYTHON
+         : python == Python::kExport ? FX_EXPORT_PYTHON
+                                     : kTorchvisionPython;
+}
+
 PythonReference run_python_reference(const std::string& argv0,
                                      const std::string& script,
                                      const std::string& arguments,
                                      Python python) {
   PythonReference ref;
-  const char* interpreter = python == Python::kBuild    ? FX_LIBTORCH_PYTHON
-                            : python == Python::kExport ? FX_EXPORT_PYTHON
-                                                        : kTorchvisionPython;
+  const char* interpreter = python_interpreter(python);
   if (access(interpreter, X_OK) != 0) {
     ref.unavailable = absl::StrCat(interpreter, " not found");
     return ref;
@@ -341,6 +345,11 @@ at::Tensor ort_input(const std::string& spec, int64_t batch) {
     return torch::randint(0, 1000, sizes);
   }
   return torch::randn(sizes);
+}
+
+double relative_error(const at::Tensor& got, const at::Tensor& want) {
+  const double scale = std::max(want.abs().max().item<double>(), 1e-30);
+  return (got - want).abs().max().item<double>() / scale;
 }
 
 at::Tensor first_tensor(const c10::IValue& v) {

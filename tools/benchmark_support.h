@@ -76,7 +76,7 @@ using fx::set_threads_of_this_thread;
 // One warm sample of `call`: an untimed call (the first after a pause
 // wakes the threads and refills the caches), then the median of `calls`
 // calls, each timed alone, as ONNX Runtime's process times its runs
-// (OrtTimer::warm_median_ms).
+// (TimedProcess::warm_median_ms).
 double warm_median_ms(const std::function<void()>& call, int calls);
 
 // Calls each of `variants` once a round for `rounds` rounds, in order and
@@ -118,6 +118,10 @@ at::Tensor ort_input(const std::string& spec, int64_t batch);
 // A model's first output tensor (the value, or a tuple's first element);
 // std::runtime_error when it returned none.
 at::Tensor first_tensor(const c10::IValue& v);
+
+// The largest difference of `got` from `want`, over want's largest
+// magnitude.
+double relative_error(const at::Tensor& got, const at::Tensor& want);
 
 // --- Formatting --------------------------------------------------------------
 
@@ -201,6 +205,9 @@ std::optional<std::string> find_runfile(const std::string& argv0,
 // --config=libtorch113), for what only it has (onnxruntime's Python
 // package, torch.export).
 enum class Python { kBuild, kTorchvision, kExport };
+
+// That Python's path.
+const char* python_interpreter(Python python);
 
 // Runs `<python> <script> <arguments>`; the script is looked up beside
 // `bazel run`'s working directory (the runfiles root of the workspace) or

@@ -17,7 +17,7 @@
 #include "lowering/optimize_for_inference.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
-#include "tools/ort_timer.h"
+#include "tools/timed_process.h"
 
 namespace fx {
 namespace benchmark {
@@ -70,8 +70,10 @@ TransformerInt8Run measure(const std::string& dir, const std::string& timer,
     r.sqnr_ours = fx::sqnr_db(want, got);
     r.top1_ours = argmax_agreement(want, got);
 
-    OrtTimer ort(timer, absl::StrCat(dir, "/", name, "_b", batch, "_int8.onnx"),
-                 threads, {ids}, dir);
+    TimedProcess ort(
+        ort_timer_command(
+            timer, absl::StrCat(dir, "/", name, "_b", batch, "_int8.onnx"), threads),
+        kOrt, {ids}, dir);
     ort.run(2);
     const at::Tensor theirs = ort.output();
     r.sqnr_ort = fx::sqnr_db(want, theirs.reshape_as(want));

@@ -1,4 +1,4 @@
-#include "tools/ort_timer.h"
+#include "tools/timed_process.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -42,28 +42,40 @@ std::string ort_node_modules() {
          "/node_modules";
 }
 
-OrtTimer::OrtTimer(const std::string& script, const std::string& model,
-                   int threads, const std::vector<at::Tensor>& inputs,
-                   const std::string& scratch_dir)
-    : scratch_dir_(scratch_dir) {
-  std::string command = absl::StrCat("NODE_PATH=", ort_node_modules(),
-                                     " exec node ", script, " ", model, " ",
-                                     threads);
+std::string raw_inputs(const std::vector<at::Tensor>& inputs,
+                       const std::string& dir) {
+  std::vector<std::string> specs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    const std::string file = absl::StrCat(scratch_dir, "/ort_input_", i, ".bin");
+    const std::string file = absl::StrCat(dir, "/timed_input_", i, ".bin");
     write_raw(file, t);
     const char* dtype = t.scalar_type() == at::kLong ? "int64" : "float32";
-    absl::StrAppend(&command, " ", file, ":", dtype, ":", dims_text(t.sizes()));
+    specs.push_back(absl::StrCat(file, ":", dtype, ":", dims_text(t.sizes())));
   }
+  return absl::StrJoin(specs, " ");
+}
+
+std::string ort_timer_command(const std::string& script,
+                              const std::string& model, int threads) {
+  return absl::StrCat("NODE_PATH=", ort_node_modules(), " exec node ", script,
+                      " ", model, " ", threads);
+}
+
+TimedProcess::TimedProcess(const std::string& command_prefix,
+                           const std::string& what,
+                           const std::vector<at::Tensor>& inputs,
+                           const std::string& scratch_dir)
+    : what_(what), scratch_dir_(scratch_dir) {
+  const std::string command =
+      absl::StrCat(command_prefix, " ", raw_inputs(inputs, scratch_dir));
   // A child that dies must not kill us by a write to its closed pipe.
   signal(SIGPIPE, SIG_IGN);
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
-    throw std::runtime_error("OrtTimer: pipe() failed");
+    throw std::runtime_error("TimedProcess: pipe() failed");
   }
   pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("OrtTimer: fork() failed");
+  if (pid_ < 0) throw std::runtime_error("TimedProcess: fork() failed");
   if (pid_ == 0) {
     dup2(to_child[0], STDIN_FILENO);
     dup2(from_child[1], STDOUT_FILENO);
@@ -81,16 +93,14 @@ OrtTimer::OrtTimer(const std::string& script, const std::string& model,
   const std::string ready = request("");
   if (ready != "ready") {
     stop();  // a destructor does not run for a constructor that throws
-    throw std::runtime_error(absl::StrCat(
-        "ONNX Runtime did not load ", model, " (", command,
-        "): is onnxruntime-node installed (tools/setup.sh)? said: '", ready,
-        "'"));
+    throw std::runtime_error(absl::StrCat(what_, " did not start (", command,
+                                          "): said '", ready, "'"));
   }
 }
 
-OrtTimer::~OrtTimer() { stop(); }
+TimedProcess::~TimedProcess() { stop(); }
 
-void OrtTimer::stop() {
+void TimedProcess::stop() {
   // The end of its input ends the Node.js process.
   if (to_ != nullptr) fclose(to_);
   if (from_ != nullptr) fclose(from_);
@@ -102,7 +112,7 @@ void OrtTimer::stop() {
   }
 }
 
-std::string OrtTimer::request(const std::string& line) {
+std::string TimedProcess::request(const std::string& line) {
   if (!line.empty()) {
     fputs((line + "\n").c_str(), to_);
     fflush(to_);
@@ -113,12 +123,12 @@ std::string OrtTimer::request(const std::string& line) {
   return answer;
 }
 
-double OrtTimer::warm_median_ms(int calls) {
+double TimedProcess::warm_median_ms(int calls) {
   std::vector<double> ms = run(calls + 1);
   return median(std::vector<double>(ms.begin() + 1, ms.end()));
 }
 
-std::vector<double> OrtTimer::run(int n) {
+std::vector<double> TimedProcess::run(int n) {
   const std::string answer = request(absl::StrCat("run ", n));
   std::vector<double> ms;
   for (absl::string_view word :
@@ -128,17 +138,17 @@ std::vector<double> OrtTimer::run(int n) {
     ms.push_back(value);
   }
   if (ms.size() != static_cast<size_t>(n)) {
-    throw std::runtime_error("ONNX Runtime stopped: '" + answer + "'");
+    throw std::runtime_error(what_ + " stopped: '" + answer + "'");
   }
   return ms;
 }
 
-at::Tensor OrtTimer::output() {
-  const std::string file = scratch_dir_ + "/ort_output.bin";
+at::Tensor TimedProcess::output() {
+  const std::string file = scratch_dir_ + "/timed_output.bin";
   const std::string answer = request("save " + file);
   if (!absl::StartsWith(answer, "saved ")) {
-    throw std::runtime_error("ONNX Runtime did not save its output: '" +
-                             answer + "'");
+    throw std::runtime_error(what_ + " did not save its output: '" + answer +
+                             "'");
   }
   std::vector<int64_t> sizes;
   for (absl::string_view d :
