@@ -887,6 +887,60 @@ TEST_CASE("gelu after a linear layer fuses, exact or tanh") {
   CHECK(relative_error(gm(x).toTensor(), want) < 1e-5);
 }
 
+TEST_CASE("attention's scale traced as a 0-d tensor constant fuses into "
+          "its matmul") {
+  // TorchScript traces `(q @ k^T) * (1.0 / math.sqrt(d))` with the number
+  // as a tensor constant (a GPT-style block written by hand).
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const at::Tensor q = torch::randn({1, 2, 8, 4});
+  const at::Tensor k = torch::randn({1, 2, 8, 4});
+  fx::Attributes attributes;
+  attributes.buffers["_tensor_constant0"] = torch::tensor(0.5);  // float32
+  attributes.buffers["_tensor_constant1"] = torch::tensor({0.5});  // 1-d
+  attributes.buffers["_tensor_constant2"] = torch::tensor(2.0, at::kDouble);
+  attributes.buffers["_tensor_constant3"] = torch::tensor(int64_t{2});
+  fx::GraphModule gm(fx::parse_graph(R"(graph():
+    %q : f32[1, 2, 8, 4] = placeholder[target=q]
+    %k : f32[1, 2, 8, 4] = placeholder[target=k]
+    %c0 : f32[] = get_attr[target=_tensor_constant0]
+    %c1 : f32[1] = get_attr[target=_tensor_constant1]
+    %c2 : f64[] = get_attr[target=_tensor_constant2]
+    %c3 : i64[] = get_attr[target=_tensor_constant3]
+    %t : f32[1, 2, 4, 8] = call_function[target=aten::transpose.int](args = (%k, -2, -1), kwargs = {})
+    %s0 : f32[1, 2, 8, 8] = call_function[target=aten::matmul](args = (%q, %t), kwargs = {})
+    %m0 : f32[1, 2, 8, 8] = call_function[target=aten::mul.Tensor](args = (%s0, %c0), kwargs = {})
+    %s1 : f32[1, 2, 8, 8] = call_function[target=aten::matmul](args = (%q, %t), kwargs = {})
+    %m1 : f32[1, 2, 8, 8] = call_function[target=aten::mul.Tensor](args = (%s1, %c1), kwargs = {})
+    %s2 : f32[1, 2, 8, 8] = call_function[target=aten::matmul](args = (%q, %t), kwargs = {})
+    %m2 : f32[1, 2, 8, 8] = call_function[target=aten::div.Tensor](args = (%s2, %c2), kwargs = {})
+    %s3 : f32[1, 2, 8, 8] = call_function[target=aten::matmul](args = (%q, %t), kwargs = {})
+    %m3 : f32[1, 2, 8, 8] = call_function[target=aten::mul.Tensor](args = (%s3, %c3), kwargs = {})
+    return (m0, m1, m2, m3))"),
+                     attributes);
+  const std::vector<c10::IValue> want =
+      gm(q, k).toTupleRef().elements().vec();
+  const fx::InferenceReport report = fx::optimize_for_inference(*gm);
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK(report.matmul == 4);
+  // The 0-d floating-point constants are scales; the 1-d one and the
+  // integer one stay multiplications.
+  CHECK(count_calls(gm->graph(), "aten::div.Tensor") == 0);
+  CHECK(count_calls(gm->graph(), "aten::mul.Tensor") == 2);
+  CHECK(testdata::filecheck(R"(
+    CHECK: fx_onednn::matmul](args = (%q, %t, 0.5)
+    CHECK: fx_onednn::matmul](args = (%q, %t)
+    CHECK: fx_onednn::matmul](args = (%q, %t, 0.5)
+    CHECK: fx_onednn::matmul](args = (%q, %t)
+  )", printed));
+  const std::vector<c10::IValue> got = gm(q, k).toTupleRef().elements().vec();
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(relative_error(got[i].toTensor(), want[i].toTensor()) < 1e-6);
+  }
+}
+
 TEST_CASE("a chain on a tiny image runs as eager at 1-4 threads") {
   // A padding larger than a 1x1 kernel reaches: some output rows read
   // padding only, and the thread given just those rows had no input row

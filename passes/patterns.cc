@@ -36,6 +36,7 @@ const std::vector<FusionPattern>& table() {
       {Fusion::kLinearRelu, "linear_relu", {Op::kLinear, Op::kRelu}},
       {Fusion::kLinearActivation, "linear_activation",
        {Op::kLinear, Op::kActivation}},
+      {Fusion::kLinearAdd, "linear_add", {Op::kLinear, Op::kResidualAdd}},
       {Fusion::kLinearBatchNorm, "linear_batch_norm",
        {Op::kLinear, Op::kBatchNorm}},
       {Fusion::kMatmul, "matmul", {Op::kMatmul}},
@@ -238,7 +239,7 @@ bool match_next(const GraphModuleImpl& module, Node& n, const Node* previous,
       m->batch_norm = match_batch_norm(module, n, options);
       return m->batch_norm && m->batch_norm->input == previous;
     case PatternOp::kScale: {
-      const std::optional<double> scale = match_scale(n, previous);
+      const std::optional<double> scale = match_scale(module, n, previous);
       if (scale) m->scale = *scale;
       return scale.has_value();
     }
@@ -433,7 +434,8 @@ std::optional<Matmul> match_matmul(const GraphModuleImpl& module, Node& node,
   return m;
 }
 
-std::optional<double> match_scale(Node& node, const Node* value) {
+std::optional<double> match_scale(const GraphModuleImpl& module, Node& node,
+                                  const Node* value) {
   const bool mul = node.is_call_to({"aten::mul.Scalar", "aten::mul.Tensor"});
   if (!mul && !node.is_call_to({"aten::div.Scalar", "aten::div.Tensor"})) {
     return std::nullopt;
@@ -441,7 +443,19 @@ std::optional<double> match_scale(Node& node, const Node* value) {
   const CallArguments args(node);
   const Argument& self = args["self"];
   if (!self.is_node() || self.to_node() != value) return std::nullopt;
-  const std::optional<double> c = constant_number(args["other"]);
+  const Argument& other = args["other"];
+  std::optional<double> c = constant_number(other);
+  // A 0-d floating-point tensor constant (a number TorchScript traced as
+  // a tensor: `scores * (1.0 / math.sqrt(d))`).
+  if (!c && other.is_node() && other.to_node()->op() == Opcode::kGetAttr) {
+    const std::string& path = other.to_node()->target().str();
+    if (module.has_tensor_attribute(path)) {
+      const at::Tensor t = module.fetch_attr(path);
+      if (t.dim() == 0 && t.is_floating_point() && t.device().is_cpu()) {
+        c = t.item<double>();
+      }
+    }
+  }
   if (!c || (!mul && *c == 0)) return std::nullopt;
   return mul ? *c : 1.0 / *c;
 }

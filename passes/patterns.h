@@ -123,9 +123,11 @@ struct Matmul {
 std::optional<Matmul> match_matmul(const GraphModuleImpl& module, Node& node,
                                    const PatternOptions& options = {});
 
-// `node` as value * c or value / c of a constant number c: the factor
-// (1 / c for a division), or nullopt.
-std::optional<double> match_scale(Node& node, const Node* value);
+// `node` as value * c or value / c of a constant number c (or a 0-d
+// floating-point tensor attribute of `module`: a number TorchScript traced
+// as a tensor constant): the factor (1 / c for a division), or nullopt.
+std::optional<double> match_scale(const GraphModuleImpl& module, Node& node,
+                                  const Node* value);
 
 // aten::batch_norm in inference mode (training a constant False; True
 // with PatternOptions::batch_norm_training) of
@@ -239,6 +241,7 @@ enum class Fusion : uint8_t {
   kLinear,
   kLinearRelu,
   kLinearActivation,
+  kLinearAdd,
   kLinearBatchNorm,
   kMatmul,
   kMatmulScale,
