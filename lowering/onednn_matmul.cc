@@ -250,7 +250,8 @@ std::vector<int64_t> linear_output_size(at::IntArrayRef input,
 
 at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
                   const c10::optional<at::Tensor>& bias,
-                  c10::string_view activation, double alpha, double beta) {
+                  c10::string_view activation, double alpha, double beta,
+                  const c10::optional<at::Tensor>& other) {
   const char* op = "fx_onednn::linear";
   const Header& header =
       header_of(weight, op, "fx_onednn::pack_linear_weight");
@@ -260,11 +261,21 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
   const int64_t out_features = weight.size(0);
   const int64_t rows = rows_of(op, input.sizes(), in_features);
   const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_other = other.has_value() && other->defined();
   at::Tensor dst = empty_activation(
       linear_output_size(input.sizes(), out_features), input.options());
+  if (has_other) {
+    TORCH_CHECK(other->sizes() == dst.sizes() && other->device().is_cpu(), op,
+                ": the residual must be a CPU tensor of the output's sizes ",
+                dst.sizes(), ", got ", other->toString(), " ", other->sizes());
+    data_type_of(op, *other, "residual");
+    // The sum post-op adds the product to what dst holds.
+    dst.copy_(*other);
+  }
   if (rows == 0) return dst;
 
-  SiteArgs args{{rows, static_cast<int64_t>(input.scalar_type()), has_bias},
+  SiteArgs args{{rows, static_cast<int64_t>(input.scalar_type()), has_bias,
+                 has_other},
                 activation, alpha, beta};
   const LinearPlan& plan = plan_for_site<LinearPlan>(weight, header, args, [&] {
     const DataType compute = compute_type(op, header, input);
@@ -273,8 +284,8 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
                     "|");
     const int64_t shape[] = {rows, in_features, out_features};
     append_key(&key, shape);
-    absl::StrAppend(&key, has_bias, "|", std::string(activation), "|",
-                    at::get_num_threads(), "|");
+    absl::StrAppend(&key, has_bias, "|", has_other, "|",
+                    std::string(activation), "|", at::get_num_threads(), "|");
     append_key(&key, alpha);
     append_key(&key, beta);
     key.append(reinterpret_cast<const char*>(&header.desc),
@@ -284,8 +295,9 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
     made_plan.silu_pass = silu_as_pass(activation, output);
     static PrimitiveCache<std::shared_ptr<const Linear>> cache;
     made_plan.made = cache.get(key, [&] {
-      const dnnl::primitive_attr attr = post_ops(
-          op, false, made_plan.silu_pass ? "none" : activation, alpha, beta);
+      const dnnl::primitive_attr attr =
+          post_ops(op, has_other, made_plan.silu_pass ? "none" : activation,
+                   alpha, beta);
       std::shared_ptr<const Reorder> reorder;
       auto pd = for_packed_weights<dnnl::matmul::primitive_desc>(
           [&](const memory::desc& weights) {
@@ -313,7 +325,7 @@ at::Tensor linear(const at::Tensor& input, const at::Tensor& weight,
 
 at::Tensor linear_meta(const at::Tensor& input, const at::Tensor& weight,
                        const c10::optional<at::Tensor>&, c10::string_view,
-                       double, double) {
+                       double, double, const c10::optional<at::Tensor>&) {
   rows_of("fx_onednn::linear", input.sizes(), weight.size(1));
   return at::empty(linear_output_size(input.sizes(), weight.size(0)),
                    input.options());

@@ -520,7 +520,32 @@ TEST_CASE("linear matches aten's linear, with activations") {
     check_close(call("fx_onednn::linear", {x, packed, b}), at::linear(x, w, b));
     check_close(call("fx_onednn::linear", {x, packed, c10::IValue(), "relu"}),
                 at::relu(at::linear(x, w)));
+    // A residual of the output's sizes (read through its strides), added
+    // before the activation: as the layer, then the add.
+    std::vector<int64_t> out_size = sizes;
+    out_size.back() = 10;
+    const at::Tensor other = at::randn(out_size).transpose(0, -1).contiguous()
+                                 .transpose(0, -1);
+    const at::Tensor plain = call("fx_onednn::linear", {x, packed, b});
+    CHECK(at::equal(call("fx_onednn::linear",
+                         {x, packed, b, "none", 0.0, 0.0, other}),
+                    plain + other));
+    check_close(call("fx_onednn::linear",
+                     {x, packed, b, "relu", 0.0, 0.0, other}),
+                at::relu(at::linear(x, w, b) + other));
   }
+  at::Tensor x = at::randn({4, 33});
+  for (const at::Tensor& other : {at::randn({4, 1}), at::randn({10}),
+                                  at::randn({4, 10}).to(at::kLong)}) {
+    CAPTURE(other.sizes(), other.scalar_type());
+    CHECK_THROWS_WITH(call("fx_onednn::linear",
+                           {x, packed, b, "none", 0.0, 0.0, other}),
+                      Catch::Contains("fx_onednn::linear: the residual"));
+  }
+  // No rows: an empty output.
+  CHECK(call("fx_onednn::linear", {at::randn({0, 33}), packed, b, "none", 0.0,
+                                    0.0, at::randn({0, 10})})
+            .numel() == 0);
 }
 
 TEST_CASE("matmul matches aten's through strides, broadcast and scale") {

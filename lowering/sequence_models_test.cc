@@ -182,6 +182,10 @@ TEST_CASE("transformers lower: the fused ops' projections and feed-forward "
     CHECK(report.linear == 10);
     CHECK(report.matmul == 6);  // q @ k^T (scale fused) and weights @ v
     CHECK(report.fused_activations >= 1);  // relu into the feed-forward
+    // The residual adds (each layer's two and the one after the last
+    // attention) as the linear layers' sum post-op.
+    CHECK(report.fused_sums == 5);
+    CHECK(count_calls(gm, "aten::add.Tensor") == 0);
     CHECK(count_calls(gm, kEncoderLayer) == 0);
     CHECK(count_calls(gm, kAttention) == 0);
     CHECK(relative_error(gm(x).toTensor(), script.forward({x}).toTensor()) <

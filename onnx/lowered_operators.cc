@@ -201,10 +201,12 @@ void lowered_conv_transpose(OnnxBuilder& b) {
 void lowered_linear(OnnxBuilder& b) {
   CallArguments args(b.node());
   const std::string activation = args["activation"].to_string_ref();
-  const std::string product = before_post_ops(b, false, activation);
+  const Argument other = args["other"];
+  const bool sum = other.is_node();
+  const std::string product = before_post_ops(b, sum, activation);
   linear(b, unpacked_weight(b, args["weight"], "linear", 1), product);
-  post_ops(b, product, "", activation, number(b, args["alpha"]),
-           number(b, args["beta"]));
+  post_ops(b, product, sum ? b.value(other) : "", activation,
+           number(b, args["alpha"]), number(b, args["beta"]));
 }
 
 void lowered_matmul(OnnxBuilder& b) {

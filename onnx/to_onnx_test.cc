@@ -507,9 +507,12 @@ TEST_CASE("PyTorch's fused transformer ops export as their parts") {
   const fs::path file = scratch() / "bert_encoder.onnx";
   fx::to_onnx(*gm, file.string());
   check_against_ort(gm, file, inputs);
-  // Lowered, the same: its parts on oneDNN, exported as the standard ones.
+  // Lowered, the same: its parts on oneDNN, exported as the standard ones
+  // (each layer's two residual adds, fused into its linear layers, as Add).
   fx::GraphModule lowered(gm->copy());
-  REQUIRE(fx::optimize_for_inference(*lowered).attention == 4);
+  const fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  REQUIRE(report.attention == 4);
+  CHECK(report.fused_sums == 8);
   const fs::path lowered_file = scratch() / "bert_encoder_lowered.onnx";
   fx::to_onnx(*lowered, lowered_file.string());
   check_against_ort(lowered, lowered_file, inputs);

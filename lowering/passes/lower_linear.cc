@@ -4,7 +4,9 @@
 // weight, matmul by a constant 2-d weight, each also of t() of one:
 // passes/patterns.h's linear fusions) become fx_onednn::linear on a weight
 // packed by fx_onednn::pack_linear_weight, the activation after them
-// fused. Option: bf16.
+// fused, or the residual add that is their only user (a transformer's
+// x + attention(x), x + feed_forward(x)) as the sum post-op. Option:
+// bf16.
 //
 // lower_onednn_matmul: products of two activations of rank 3 or more
 // (attention's q @ k^T and weights @ v) become fx_onednn::matmul, the
@@ -30,8 +32,8 @@ class LowerLinear : public LoweringPass {
  private:
   bool rewrite(GraphModuleImpl& module) override {
     check_bf16_supported(options());
-    static const std::vector<Fusion> fusions = {Fusion::kLinearActivation,
-                                                Fusion::kLinear};
+    static const std::vector<Fusion> fusions = {
+        Fusion::kLinearActivation, Fusion::kLinearAdd, Fusion::kLinear};
     for (Node* n : module.graph().nodes()) {
       if (auto m = match_fusion(module, *n, fusions)) lower(module, *m);
     }
@@ -69,10 +71,15 @@ class LowerLinear : public LoweringPass {
     if (m.activation) ++report().fused_activations;
     std::vector<Argument> args = {c.input, pack, argument_or_none(c.bias)};
     append_activation(post_op(m.activation), &args);
+    Kwargs kwargs;
+    if (m.residual != nullptr) {
+      kwargs.emplace_back("other", Argument(m.residual));
+      ++report().fused_sums;
+    }
     replace_with_call(graph, n,
                       std::vector<Node*>(m.nodes.begin() + 1, m.nodes.end()),
                       "fx_onednn::linear", std::move(args),
-                      /*channels_last=*/false);
+                      /*channels_last=*/false, std::move(kwargs));
     ++report().linear;
   }
 };

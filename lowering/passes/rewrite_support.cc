@@ -45,12 +45,13 @@ TensorMeta channels_last_meta(TensorMeta m) {
 
 Node* replace_with_call(Graph& graph, Node* original,
                         const std::vector<Node*>& absorbed, const char* op,
-                        std::vector<Argument> args, bool channels_last) {
+                        std::vector<Argument> args, bool channels_last,
+                        Kwargs kwargs) {
   Node* tail = absorbed.empty() ? original : absorbed.back();
   Node* lowered;
   {
     auto guard = graph.inserting_before(tail);
-    lowered = graph.call_function(fx::op(op), std::move(args));
+    lowered = graph.call_function(fx::op(op), std::move(args), std::move(kwargs));
   }
   if (const std::string* path = original->meta().get(kModulePath)) {
     lowered->meta().set(kModulePath, *path);

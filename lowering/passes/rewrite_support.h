@@ -36,12 +36,13 @@ void append_activation(const PostOp& act, std::vector<Argument>* args);
 TensorMeta channels_last_meta(TensorMeta m);
 
 // Replaces `original` and the nodes absorbed after it by a call of `op` on
-// `args`, placed where the last absorbed node was, with its metadata
-// (module path and stack trace of `original`, tensor metadata of the last
-// node, channels-last when `channels_last`). Returns the new call.
+// `args` (and `kwargs`), placed where the last absorbed node was, with its
+// metadata (module path and stack trace of `original`, tensor metadata of
+// the last node, channels-last when `channels_last`). Returns the new call.
 Node* replace_with_call(Graph& graph, Node* original,
                         const std::vector<Node*>& absorbed, const char* op,
-                        std::vector<Argument> args, bool channels_last);
+                        std::vector<Argument> args, bool channels_last,
+                        Kwargs kwargs = {});
 
 // A convolution lowered by lower_onednn_convolutions (fx_onednn::conv,
 // conv_add_, conv_transpose).
