@@ -612,7 +612,9 @@ double matmul_peak_gflops(int repeats) {
     const at::Tensor packed = stack[0].toTensor();
     const at::Tensor bias = torch::randn({out});
     auto call = [&] {
-      std::vector<c10::IValue> args = {x, packed, bias, "none", 0.0, 0.0};
+      // A boxed call takes every argument: defaults included.
+      std::vector<c10::IValue> args = {x,   packed, bias,         "none",
+                                       0.0, 0.0,    c10::IValue()};
       linear.callBoxed(&args);
     };
     const double ms = median_ms([&] {
