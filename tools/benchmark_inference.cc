@@ -723,34 +723,26 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
       variants.push_back(per_call([&] { optimized->forward({x}); }));
       variants.push_back(per_call([&] { unlowered(x); }));
     }
-    // Warm every variant (TorchScript's profiling executor optimizes on its
-    // second and third runs) and fit the rounds into the time budget.
-    for (int i = 0; i < 3; ++i) {
-      for (auto& v : variants) slowest = std::max(slowest, v(1));
-    }
-    const int calls = slowest < 20 ? 3 : 1;
-    r.rounds = std::max(
-        3, std::min(rounds, static_cast<int>(kBudgetMs /
-                                             (variants.size() * slowest *
-                                              (calls + 1)))));
-    // Round by round, in order and then reversed, with a pause between
-    // variants: idle threads spin after a run (ONNX Runtime's pool,
-    // OpenBLAS's, OpenMP's) and took a core from whichever ran next (with
-    // 2 ms between them, ours and ONNX Runtime's times each rose by
-    // 30-70%). Our intra-op threads are pinned, as docs/deploying.md
-    // advises a deployment: unpinned, the calls after each pause waited
-    // for the scheduler (section 7), mobilenet_v3_small 1.3 ms or 13 ms
-    // from one run to the next.
-    // Each variant's sample of `calls` calls.
-    std::vector<std::function<double()>> sampled;
-    for (const auto& variant : variants) {
-      sampled.push_back([&variant, calls] { return variant(calls); });
-    }
-    std::vector<std::vector<double>> samples;
-    {
-      const PinnedThreads pinned;
-      samples = take_turns(sampled, r.rounds, kPause);
-    }
+    // Warm every variant three times (TorchScript's profiling executor
+    // optimizes on its second and third runs) and fit the rounds into the
+    // time budget. Round by round, in order and then reversed, with a
+    // pause between variants: idle threads spin after a run (ONNX
+    // Runtime's pool, OpenBLAS's, OpenMP's) and took a core from whichever
+    // ran next (with 2 ms between them, ours and ONNX Runtime's times each
+    // rose by 30-70%). Our intra-op threads are pinned, as
+    // docs/deploying.md advises a deployment: unpinned, the calls after
+    // each pause waited for the scheduler (section 7), mobilenet_v3_small
+    // 1.3 ms or 13 ms from one run to the next.
+    TurnSamples turns =
+        sample_in_turns(variants, rounds, 3, kBudgetMs, slowest, kPause);
+    r.rounds = turns.rounds;
+    const std::vector<std::vector<double>>& samples = turns.samples;
+    const int calls = turns.calls;
+    // Variant v's sample of `calls` calls.
+    auto sample_of = [&variants, calls](size_t v) {
+      return std::function<double()>(
+          [&variants, v, calls] { return variants[v](calls); });
+    };
     r.ours_ms = median(samples[0]);
     r.ort_ms = median(samples[1]);
     r.ratio = median_paired_ratio(samples[0], samples[1]);
@@ -790,10 +782,10 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
         return one_call(calls);
       };
       const std::vector<std::function<double()>> loaded = {
-          sampled[0], sampled[1],
+          sample_of(0), sample_of(1),
           [&] {
             const PinnedThreads pinned;
-            return sampled[0]();
+            return sample_of(0)();
           },
           through_aware};
       std::vector<std::vector<double>> busy;

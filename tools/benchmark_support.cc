@@ -150,6 +150,32 @@ std::vector<std::vector<double>> take_turns(
   return samples;
 }
 
+TurnSamples sample_in_turns(
+    const std::vector<std::function<double(int)>>& variants, int rounds,
+    int warmups, double budget_ms, double slowest_ms,
+    std::chrono::milliseconds pause) {
+  double slowest = slowest_ms;
+  for (int i = 0; i < warmups; ++i) {
+    for (const auto& v : variants) slowest = std::max(slowest, v(1));
+  }
+  const int calls = slowest < budget_ms / 1500 ? 3 : 1;
+  TurnSamples out;
+  out.calls = calls;
+  out.rounds = std::max(
+      3, std::min(rounds,
+                  static_cast<int>(budget_ms / (static_cast<double>(
+                                                    variants.size()) *
+                                                std::max(slowest, 1e-3) *
+                                                (calls + 1)))));
+  std::vector<std::function<double()>> sampled;
+  for (const auto& variant : variants) {
+    sampled.push_back([&variant, calls] { return variant(calls); });
+  }
+  const PinnedThreads pinned;
+  out.samples = take_turns(sampled, out.rounds, pause);
+  return out;
+}
+
 PinnedThreads::PinnedThreads() {
   try {
     fx::pin_intra_op_threads();

@@ -101,6 +101,23 @@ class PinnedThreads {
   bool pinned_ = false;
 };
 
+// Warm samples of each variant (a function of how many calls a sample
+// takes, returning its time), interleaved: each variant called once
+// `warmups` times, then take_turns with our intra-op threads pinned, each
+// sample of 3 calls (1 where a variant took `budget_ms` / 1500 ms or more:
+// 20 ms for a 30 s budget), `rounds` rounds or as many as the budget
+// holds (at least 3). `slowest_ms`: the slowest call already seen (a
+// process's first runs), or 0.
+struct TurnSamples {
+  std::vector<std::vector<double>> samples;  // per variant
+  int rounds = 0;
+  int calls = 1;  // per sample
+};
+TurnSamples sample_in_turns(
+    const std::vector<std::function<double(int)>>& variants, int rounds,
+    int warmups, double budget_ms, double slowest_ms,
+    std::chrono::milliseconds pause);
+
 // Medians of a[i] / b[i] and a[i] - b[i] over rounds: comparing samples of
 // the same round cancels the drift between rounds.
 double median_paired_ratio(const std::vector<double>& a,

@@ -130,24 +130,10 @@ InductorRun measure(const std::string& argv0, const std::string& script,
         return warm_median_ms([&] { run_aoti(*aoti, x); }, calls);
       });
     }
-    double slowest = 0;
-    for (int i = 0; i < 2; ++i) {
-      for (auto& v : variants) slowest = std::max(slowest, v(1));
-    }
-    const int calls = slowest < 20 ? 3 : 1;
-    r.rounds = std::max(
-        3, std::min(rounds, static_cast<int>(kBudgetMs /
-                                             (variants.size() * slowest *
-                                              (calls + 1)))));
-    std::vector<std::function<double()>> sampled;
-    for (const auto& variant : variants) {
-      sampled.push_back([&variant, calls] { return variant(calls); });
-    }
-    std::vector<std::vector<double>> samples;
-    {
-      const PinnedThreads pinned;
-      samples = take_turns(sampled, r.rounds, kPause);
-    }
+    const TurnSamples turns =
+        sample_in_turns(variants, rounds, 2, kBudgetMs, 0, kPause);
+    r.rounds = turns.rounds;
+    const std::vector<std::vector<double>>& samples = turns.samples;
     r.ours_ms = median(samples[0]);
     size_t next = 1;
     if (compiled) {
