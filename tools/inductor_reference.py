@@ -93,10 +93,11 @@ def serve(name, weights, threads, specs):
                     times.append((time.perf_counter() - start) * 1e3)
             print("ms " + " ".join(f"{t:.4f}" for t in times), flush=True)
         elif len(words) == 2 and words[0] == "save":
-            out = first_tensor(last).detach().contiguous().float()
+            # A storage of its own: exactly its values, in order.
+            out = first_tensor(last).detach().float().clone(
+                memory_format=torch.contiguous_format)
             with open(words[1], "wb") as f:
-                f.write(out.numpy().tobytes() if hasattr(out, "numpy")
-                        else bytes(out.untyped_storage()))
+                f.write(bytes(out.untyped_storage()))
             print("saved " + "x".join(str(d) for d in out.shape), flush=True)
         else:
             print(f"error unknown command '{line.strip()}': run N or save FILE",
