@@ -682,12 +682,12 @@ OrtRun measure_against_ort(const std::string& dir, const std::string& timer,
   r.batch = batch;
   try {
     const at::Tensor x = ort_input(spec, batch);
-    torch::jit::Module script = torch::jit::load(dir + "/" + name + ".pt");
-    script.eval();
-    const at::Tensor want = first_tensor(script.forward({x}));
-    fx::GraphModule gm = fx::symbolic_trace(script, {x});
-    fx::GraphModule lowered(gm->copy());
-    r.report = fx::optimize_for_inference(*lowered);
+    LoweredScript model = load_and_lower(dir + "/" + name + ".pt", x);
+    torch::jit::Module& script = model.script;
+    const at::Tensor& want = model.want;
+    fx::GraphModule& gm = model.traced;
+    fx::GraphModule& lowered = model.lowered;
+    r.report = model.report;
     const at::Tensor ours = first_tensor(lowered(x));
     r.error = relative_error(ours, want);
 

@@ -23,7 +23,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "fx/torchscript/torchscript.h"
 #include "libtorch/python.h"
+#include "lowering/optimize_for_inference.h"
 #include "lowering/threads.h"
 
 ABSL_FLAG(bool, quick, false,
@@ -376,6 +378,17 @@ at::Tensor ort_input(const std::string& spec, int64_t batch) {
 double relative_error(const at::Tensor& got, const at::Tensor& want) {
   const double scale = std::max(want.abs().max().item<double>(), 1e-30);
   return (got - want).abs().max().item<double>() / scale;
+}
+
+LoweredScript load_and_lower(const std::string& path, const at::Tensor& x) {
+  torch::jit::Module script = torch::jit::load(path);
+  script.eval();
+  at::Tensor want = first_tensor(script.forward({x}));
+  fx::GraphModule traced = fx::symbolic_trace(script, {x});
+  fx::GraphModule lowered(traced->copy());
+  fx::InferenceReport report = fx::optimize_for_inference(*lowered);
+  return {std::move(script), std::move(want), std::move(traced),
+          std::move(lowered), std::move(report)};
 }
 
 at::Tensor first_tensor(const c10::IValue& v) {

@@ -14,6 +14,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <torch/script.h>
+
+#include "fx/runtime/graph_module.h"
+#include "lowering/inference_options.h"
 
 #include "passes/timing.h"
 #include "third_party/libgomp.h"
@@ -139,6 +143,18 @@ at::Tensor first_tensor(const c10::IValue& v);
 // The largest difference of `got` from `want`, over want's largest
 // magnitude.
 double relative_error(const at::Tensor& got, const at::Tensor& want);
+
+// A TorchScript file as the benchmarks take it: loaded in eval mode, its
+// own output on `x` (what every side's output is held against), traced
+// at `x`, and a copy of that graph lowered by fx::optimize_for_inference.
+struct LoweredScript {
+  torch::jit::Module script;
+  at::Tensor want;
+  fx::GraphModule traced;
+  fx::GraphModule lowered;
+  fx::InferenceReport report;
+};
+LoweredScript load_and_lower(const std::string& path, const at::Tensor& x);
 
 // --- Formatting --------------------------------------------------------------
 

@@ -8,14 +8,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include <torch/script.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "fx/fx.h"
 #include "fx/ir/libtorch_compat.h"
-#include "fx/torchscript/torchscript.h"
-#include "lowering/optimize_for_inference.h"
 #include "tools/timed_process.h"
 
 #if FX_LIBTORCH_2
@@ -89,11 +84,9 @@ InductorRun measure(const std::string& argv0, const std::string& script,
   r.batch = batch;
   try {
     const at::Tensor x = ort_input(model.spec, batch);
-    torch::jit::Module loaded = torch::jit::load(model.script);
-    loaded.eval();
-    const at::Tensor want = first_tensor(loaded.forward({x}));
-    fx::GraphModule lowered(fx::symbolic_trace(loaded, {x})->copy());
-    fx::optimize_for_inference(*lowered);
+    LoweredScript ours_model = load_and_lower(model.script, x);
+    const at::Tensor& want = ours_model.want;
+    fx::GraphModule& lowered = ours_model.lowered;
     const at::Tensor ours = first_tensor(lowered(x));
     r.ours_error = relative_error(ours, want);
 

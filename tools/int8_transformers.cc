@@ -1,6 +1,5 @@
 #include "tools/int8_transformers.h"
 
-#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -13,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "fx/fx.h"
-#include "fx/torchscript/torchscript.h"
 #include "lowering/optimize_for_inference.h"
 #include "quantization/numeric_suite.h"
 #include "quantization/quantize_fx.h"
@@ -52,13 +50,10 @@ TransformerInt8Run measure(const std::string& dir, const std::string& timer,
     if (ids.scalar_type() != at::kLong) {
       throw std::runtime_error("not a model of token ids: " + spec);
     }
-    torch::jit::Module script = torch::jit::load(dir + "/" + name + ".pt");
-    script.eval();
-    const at::Tensor want = first_tensor(script.forward({ids}));
-    fx::GraphModule gm = fx::symbolic_trace(script, {ids});
-    fx::GraphModule float_lowered(gm->copy());
-    fx::optimize_for_inference(*float_lowered);
-    fx::GraphModule int8 = fx::quantize_dynamic_fx(gm);
+    LoweredScript model = load_and_lower(dir + "/" + name + ".pt", ids);
+    const at::Tensor& want = model.want;
+    fx::GraphModule& float_lowered = model.lowered;
+    fx::GraphModule int8 = fx::quantize_dynamic_fx(model.traced);
     for (const fx::Node* n : int8->graph().nodes()) {
       r.linear_int8 += n->op() == fx::Opcode::kCallFunction &&
                        n->target().is_operator() &&
