@@ -5,8 +5,9 @@
 // int32, then, as post-ops, the sums times input and weight scales and
 // the bias less the input zero point's share (zero point x the weight's
 // column sum x the scales), both per output feature for this call, a
-// residual (`other`, the output's sizes) and the activation. (With the scales and zero point as oneDNN's run-time
-// attributes, oneDNN 2.6 runs its generic gemm kernel, not brgemm.) Registered here with the
+// residual (`other`, the output's sizes) and the activation. (With the
+// scales and zero point as oneDNN's run-time attributes, oneDNN 2.6 runs
+// its generic gemm kernel, not brgemm.) Registered here with the
 // dispatcher (their schemas: operators.def).
 #include <torch/library.h>
 
