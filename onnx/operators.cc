@@ -1214,6 +1214,7 @@ void add_operator_mappings(onnx_ops::Mappings* m) {
   using namespace onnx_ops;  // NOLINT: this file's mappings
   add_int8_mappings(m);
   add_lowered_mappings(m);
+  add_selection_mappings(m);
   for (const char* name : {"aten::masked_fill.Scalar", "aten::masked_fill.Tensor"}) {
     (*m)[name] = masked_fill;
   }

@@ -945,3 +945,56 @@ TEST_CASE("leaf modules, training-mode graphs and wrong mappings are refused wit
     CHECK_THROWS_WITH(fx::to_onnx_string(*gm, options), Catch::Contains("opset 13"));
   }
 }
+
+TEST_CASE("argmax, any / all, the logical operators and index_copy export "
+          "and run under ONNX Runtime as the GraphModule") {
+  // argmax with and without a dim, argmin keeping it; any / all over
+  // everything and over a dim; logical and / or / xor of floats (nonzero
+  // is true); index_copy along dim 1 at two positions.
+  auto f = [](torch::Tensor x, torch::Tensor index, torch::Tensor source) {
+    const torch::Tensor positive = x.gt(0);
+    return std::vector<torch::Tensor>{
+        x.argmax(),
+        x.argmax(1),
+        x.argmin(0, /*keepdim=*/true),
+        positive.any(),
+        positive.all(1),
+        positive.any(0, /*keepdim=*/true),
+        x.logical_and(x.lt(0.5)),
+        x.logical_or(source.select(1, 0).unsqueeze(1)),
+        positive.logical_xor(x.lt(-0.5)),
+        x.index_copy(1, index, source)};
+  };
+  torch::manual_seed(0);
+  const torch::Tensor index = torch::tensor({3, 0}, torch::kLong);
+  fx::GraphModule gm = fx::symbolic_trace(
+      f, torch::randn({4, 5}), index, torch::randn({4, 2}));
+  const fs::path file = scratch() / "selections.onnx";
+  fx::to_onnx(*gm, file.string());
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "ArgMax") == 2);
+  CHECK(count_of(ops, "ArgMin") == 1);
+  CHECK(count_of(ops, "ScatterElements") == 1);
+  CHECK(count_of(ops, "Xor") == 1);
+  for (int64_t seed : {1, 2, 3}) {
+    torch::manual_seed(seed);
+    // Ties: argmax and argmin give the first index, in both.
+    torch::Tensor x = torch::randn({4, 5});
+    x[0][3] = x[0][1] = 10;
+    x[2] = 0;
+    check_against_ort(gm, file,
+                      {x, torch::tensor({seed % 5, 4 - seed % 5}, torch::kLong),
+                       torch::randn({4, 2})});
+  }
+  // No elements: any is false and all true, as in torch.
+  fx::GraphModule empty = fx::symbolic_trace(
+      [](torch::Tensor x) {
+        return std::vector<torch::Tensor>{x.gt(0).any(), x.gt(0).all(),
+                                          x.sum(1)};
+      },
+      torch::randn({0, 3}));
+  const fs::path empty_file = scratch() / "empty_reductions.onnx";
+  fx::to_onnx(*empty, empty_file.string());
+  check_against_ort(empty, empty_file, {torch::randn({0, 3})});
+}

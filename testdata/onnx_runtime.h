@@ -32,7 +32,7 @@ void flatten_outputs(const c10::IValue& value, const std::string& name,
 
 // Checks (Catch2) that ONNX Runtime's outputs for `file` on `inputs` are
 // the GraphModule's within `tolerance` of each output's largest magnitude
-// (at least 1).
+// (at least 1); boolean outputs equal.
 void check_against_ort(fx::GraphModule gm, const std::filesystem::path& file,
                        const std::vector<c10::IValue>& inputs,
                        double tolerance = 1e-5);

@@ -68,5 +68,8 @@ std::vector<c10::IValue> call_operator(const char* name,
 // and of the operators lowered to oneDNN (fx_onednn::*).
 void add_int8_mappings(Mappings* m);
 void add_lowered_mappings(Mappings* m);
+// argmax / argmin, any / all, the logical operators, index_copy
+// (onnx/selection_operators.cc).
+void add_selection_mappings(Mappings* m);
 
 }  // namespace fx::internal::onnx_ops
