@@ -25,7 +25,7 @@ constexpr char kLowering[] =
     "onednn_fold_weights";
 
 const std::string kDefault = std::string(
-    "decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,"
+    "decompose_attention,remove_dropout,fuse_linear_bias,fuse_conv_bn,fold_constants,"
     "eliminate_dead_code,") + kLowering + ",micro_batch,chain_convolutions";
 
 TEST_CASE("the default lowering is the registered pipeline, as text") {
@@ -54,7 +54,7 @@ TEST_CASE("the options decide which passes the pipeline holds") {
   const std::string text = fx::to_string(fx::inference_pipeline(options).steps);
   // No pooling pass; the convolutions' pass takes the options it reads.
   CHECK(text ==
-        "decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,"
+        "decompose_attention,remove_dropout,fuse_linear_bias,fuse_conv_bn,fold_constants,"
         "eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,"
         "lower_onednn_recurrent,lower_onednn_int8{in_place=false},"
         "lower_onednn_convolutions{in_place=false,"
@@ -63,7 +63,7 @@ TEST_CASE("the options decide which passes the pipeline holds") {
         "onednn_concat_buffers,onednn_fold_weights,micro_batch");
   // And back: the options the convolutions' pass reads from its text.
   const fx::InferenceOptions parsed =
-      fx::LowerOnednn::parse_options(fx::parse_pass_pipeline(text)[9].options);
+      fx::LowerOnednn::parse_options(fx::parse_pass_pipeline(text)[10].options);
   CHECK_FALSE(parsed.in_place);
   CHECK(parsed.decision == fx::InferenceOptions::Decision::kAll);
   CHECK(parsed.measure_rounds == 7);

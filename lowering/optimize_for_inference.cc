@@ -46,6 +46,7 @@ PassPipeline inference_pipeline(const InferenceOptions& options) {
   if (options.split_attention) add("decompose_attention");
   if (options.fold) {
     add("remove_dropout");
+    add("fuse_linear_bias");
     add("fuse_conv_bn");
     add("fold_constants");
     add("eliminate_dead_code");

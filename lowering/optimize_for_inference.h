@@ -72,15 +72,15 @@ namespace fx {
 // (only those that differ from the defaults). With the default options,
 // the pipeline named "optimize_for_inference" (`fx passes` prints it):
 //
-//   decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,
-//   eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,
+//   decompose_attention,remove_dropout,fuse_linear_bias,fuse_conv_bn,
+//   fold_constants,eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,
 //   lower_onednn_recurrent,lower_onednn_convolutions,lower_onednn_pooling,
 //   lower_onednn_batch_norm,lower_onednn_squeeze_excite,
 //   onednn_channels_last,onednn_concat_buffers,onednn_fold_weights,
 //   micro_batch,chain_convolutions
 //
 // (the oneDNN lowering's passes: lowering/lower_onednn.h). fold = false
-// leaves out the four after decompose_attention, split_attention = false
+// leaves out the five after decompose_attention, split_attention = false
 // the first, lower_pooling = false lower_onednn_pooling (and so on for each
 // switch of the lowering), micro_batch and chain_convolutions = false
 // their passes; bf16 = true is lower_onednn_convolutions{bf16=true} and

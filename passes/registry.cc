@@ -11,6 +11,7 @@
 #include "passes/eliminate_noops.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_conv_bn.h"
+#include "passes/fuse_linear_bias.h"
 #include "passes/internal/named_table.h"
 #include "passes/normalize_args.h"
 #include "passes/remove_dropout.h"

@@ -55,7 +55,7 @@ check "an unknown pass is named before tracing" 2 \
   "--passes=fuse_everything: no pass named 'fuse_everything'" -- \
   "$fx" trace lenet --passes=fuse_everything
 check "passes lists the pipelines as --passes takes them" 0 \
-  "^    decompose_attention,remove_dropout,fuse_conv_bn,fold_constants,eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,lower_onednn_recurrent,lower_onednn_int8,lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,lower_onednn_squeeze_excite,onednn_channels_last,onednn_concat_buffers,onednn_fold_weights,micro_batch,chain_convolutions$" -- \
+  "^    decompose_attention,remove_dropout,fuse_linear_bias,fuse_conv_bn,fold_constants,eliminate_dead_code,lower_onednn_linear,lower_onednn_matmul,lower_onednn_recurrent,lower_onednn_int8,lower_onednn_convolutions,lower_onednn_pooling,lower_onednn_batch_norm,lower_onednn_squeeze_excite,onednn_channels_last,onednn_concat_buffers,onednn_fold_weights,micro_batch,chain_convolutions$" -- \
   "$fx" passes
 check "passes lists a pass's options" 0 "^    \{decision=\.\.\.\}" -- "$fx" passes
 check "a malformed pipeline is named before tracing" 2 \
