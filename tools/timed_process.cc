@@ -143,7 +143,7 @@ std::vector<double> TimedProcess::run(int n) {
   return ms;
 }
 
-at::Tensor TimedProcess::output() {
+at::Tensor TimedProcess::output(at::ScalarType dtype) {
   const std::string file = scratch_dir_ + "/timed_output.bin";
   const std::string answer = request("save " + file);
   if (!absl::StartsWith(answer, "saved ")) {
@@ -157,10 +157,10 @@ at::Tensor TimedProcess::output() {
     if (!absl::SimpleAtoi(d, &v)) throw std::runtime_error("bad dims: " + answer);
     sizes.push_back(v);
   }
-  at::Tensor out = at::empty(sizes, at::kFloat);
+  at::Tensor out = at::empty(sizes, dtype);
   std::ifstream in(file, std::ios::binary);
   in.read(static_cast<char*>(out.data_ptr()),
-          static_cast<std::streamsize>(out.numel() * sizeof(float)));
+          static_cast<std::streamsize>(out.nbytes()));
   if (!in.good()) throw std::runtime_error("cannot read " + file);
   return out;
 }

@@ -5,7 +5,7 @@
 // tools/setup.sh installs), or torch.compile (tools/inductor_reference.py
 // in the build's Python). Both answer the same lines on stdin: `run N`
 // ("ms T1 ... TN") and `save FILE` ("saved DIMS", the first output written
-// raw as float32).
+// raw).
 //
 //   fx::benchmark::TimedProcess ort(
 //       fx::benchmark::ort_timer_command(script, "/tmp/m_b1.onnx", 2),
@@ -42,8 +42,10 @@ class TimedProcess {
   std::vector<double> run(int n);
   // One warm sample: `calls` + 1 runs, the median of all but the first.
   double warm_median_ms(int calls);
-  // The last run's first output (float32).
-  at::Tensor output();
+  // The last run's first output, read as `dtype` (the process writes its
+  // raw bytes: float32 from every model here but the generation loop's
+  // int64 tokens).
+  at::Tensor output(at::ScalarType dtype = at::kFloat);
 
  private:
   std::string request(const std::string& line);
