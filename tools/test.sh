@@ -142,7 +142,7 @@ for target in "${fuzzers[@]}"; do
 done
 for benchmark in benchmark benchmark_passes benchmark_codegen benchmark_inference \
     benchmark_quantization benchmark_scheduling benchmark_dynamic \
-    benchmark_exported; do
+    benchmark_exported benchmark_generation; do
   one_case "$benchmark --quick" bazel run "//tools:$benchmark" -- --quick
 done
 
