@@ -58,15 +58,36 @@ c10::IValue while_loop_impl(const std::vector<c10::IValue>& args) {
     in.insert(in.end(), additional.begin(), additional.end());
     return in;
   };
+  // What each carried value must stay: its dtype and sizes, kept on the
+  // meta device, so that from the second iteration on the body is given
+  // the only reference to the values it made (Body::run_donated: a
+  // key/value cache written in place rather than copied each step).
+  std::vector<c10::IValue> kept;
+  for (const c10::IValue& v : carried) {
+    kept.push_back(v.isTensor() && v.toTensor().defined()
+                       ? c10::IValue(at::empty(v.toTensor().sizes(),
+                                               v.toTensor().options().device(
+                                                   at::kMeta)))
+                       : v);
+  }
   for (int64_t iteration = 0;; ++iteration) {
     c10::IValue go = test.run(inputs());
     if (go.isTuple() && go.toTupleRef().elements().size() == 1) {
       go = go.toTupleRef().elements()[0];
     }
     if (!truth_of(go, "while_loop's cond_graph output")) break;
+    std::vector<c10::IValue> in;
+    if (iteration == 0) {
+      in = inputs();  // the caller's values: theirs to keep
+    } else {
+      in = std::move(carried);
+      in.insert(in.end(), additional.begin(), additional.end());
+    }
+    c10::IValue out = iteration == 0 ? body.run(std::move(in))
+                                     : body.run_donated(std::move(in));
     std::vector<c10::IValue> next =
-        elements_of(as_tuple(body.run(inputs())), "while_loop", "body output");
-    check_carried_values(carried, next, iteration);
+        elements_of(as_tuple(std::move(out)), "while_loop", "body output");
+    check_carried_values(kept, next, iteration);
     carried = std::move(next);
   }
   return c10::ivalue::Tuple::create(std::move(carried));

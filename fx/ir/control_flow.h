@@ -69,6 +69,14 @@ class Body : public torch::CustomClassHolder {
  public:
   // Runs the body on one value per placeholder; returns its output.
   virtual c10::IValue run(std::vector<c10::IValue> inputs) const = 0;
+  // The same, the caller giving up `inputs`: values the graph computed that
+  // nothing outside the body will read again (a while_loop's carried values
+  // after its first iteration). The body may write over a tensor of them in
+  // place where it holds the only reference to it and its memory (the
+  // Executor's in-place twins, fx/runtime/internal/executor.cc).
+  virtual c10::IValue run_donated(std::vector<c10::IValue> inputs) const {
+    return run(std::move(inputs));
+  }
 };
 
 c10::IValue body_value(c10::intrusive_ptr<Body> body);

@@ -138,6 +138,31 @@ TEST_CASE("fx::while_loop runs a data-dependent trip count") {
   CHECK(torch::equal(gm(torch::ones({2, 2})).toTensor(), torch::ones({2, 2})));
 }
 
+TEST_CASE("a while_loop writes its own carried values in place, never the "
+          "caller's") {
+  // Fills the rows of a buffer one per step (a key/value cache's writes):
+  // from the second step on, index_copy writes into the buffer the loop
+  // carries rather than a copy (the Executor's in-place twins).
+  auto fill = [](const at::Tensor& buffer, const at::Tensor& rows) {
+    return fx::while_loop(
+        [](const Tensors& c) { return c[0].lt(c[1].size(0)); },
+        [](const Tensors& c) {
+          const at::Tensor at = c[0].view({1});
+          return Tensors{c[0] + 1, c[1].index_copy(0, at, c[2].index_select(0, at)),
+                         c[2]};
+        },
+        {torch::zeros({}, torch::kLong), buffer, rows})[1];
+  };
+  const at::Tensor rows = torch::randn({6, 3});
+  fx::GraphModule gm = fx::symbolic_trace(fill, torch::zeros({6, 3}), rows);
+  const at::Tensor buffer = torch::full({6, 3}, 7.0);
+  const at::Tensor got = gm(buffer, rows).toTensor();
+  CHECK(torch::equal(got, rows));
+  CHECK(torch::equal(buffer, torch::full({6, 3}, 7.0)));  // the caller's
+  CHECK(torch::equal(gm(buffer, rows).toTensor(), rows));  // and again
+  CHECK(torch::equal(fill(buffer, rows), rows));           // eagerly
+}
+
 TEST_CASE("control flow nests, lifting a tensor through two bodies") {
   Nested model;
   at::Tensor x = torch::tensor({0.5f, -0.25f});

@@ -1,6 +1,9 @@
 #include "fx/runtime/internal/executor.h"
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -36,6 +39,13 @@ struct Instruction {
   const Function* function = nullptr;
   const LeafModule* module = nullptr;
   std::vector<Source> inputs;
+  // The operator's in-place twin, run instead when the call holds the only
+  // reference to `self` (in_place_twin; kept only where inputs[0] is a
+  // value's last use).
+  std::optional<c10::OperatorHandle> in_place;
+  // inputs[0] is a placeholder's value: written in place only when the run's
+  // inputs were donated.
+  bool self_is_input = false;
   int32_t output_slot = -1;
   // Slots to clear after this instruction (values nothing uses later that
   // were not moved out by their last use).
@@ -68,6 +78,54 @@ c10::IValue build_list(std::vector<c10::IValue> values,
   return coerce_to_type(std::move(list), c10::ListType::create(element_type));
 }
 
+// Functional operators whose result is a copy of `self` (its sizes, strides
+// and dtype) written over, paired with the in-place operator that writes
+// the same values into `self`: at::index_copy is self.clone() then
+// index_copy_, and so on.
+constexpr std::pair<std::string_view, std::string_view> kInPlaceTwins[] = {
+    {"aten::index_copy", "aten::index_copy_"},
+    {"aten::index_put", "aten::index_put_"},
+    {"aten::scatter.src", "aten::scatter_.src"},
+    {"aten::scatter.value", "aten::scatter_.value"},
+};
+
+std::optional<c10::OperatorHandle> in_place_twin(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  const std::string qualified =
+      name.overload_name.empty() ? name.name
+                                 : absl::StrCat(name.name, ".", name.overload_name);
+  for (const auto& [functional, in_place] : kInPlaceTwins) {
+    if (qualified != functional) continue;
+    const size_t dot = in_place.find('.');
+    const std::string twin(in_place.substr(0, dot));
+    const std::string overload(
+        dot == std::string_view::npos ? "" : in_place.substr(dot + 1));
+    return c10::Dispatcher::singleton().findSchema({twin, overload});
+  }
+  return std::nullopt;
+}
+
+// Whether writing over `stack[0]` in place is invisible: a CPU tensor whose
+// TensorImpl and storage the stack alone holds, its memory an allocator's
+// (not a caller's buffer wrapped by from_blob), dense without overlap (as
+// the copy would be), and no autograd history to keep.
+bool only_reference(const std::vector<c10::IValue>& stack) {
+  if (stack.empty() || !stack[0].isTensor()) return false;
+  const at::Tensor& self = stack[0].toTensor();
+  if (!self.defined() || !self.has_storage() || self.use_count() != 1 ||
+      self.storage().use_count() != 1 ||
+      self.storage().allocator() == nullptr || !self.device().is_cpu() ||
+      !self.is_non_overlapping_and_dense()) {
+    return false;
+  }
+  for (const c10::IValue& v : stack) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A subgraph compiled for cond and while_loop.
 class ExecutorBody : public Body {
  public:
@@ -75,6 +133,9 @@ class ExecutorBody : public Body {
       : executor_(std::move(executor)) {}
   c10::IValue run(std::vector<c10::IValue> inputs) const override {
     return executor_->run(std::move(inputs));
+  }
+  c10::IValue run_donated(std::vector<c10::IValue> inputs) const override {
+    return executor_->run(std::move(inputs), /*donated=*/true);
   }
 
  private:
@@ -277,6 +338,7 @@ class Compiler {
       inst.kind = Instruction::Kind::kOperator;
       inst.num_returns = inst.op->schema().returns().size();
       inst.inputs = bind_operator(n, inst.op->schema());
+      inst.in_place = in_place_twin(*inst.op);
     } else if (n.op() == Opcode::kCallFunction) {
       inst.kind = Instruction::Kind::kFunction;
       inst.function = &n.target().function();
@@ -328,6 +390,17 @@ class Compiler {
     for (Instruction& inst : program_->instructions) {
       if (last_use[inst.output_slot] < 0) {
         inst.release.push_back(inst.output_slot);
+      }
+      // In place only on a value's last use: no later instruction reads it.
+      const Source* self = inst.inputs.empty() ? nullptr : &inst.inputs[0];
+      if (inst.in_place && (self == nullptr || self->kind != Source::Kind::kSlot ||
+                            !self->move)) {
+        inst.in_place.reset();
+      }
+      if (inst.in_place) {
+        inst.self_is_input =
+            std::find(program_->input_slots.begin(), program_->input_slots.end(),
+                      self->slot) != program_->input_slots.end();
       }
     }
   }
@@ -395,7 +468,7 @@ void Executor::release_frame(std::unique_ptr<Frame> frame) const {
   pool_.push_back(std::move(frame));
 }
 
-c10::IValue Executor::run(std::vector<c10::IValue> inputs) const {
+c10::IValue Executor::run(std::vector<c10::IValue> inputs, bool donated) const {
   const Program& p = *program_;
   if (inputs.size() != p.input_slots.size()) {
     throw ExecutionError(absl::StrCat("the graph takes ", p.input_slots.size(),
@@ -415,7 +488,12 @@ c10::IValue Executor::run(std::vector<c10::IValue> inputs) const {
     try {
       switch (inst.kind) {
         case Instruction::Kind::kOperator:
-          inst.op->callBoxed(&stack);
+          if (inst.in_place && (donated || !inst.self_is_input) &&
+              only_reference(stack)) {
+            inst.in_place->callBoxed(&stack);
+          } else {
+            inst.op->callBoxed(&stack);
+          }
           if (inst.num_returns == 1) {
             slots[inst.output_slot] = std::move(stack[0]);
           } else if (inst.num_returns > 1) {

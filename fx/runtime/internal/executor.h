@@ -4,8 +4,13 @@
 // Each node becomes an instruction that fills a boxed stack from constants
 // and value slots and calls the operator (or registered function, or leaf
 // module). Values are released after their last use; the last use of a value
-// moves it into the call instead of copying it. run() is const and keeps its
-// state on the stack, so one Executor may run on several threads at once.
+// moves it into the call instead of copying it, and a functional operator
+// that writes a copy of its `self` (index_copy, index_put, scatter) writes
+// into `self` itself when that last use holds the only reference to it and
+// its memory (nothing could see the write: the loop-carried key/value cache
+// of a generation loop is updated in place instead of copied each step).
+// run() is const and keeps its state on the stack, so one Executor may run
+// on several threads at once.
 #pragma once
 
 #include <functional>
@@ -41,7 +46,9 @@ class Executor {
 
   // Runs the graph on one value per placeholder. Throws
   // fx::ExecutionError("While executing %node = ...") when a node fails.
-  c10::IValue run(std::vector<c10::IValue> inputs) const;
+  // `donated`: the inputs are values a graph computed that the caller
+  // gives up (Body::run_donated), which an in-place twin may write over.
+  c10::IValue run(std::vector<c10::IValue> inputs, bool donated = false) const;
 
   // The compiled form (opaque; defined in executor.cc).
   struct Program;
