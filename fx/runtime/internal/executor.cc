@@ -100,7 +100,11 @@ std::optional<c10::OperatorHandle> in_place_twin(const c10::OperatorHandle& op) 
     const std::string twin(in_place.substr(0, dot));
     const std::string overload(
         dot == std::string_view::npos ? "" : in_place.substr(dot + 1));
-    return c10::Dispatcher::singleton().findSchema({twin, overload});
+    // (c10::optional, not std::optional, in LibTorch 1.13.)
+    const auto handle =
+        c10::Dispatcher::singleton().findSchema({twin, overload});
+    if (!handle.has_value()) return std::nullopt;
+    return *handle;
   }
   return std::nullopt;
 }
