@@ -12,15 +12,8 @@
 namespace fx::internal::onnx_ops {
 namespace {
 
-constexpr int64_t kBool = onnx::TensorProto::BOOL;
+constexpr int32_t kBool = onnx::TensorProto::BOOL;
 constexpr int64_t kInt64 = onnx::TensorProto::INT64;
-
-std::string cast(OnnxBuilder& b, const std::string& value, int64_t to,
-                 std::string_view base) {
-  const std::string out = b.fresh(base);
-  set_int(b.add("Cast", {value}, out), "to", to);
-  return out;
-}
 
 // argmax / argmin(self, dim=None, keepdim=False): ONNX ArgMax / ArgMin, the
 // first index of the extreme value as torch gives it; with no dim, over
@@ -54,13 +47,14 @@ OnnxMapping any_or_all(bool all) {
     CallArguments args(b.node());
     const std::string& name = b.node().name();
     const int64_t rank = rank_of(b, args["self"]);
-    std::string truth = cast(b, b.value(args["self"]), kBool, name + "_bool");
+    std::string truth = value_as(b, args["self"], kBool);
     if (all) {
       const std::string negated = b.fresh(name + "_not");
       b.add("Not", {truth}, negated);
       truth = negated;
     }
-    const std::string counted = cast(b, truth, kInt64, name + "_int64");
+    const std::string counted = b.fresh(name + "_int64");
+    set_int(b.add("Cast", {truth}, counted), "to", kInt64);
     std::vector<int64_t> axes;
     bool keepdim = false;
     if (args.has("dim") && !args["dim"].is_none()) {
@@ -81,10 +75,8 @@ OnnxMapping any_or_all(bool all) {
 OnnxMapping logical(const char* op_type) {
   return [op_type](OnnxBuilder& b) {
     CallArguments args(b.node());
-    const std::string& name = b.node().name();
     b.add(op_type,
-          {cast(b, b.value(args["self"]), kBool, name + "_self"),
-           cast(b, b.value(args["other"]), kBool, name + "_other")},
+          {value_as(b, args["self"], kBool), value_as(b, args["other"], kBool)},
           b.output());
   };
 }

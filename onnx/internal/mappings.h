@@ -35,6 +35,9 @@ const TensorMeta& own_meta(OnnxBuilder& b);
 int64_t axis(int64_t dim, int64_t rank);
 int64_t rank_of(OnnxBuilder& b, const Argument& a);
 double number(OnnxBuilder& b, const Argument& a);
+// A tensor or scalar argument as an ONNX value of element type `type`
+// (onnx::TensorProto's): a constant made so, a value of another type cast.
+std::string value_as(OnnxBuilder& b, const Argument& a, int32_t type);
 std::vector<int64_t> symmetric_pads(const std::vector<int64_t>& padding);
 
 // Mappings the int8 and lowered operators reuse: the node's operator as
