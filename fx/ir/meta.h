@@ -180,7 +180,11 @@ std::string short_dtype_name(c10::ScalarType dtype);
 // that share a symbol must be equal; a graph traced with them computes the
 // sizes it uses from its inputs (sym_size nodes) instead of baking them in.
 //   {.input = 0, .dim = 1, .symbol = "T", .max = 512}   // tokens [N, T]
+// The tracer makes one too for each size an operator's output takes from
+// data (fx/ir/data_dependent.h): `input` is then kOperatorOutput, `dim` the
+// operator's place among them, its symbol u0, u1, ... and its min 0.
 struct DynamicDim {
+  static constexpr size_t kOperatorOutput = std::numeric_limits<size_t>::max();
   size_t input = 0;  // which input of forward
   int64_t dim = 0;   // which of its dimensions
   std::string symbol;
@@ -191,6 +195,8 @@ struct DynamicDim {
 
   // "1 <= T <= 512", "B >= 1", "16 <= H <= 1024, H % 16 == 0".
   std::string relation() const;
+  // A size an operator's output takes from data, not an input's.
+  bool data_dependent() const { return input == kOperatorOutput; }
 };
 
 // A symbol and its bounds, in LibTorch's options style, as torch.export's

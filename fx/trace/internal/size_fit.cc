@@ -377,7 +377,8 @@ std::string SizeFit::to_string() const {
 
 int64_t lowest_size(const DynamicDim& d) {
   const int64_t m = d.multiple_of;
-  return ceil_div(std::max<int64_t>(d.min, 1), m) * m;
+  // An input's dimension is at least 1; nonzero may find no element.
+  return ceil_div(std::max<int64_t>(d.min, d.data_dependent() ? 0 : 1), m) * m;
 }
 
 std::optional<int64_t> highest_size(const DynamicDim& d) {

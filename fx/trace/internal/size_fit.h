@@ -77,7 +77,8 @@ SizeFitResult fit_size(const std::vector<int64_t>& values,
                        const std::vector<SymbolSizes>& sizes,
                        const std::vector<DynamicDim>& dims);
 
-// The smallest size a dimension may take: its min (at least 1), rounded up
+// The smallest size a dimension may take: its min (at least 1 for an
+// input's, 0 for a data-dependent one), rounded up
 // to its multiple_of.
 int64_t lowest_size(const DynamicDim& d);
 // Its largest, or nothing when it has no max.
