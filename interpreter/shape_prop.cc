@@ -1,6 +1,7 @@
 #include "interpreter/shape_prop.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "fx/ir/control_flow.h"
 #include "fx/ir/errors.h"
+#include "fx/ir/operator_schemas.h"
 #include "fx/runtime/buffer_snapshot.h"
 #include "fx/runtime/guards.h"
 
@@ -27,6 +29,10 @@ c10::IValue ShapeProp::propagate_keeping_buffers(std::vector<c10::IValue> inputs
 
 c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
   recorded_.clear();
+  unbacked_.clear();
+  unbacked_example_.clear();
+  unbacked_sizes_.reset();
+  unbacked_count_ = 0;
   std::vector<c10::IValue> example;
   if (options_.symbolic) example = inputs;
   c10::IValue result;
@@ -62,10 +68,17 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
 
 void ShapeProp::fit_symbolic(Recording& example,
                              const std::vector<c10::IValue>& inputs) {
-  const std::vector<DynamicDim> dims = dynamic_dims(module_->graph());
+  std::vector<DynamicDim> dims = dynamic_dims(module_->graph());
+  // The data-dependent sizes, unbounded where the inputs' sizes vary (the
+  // tracer's bounds).
+  for (DynamicDim d : unbacked_) {
+    if (!dims.empty()) d.max = std::numeric_limits<int64_t>::max();
+    dims.push_back(d);
+  }
   if (dims.empty()) return;
-  SymbolSizes sizes;
+  SymbolSizes sizes = unbacked_example_;
   for (const DynamicDim& d : dims) {
+    if (d.data_dependent()) continue;
     if (d.input >= inputs.size() || !inputs[d.input].isTensor() ||
         d.dim >= inputs[d.input].toTensor().dim()) {
       return;
@@ -90,6 +103,8 @@ void ShapeProp::fit_symbolic(Recording& example,
           resized[i] = resized[i].toTensor().clone();
         }
       }
+      unbacked_sizes_ = other;
+      unbacked_count_ = 0;
       run(std::move(resized));
       runs.push_back(std::move(recorded_));
       all.push_back(std::move(other));
@@ -98,6 +113,7 @@ void ShapeProp::fit_symbolic(Recording& example,
     // Sizes the graph does not run at: the example's metadata only.
     runs.clear();
   }
+  unbacked_sizes_.reset();
   snapshot.restore();
   recorded_.clear();
   if (runs.empty()) return;
@@ -144,7 +160,21 @@ c10::IValue ShapeProp::run_node(const Node& node) {
                      args[3].toListRef().vec());
     }
   }
-  c10::IValue value = Interpreter::run_node(node);
+  std::optional<DataDependentSize> data_dependent;
+  if (options_.symbolic && node.op() == Opcode::kCallFunction &&
+      node.target().is_operator() &&
+      node.target().op().hasTag(at::Tag::dynamic_output_shape)) {
+    auto [args, kwargs] = fetch_args_kwargs_from_env(node);
+    const c10::FunctionSchema& schema = node.target().op().schema();
+    try {
+      data_dependent = data_dependent_size(
+          schema, bind_arguments(schema, std::move(args), std::move(kwargs)));
+    } catch (const GraphError&) {
+      // A form whose size fx does not follow: it runs, its size as it is.
+    }
+  }
+  c10::IValue value = data_dependent ? run_data_dependent(node, *data_dependent)
+                                     : Interpreter::run_node(node);
   if (branch) check_other_branch(node, branch->first, branch->second, value);
   Recorded r;
   if (value.isTensor()) {
@@ -166,6 +196,52 @@ c10::IValue ShapeProp::run_node(const Node& node) {
   }
   recorded_[&node] = std::move(r);
   return value;
+}
+
+c10::IValue ShapeProp::run_data_dependent(const Node& node,
+                                          const DataDependentSize& size) {
+  const size_t k = unbacked_count_++;
+  if (!unbacked_sizes_) {
+    c10::IValue value = Interpreter::run_node(node);
+    if (k != unbacked_.size()) return value;  // (a body run again)
+    const at::Tensor& out =
+        value.isTensor() ? value.toTensor()
+                         : value.toTupleRef().elements().at(size.output).toTensor();
+    const std::vector<DynamicDim> inputs = dynamic_dims(module_->graph());
+    DynamicDim d;
+    d.input = DynamicDim::kOperatorOutput;
+    d.dim = size.dim;
+    d.min = 0;
+    d.max = size.max;
+    for (int64_t i = static_cast<int64_t>(k);; ++i) {
+      d.symbol = absl::StrCat("u", i);
+      bool taken = false;
+      for (const DynamicDim& other : inputs) taken = taken || other.symbol == d.symbol;
+      for (const DynamicDim& other : unbacked_) taken = taken || other.symbol == d.symbol;
+      if (!taken) break;
+    }
+    unbacked_example_[d.symbol] = out.size(size.dim);
+    unbacked_.push_back(d);
+    return value;
+  }
+  // At another size: zeros (valid indices, values and counts) of its shape.
+  const int64_t u = k < unbacked_.size()
+                        ? unbacked_sizes_->at(unbacked_[k].symbol)
+                        : 0;
+  auto [args, kwargs] = fetch_args_kwargs_from_env(node);
+  at::Device device = args.empty() || !args[0].isTensor()
+                          ? at::Device(at::kCPU)
+                          : args[0].toTensor().device();
+  std::vector<c10::IValue> outputs;
+  const std::vector<std::vector<int64_t>> shapes = size.sizes_at(u);
+  const std::vector<std::vector<int64_t>> strides = size.strides_at(u);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    outputs.emplace_back(at::zeros(
+        shapes[i], at::TensorOptions().dtype(size.dtypes[i]).device(device))
+        .as_strided(shapes[i], strides[i]));
+  }
+  if (outputs.size() == 1) return outputs[0];
+  return c10::ivalue::Tuple::create(std::move(outputs));
 }
 
 void ShapeProp::check_other_branch(const Node& node, bool taken,

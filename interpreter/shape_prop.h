@@ -30,13 +30,17 @@
 // A graph with dynamic dimensions (TraceOptions::dynamic) is also run at two
 // other sizes of its symbols (on zeros, its buffers restored after), and
 // each size and stride fitted as a function of them (TensorMeta's
-// symbolic_sizes; "?" where none fits), as torch.export's symbolic shapes:
+// symbolic_sizes; "?" where none fits), as torch.export's symbolic shapes.
+// So is a graph with an operator whose output's size depends on data
+// (aten::nonzero, ...: fx/ir/data_dependent.h): its size is a symbol (u0,
+// u1, ...), and in those runs the operator returns zeros of other sizes:
 //
 //   %x : f32[B, T, 64] = placeholder[target=x]
 //   %view : f32[B*T, 64] = call_function[target=aten::view](args = (%x, [%sym_mul, 64]), ...)
 //   %chunk : (f32[B, T, 32]{64*T, 64, 1}, ...) = call_function[target=aten::chunk](...)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +48,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/meta.h"
 #include "interpreter/interpreter.h"
 
@@ -93,8 +98,19 @@ class ShapeProp : public Interpreter {
                           const std::vector<c10::IValue>& operands,
                           const c10::IValue& outputs);
 
+  // A node whose output's size depends on data (fx/ir/data_dependent.h):
+  // in the example's run, it runs and its size is a symbol's example (u0,
+  // u1, ... in the order they run, as the tracer names them); in the runs
+  // at other sizes, it returns zeros of the symbol's size instead.
+  c10::IValue run_data_dependent(const Node& node,
+                                 const DataDependentSize& size);
+
   ShapePropOptions options_;
   Recording recorded_;
+  std::vector<DynamicDim> unbacked_;
+  SymbolSizes unbacked_example_;
+  std::optional<SymbolSizes> unbacked_sizes_;  // in the runs at other sizes
+  size_t unbacked_count_ = 0;
 };
 
 // Gives a graph with dynamic dimensions its symbolic sizes afresh (after

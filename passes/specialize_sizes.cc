@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "fx/ir/data_dependent.h"
 #include "absl/strings/str_cat.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
@@ -30,12 +32,23 @@ Argument with_values(const Argument& a, const Values& values) {
 
 bool specialize_sizes(GraphModuleImpl& module) {
   Graph& graph = module.graph();
+  // Values computed from an operator whose output's size depends on data
+  // (aten::nonzero, ...: fx/ir/data_dependent.h), and the sizes read from
+  // them: those stay nodes, whatever their example's size was.
+  absl::flat_hash_set<const Node*> data_dependent;
+  for (const Node* n : graph.nodes()) {
+    bool from_data = returns_data_dependent_size(*n);
+    for (const Node* input : n->all_input_nodes()) {
+      from_data = from_data || data_dependent.contains(input);
+    }
+    if (from_data) data_dependent.insert(n);
+  }
   // Every size's value first, so that a missing tensor_meta leaves the
   // graph as it was.
   Values values;
   std::vector<Node*> sizes;
   for (Node* n : graph.nodes()) {
-    if (!is_sym_call(*n)) continue;
+    if (!is_sym_call(*n) || data_dependent.contains(n)) continue;
     const Function& f = n->target().function();
     if (n->args().size() != 2) {
       throw GraphError(absl::StrCat("specialize_sizes: %", n->name(),
@@ -114,6 +127,7 @@ bool specialize_sizes(GraphModuleImpl& module) {
     for (InputGuard& e : guard->elements) e.check_sizes = true;
   }
   for (Node* n : graph.nodes()) {
+    if (data_dependent.contains(n)) continue;  // still symbolic
     if (TensorMeta* meta = n->meta().get_mutable(kTensorMeta)) {
       meta->symbolic_sizes.clear();
       meta->symbolic_strides.clear();

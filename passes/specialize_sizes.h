@@ -9,6 +9,11 @@
 //   after:   %view = call_function[target=aten::view](args = (%x, [2, -1]), kwargs = {})
 //            (and the placeholder %x guards f32[2, 16] instead of f32[?, ?])
 //
+// A size read from a value an operator gave a data-dependent size
+// (aten::nonzero's rows, ...: fx/ir/data_dependent.h), or from one computed
+// from such a value, stays a node: its example's size holds for the
+// example's data only.
+//
 // For back ends and formats that take fixed shapes: the ONNX export runs it
 // on the graph it writes. Throws fx::GraphError naming a size node whose
 // tensor has no tensor_meta; the graph is then unchanged.
