@@ -174,9 +174,11 @@ TEST_CASE("a no-op contiguous() guards the contiguity it relied on") {
   }
 }
 
-// --- Ops whose output shape depends on data are refused -------------------
+// --- Sizes that depend on data, used as values, are refused ---------------
 
-TEST_CASE("_unique's output shape depends on data: a TraceError") {
+TEST_CASE("a float computed from _unique's size: a TraceError") {
+  // _unique's size is a symbol (u0), but a float divided by it changes the
+  // graph from trace to trace.
   auto f = [](at::Tensor x) {
     return x.sum() / double(std::get<0>(at::_unique(x)).numel());
   };

@@ -358,112 +358,181 @@ std::unique_ptr<Graph> Tracer::trace(
   return trace(nullptr, &named, forward, example_inputs);
 }
 
+int64_t Tracer::unbacked_size(const std::string& op, int64_t max) {
+  const size_t k = session_->unbacked_count++;
+  if (k == unbacked_.size()) {
+    if (!finding_unbacked_) {
+      throw TraceError(absl::StrCat(
+          op, " returns a tensor whose size depends on data, in a trace at "
+          "other sizes only: the program calls such operators depending on "
+          "sizes, which fx cannot generalize"));
+    }
+    DynamicDim d;
+    d.input = DynamicDim::kOperatorOutput;
+    d.min = 0;
+    // Bounded by the elements it selects from, unless their number varies.
+    if (options_.dynamic.empty()) d.max = max;
+    for (int64_t i = static_cast<int64_t>(k);; ++i) {
+      d.symbol = absl::StrCat("u", i);
+      bool taken = false;
+      for (const DynamicDim& other : options_.dynamic) {
+        taken = taken || other.symbol == d.symbol;
+      }
+      for (const DynamicDim& other : unbacked_) {
+        taken = taken || other.symbol == d.symbol;
+      }
+      if (!taken) break;
+    }
+    unbacked_.push_back(d);
+    // The first trace's: neither 0 nor 1 (where programs change), nor the
+    // max, so that the bounds are elsewhere.
+    unbacked_sizes_[d.symbol] = d.max >= 16 ? 8 : std::max<int64_t>(d.max / 2, 0);
+  }
+  const DynamicDim& d = unbacked_[k];
+  if (unbacked_nodes_.size() != k) {
+    throw TraceError(absl::StrCat(op, " is data-dependent but was not recorded"));
+  }
+  return unbacked_sizes_.at(d.symbol);
+}
+
 std::unique_ptr<Graph> Tracer::trace(
     const std::shared_ptr<torch::nn::Module>& root, const Attributes* named,
     const BoxedForward& forward,
     const std::vector<c10::IValue>& example_inputs) {
-  if (options_.dynamic.empty()) {
-    return trace_once(root, named, forward, example_inputs);
-  }
-  const std::vector<DynamicDim>& dims = options_.dynamic;
+  unbacked_.clear();
+  unbacked_sizes_.clear();
   internal::Trace base;
-  base.sizes = internal::example_sizes(dims, example_inputs);
-  base.graph = trace_once(root, named, forward, example_inputs);
-  base.attributes = std::move(attributes_);
+  if (!options_.dynamic.empty()) {
+    base.sizes = internal::example_sizes(options_.dynamic, example_inputs);
+  }
+  {
+    finding_unbacked_ = true;
+    struct Reset {
+      bool* flag;
+      ~Reset() { *flag = false; }
+    } reset{&finding_unbacked_};
+    base.graph = trace_once(root, named, forward, example_inputs);
+  }
+  if (options_.dynamic.empty() && unbacked_.empty()) return std::move(base.graph);
+  // The dynamic dimensions, then the data-dependent sizes.
+  std::vector<DynamicDim> dims = options_.dynamic;
+  dims.insert(dims.end(), unbacked_.begin(), unbacked_.end());
+  for (const DynamicDim& d : unbacked_) {
+    base.sizes[d.symbol] = unbacked_sizes_.at(d.symbol);
+  }
+  auto take = [&](internal::Trace& t) {
+    t.attributes = std::move(attributes_);
+    for (size_t k = 0; k < unbacked_nodes_.size() && k < unbacked_.size(); ++k) {
+      t.unbacked[unbacked_[k].symbol] = {unbacked_nodes_[k].first,
+                                         unbacked_nodes_[k].second,
+                                         unbacked_[k].max};
+    }
+  };
+  take(base);
+  // Traces at `sizes`: the inputs' dynamic dimensions resized, the
+  // data-dependent sizes given.
+  auto trace_at = [&](const internal::SymbolSizes& sizes, bool filled) {
+    unbacked_sizes_ = sizes;
+    internal::Trace t;
+    t.graph = trace_once(root, named, forward,
+                         resized_inputs(example_inputs, dims, sizes, filled));
+    take(t);
+    t.sizes = sizes;
+    return t;
+  };
+  // What the data-dependent symbols are, for errors that name them.
+  std::string symbols;
+  for (size_t k = 0; k < unbacked_.size() && k < unbacked_nodes_.size(); ++k) {
+    absl::StrAppend(&symbols, symbols.empty() ? "" : "; ", unbacked_[k].symbol,
+                    " is the size of ",
+                    unbacked_nodes_[k].first->target().to_string(), "'s output %",
+                    unbacked_nodes_[k].first->name());
+  }
   const TraceStats stats = stats_;
   std::vector<internal::Trace> others;
-  std::vector<internal::SymbolSizes> samples;
-  try {
-    samples = sample_sizes(dims, base.sizes);
-  } catch (const TraceError&) {
-    // Bounds that leave too few sizes: fatal only where sizes were read.
-    if (stats.read_sizes) throw;
-  }
-  for (internal::SymbolSizes& sizes : samples) {
-    internal::Trace other;
-    try {
-      other.graph = trace_once(
-          root, named, forward,
-          resized_inputs(example_inputs, dims, sizes));
-    } catch (const TraceError& e) {
-      if (!stats.read_sizes) {
-        // Nothing was read, yet the program cannot run at another size: the
-        // dimension is one it needs fixed (a Linear's features), and the
-        // graph would fail inside a node at any other size.
-        throw TraceError(absl::StrCat(
-            "tracing again at ", internal::describe(sizes),
-            " (other sizes of the dynamic dimensions) failed: ", e.msg(),
-            "\nThe program cannot run at that size, so the dimension cannot "
-            "be dynamic (a size a layer was built for, such as a Linear's "
-            "in_features): leave it static, or bound it to the sizes the "
-            "program takes"));
-      }
-      throw TraceError(absl::StrCat(
-          "tracing again at ", internal::describe(sizes),
-          " (other sizes of the dynamic dimensions, to generalize the graph) "
-          "failed: ", e.msg(),
-          "\nIf two dimensions must be equal, give them one symbol; if a "
-          "size must divide, give DynamicDim::multiple_of"));
-    }
-    other.attributes = std::move(attributes_);
-    other.sizes = std::move(sizes);
-    others.push_back(std::move(other));
-  }
   int64_t bound_traces = 0;
   std::vector<std::string> narrowed;
-  if (!stats.read_sizes) {
-    // Nothing was specialized to the example's sizes: the other traces give
-    // only the metadata's symbolic sizes.
-    if (!others.empty()) internal::fit_metadata(base, others, dims);
-    internal::mark_dynamic(*base.graph, dims);
-  } else {
-    // The near traces generalize first (refusing a program that changes
-    // between them; undecided_sizes checks what check_generalizes would),
-    // traced again where a literal has several fits that explain them (a
-    // rounding's offset, a sum's terms); then traces at the bounds check or
-    // narrow them.
-    for (int round = 0;; ++round) {
-      std::optional<internal::SymbolSizes> sizes =
-          internal::undecided_sizes(base, others, dims);
-      if (!sizes) break;
-      if (round == kMaxFittingTraces) {
-        throw TraceError(absl::StrCat(
-            "the dynamic dimensions cannot be generalized: after ",
-            kMaxFittingTraces, " more traces a size still has two fits that "
-            "differ at ", internal::describe(*sizes),
-            ". Make the dimension static, or bound it"));
-      }
-      internal::Trace other;
+  try {
+    std::vector<internal::SymbolSizes> samples;
+    try {
+      samples = sample_sizes(dims, base.sizes);
+    } catch (const TraceError&) {
+      // Bounds that leave too few sizes: fatal only where sizes were read.
+      if (stats.read_sizes) throw;
+    }
+    for (internal::SymbolSizes& sizes : samples) {
       try {
-        other.graph = trace_once(root, named, forward,
-                                 resized_inputs(example_inputs, dims, *sizes));
+        others.push_back(trace_at(sizes, /*filled=*/true));
       } catch (const TraceError& e) {
+        if (!stats.read_sizes) {
+          // Nothing was read, yet the program cannot run at another size: the
+          // dimension is one it needs fixed (a Linear's features), and the
+          // graph would fail inside a node at any other size.
+          throw TraceError(absl::StrCat(
+              "tracing again at ", internal::describe(sizes),
+              " (other sizes of the dynamic dimensions) failed: ", e.msg(),
+              "\nThe program cannot run at that size, so the dimension cannot "
+              "be dynamic (a size a layer was built for, such as a Linear's "
+              "in_features): leave it static, or bound it to the sizes the "
+              "program takes"));
+        }
         throw TraceError(absl::StrCat(
-            "tracing again at ", internal::describe(*sizes),
-            " (to tell apart two functions of the dynamic sizes that explain "
-            "a size) failed: ", e.msg()));
+            "tracing again at ", internal::describe(sizes),
+            " (other sizes of the dynamic dimensions, to generalize the graph) "
+            "failed: ", e.msg(),
+            "\nIf two dimensions must be equal, give them one symbol; if a "
+            "size must divide, give DynamicDim::multiple_of"));
       }
-      other.attributes = std::move(attributes_);
-      other.sizes = std::move(*sizes);
-      others.push_back(std::move(other));
     }
-    internal::VerifiedBounds bounds = internal::verify_bounds(
-        base, others, dims, [&](const internal::SymbolSizes& sizes) {
-          internal::Trace t;
-          t.graph = trace_once(root, named, forward,
-                               resized_inputs(example_inputs, dims, sizes,
-                                              /*filled=*/false));
-          t.attributes = std::move(attributes_);
-          return t;
-        });
-    std::vector<const internal::Trace*> checks;
-    for (const internal::Trace& t : bounds.checks) checks.push_back(&t);
-    internal::generalize(base, others, bounds.dims, checks);
-    bound_traces = bounds.traces;
-    narrowed = std::move(bounds.narrowed);
-    for (const std::string& line : narrowed) {
-      TORCH_WARN("fx::symbolic_trace narrowed a dynamic dimension to ", line);
+    if (!stats.read_sizes) {
+      // Nothing was specialized to the example's sizes: the other traces give
+      // only the metadata's symbolic sizes.
+      if (!others.empty()) internal::fit_metadata(base, others, dims);
+      internal::mark_dynamic(*base.graph, dims);
+    } else {
+      // The near traces generalize first (refusing a program that changes
+      // between them; undecided_sizes checks what check_generalizes would),
+      // traced again where a literal has several fits that explain them (a
+      // rounding's offset, a sum's terms); then traces at the bounds check or
+      // narrow them.
+      for (int round = 0;; ++round) {
+        std::optional<internal::SymbolSizes> sizes =
+            internal::undecided_sizes(base, others, dims);
+        if (!sizes) break;
+        if (round == kMaxFittingTraces) {
+          throw TraceError(absl::StrCat(
+              "the dynamic dimensions cannot be generalized: after ",
+              kMaxFittingTraces, " more traces a size still has two fits that "
+              "differ at ", internal::describe(*sizes),
+              ". Make the dimension static, or bound it"));
+        }
+        try {
+          others.push_back(trace_at(*sizes, /*filled=*/true));
+        } catch (const TraceError& e) {
+          throw TraceError(absl::StrCat(
+              "tracing again at ", internal::describe(*sizes),
+              " (to tell apart two functions of the dynamic sizes that explain "
+              "a size) failed: ", e.msg()));
+        }
+      }
+      internal::VerifiedBounds bounds = internal::verify_bounds(
+          base, others, dims, [&](const internal::SymbolSizes& sizes) {
+            return trace_at(sizes, /*filled=*/false);
+          });
+      std::vector<const internal::Trace*> checks;
+      for (const internal::Trace& t : bounds.checks) checks.push_back(&t);
+      internal::generalize(base, others, bounds.dims, checks);
+      bound_traces = bounds.traces;
+      narrowed = std::move(bounds.narrowed);
+      for (const std::string& line : narrowed) {
+        TORCH_WARN("fx::symbolic_trace narrowed a dynamic dimension to ", line);
+      }
     }
+  } catch (const TraceError& e) {
+    if (symbols.empty()) throw;
+    throw TraceError(absl::StrCat(
+        e.msg(), "\n(", symbols, ", which depends on the data: the program "
+        "computes with it as a size only, or the graph cannot hold it)"));
   }
   attributes_ = std::move(base.attributes);
   stats_ = stats;
@@ -479,6 +548,7 @@ std::unique_ptr<Graph> Tracer::trace_once(
     const std::vector<c10::IValue>& example_inputs) {
   attributes_ = Attributes();
   stats_ = TraceStats();
+  unbacked_nodes_.clear();
   auto session = std::make_unique<Session>();
   session->tracer = this;
   session->id = next_session_id++;

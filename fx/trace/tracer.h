@@ -282,10 +282,22 @@ class Tracer {
       const BoxedForward& forward,
       const std::vector<c10::IValue>& example_inputs);
 
+  // The size the next operator whose output's size depends on data
+  // (fx/ir/data_dependent.h) returns in this trace: its symbol's, which the
+  // first trace makes (u0, u1, ... in the order they run, from 0 to `max`).
+  int64_t unbacked_size(const std::string& op, int64_t max);
+
   TraceOptions options_;
   TraceStats stats_;
   Attributes attributes_;
   std::unique_ptr<Session> session_;
+  // The symbols of data-dependent sizes (DynamicDim::data_dependent), the
+  // size each takes in the trace running (the first trace's: a hint), and
+  // the trace's nodes that return them (with the output's index).
+  std::vector<DynamicDim> unbacked_;
+  SymbolSizes unbacked_sizes_;
+  std::vector<std::pair<Node*, size_t>> unbacked_nodes_;
+  bool finding_unbacked_ = false;
 };
 
 namespace detail {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <variant>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/zeros.h>
 
@@ -257,17 +258,68 @@ Argument replaced(const Argument& a, const std::vector<size_t>& path,
                       : Argument::list(std::move(elements));
 }
 
-// Builds the nodes that compute fits, sharing what they have in common.
+// Builds the nodes that compute fits, sharing what they have in common:
+// those of the inputs' sizes before the graph's first node, those with a
+// data-dependent size before their first user.
 class Builder {
  public:
-  Builder(Graph& graph, const std::vector<DynamicDim>& dims)
-      : graph_(graph), dims_(dims), placeholders_(graph.placeholders()) {}
+  Builder(Graph& graph, const std::vector<DynamicDim>& dims,
+          const std::map<std::string, Trace::Unbacked>& unbacked, Node* first)
+      : graph_(graph),
+        dims_(dims),
+        unbacked_(unbacked),
+        placeholders_(graph.placeholders()),
+        first_(first) {}
 
-  Node* build(const std::variant<SizeExpr, SizeFit>& fit) {
+  Node* build(const std::variant<SizeExpr, SizeFit>& fit, Node* user) {
+    std::vector<std::string> names;
+    if (const auto* f = std::get_if<SizeFit>(&fit)) {
+      for (const auto& term : f->terms) names.push_back(term.first);
+      if (f->a != 0) names.push_back(f->outer);
+    } else {
+      names = std::get<SizeExpr>(fit).symbols;
+    }
+    bool late = false;
+    for (const std::string& name : names) late = late || unbacked_.count(name);
+    auto insertion = graph_.inserting_before(late ? user : first_);
     if (const auto* f = std::get_if<SizeFit>(&fit)) return build(*f);
     return build(std::get<SizeExpr>(fit));
   }
 
+  // The node reading a symbol's size: %B = sym_size(%x, 0) from the first
+  // input that has it, %u0 = sym_size(%nonzero, 0) from its operator.
+  Node* symbol(const std::string& name) {
+    Node*& n = symbols_[name];
+    if (n != nullptr) return n;
+    for (const DynamicDim& d : dims_) {
+      if (d.symbol != name) continue;
+      if (d.data_dependent()) {
+        const Trace::Unbacked& u = unbacked_.at(name);
+        Node* value = u.node;
+        if (value->meta().get(kTensorMeta) == nullptr) {
+          auto insertion = graph_.inserting_after(u.node);
+          value = graph_.call_function(Target(fx::getitem()),
+                                       {u.node, static_cast<int64_t>(u.output)});
+          if (const auto* list = u.node->meta().get(kTensorMetaList)) {
+            value->meta().set(kTensorMeta, list->at(u.output));
+          }
+        }
+        auto insertion = graph_.inserting_after(value);
+        n = graph_.create_node(Opcode::kCallFunction, Target(sym_size()),
+                               {value, d.dim}, {}, d.symbol);
+      } else {
+        // Named after its symbol: %B = sym_size(%x, 0).
+        auto insertion = graph_.inserting_before(first_);
+        n = graph_.create_node(Opcode::kCallFunction, Target(sym_size()),
+                               {placeholders_.at(d.input), d.dim}, {},
+                               d.symbol);
+      }
+      break;
+    }
+    return n;
+  }
+
+ private:
   Node* build(const SizeFit& f) {
     const std::string key = f.to_string();
     auto it = fits_.find(key);
@@ -306,26 +358,11 @@ class Builder {
     return n;
   }
 
- private:
-  // The size a symbol names, read from the first input that has it.
-  Node* symbol(const std::string& name) {
-    Node*& n = symbols_[name];
-    if (n != nullptr) return n;
-    for (const DynamicDim& d : dims_) {
-      if (d.symbol == name) {
-        // Named after its symbol: %B = sym_size(%x, 0).
-        n = graph_.create_node(Opcode::kCallFunction, Target(sym_size()),
-                               {placeholders_.at(d.input), d.dim}, {},
-                               d.symbol);
-        break;
-      }
-    }
-    return n;
-  }
-
   Graph& graph_;
   const std::vector<DynamicDim>& dims_;
+  const std::map<std::string, Trace::Unbacked>& unbacked_;
   std::vector<Node*> placeholders_;
+  Node* first_;
   std::map<std::string, Node*> symbols_;
   std::map<std::string, Node*> fits_;
 };
@@ -573,7 +610,6 @@ void generalize(Trace& base, const std::vector<Trace>& others,
   l.sizes.resize(others.size() + 1);
   fit_metadata(nodes, l.other_nodes, l.sizes, dims);
   mark_dynamic(*base.graph, dims);
-  if (fitted.empty()) return;
   Node* first = nullptr;
   for (Node* n : nodes) {
     if (n->op() != Opcode::kPlaceholder) {
@@ -581,11 +617,35 @@ void generalize(Trace& base, const std::vector<Trace>& others,
       break;
     }
   }
-  auto insertion = base.graph->inserting_before(first);
-  Builder builder(*base.graph, dims);
+  Builder builder(*base.graph, dims, base.unbacked, first);
+  // A data-dependent size narrowed from its operator's bounds (the program
+  // fails at 0) is checked where it is read.
+  for (const DynamicDim& d : dims) {
+    if (!d.data_dependent() || !base.unbacked.count(d.symbol)) continue;
+    const Trace::Unbacked& u = base.unbacked.at(d.symbol);
+    const Node* op = u.node;
+    std::vector<std::pair<int64_t, std::string>> checks;
+    if (d.min > 0) checks.emplace_back(d.min, ">=");
+    if (d.max < u.max) checks.emplace_back(d.max, "<=");
+    if (checks.empty()) continue;
+    Node* size = builder.symbol(d.symbol);
+    static const c10::OperatorHandle check =
+        c10::Dispatcher::singleton().findSchemaOrThrow("fx_guard::check_size",
+                                                       "");
+    auto insertion = base.graph->inserting_before(size->next());
+    for (const auto& [bound, relation] : checks) {
+      base.graph->call_function(
+          Target(check),
+          {size, bound, relation,
+           absl::StrCat("%", d.symbol, " ", relation, " ", bound, " (",
+                        d.symbol, " is the size ", op->target().to_string(),
+                        " %", op->name(), " returned; the graph was traced "
+                        "for ", d.relation(), ")")});
+    }
+  }
   for (const auto& [p, f] : fitted) {
-    Node* value = builder.build(f);
     Node& n = *nodes[p.node];
+    Node* value = builder.build(f, &n);
     if (p.keyword) {
       const std::string key = n.kwargs().at(p.index).first;
       n.update_kwarg(key, replaced(n.kwargs().at(p.index).second, p.path, 0,

@@ -50,6 +50,14 @@ struct Trace {
   std::unique_ptr<Graph> graph;
   Attributes attributes;
   SymbolSizes sizes;
+  // Per data-dependent size (DynamicDim::data_dependent), the node whose
+  // output has it, and which output (of a node returning several).
+  struct Unbacked {
+    Node* node = nullptr;
+    size_t output = 0;
+    int64_t max = std::numeric_limits<int64_t>::max();  // the operator's
+  };
+  std::map<std::string, Unbacked> unbacked;
 };
 
 // Rewrites `base.graph` to compute, from its inputs, every literal that
@@ -59,7 +67,17 @@ struct Trace {
 // explains; `base` is then unchanged.
 // `checks` are further traces (at the bounds) whose graphs must agree and
 // whose literals every fit must explain; the metadata's symbolic sizes are
-// fitted over `others` alone.
+// fitted over `others` alone. A data-dependent size is read from its
+// operator's output (%u0 = sym_size(%nonzero, 0)), the nodes computing
+// with it are placed before their user, and a bound narrowed from its
+// operator's (0 <= u0 <= numel) is checked where it is read
+// (fx_guard::check_size).
+//
+//   %nonzero = aten::nonzero(%x)
+//   %u0 = sym_size(%nonzero, 0)
+//   %check_size = fx_guard::check_size(%u0, 1, ">=", "...")
+//   %sym_mul = sym_mul(%u0, 2)
+//   %view = aten::view(%nonzero, [%sym_mul])
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims,
                 const std::vector<const Trace*>& checks = {});

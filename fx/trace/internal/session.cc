@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/trace/internal/privatize_written_constants.h"
@@ -331,6 +332,10 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
   substitute(std::move(sizes), &full);
   specialize.taken = true;
   Node* node = call_node(op, full, outputs);
+  if (unbacked_output) {
+    tracer->unbacked_nodes_.emplace_back(node, *unbacked_output);
+    unbacked_output.reset();
+  }
   push_outputs(op, node, written, &outputs, &args, stack);
 }
 
@@ -443,6 +448,22 @@ bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
   }
   if (op.hasTag(at::Tag::dynamic_output_shape) &&
       !indexes_with_integers(op, args)) {
+    std::optional<DataDependentSize> size;
+    try {
+      size = data_dependent_size(op.schema(), args);
+    } catch (const GraphError& e) {
+      throw TraceError(absl::StrCat(e.msg(), location(), user_frames()));
+    }
+    if (size && !bodies.empty()) {
+      throw TraceError(absl::StrCat(
+          op_name(op), location(),
+          " returns a tensor whose size depends on the input's data inside "
+          "the body of a cond or while_loop, where fx does not give it a "
+          "symbol yet: call it before the control flow, or give its result "
+          "a fixed size (torch::nonzero_static)", user_frames()));
+    }
+    // Its size becomes a symbol (outputs_of).
+    if (size) return false;
     throw TraceError(absl::StrCat(
         op_name(op), location(),
         " returns a tensor whose shape depends on the input's data, which a "
@@ -488,6 +509,28 @@ std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
     }
     ++tracer->stats_.in_place;
     return outputs;
+  }
+  if (op.hasTag(at::Tag::dynamic_output_shape)) {
+    if (std::optional<DataDependentSize> d =
+            data_dependent_size(op.schema(), args)) {
+      // A size of its own (u0, u1, ...), which the tracer varies from trace
+      // to trace as it does the dynamic dimensions'.
+      const int64_t size = tracer->unbacked_size(op_name(op), d->max);
+      const at::Tensor& self = args[0].toTensor();
+      const std::vector<std::vector<int64_t>> shapes = d->sizes_at(size);
+      const std::vector<std::vector<int64_t>> strides = d->strides_at(size);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        internal::InferredOutput out;
+        out.tensor.sizes = shapes[i];
+        out.tensor.strides = strides[i];
+        out.tensor.memory_format = memory_format_of(shapes[i], strides[i]);
+        out.tensor.dtype = d->dtypes[i];
+        out.tensor.device = self.device();
+        outputs.push_back(std::move(out));
+      }
+      unbacked_output = d->output;
+      return outputs;
+    }
   }
   internal::InferenceTier tier;
   try {

@@ -66,6 +66,10 @@ struct Tracer::Session {
   std::string specialized_by;  // TraceStats::specialized_by
   std::string list_checks;     // Tracer::ListLengthChecks
   bool read_layout = false;
+  // The output of the operator being recorded whose size is a symbol
+  // (outputs_of, for record).
+  std::optional<size_t> unbacked_output;
+  size_t unbacked_count = 0;  // such operators recorded so far
   Session* enclosing = nullptr;
   // The bodies of control flow being traced (fx::cond, fx::while_loop),
   // innermost last; `graph` is the innermost's while it is traced.
