@@ -173,6 +173,18 @@ void docs_dynamic_shapes::check_dynamic_batch() {
   CHECK_THROWS_AS(gm(torch::randn({2, 1, 9, 9})), fx::GuardError);
 }
 
+void docs_dynamic_shapes::check_data_dependent_boxes() {
+  fx::GraphModule gm = trace_kept_corners();
+  check_output(gm->graph().to_string(), output_data_dependent_boxes_graph);
+  for (double threshold : {2.0, 0.0, 0.5}) {
+    // No score passes 2; every score passes 0.
+    at::Tensor boxes = torch::rand({100, 4});
+    at::Tensor scores = torch::rand({100}) + (0.5 - threshold);
+    CHECK(torch::equal(gm(boxes, scores).toTensor(),
+                       kept_corners(boxes, scores)));
+  }
+}
+
 // --- docs/ir.md --------------------------------------------------------------
 
 void docs_ir::check_build_graph() {
