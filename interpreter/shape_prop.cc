@@ -161,9 +161,7 @@ c10::IValue ShapeProp::run_node(const Node& node) {
     }
   }
   std::optional<DataDependentSize> data_dependent;
-  if (options_.symbolic && node.op() == Opcode::kCallFunction &&
-      node.target().is_operator() &&
-      node.target().op().hasTag(at::Tag::dynamic_output_shape)) {
+  if (options_.symbolic && returns_data_dependent_size(node)) {
     auto [args, kwargs] = fetch_args_kwargs_from_env(node);
     const c10::FunctionSchema& schema = node.target().op().schema();
     try {
@@ -204,9 +202,10 @@ c10::IValue ShapeProp::run_data_dependent(const Node& node,
   if (!unbacked_sizes_) {
     c10::IValue value = Interpreter::run_node(node);
     if (k != unbacked_.size()) return value;  // (a body run again)
-    const at::Tensor& out =
-        value.isTensor() ? value.toTensor()
-                         : value.toTupleRef().elements().at(size.output).toTensor();
+    const at::Tensor out =
+        value.isTensor()  ? value.toTensor()
+        : value.isList()  ? value.toListRef().at(size.output).toTensor()
+                          : value.toTupleRef().elements().at(size.output).toTensor();
     const std::vector<DynamicDim> inputs = dynamic_dims(module_->graph());
     DynamicDim d;
     d.input = DynamicDim::kOperatorOutput;
@@ -239,6 +238,11 @@ c10::IValue ShapeProp::run_data_dependent(const Node& node,
     outputs.emplace_back(at::zeros(
         shapes[i], at::TensorOptions().dtype(size.dtypes[i]).device(device))
         .as_strided(shapes[i], strides[i]));
+  }
+  if (size.list) {
+    c10::List<at::Tensor> list;
+    for (const c10::IValue& t : outputs) list.push_back(t.toTensor());
+    return list;
   }
   if (outputs.size() == 1) return outputs[0];
   return c10::ivalue::Tuple::create(std::move(outputs));

@@ -153,6 +153,25 @@ std::optional<DataDependentSize> data_dependent_size(
     d.dim = mask_at;
     return d;
   }
+  if ((name == "aten::where" && overload.empty() && args.size() == 1) ||
+      (name == "aten::nonzero_numpy" && overload.empty())) {
+    DataDependentSize d;
+    d.max = self->numel();
+    d.list = true;
+    for (int64_t i = 0; i < self->dim(); ++i) {
+      d.shapes.push_back({-1});
+      d.dtypes.push_back(at::kLong);
+    }
+    if (d.shapes.empty()) return std::nullopt;  // a 0-d mask: torch's error
+    return d;
+  }
+  if (name == "torchvision::nms" && overload.empty()) {
+    DataDependentSize d;
+    d.max = self->dim() > 0 ? self->size(0) : 0;
+    d.shapes = {{-1}};
+    d.dtypes = {at::kLong};
+    return d;
+  }
   if (name == "aten::_unique2" && overload.empty()) {
     return unique(*self, flag(args, 2), flag(args, 3), /*has_counts=*/true);
   }
@@ -175,6 +194,12 @@ bool returns_data_dependent_size(const Node& n) {
     return false;
   }
   const c10::OperatorHandle& op = n.target().op();
+  const std::string& name = op.schema().name();
+  if (name == "torchvision::nms" ||
+      (name == "aten::where" && n.args().size() == 1) ||
+      name == "aten::nonzero_numpy") {
+    return true;
+  }
   if (!op.hasTag(at::Tag::dynamic_output_shape)) return false;
   if (op.schema().name() != "aten::index") return true;
   // Its indices (an index of unknown dtype counts as a mask).

@@ -12,6 +12,11 @@
 //   aten::_unique2, aten::_unique, aten::unique_consecutive (no dim)
 //                                 values [u], counts [u]; inverse as x
 //                                                        u <= x.numel()
+//   aten::where(mask), aten::nonzero_numpy(mask)
+//                                 a list of mask.dim() tensors [u]
+//                                                        u <= mask.numel()
+//   torchvision::nms(boxes, scores, iou)
+//                                 [u] (the boxes kept)   u <= boxes.size(0)
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,8 @@ struct DataDependentSize {
   // values and counts both have it).
   std::vector<std::vector<int64_t>> shapes;
   bool transposed = false;
+  // The operator returns one list of these tensors (torch.where(mask)).
+  bool list = false;
 };
 
 // What `schema` called with `args` (its full boxed arguments; tensors are
@@ -54,8 +61,9 @@ std::optional<DataDependentSize> data_dependent_size(
     const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
 class Node;
-// Whether node `n` calls an operator whose output's size depends on data
-// (any tagged so by ATen, aten::index only with a boolean index).
+// Whether node `n` calls an operator whose output's size depends on data:
+// one of the above, or one ATen tags so (aten::index only with a boolean
+// index).
 bool returns_data_dependent_size(const Node& n);
 
 }  // namespace fx

@@ -196,9 +196,12 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
       candidates.push_back(e + j * m);
       candidates.push_back(e - j * m);
     }
+    // A data-dependent size (nonzero's rows) may be 0: a far size where it
+    // selects from few elements (at most 2).
+    if (d->data_dependent()) candidates.push_back(0);
     std::vector<int64_t> valid;
     for (int64_t v : candidates) {
-      if (v < d->min || v > d->max || v < 1 || v == e ||
+      if (v < d->min || v > d->max || v < (d->data_dependent() ? 0 : 1) || v == e ||
           std::find(valid.begin(), valid.end(), v) != valid.end()) {
         continue;
       }
@@ -238,6 +241,13 @@ std::vector<SymbolSizes> sample_sizes(const std::vector<DynamicDim>& dims,
       }
     }
     if (picked.size() < 2) {
+      if (d->data_dependent()) {
+        throw TraceError(absl::StrCat(
+            "the data-dependent size ", symbol, " (", d->relation(),
+            ") has fewer than two values besides ", e,
+            " to trace at, which generalizing it needs: it selects from too "
+            "few elements"));
+      }
       throw TraceError(absl::StrCat(
           "the dynamic dimension ", symbol, " (", d->relation(),
           ") leaves fewer than two sizes besides the example's ", e,

@@ -153,6 +153,17 @@ TEST_CASE("unique's values and counts share one symbol") {
   }
 }
 
+TEST_CASE("torch::where(mask) gives one index tensor per dimension") {
+  auto fn = [](torch::Tensor x) {
+    std::vector<torch::Tensor> at = torch::where(x > 0);
+    return x.index({at[0], at[1]}) * at[1].to(torch::kFloat);
+  };
+  fx::GraphModule gm = fx::symbolic_trace(fn, torch::randn({3, 4}));
+  for (const torch::Tensor& x : selections({3, 4})) {
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+}
+
 TEST_CASE("a bound the program needs is checked when the graph runs") {
   // The first row nonzero finds: there is none when nothing is nonzero, so
   // the trace at u0 = 0 fails and u0 is narrowed to at least 1, which the

@@ -446,14 +446,14 @@ bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
         "values depend on tensor data, which a graph cannot record. ",
         kWorkaround, user_frames()));
   }
-  if (op.hasTag(at::Tag::dynamic_output_shape) &&
-      !indexes_with_integers(op, args)) {
-    std::optional<DataDependentSize> size;
-    try {
-      size = data_dependent_size(op.schema(), args);
-    } catch (const GraphError& e) {
-      throw TraceError(absl::StrCat(e.msg(), location(), user_frames()));
-    }
+  std::optional<DataDependentSize> size;
+  try {
+    size = data_dependent_size(op.schema(), args);
+  } catch (const GraphError& e) {
+    throw TraceError(absl::StrCat(e.msg(), location(), user_frames()));
+  }
+  if (size || (op.hasTag(at::Tag::dynamic_output_shape) &&
+               !indexes_with_integers(op, args))) {
     if (size && !bodies.empty()) {
       throw TraceError(absl::StrCat(
           op_name(op), location(),
@@ -510,7 +510,7 @@ std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
     ++tracer->stats_.in_place;
     return outputs;
   }
-  if (op.hasTag(at::Tag::dynamic_output_shape)) {
+  {
     if (std::optional<DataDependentSize> d =
             data_dependent_size(op.schema(), args)) {
       // A size of its own (u0, u1, ...), which the tracer varies from trace
@@ -527,6 +527,15 @@ std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
         out.tensor.dtype = d->dtypes[i];
         out.tensor.device = self.device();
         outputs.push_back(std::move(out));
+      }
+      if (d->list) {
+        // One output: a list of them (torch.where(mask)'s).
+        internal::InferredOutput list;
+        list.kind = internal::InferredOutput::Kind::kTensorList;
+        for (internal::InferredOutput& out : outputs) {
+          list.tensors.push_back(std::move(out.tensor));
+        }
+        outputs = {std::move(list)};
       }
       unbacked_output = d->output;
       return outputs;
