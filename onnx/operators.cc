@@ -1122,25 +1122,6 @@ void cast(OnnxBuilder& b) {
           onnx_type(b, to));
 }
 
-// index.Tensor with one integer index tensor (the others None): Gather.
-void index(OnnxBuilder& b) {
-  CallArguments args(b.node());
-  const std::vector<Argument>& indices = args["indices"].elements();
-  int64_t at = -1;
-  for (size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i].is_none()) continue;
-    if (at >= 0) refuse(b, "indexing by several tensors does not map yet");
-    at = static_cast<int64_t>(i);
-  }
-  if (at < 0) refuse(b, "indexing by no tensor");
-  const c10::ScalarType dtype = meta_of(b, indices[at].to_node()).dtype;
-  if (dtype != c10::ScalarType::Long && dtype != c10::ScalarType::Int) {
-    refuse(b, "indexing by a mask (bool tensor) does not map yet");
-  }
-  set_int(b.add("Gather", {b.value(args["self"]), b.value(indices[at])}, b.output()),
-          "axis", at);
-}
-
 void index_select(OnnxBuilder& b) {
   CallArguments args(b.node());
   const int64_t rank = rank_of(b, args["self"]);
@@ -1255,7 +1236,6 @@ void add_operator_mappings(onnx_ops::Mappings* m) {
                            "aten::to.other", "aten::_to_copy", "aten::type_as"}) {
     (*m)[name] = cast;
   }
-  (*m)["aten::index.Tensor"] = index;
   (*m)["aten::index_select"] = index_select;
   (*m)["aten::stack"] = stack;
   (*m)["aten::baddbmm"] = baddbmm;

@@ -1,6 +1,8 @@
 // ONNX mappings of aten's selections: argmax / argmin, the boolean
-// reductions any / all and the logical operators, and index_copy (the
-// writes of a key/value cache at a position).
+// reductions any / all and the logical operators, index_copy (the writes
+// of a key/value cache at a position), indexing, and the selections whose
+// size depends on data (nonzero, masked_select, a boolean mask).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -107,9 +109,88 @@ void index_copy(OnnxBuilder& b) {
           "axis", dim);
 }
 
+// index.Tensor with one index tensor, the others None before it: an
+// integer index is a Gather; a boolean mask (its size data-dependent) a
+// Compress of the dimensions it covers, merged into one first.
+void index(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::vector<Argument>& indices = args["indices"].elements();
+  int64_t at = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i].is_none()) continue;
+    if (at >= 0) refuse(b, "indexing by several tensors does not map yet");
+    at = static_cast<int64_t>(i);
+  }
+  if (at < 0) refuse(b, "indexing by no tensor");
+  const Argument& index = indices[at];
+  const c10::ScalarType dtype = meta_of(b, index.to_node()).dtype;
+  if (dtype == c10::ScalarType::Long || dtype == c10::ScalarType::Int) {
+    set_int(b.add("Gather", {b.value(args["self"]), b.value(index)}, b.output()),
+            "axis", at);
+    return;
+  }
+  if (dtype != c10::ScalarType::Bool && dtype != c10::ScalarType::Byte) {
+    refuse(b, "indexing by a tensor of neither integers nor booleans");
+  }
+  const std::string& name = b.node().name();
+  const int64_t k = rank_of(b, index);
+  const int64_t rank = rank_of(b, args["self"]);
+  std::string self = b.value(args["self"]);
+  if (k != 1) {
+    // [before..., -1, after...]: the mask's dimensions as one.
+    const std::string whole = b.fresh(name + "_shape");
+    b.add("Shape", {self}, whole);
+    const std::string before = b.fresh(name + "_before");
+    b.add("Slice", {whole, b.int64s({0}), b.int64s({at})}, before);
+    const std::string after = b.fresh(name + "_after");
+    b.add("Slice", {whole, b.int64s({std::min(at + k, rank)}), b.int64s({rank})},
+          after);
+    const std::string shape = b.fresh(name + "_merged_shape");
+    set_int(b.add("Concat", {before, b.int64s({-1}), after}, shape), "axis", 0);
+    const std::string merged = b.fresh(name + "_merged");
+    b.add("Reshape", {self, shape}, merged);
+    self = merged;
+  }
+  const std::string flat = b.fresh(name + "_mask");
+  b.add("Reshape", {value_as(b, index, kBool), b.int64s({-1})}, flat);
+  set_int(b.add("Compress", {self, flat}, b.output()), "axis", at);
+}
+
+// nonzero(self): ONNX NonZero gives [rank, n], torch [n, rank].
+void nonzero(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string found = b.fresh(b.node().name() + "_by_dimension");
+  b.add("NonZero", {b.value(args["self"])}, found);
+  set_ints(b.add("Transpose", {found}, b.output()), "perm", {1, 0});
+}
+
+// masked_select(self, mask): both broadcast (Expand broadcasts both ways),
+// then the elements where the mask holds, flattened (Compress without an
+// axis).
+void masked_select(OnnxBuilder& b) {
+  CallArguments args(b.node());
+  const std::string& name = b.node().name();
+  const std::string self = b.value(args["self"]);
+  const std::string mask = value_as(b, args["mask"], kBool);
+  const std::string self_shape = b.fresh(name + "_self_shape");
+  b.add("Shape", {self}, self_shape);
+  const std::string mask_shape = b.fresh(name + "_mask_shape");
+  b.add("Shape", {mask}, mask_shape);
+  const std::string values = b.fresh(name + "_values");
+  b.add("Expand", {self, mask_shape}, values);
+  const std::string where = b.fresh(name + "_where");
+  b.add("Expand", {mask, self_shape}, where);
+  const std::string flat = b.fresh(name + "_flat_mask");
+  b.add("Reshape", {where, b.int64s({-1})}, flat);
+  b.add("Compress", {values, flat}, b.output());
+}
+
 }  // namespace
 
 void add_selection_mappings(Mappings* m) {
+  (*m)["aten::index.Tensor"] = index;
+  (*m)["aten::nonzero"] = nonzero;
+  (*m)["aten::masked_select"] = masked_select;
   (*m)["aten::argmax"] = arg_extreme("ArgMax");
   (*m)["aten::argmin"] = arg_extreme("ArgMin");
   (*m)["aten::any"] = any_or_all(false);

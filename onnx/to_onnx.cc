@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "fx/io/internal/files.h"
 #include "fx/ir/control_flow.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/runtime/guards.h"
@@ -132,7 +133,17 @@ class Exporter : public OnnxBuilder {
           "before tracing it to export it (an ONNX model is for inference, "
           "as torch.onnx exports in eval mode)");
     }
-    if (!dynamic_symbols(module_.graph()).empty()) find_varying_dimensions();
+    // Sizes that vary: the dynamic dimensions', and those an operator takes
+    // from data (nonzero's rows, ...).
+    bool data_dependent = false;
+    for (const Graph* g : module_.graph().all_graphs()) {
+      for (const Node* n : g->nodes()) {
+        data_dependent = data_dependent || returns_data_dependent_size(*n);
+      }
+    }
+    if (data_dependent || !dynamic_symbols(module_.graph()).empty()) {
+      find_varying_dimensions();
+    }
     onnx::ModelProto model;
     model.set_ir_version(kIrVersion);
     model.set_producer_name("fx for LibTorch");

@@ -946,6 +946,52 @@ TEST_CASE("leaf modules, training-mode graphs and wrong mappings are refused wit
   }
 }
 
+TEST_CASE("nonzero, masked_select and boolean masks export with their "
+          "data-dependent sizes, lowered too, and run under ONNX Runtime") {
+  // Boxes whose score passes 0.5 (a mask of one dimension, and of two over
+  // a [2, 5] grid), their positions, and the coordinates above 0.8: four
+  // sizes known only at run time (u0 to u3), one of them computed with.
+  auto f = [](torch::Tensor boxes, torch::Tensor scores) {
+    const torch::Tensor keep = scores > 0.5;
+    const torch::Tensor kept = boxes.index({keep});
+    return std::vector<torch::Tensor>{
+        kept.narrow(1, 0, 2).reshape({kept.size(0) * 2}),
+        torch::nonzero(keep),
+        torch::masked_select(boxes, boxes > 0.8),
+        boxes.view({2, 5, 4}).index({scores.view({2, 5}) > 0.5}) * 2};
+  };
+  torch::manual_seed(0);
+  fx::GraphModule gm =
+      fx::symbolic_trace(f, torch::rand({10, 4}), torch::rand({10}));
+  const fs::path file = scratch() / "data_dependent.onnx";
+  fx::to_onnx(*gm, file.string());
+  const std::vector<std::string> ops = exported_ops(file);
+  INFO(joined(ops));
+  CHECK(count_of(ops, "NonZero") == 1);
+  CHECK(count_of(ops, "Compress") == 3);
+  fx::GraphModule lowered(gm->copy());
+  fx::optimize_for_inference(*lowered);
+  const fs::path lowered_file = scratch() / "data_dependent_lowered.onnx";
+  fx::to_onnx(*lowered, lowered_file.string());
+  // No score passes, every score passes, some do.
+  for (double shift : {-1.0, 1.0, 0.0}) {
+    const torch::Tensor boxes = torch::rand({10, 4});
+    const torch::Tensor scores = torch::rand({10}) + shift;
+    check_against_ort(gm, file, {boxes, scores});
+    check_against_ort(lowered, lowered_file, {boxes, scores});
+    const auto expected = f(boxes, scores);
+    const c10::IValue out = gm(boxes, scores);
+    const c10::IValue out_lowered = lowered(boxes, scores);
+    const auto got = out.toListRef();
+    const auto got_lowered = out_lowered.toListRef();
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      CHECK(torch::equal(got[i].toTensor(), expected[i]));
+      CHECK(torch::allclose(got_lowered[i].toTensor(), expected[i], 1e-5, 1e-5));
+    }
+  }
+}
+
 TEST_CASE("argmax, any / all, the logical operators and index_copy export "
           "and run under ONNX Runtime as the GraphModule") {
   // argmax with and without a dim, argmin keeping it; any / all over

@@ -27,8 +27,10 @@ void set_float(onnx::NodeProto& n, const char* name, double value);
 // Refuses the node being mapped: to_onnx's error naming it and `why`.
 [[noreturn]] void refuse(OnnxBuilder& b, const std::string& why);
 
-// The tensor metadata of the node being mapped (refused without any).
+// The tensor metadata of the node being mapped, or of `n` (refused
+// without any).
 const TensorMeta& own_meta(OnnxBuilder& b);
+const TensorMeta& meta_of(OnnxBuilder& b, const Node* n);
 
 // Reading the call: a dimension index made non-negative, an argument's
 // rank, a number argument, PyTorch's symmetric padding as ONNX's pads.
