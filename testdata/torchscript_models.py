@@ -24,6 +24,16 @@ class DataDependent(torch.nn.Module):
         return -x
 
 
+class SelectsBoxes(torch.nn.Module):
+    """Boxes whose score passes a threshold: sizes known only at run time."""
+
+    def forward(self, boxes, scores):
+        keep = scores > 0.5
+        kept = boxes[keep]
+        n = kept.size(0)
+        return kept[:, :2].reshape(n * 2), torch.nonzero(keep)
+
+
 class TensorControlFlow(torch.nn.Module):
     """A branch and a loop on tensor values: fx::cond and fx::while_loop."""
 
@@ -311,6 +321,7 @@ MODELS = {
     "squeezenet_traced": (lambda: torchvision.models.squeezenet1_1(), "trace"),
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
     "tensor_control_flow_scripted": (lambda: TensorControlFlow(), "script"),
+    "selects_boxes_scripted": (lambda: SelectsBoxes(), "script"),
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
     "no_grad_scripted": (lambda: NoGrad(), "script"),

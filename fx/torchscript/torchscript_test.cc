@@ -106,6 +106,28 @@ TEST_CASE("a scripted model with control flow on tensor values is refused") {
   CHECK_FALSE(fx::is_tracing());
 }
 
+TEST_CASE("a scripted model's data-dependent sizes import as symbols") {
+  // boxes[scores > 0.5], its first two columns flattened to n * 2, and
+  // torch.nonzero of the mask: TorchScript's own aten::size reads u0.
+  torch::jit::Module script = torch::jit::load(model_path("selects_boxes_scripted"));
+  fx::GraphModule gm =
+      fx::symbolic_trace(script, {torch::rand({10, 4}), torch::rand({10})});
+  const std::string printed = gm->graph().to_string();
+  INFO(printed);
+  CHECK_THAT(printed, Catch::Contains("target=aten::nonzero]"));
+  CHECK_THAT(printed, Catch::Contains("target=sym_size](args = (%index, 0)"));
+  // No score passes, every score passes, some do.
+  for (double shift : {-1.0, 1.0, 0.0}) {
+    const at::Tensor boxes = torch::rand({10, 4});
+    const at::Tensor scores = torch::rand({10}) + shift;
+    const auto expected = script.forward({boxes, scores}).toTupleRef().elements();
+    const auto got = gm(boxes, scores).toTupleRef().elements();
+    REQUIRE(got.size() == 2);
+    CHECK(torch::equal(got[0].toTensor(), expected[0].toTensor()));
+    CHECK(torch::equal(got[1].toTensor(), expected[1].toTensor()));
+  }
+}
+
 TEST_CASE("a failure in a traced file names the TorchScript node and module") {
   // torch.jit.trace gives its aten::Int nodes no source line.
   torch::jit::Module script =
