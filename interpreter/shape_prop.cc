@@ -206,19 +206,14 @@ c10::IValue ShapeProp::run_data_dependent(const Node& node,
         value.isTensor()  ? value.toTensor()
         : value.isList()  ? value.toListRef().at(size.output).toTensor()
                           : value.toTupleRef().elements().at(size.output).toTensor();
-    const std::vector<DynamicDim> inputs = dynamic_dims(module_->graph());
+    std::vector<DynamicDim> taken = dynamic_dims(module_->graph());
+    taken.insert(taken.end(), unbacked_.begin(), unbacked_.end());
     DynamicDim d;
     d.input = DynamicDim::kOperatorOutput;
     d.dim = size.dim;
     d.min = 0;
     d.max = size.max;
-    for (int64_t i = static_cast<int64_t>(k);; ++i) {
-      d.symbol = absl::StrCat("u", i);
-      bool taken = false;
-      for (const DynamicDim& other : inputs) taken = taken || other.symbol == d.symbol;
-      for (const DynamicDim& other : unbacked_) taken = taken || other.symbol == d.symbol;
-      if (!taken) break;
-    }
+    d.symbol = data_dependent_symbol(k, taken);
     unbacked_example_[d.symbol] = out.size(size.dim);
     unbacked_.push_back(d);
     return value;

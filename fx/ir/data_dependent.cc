@@ -189,6 +189,16 @@ std::optional<DataDependentSize> data_dependent_size(
   return std::nullopt;
 }
 
+std::string data_dependent_symbol(size_t k,
+                                  const std::vector<DynamicDim>& taken) {
+  for (size_t i = k;; ++i) {
+    std::string symbol = absl::StrCat("u", i);
+    bool used = false;
+    for (const DynamicDim& d : taken) used = used || d.symbol == symbol;
+    if (!used) return symbol;
+  }
+}
+
 bool returns_data_dependent_size(const Node& n) {
   if (n.op() != Opcode::kCallFunction || !n.target().is_operator()) {
     return false;

@@ -27,6 +27,8 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
+#include "fx/ir/meta.h"
+
 namespace fx {
 
 struct DataDependentSize {
@@ -59,6 +61,12 @@ struct DataDependentSize {
 // with integer indices, unique along a dimension), naming it.
 std::optional<DataDependentSize> data_dependent_size(
     const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+
+// The symbol of the k-th data-dependent size of a program (u<k> for the
+// k-th such operator to run, from 0), or the next u<n> that no symbol of
+// `taken` has: the tracer and ShapeProp name them alike.
+std::string data_dependent_symbol(size_t k,
+                                  const std::vector<DynamicDim>& taken);
 
 class Node;
 // Whether node `n` calls an operator whose output's size depends on data:

@@ -131,6 +131,25 @@ TEST_CASE("a boolean mask and masked_select keep rows of any number") {
   CHECK_THROWS_AS(gm(torch::randn({2, 4})), fx::GuardError);
 }
 
+TEST_CASE("a data-dependent size's symbol is not one the user gave") {
+  // The batch is named u0, so nonzero's rows are u1, for ShapeProp too.
+  auto fn = [](torch::Tensor x) {
+    torch::Tensor idx = torch::nonzero(x);
+    return idx.reshape({idx.size(0) * 2});
+  };
+  fx::TraceOptions options;
+  options.dynamic = {fx::Dim("u0").max(16).on(0, 0)};
+  fx::GraphModule gm = fx::symbolic_trace(fn, {torch::randn({4, 5})}, options);
+  CHECK(contains(gm, "%u1 : [#users="));
+  const std::string meta = meta_text(gm);
+  CHECK(meta.find("i64[u1, 2]") != std::string::npos);
+  fx::ShapeProp(gm).propagate({torch::randn({3, 5})});
+  CHECK(meta_text(gm) == meta);
+  for (const torch::Tensor& x : selections({7, 5})) {
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+}
+
 TEST_CASE("unique's values and counts share one symbol") {
   auto fn = [](torch::Tensor x) {
     auto [values, inverse, counts] =

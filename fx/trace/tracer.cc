@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/operator_schemas.h"
 #include "fx/runtime/buffer_snapshot.h"
@@ -372,17 +373,9 @@ int64_t Tracer::unbacked_size(const std::string& op, int64_t max) {
     d.min = 0;
     // Bounded by the elements it selects from, unless their number varies.
     if (options_.dynamic.empty()) d.max = max;
-    for (int64_t i = static_cast<int64_t>(k);; ++i) {
-      d.symbol = absl::StrCat("u", i);
-      bool taken = false;
-      for (const DynamicDim& other : options_.dynamic) {
-        taken = taken || other.symbol == d.symbol;
-      }
-      for (const DynamicDim& other : unbacked_) {
-        taken = taken || other.symbol == d.symbol;
-      }
-      if (!taken) break;
-    }
+    std::vector<DynamicDim> taken = options_.dynamic;
+    taken.insert(taken.end(), unbacked_.begin(), unbacked_.end());
+    d.symbol = data_dependent_symbol(k, taken);
     unbacked_.push_back(d);
     // The first trace's: neither 0 nor 1 (where programs change), nor the
     // max, so that the bounds are elsewhere.
