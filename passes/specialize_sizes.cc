@@ -4,8 +4,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "fx/ir/data_dependent.h"
 #include "absl/strings/str_cat.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/errors.h"
 #include "fx/ir/function.h"
 #include "fx/runtime/graph_module.h"

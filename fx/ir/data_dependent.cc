@@ -1,7 +1,5 @@
 #include "fx/ir/data_dependent.h"
 
-#include <algorithm>
-
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 
@@ -27,10 +25,8 @@ std::vector<std::vector<int64_t>> DataDependentSize::strides_at(
     int64_t size) const {
   std::vector<std::vector<int64_t>> out;
   for (const std::vector<int64_t>& shape : sizes_at(size)) {
-    std::vector<int64_t> strides(shape.size(), 1);
-    for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
-      strides[i] = strides[i + 1] * std::max<int64_t>(shape[i + 1], 1);
-    }
+    std::vector<int64_t> strides =
+        strides_for(shape, c10::MemoryFormat::Contiguous);
     if (transposed && out.empty() && shape.size() == 2) {
       strides = {1, shape[0]};
     }
@@ -40,6 +36,16 @@ std::vector<std::vector<int64_t>> DataDependentSize::strides_at(
 }
 
 namespace {
+
+// The operators above that ATen does not tag dynamic_output_shape
+// (torchvision's, and the ones it decomposes); `args` counts the call's
+// arguments (where(mask) has one; where(cond, a, b) is elementwise).
+bool untagged(const std::string& name, const std::string& overload,
+              size_t args) {
+  return overload.empty() && ((name == "aten::where" && args == 1) ||
+                              name == "aten::nonzero_numpy" ||
+                              name == "torchvision::nms");
+}
 
 const at::Tensor* tensor_arg(const std::vector<c10::IValue>& args,
                              size_t i) {
@@ -77,8 +83,10 @@ std::optional<DataDependentSize> data_dependent_size(
   const std::string& overload = schema.overload_name();
   const at::Tensor* self = tensor_arg(args, 0);
   if (self == nullptr) return std::nullopt;
-  const std::string what = absl::StrCat(
-      name, overload.empty() ? "" : ".", overload);
+  // The operator as errors name it (built only for one).
+  auto what = [&] {
+    return absl::StrCat(name, overload.empty() ? "" : ".", overload);
+  };
   if (name == "aten::nonzero" && overload.empty()) {
     DataDependentSize d;
     d.max = self->numel();
@@ -123,7 +131,7 @@ std::optional<DataDependentSize> data_dependent_size(
       }
       if (mask != nullptr) {
         throw GraphError(absl::StrCat(
-            what, " indexes with two boolean masks, whose result's size fx "
+            what(), " indexes with two boolean masks, whose result's size fx "
             "does not follow: combine them into one mask first"));
       }
       mask = &t;
@@ -134,7 +142,7 @@ std::optional<DataDependentSize> data_dependent_size(
     if (mask == nullptr) return std::nullopt;
     if (integers) {
       throw GraphError(absl::StrCat(
-          what, " indexes with a boolean mask and integer indices "
+          what(), " indexes with a boolean mask and integer indices "
           "together, whose result's size fx does not follow: index "
           "with the mask alone, or take torch::nonzero(mask) first"));
     }
@@ -153,8 +161,7 @@ std::optional<DataDependentSize> data_dependent_size(
     d.dim = mask_at;
     return d;
   }
-  if ((name == "aten::where" && overload.empty() && args.size() == 1) ||
-      (name == "aten::nonzero_numpy" && overload.empty())) {
+  if (untagged(name, overload, args.size()) && name != "torchvision::nms") {
     DataDependentSize d;
     d.max = self->numel();
     d.list = true;
@@ -181,7 +188,7 @@ std::optional<DataDependentSize> data_dependent_size(
   if (name == "aten::unique_consecutive" && overload.empty()) {
     if (args.size() > 3 && !args[3].isNone()) {
       throw GraphError(absl::StrCat(
-          what, " along a dimension returns sizes fx does not follow: "
+          what(), " along a dimension returns sizes fx does not follow: "
           "call it without dim (on the flattened tensor)"));
     }
     return unique(*self, flag(args, 1), flag(args, 2), /*has_counts=*/true);
@@ -205,13 +212,12 @@ bool returns_data_dependent_size(const Node& n) {
   }
   const c10::OperatorHandle& op = n.target().op();
   const std::string& name = op.schema().name();
-  if (name == "torchvision::nms" ||
-      (name == "aten::where" && n.args().size() == 1) ||
-      name == "aten::nonzero_numpy") {
+  if (untagged(name, op.schema().overload_name(),
+               n.args().size() + n.kwargs().size())) {
     return true;
   }
   if (!op.hasTag(at::Tag::dynamic_output_shape)) return false;
-  if (op.schema().name() != "aten::index") return true;
+  if (name != "aten::index") return true;
   // Its indices (an index of unknown dtype counts as a mask).
   if (n.args().size() < 2 || !n.args()[1].is_sequence()) return true;
   bool mask = false;
