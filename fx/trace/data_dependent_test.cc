@@ -94,6 +94,19 @@ TEST_CASE("nonzero's rows are a symbol: sizes computed from them are nodes") {
   }
 }
 
+TEST_CASE("a mask after a leading dimension: its size is the mask's dimension") {
+  // kept is [3, u0]: u0 is read from dimension 1 of the index's output.
+  auto fn = [](torch::Tensor x) {
+    torch::Tensor kept = x.index({torch::indexing::Slice(), x[0] > 0});
+    return kept.reshape({kept.size(0) * kept.size(1)});
+  };
+  fx::GraphModule gm = fx::symbolic_trace(fn, torch::randn({3, 20}));
+  CHECK(contains(gm, "= call_function[target=sym_size](args = (%index, 1)"));
+  for (const torch::Tensor& x : selections({3, 20})) {
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+}
+
 TEST_CASE("a boolean mask and masked_select keep rows of any number") {
   // Rows whose sum is positive, with dynamic rows B, flattened: the size
   // is u0 * 4, the mask's numel B.

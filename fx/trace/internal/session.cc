@@ -332,9 +332,9 @@ void Tracer::Session::record(const c10::OperatorHandle& op,
   substitute(std::move(sizes), &full);
   specialize.taken = true;
   Node* node = call_node(op, full, outputs);
-  if (unbacked_output) {
-    tracer->unbacked_nodes_.emplace_back(node, *unbacked_output);
-    unbacked_output.reset();
+  if (data_dependent) {
+    tracer->unbacked_nodes_.emplace_back(node, data_dependent->output);
+    data_dependent.reset();
   }
   push_outputs(op, node, written, &outputs, &args, stack);
 }
@@ -398,6 +398,7 @@ void Tracer::Session::check_proxies_are_ours(
 bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
                                           const std::vector<c10::IValue>& args,
                                           torch::jit::Stack* stack) {
+  data_dependent.reset();
   // A tensor's rank is always guarded, so asking it specializes nothing.
   // LibTorch 2.13 dispatches TorchScript's aten::dim (1.13 answered it in
   // the interpreter, never reaching the tracer).
@@ -446,12 +447,12 @@ bool Tracer::Session::answer_without_data(const c10::OperatorHandle& op,
         "values depend on tensor data, which a graph cannot record. ",
         kWorkaround, user_frames()));
   }
-  std::optional<DataDependentSize> size;
   try {
-    size = data_dependent_size(op.schema(), args);
+    data_dependent = data_dependent_size(op.schema(), args);
   } catch (const GraphError& e) {
     throw TraceError(absl::StrCat(e.msg(), location(), user_frames()));
   }
+  const bool size = data_dependent.has_value();
   if (size || (op.hasTag(at::Tag::dynamic_output_shape) &&
                !indexes_with_integers(op, args))) {
     if (size && !bodies.empty()) {
@@ -510,36 +511,35 @@ std::vector<internal::InferredOutput> Tracer::Session::outputs_of(
     ++tracer->stats_.in_place;
     return outputs;
   }
-  {
-    if (std::optional<DataDependentSize> d =
-            data_dependent_size(op.schema(), args)) {
-      // A size of its own (u0, u1, ...), which the tracer varies from trace
-      // to trace as it does the dynamic dimensions'.
-      const int64_t size = tracer->unbacked_size(op_name(op), d->max);
-      const at::Tensor& self = args[0].toTensor();
-      const std::vector<std::vector<int64_t>> shapes = d->sizes_at(size);
-      const std::vector<std::vector<int64_t>> strides = d->strides_at(size);
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        internal::InferredOutput out;
-        out.tensor.sizes = shapes[i];
-        out.tensor.strides = strides[i];
-        out.tensor.memory_format = memory_format_of(shapes[i], strides[i]);
-        out.tensor.dtype = d->dtypes[i];
-        out.tensor.device = self.device();
-        outputs.push_back(std::move(out));
-      }
-      if (d->list) {
-        // One output: a list of them (torch.where(mask)'s).
-        internal::InferredOutput list;
-        list.kind = internal::InferredOutput::Kind::kTensorList;
-        for (internal::InferredOutput& out : outputs) {
-          list.tensors.push_back(std::move(out.tensor));
-        }
-        outputs = {std::move(list)};
-      }
-      unbacked_output = d->output;
-      return outputs;
+  if (const std::optional<DataDependentSize>& d = data_dependent) {
+    // A size of its own (u0, u1, ...), which the tracer varies from trace
+    // to trace as it does the dynamic dimensions'.
+    const int64_t size = tracer->unbacked_size(op_name(op), d->max);
+    // The dimension of its output that has it (a mask after a leading
+    // Slice() leaves it in dimension 1), for the node reading it.
+    tracer->unbacked_[unbacked_count - 1].dim = d->dim;
+    const at::Tensor& self = args[0].toTensor();
+    const std::vector<std::vector<int64_t>> shapes = d->sizes_at(size);
+    const std::vector<std::vector<int64_t>> strides = d->strides_at(size);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      internal::InferredOutput out;
+      out.tensor.sizes = shapes[i];
+      out.tensor.strides = strides[i];
+      out.tensor.memory_format = memory_format_of(shapes[i], strides[i]);
+      out.tensor.dtype = d->dtypes[i];
+      out.tensor.device = self.device();
+      outputs.push_back(std::move(out));
     }
+    if (d->list) {
+      // One output: a list of them (torch.where(mask)'s).
+      internal::InferredOutput list;
+      list.kind = internal::InferredOutput::Kind::kTensorList;
+      for (internal::InferredOutput& out : outputs) {
+        list.tensors.push_back(std::move(out.tensor));
+      }
+      outputs = {std::move(list)};
+    }
+    return outputs;
   }
   internal::InferenceTier tier;
   try {

@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "fx/ir/data_dependent.h"
 #include "fx/ir/graph.h"
 #include "fx/runtime/graph_module.h"
 #include "fx/trace/internal/shape_inference.h"
@@ -66,9 +67,10 @@ struct Tracer::Session {
   std::string specialized_by;  // TraceStats::specialized_by
   std::string list_checks;     // Tracer::ListLengthChecks
   bool read_layout = false;
-  // The output of the operator being recorded whose size is a symbol
-  // (outputs_of, for record).
-  std::optional<size_t> unbacked_output;
+  // The data-dependent size of the operator being recorded
+  // (answer_without_data finds it, outputs_of gives it a symbol, record
+  // notes its node).
+  std::optional<DataDependentSize> data_dependent;
   size_t unbacked_count = 0;  // such operators recorded so far
   Session* enclosing = nullptr;
   // The bodies of control flow being traced (fx::cond, fx::while_loop),
