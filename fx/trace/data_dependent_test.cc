@@ -226,6 +226,87 @@ TEST_CASE("a bound the program needs is checked when the graph runs") {
   CHECK_THROWS_AS(gm(torch::zeros({3, 4})), fx::GuardError);
 }
 
+TEST_CASE("a selection from a selection is bounded by the first's bound") {
+  // u1 selects from u0's elements: it can be as large as x (100), not as
+  // the first trace's u0. Its first 20, and a size read from them: min(u1,
+  // 20), which only traces beyond 20 tell from u1.
+  auto fn = [](torch::Tensor x) {
+    torch::Tensor kept = torch::masked_select(x, x > 0);
+    torch::Tensor large = kept.index({kept > 1});
+    torch::Tensor first = large.slice(0, 0, 20);
+    return torch::cat({first, torch::zeros({first.size(0)})});
+  };
+  fx::Tracer tracer;
+  std::vector<c10::IValue> example = {torch::randn({100})};
+  fx::GraphModule gm(nullptr, tracer.trace(nullptr, fx::box_function(fn), example),
+                     tracer.take_attributes());
+  // Each bound is the elements it selects from, with x's all kept.
+  const std::string printed = gm->graph().to_string();
+  CHECK_THAT(printed, Catch::Contains("the graph was traced for 0 <= u1 <= 20"));
+  CHECK_THAT(tracer.stats().narrowed.at(0),
+             Catch::StartsWith("0 <= u1 <= 20 (was 0 <= u1 <= 100)"));
+  torch::Tensor few = torch::full({100}, -1.0);
+  few.slice(0, 0, 7).fill_(2.0);
+  torch::Tensor twenty = torch::full({100}, -1.0);
+  twenty.slice(0, 0, 20).fill_(2.0);
+  for (const torch::Tensor& x : {few, twenty, -torch::ones({100})}) {
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+  // More than 20: the graph, traced where min(u1, 20) is u1, refuses.
+  CHECK_THROWS_AS(gm(torch::full({100}, 2.0)), fx::GuardError);
+}
+
+TEST_CASE("a size past which the program selects again is bounded there") {
+  // Past 10 kept elements the program calls another operator whose size
+  // depends on data, which a graph traced without it cannot hold: traced
+  // up to 10, and checked.
+  auto fn = [](torch::Tensor x) {
+    torch::Tensor kept = torch::masked_select(x, x > 0);
+    if (kept.size(0) > 10) kept = torch::masked_select(kept, kept > 1);
+    return kept * 2;
+  };
+  fx::Tracer tracer;
+  std::vector<c10::IValue> example = {torch::randn({40})};
+  fx::GraphModule gm(nullptr, tracer.trace(nullptr, fx::box_function(fn), example),
+                     tracer.take_attributes());
+  REQUIRE_FALSE(tracer.stats().narrowed.empty());
+  CHECK_THAT(tracer.stats().narrowed[0],
+             Catch::StartsWith("0 <= u0 <= 10 (was 0 <= u0 <= 40): the trace "
+                               "at u0=11"));
+  for (int64_t positive : {0, 1, 5, 10}) {
+    torch::Tensor x = -torch::ones({40});
+    x.slice(0, 0, positive).fill_(3.0);
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+  torch::Tensor eleven = -torch::ones({40});
+  eleven.slice(0, 0, 11).fill_(3.0);
+  CHECK_THROWS_AS(gm(eleven), fx::GuardError);
+  CHECK_THROWS_WITH(gm(eleven),
+                    Catch::Contains("%u0 <= 10 (u0 is the size "
+                                    "aten::masked_select %masked_select "
+                                    "returned"));
+}
+
+TEST_CASE("a selection indexed by the positions another selection found") {
+  // torchvision's `keep = torch.where(scores > t)[0]; boxes[keep]` after an
+  // earlier selection: the traces give u0 and u1 sizes of their own (u1
+  // above u0 among them), and the indexing's shape is inferred without its
+  // values, which only a run has.
+  auto fn = [](torch::Tensor boxes, torch::Tensor scores) {
+    torch::Tensor mask = scores > 0;
+    torch::Tensor kept = boxes.index({mask});
+    torch::Tensor kept_scores = scores.index({mask});
+    torch::Tensor keep = torch::nonzero(kept_scores > 0.5).squeeze(1);
+    return kept.index({keep});
+  };
+  fx::GraphModule gm =
+      fx::symbolic_trace(fn, torch::rand({12, 4}), torch::randn({12}));
+  for (const torch::Tensor& scores : selections({12})) {
+    const torch::Tensor boxes = torch::rand({12, 4});
+    CHECK(torch::equal(gm(boxes, scores).toTensor(), fn(boxes, scores)));
+  }
+}
+
 TEST_CASE("a tensor of one element selects zero or one") {
   // Nothing reads the size: the metadata alone is symbolic.
   auto fn = [](torch::Tensor x) { return torch::masked_select(x, x > 0) * 2; };

@@ -140,6 +140,30 @@ std::vector<Named> cases() {
          return x.index_select(2, torch::tensor({0, 3}));
        }},
       {"gather", [](T x, T, T i, T, T, T) { return x.gather(2, i); }},
+      // Advanced indexing (a shape rule): leading, middle, two-dimensional,
+      // separated by a slice, empty, of a channels-last image (the
+      // kernel's strides).
+      {"index_first", [](T x, T, T, T, T, T) {
+         return x.index({torch::tensor({1, 0, 1})});
+       }},
+      {"index_middle", [](T x, T, T, T, T, T) {
+         return x.index({torch::indexing::Slice(), torch::tensor({0, 2})});
+       }},
+      {"index_2d", [](T x, T, T i, T, T, T) {
+         return x.index({torch::indexing::Slice(), torch::indexing::Slice(),
+                         i.select(0, 0).slice(0, 0, 2)});
+       }},
+      {"index_separated", [](T x, T, T, T, T, T) {
+         return x.index({torch::tensor({0, 1}), torch::indexing::Slice(),
+                         torch::tensor({1, 3})});
+       }},
+      {"index_empty", [](T x, T, T, T, T, T) {
+         return x.index({torch::zeros({0}, torch::kLong)});
+       }},
+      {"index_channels_last", [](T, T, T, T, T img, T) {
+         return img.index({torch::indexing::Slice(), torch::indexing::Slice(),
+                           torch::tensor({0, 2})});
+       }},
       {"cat", [](T x, T, T, T, T, T) { return torch::cat({x, x}, 1); }},
       {"cat_promotes", [](T x, T y, T, T, T, T) { return torch::cat({x, y}); }},
       {"stack", [](T x, T, T, T, T, T) { return torch::stack({x, x}, 3); }},

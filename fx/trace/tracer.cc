@@ -16,6 +16,7 @@
 #include "fx/trace/internal/proxy.h"
 #include "fx/trace/internal/session.h"
 #include "fx/trace/internal/shape_inference.h"
+#include "fx/trace/internal/size_fit.h"
 
 namespace fx {
 
@@ -371,7 +372,9 @@ int64_t Tracer::unbacked_size(const std::string& op, int64_t max) {
     DynamicDim d;
     d.input = DynamicDim::kOperatorOutput;
     d.min = 0;
-    // Bounded by the elements it selects from, unless their number varies.
+    // Bounded by the elements it selects from in this trace, unless the
+    // inputs' dimensions vary; Tracer::trace finds the bound it has at
+    // the others' bounds.
     if (options_.dynamic.empty()) d.max = max;
     std::vector<DynamicDim> taken = options_.dynamic;
     taken.insert(taken.end(), unbacked_.begin(), unbacked_.end());
@@ -381,11 +384,16 @@ int64_t Tracer::unbacked_size(const std::string& op, int64_t max) {
     // max, so that the bounds are elsewhere.
     unbacked_sizes_[d.symbol] = d.max >= 16 ? 8 : std::max<int64_t>(d.max / 2, 0);
   }
-  const DynamicDim& d = unbacked_[k];
+  DynamicDim& d = unbacked_[k];
   if (unbacked_nodes_.size() != k) {
     throw TraceError(absl::StrCat(op, " is data-dependent but was not recorded"));
   }
-  return unbacked_sizes_.at(d.symbol);
+  const int64_t size = unbacked_sizes_.at(d.symbol);
+  // Tracing at the bounds (internal/bounds.h): all it selects from, the
+  // bound it has in this trace, kept as the symbol's max.
+  if (size != internal::kAtBound) return size;
+  d.max = max;
+  return max;
 }
 
 std::unique_ptr<Graph> Tracer::trace(
@@ -407,9 +415,10 @@ std::unique_ptr<Graph> Tracer::trace(
     base.graph = trace_once(root, named, forward, example_inputs);
   }
   if (options_.dynamic.empty() && unbacked_.empty()) return std::move(base.graph);
-  // The dynamic dimensions, then the data-dependent sizes.
-  std::vector<DynamicDim> dims = options_.dynamic;
-  dims.insert(dims.end(), unbacked_.begin(), unbacked_.end());
+  // The dynamic dimensions, then the data-dependent sizes (their bounds
+  // found below).
+  std::vector<DynamicDim> traced_dims = options_.dynamic;
+  traced_dims.insert(traced_dims.end(), unbacked_.begin(), unbacked_.end());
   for (const DynamicDim& d : unbacked_) {
     base.sizes[d.symbol] = unbacked_sizes_.at(d.symbol);
   }
@@ -427,8 +436,9 @@ std::unique_ptr<Graph> Tracer::trace(
   auto trace_at = [&](const internal::SymbolSizes& sizes, bool filled) {
     unbacked_sizes_ = sizes;
     internal::Trace t;
-    t.graph = trace_once(root, named, forward,
-                         resized_inputs(example_inputs, dims, sizes, filled));
+    t.graph = trace_once(
+        root, named, forward,
+        resized_inputs(example_inputs, traced_dims, sizes, filled));
     take(t);
     t.sizes = sizes;
     return t;
@@ -442,9 +452,51 @@ std::unique_ptr<Graph> Tracer::trace(
                     unbacked_nodes_[k].first->name());
   }
   const TraceStats stats = stats_;
-  std::vector<internal::Trace> others;
-  int64_t bound_traces = 0;
+  // Each data-dependent size's bound (internal/bounds.h), where the inputs'
+  // dynamic dimensions have a max (at it); without one, the selections
+  // from them stay unbounded.
+  bool bounded = !unbacked_.empty();
+  internal::SymbolSizes hints = base.sizes;
+  for (const DynamicDim& d : options_.dynamic) {
+    const std::optional<int64_t> highest = internal::highest_size(d);
+    bounded = bounded && highest.has_value();
+    if (highest) hints[d.symbol] = *highest;
+  }
   std::vector<std::string> narrowed;
+  int64_t bound_traces = 0;
+  if (bounded) {
+    internal::DataDependentBounds found;
+    try {
+      found = internal::data_dependent_bounds(
+          unbacked_, hints,
+          [&](const internal::SymbolSizes& sizes, std::vector<int64_t>* seen) {
+            for (DynamicDim& d : unbacked_) d.max = -1;
+            struct Seen {
+              const std::vector<DynamicDim>& unbacked;
+              std::vector<int64_t>* seen;
+              ~Seen() {
+                for (size_t k = 0; k < unbacked.size(); ++k) {
+                  (*seen)[k] = unbacked[k].max;
+                }
+              }
+            } record{unbacked_, seen};
+            trace_at(sizes, /*filled=*/false);
+          });
+    } catch (const TraceError& e) {
+      throw TraceError(absl::StrCat(
+          "finding the bounds of the sizes that depend on data failed: "
+          "tracing ", e.msg(), "\n(", symbols, ")"));
+    }
+    for (size_t k = 0; k < unbacked_.size(); ++k) {
+      unbacked_[k].max = found.max[k];
+      base.unbacked.at(unbacked_[k].symbol).max = found.selects_from[k];
+    }
+    narrowed = std::move(found.narrowed);
+    bound_traces = found.traces;
+  }
+  std::vector<DynamicDim> dims = options_.dynamic;
+  dims.insert(dims.end(), unbacked_.begin(), unbacked_.end());
+  std::vector<internal::Trace> others;
   try {
     std::vector<internal::SymbolSizes> samples;
     try {
@@ -515,11 +567,9 @@ std::unique_ptr<Graph> Tracer::trace(
       std::vector<const internal::Trace*> checks;
       for (const internal::Trace& t : bounds.checks) checks.push_back(&t);
       internal::generalize(base, others, bounds.dims, checks);
-      bound_traces = bounds.traces;
-      narrowed = std::move(bounds.narrowed);
-      for (const std::string& line : narrowed) {
-        TORCH_WARN("fx::symbolic_trace narrowed a dynamic dimension to ", line);
-      }
+      bound_traces += bounds.traces;
+      narrowed.insert(narrowed.end(), bounds.narrowed.begin(),
+                      bounds.narrowed.end());
     }
   } catch (const TraceError& e) {
     if (symbols.empty()) throw;
@@ -529,6 +579,9 @@ std::unique_ptr<Graph> Tracer::trace(
   }
   attributes_ = std::move(base.attributes);
   stats_ = stats;
+  for (const std::string& line : narrowed) {
+    TORCH_WARN("fx::symbolic_trace narrowed a dynamic dimension to ", line);
+  }
   stats_.narrowed = std::move(narrowed);
   stats_.traces = 1 + static_cast<int64_t>(others.size()) + bound_traces;
   stats_.nodes = static_cast<int64_t>(base.graph->size());

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fx/ir/errors.h"
 #include "fx/trace/internal/size_fit.h"
 
@@ -18,6 +19,9 @@ namespace {
 
 // Bisection steps per bound: from a max of 10^6 to within 2^-10 of it.
 constexpr int kSearchSteps = 10;
+
+// The sizes that depend on data whose bounds are searched one by one.
+constexpr size_t kMostSearchedSizes = 16;
 
 const DynamicDim& dim_of(const std::vector<DynamicDim>& dims,
                          const std::string& symbol) {
@@ -161,6 +165,103 @@ class Verifier {
 };
 
 }  // namespace
+
+DataDependentBounds data_dependent_bounds(
+    const std::vector<DynamicDim>& unbacked, const SymbolSizes& hints,
+    const std::function<void(const SymbolSizes&, std::vector<int64_t>*)>&
+        trace_at) {
+  DataDependentBounds out;
+  const size_t n = unbacked.size();
+  auto traces = [&](const SymbolSizes& sizes, std::vector<int64_t>* bounds,
+                    std::string* why) {
+    ++out.traces;
+    bounds->assign(n, -1);
+    try {
+      trace_at(sizes, bounds);
+      return true;
+    } catch (const TraceError& e) {
+      // "at u0=450, u1=3 (u2 at its bound)", or "with every size that
+      // depends on data at its bound (at B=64)".
+      SymbolSizes given;
+      std::vector<std::string> at_bound;
+      for (const auto& [symbol, size] : sizes) {
+        if (size == kAtBound) {
+          at_bound.push_back(symbol);
+        } else {
+          given[symbol] = size;
+        }
+      }
+      std::string where;
+      if (at_bound.size() == n) {
+        where = "with every size that depends on data at its bound";
+        if (!given.empty()) {
+          absl::StrAppend(&where, " (at ", describe(given), ")");
+        }
+      } else {
+        where = absl::StrCat("at ", describe(given));
+        if (!at_bound.empty()) {
+          absl::StrAppend(&where, " (", absl::StrJoin(at_bound, ", "),
+                          " at its bound)");
+        }
+      }
+      *why = absl::StrCat(where, ": ", e.msg());
+      return false;
+    }
+  };
+  SymbolSizes all = hints;
+  for (const DynamicDim& d : unbacked) all[d.symbol] = kAtBound;
+  std::vector<int64_t> bounds;
+  std::string why;
+  if (traces(all, &bounds, &why)) {
+    out.max = out.selects_from = bounds;
+    return out;
+  }
+  // One by one costs up to a trace per bit of each bound.
+  if (n > kMostSearchedSizes) {
+    throw TraceError(absl::StrCat(
+        why, "\n(fx looks for the bounds of at most ", kMostSearchedSizes,
+        " sizes that depend on data one by one; this program has ", n, ")"));
+  }
+  out.max.assign(n, 0);
+  out.selects_from.assign(n, 0);
+  SymbolSizes sizes = hints;
+  for (size_t k = 0; k < n; ++k) {
+    const std::string& symbol = unbacked[k].symbol;
+    const int64_t hint = hints.at(symbol);
+    sizes[symbol] = kAtBound;
+    if (traces(sizes, &bounds, &why)) {
+      out.max[k] = out.selects_from[k] = bounds[k];
+      sizes[symbol] = bounds[k];
+      continue;
+    }
+    // The sizes before it at their bounds and it at its hint traced (the
+    // last trace that succeeded): the bound lies between.
+    const int64_t bound = bounds[k];
+    if (bound < 0 || bound <= hint) throw TraceError(why);
+    int64_t ok = hint, bad = bound;
+    std::vector<int64_t> ignored;
+    // To the size: a few more traces than verify_bounds' (which stops
+    // within 2^-10), so that the graph's check names the program's limit.
+    while (bad - ok > 1) {
+      const int64_t mid = ok + (bad - ok) / 2;
+      sizes[symbol] = mid;
+      std::string failed;
+      if (traces(sizes, &ignored, &failed)) {
+        ok = mid;
+      } else {
+        bad = mid;
+        why = std::move(failed);
+      }
+    }
+    out.max[k] = ok;
+    out.selects_from[k] = bound;
+    sizes[symbol] = ok;
+    out.narrowed.push_back(absl::StrCat(
+        "0 <= ", symbol, " <= ", ok, " (was 0 <= ", symbol, " <= ", bound,
+        "): the trace ", first_sentence(why)));
+  }
+  return out;
+}
 
 VerifiedBounds verify_bounds(
     const Trace& base, const std::vector<Trace>& others,

@@ -42,4 +42,38 @@ VerifiedBounds verify_bounds(
     const std::vector<DynamicDim>& dims,
     const std::function<Trace(const SymbolSizes&)>& trace_at);
 
+// Sizes that depend on data (u0, u1, ...) are bounded by what their
+// operators select from, which may itself be a selection (u1 among u0's
+// rows): the first trace, at small sizes, sees u1's operator select from u0's
+// hint. Their bounds are found by tracing with the operators keeping all
+// they select from, in `trace_at`'s size kAtBound:
+//
+//   u0 <= 450 (a mask over 450 scores), u1 <= u0's 450, u2 <= u1's 450
+//
+// all at once; where that trace fails (a program that branches to code
+// fx cannot follow past some size: torchvision's batched_nms past 1,000
+// boxes), one symbol at a time in the order their operators run, the
+// earlier ones at their bounds, and a bound at which the program fails is
+// narrowed by bisection to the last size that traces (its operator's
+// bound stays in `selects_from`, so that the graph checks the narrowed one).
+constexpr int64_t kAtBound = -1;
+
+struct DataDependentBounds {
+  std::vector<int64_t> max;           // per symbol, in `unbacked`'s order
+  std::vector<int64_t> selects_from;  // their operators' bounds
+  // "0 <= u5 <= 1002 (was 0 <= u5 <= 13500): the trace at ..."
+  std::vector<std::string> narrowed;
+  int64_t traces = 0;
+};
+
+// `trace_at(sizes, bounds)` traces with the symbols at `sizes` (kAtBound:
+// all their operator selects from) and writes, as each symbol's operator
+// runs, the number it selects from into `bounds` (-1 for one that did not
+// run); it throws fx::TraceError when the program fails. `hints` are sizes
+// at which the program traced, the inputs' dynamic dimensions included.
+DataDependentBounds data_dependent_bounds(
+    const std::vector<DynamicDim>& unbacked, const SymbolSizes& hints,
+    const std::function<void(const SymbolSizes&, std::vector<int64_t>*)>&
+        trace_at);
+
 }  // namespace fx::internal

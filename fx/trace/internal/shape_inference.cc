@@ -268,6 +268,83 @@ Outputs where(const std::vector<c10::IValue>& args) {
                                   c10::MemoryFormat::Contiguous))};
 }
 
+// A rule's answer that the arguments are not its case: the tiers below
+// infer them instead.
+struct NotThisRule {};
+
+// aten::index.Tensor(self, indices) of a contiguous self with int64 indices
+// (masks are sizes that depend on data: fx/ir/data_dependent.h): advanced
+// indexing's sizes, the indices' broadcast sizes in place of the dimensions
+// they index (or first, if Nones separate them), contiguous. The values are
+// not read: the real kernel on filled-in indices would check them against
+// sizes a trace chose (a selection of size 0 indexed by another's values).
+Outputs index_tensor(const std::vector<c10::IValue>& args) {
+  TensorMeta self = meta_arg(args, 0);
+  if (!args.at(1).isList()) throw NotThisRule();
+  // The list as TorchScript or the dispatcher holds it (Tensor?[] or a
+  // generic list): an undefined tensor for each None.
+  std::vector<at::Tensor> indices;
+  for (const c10::IValue& v : args[1].toListRef()) {
+    if (!v.isNone() && !v.isTensor()) throw NotThisRule();
+    indices.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+  }
+  // Indices of other dtypes are the kernel's to refuse (1.13) or take
+  // (2.x); the output of a non-contiguous self keeps its strides' order.
+  if (indices.size() > self.sizes.size() ||
+      self.strides != strides_for(self.sizes, c10::MemoryFormat::Contiguous)) {
+    throw NotThisRule();
+  }
+  std::vector<int64_t> broadcast;
+  int64_t first = -1, last = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!indices[i].defined()) continue;
+    if (indices[i].scalar_type() != at::kLong) throw NotThisRule();
+    broadcast = first < 0 ? indices[i].sizes().vec()
+                          : at::infer_size(broadcast, indices[i].sizes());
+    if (first < 0) first = static_cast<int64_t>(i);
+    last = static_cast<int64_t>(i);
+  }
+  if (first < 0) throw NotThisRule();
+  bool adjacent = true;
+  for (int64_t i = first; i <= last; ++i) {
+    adjacent = adjacent && indices[i].defined();
+  }
+  std::vector<int64_t> sizes;
+  if (adjacent) {
+    sizes.assign(self.sizes.begin(), self.sizes.begin() + first);
+    sizes.insert(sizes.end(), broadcast.begin(), broadcast.end());
+    sizes.insert(sizes.end(), self.sizes.begin() + last + 1, self.sizes.end());
+  } else {
+    sizes = broadcast;
+    for (size_t i = 0; i < self.sizes.size(); ++i) {
+      if (i >= indices.size() || !indices[i].defined()) {
+        sizes.push_back(self.sizes[i]);
+      }
+    }
+  }
+  return {tensor_output(make_meta(std::move(sizes), self.dtype, self.device,
+                                  c10::MemoryFormat::Contiguous))};
+}
+
+// torchvision::roi_align(input, rois, spatial_scale, pooled_height,
+// pooled_width, sampling_ratio, aligned): [K, C, pooled_height,
+// pooled_width] for K boxes. Its kernel reads the image each box's first
+// column names without a bounds check: on filled-in values (not image
+// numbers) it would read past the input, so it is never run for shapes.
+Outputs roi_align(const std::vector<c10::IValue>& args) {
+  TensorMeta in = meta_arg(args, 0);
+  TensorMeta rois = meta_arg(args, 1);
+  if (in.sizes.size() != 4 || rois.sizes.size() != 2 || rois.sizes[1] != 5) {
+    throw c10::Error(
+        "torchvision::roi_align takes a 4-dimensional input and boxes of "
+        "size [K, 5]",
+        compat::no_backtrace());
+  }
+  return {tensor_output(make_meta(
+      {rois.sizes[0], in.sizes[1], args.at(3).toInt(), args.at(4).toInt()},
+      in.dtype, in.device, c10::MemoryFormat::Contiguous))};
+}
+
 const absl::flat_hash_map<std::string, Rule>& rules() {
   static const auto* table = new absl::flat_hash_map<std::string, Rule>{
       // A check: no outputs, nothing to run while tracing.
@@ -305,6 +382,8 @@ const absl::flat_hash_map<std::string, Rule>& rules() {
       {"aten::where.ScalarSelf", &where},
       {"aten::where.ScalarOther", &where},
       {"aten::where.Scalar", &where},
+      {"aten::index.Tensor", &index_tensor},
+      {"torchvision::roi_align", &roi_align},
   };
   return *table;
 }
@@ -661,8 +740,11 @@ std::vector<InferredOutput> infer_outputs(const c10::OperatorHandle& op,
   const auto& table = rules();
   auto rule = table.find(full_name(op));
   if (rule != table.end()) {
-    *tier = InferenceTier::kRule;
-    return rule->second(args);
+    try {
+      *tier = InferenceTier::kRule;
+      return rule->second(args);
+    } catch (const NotThisRule&) {
+    }
   }
   c10::Device device = output_device(op.schema(), args);
   bool no_meta;
