@@ -10,6 +10,7 @@ CLASSIFICATION models only by name), and prints one line per file.
 import math
 import os
 import sys
+from typing import List
 
 import torch
 import torchvision
@@ -32,6 +33,46 @@ class SelectsBoxes(torch.nn.Module):
         kept = boxes[keep]
         n = kept.size(0)
         return kept[:, :2].reshape(n * 2), torch.nonzero(keep)
+
+
+class Batch:
+    """A TorchScript class, as torchvision's ImageList."""
+
+    def __init__(self, tensors: torch.Tensor, sizes: List[int]):
+        self.tensors = tensors
+        self.sizes = sizes
+
+
+class CachesAnchors(torch.nn.Module):
+    """What torchvision's detection models do around their selections:
+    forward sets an attribute to what it holds (AnchorGenerator's anchors
+    cast to the input's dtype and device), makes an object of a TorchScript
+    class, and lists sizes to split by ([b.shape[0] for b in boxes])."""
+
+    def __init__(self):
+        super().__init__()
+        self.anchors = [torch.randn(3, 4), torch.randn(2, 4)]
+
+    def forward(self, boxes, scores):
+        self.anchors = [a.to(dtype=boxes.dtype, device=boxes.device)
+                        for a in self.anchors]
+        batch = Batch(boxes[scores > 0.5], [boxes.shape[0]])
+        parts = [batch.tensors, self.anchors[0], self.anchors[1]]
+        sizes = [p.shape[0] for p in parts]
+        joined = torch.cat(parts) * 2
+        return [part.sum(0) + part.shape[0] for part in joined.split(sizes)]
+
+
+class CountsCalls(torch.nn.Module):
+    """Keeps state from one call to the next: no graph can."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
 
 
 class TensorControlFlow(torch.nn.Module):
@@ -322,6 +363,8 @@ MODELS = {
     "data_dependent_scripted": (lambda: DataDependent(), "script"),
     "tensor_control_flow_scripted": (lambda: TensorControlFlow(), "script"),
     "selects_boxes_scripted": (lambda: SelectsBoxes(), "script"),
+    "caches_anchors_scripted": (lambda: CachesAnchors(), "script"),
+    "counts_calls_scripted": (lambda: CountsCalls(), "script"),
     "calls_data_dependent_scripted": (lambda: CallsDataDependent(), "script"),
     "control_flow_scripted": (lambda: ControlFlow(), "script"),
     "no_grad_scripted": (lambda: NoGrad(), "script"),

@@ -128,6 +128,48 @@ TEST_CASE("a scripted model's data-dependent sizes import as symbols") {
   }
 }
 
+TEST_CASE("a scripted model that sets its attributes to what they hold imports") {
+  // forward sets self.anchors (to the same tensors, cast to the input's
+  // dtype), makes an object of a TorchScript class, and splits by the
+  // sizes it lists, one of them data-dependent.
+  torch::jit::Module script =
+      torch::jit::load(model_path("caches_anchors_scripted"));
+  const c10::IValue anchors = script.attr("anchors");
+  fx::GraphModule gm =
+      fx::symbolic_trace(script, {torch::rand({6, 4}), torch::rand({6})});
+  INFO(gm->graph().to_string());
+  // Each trace found the module as it was, and so does the user: the
+  // same list, of the same tensors, which hold data (not a trace's).
+  const c10::IValue after = script.attr("anchors");
+  CHECK(after.isSameIdentity(anchors));
+  for (const c10::IValue& a : after.toListRef()) {
+    CHECK(a.toTensor().has_storage());
+  }
+  for (double shift : {-1.0, 1.0, 0.0}) {
+    const at::Tensor boxes = torch::rand({6, 4});
+    const at::Tensor scores = torch::rand({6}) + shift;
+    const c10::IValue want = script.forward({boxes, scores});
+    const c10::IValue got = gm(boxes, scores);
+    REQUIRE(got.toListRef().size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(torch::equal(got.toListRef()[i].toTensor(),
+                         want.toListRef()[i].toTensor()));
+    }
+  }
+}
+
+TEST_CASE("a scripted model that keeps state between calls is refused") {
+  // self.calls += 1: a graph reads attributes as they were when traced.
+  torch::jit::Module script = torch::jit::load(model_path("counts_calls_scripted"));
+  CHECK_THROWS_WITH(
+      fx::symbolic_trace(script, {torch::randn({3})}),
+      Catch::Contains("forward sets the module attribute calls to a value "
+                      "other than it held") &&
+          Catch::Contains("keep that state outside forward"));
+  // And leaves the module as it was.
+  CHECK(script.attr("calls").toInt() == 0);
+}
+
 TEST_CASE("a failure in a traced file names the TorchScript node and module") {
   // torch.jit.trace gives its aten::Int nodes no source line.
   torch::jit::Module script =

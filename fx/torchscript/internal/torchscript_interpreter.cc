@@ -165,6 +165,7 @@ class Planner {
             &n);
         break;
       case prim::SetAttr:
+      case prim::CreateObject:
       case prim::If:
       case prim::Loop:
       case prim::ListConstruct:
@@ -503,9 +504,20 @@ class Interpreter {
                         : in(0).toObjectRef().getAttr(n.s(attr::name)));
         return;
       case prim::SetAttr:
-        throw TraceError(absl::StrCat(
-            "forward sets the module attribute '", n.s(attr::name),
-            "', which a graph cannot record; keep state outside forward"));
+        // As TorchScript does; symbolic_trace restores the module after
+        // each trace and checks what forward set.
+        in(0).toObjectRef().setAttr(n.s(attr::name), in(1));
+        return;
+      case prim::CreateObject: {
+        // An object of a TorchScript class (detection models' ImageList),
+        // its attributes set by the __init__ called next.
+        const c10::ClassTypePtr type =
+            n.output()->type()->expect<c10::ClassType>();
+        set(c10::ivalue::Object::create(
+            c10::StrongTypePtr(type->compilation_unit(), type),
+            type->numAttributes()));
+        return;
+      }
       case prim::CallMethod:
         call_function(
             s,
@@ -915,6 +927,21 @@ class Interpreter {
     }
     if (size_tensor) return tensor_arithmetic(s, frame);
     if (!any_sizes) return false;
+    // A size appended to a list of them (`[b.shape[0] for b in boxes]`):
+    // the list, changed in place, holds it too.
+    if (kind == c10::aten::append && count == 2 && in(0).isList() &&
+        in(1).isInt()) {
+      const Argument* held = sizes_of(s, 0, *frame);
+      std::vector<Argument> sizes =
+          held ? held->elements() : literal(in(0)).elements();
+      const Argument* added = sizes_of(s, 1, *frame);
+      sizes.push_back(added ? *added : Argument(in(1).toInt()));
+      run_operator(s, *frame);
+      Argument list = Argument::list(std::move(sizes));
+      frame->sizes[s.inputs[0]] = list;
+      set(std::move(stack_.back()), std::move(list));
+      return true;
+    }
     // Lists of sizes: an element, a slice, a copy, a concatenation. The
     // same operator on the elements' positions tells which it returns.
     const c10::TypePtr out_type = n.output()->type();
