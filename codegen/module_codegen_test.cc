@@ -24,6 +24,7 @@
 #include "testdata/resnet18_split.h"
 #include "testdata/control_flow_generated.h"
 #include "testdata/scan_generated.h"
+#include "testdata/selects_boxes_generated.h"
 #include "testdata/two_heads_generated.h"
 #include "models/zoo.h"
 #include "third_party/catch.h"
@@ -240,6 +241,24 @@ TEST_CASE("generated code runs scan and map as the model does") {
     const at::Tensor x = torch::randn({2, 5, 4});
     CHECK(torch::equal(generated.forward(x), model.forward({x}).toTensor()));
   }
+}
+
+TEST_CASE("generated code computes with sizes that depend on data") {
+  torch::NoGradGuard no_grad;
+  fx::codegen::Model model = testdata::selects_boxes_model();
+  testdata::SelectsBoxesGenerated generated(fx::named_tensors(*model.module));
+  // One score passes, some, all.
+  torch::manual_seed(0);
+  for (double shift : {-0.45, 0.0, 1.0}) {
+    const at::Tensor boxes = torch::rand({10, 4});
+    at::Tensor scores = torch::rand({10}) + shift;
+    if (shift < 0) scores[3] = 0.75;
+    const at::Tensor want = model.forward({boxes, scores}).toTensor();
+    CHECK(torch::equal(generated.forward(boxes, scores), want));
+  }
+  // None: the first box's corners need one, which the graph checks.
+  CHECK_THROWS_WITH(generated.forward(torch::rand({10, 4}), torch::zeros({10})),
+                    Catch::Contains("u0 >= 1 (u0 is the size aten::index.Tensor"));
 }
 
 TEST_CASE("generated code checks its tensors and inputs") {

@@ -57,6 +57,20 @@ struct ControlFlowImpl : torch::nn::Module {
 };
 TORCH_MODULE(ControlFlow);
 
+// Sizes that depend on data: the boxes whose score passes 0.5, the first
+// one's corners (which needs one: the graph checks u0 >= 1), the corners
+// of all, flattened to u0 * 2, and nonzero's rows.
+struct SelectsBoxesImpl : torch::nn::Module {
+  at::Tensor forward(at::Tensor boxes, at::Tensor scores) {
+    const at::Tensor kept = boxes.index({scores > 0.5});
+    const at::Tensor corners = kept.narrow(1, 0, 2);
+    return torch::cat({corners.select(0, 0),
+                       corners.reshape({kept.size(0) * 2}),
+                       torch::nonzero(scores > 0.9).flatten().to(at::kFloat)});
+  }
+};
+TORCH_MODULE(SelectsBoxes);
+
 // scan and map: an Elman cell over time (x: [B, T, 4]), a head on each
 // step's state.
 struct ScanStepsImpl : torch::nn::Module {
@@ -123,6 +137,10 @@ fx::codegen::Model dense_excite_model() {
 fx::codegen::Model control_flow_model() {
   torch::manual_seed(0);
   return fx::codegen::model_of(ControlFlow());
+}
+
+fx::codegen::Model selects_boxes_model() {
+  return fx::codegen::model_of(SelectsBoxes());
 }
 
 fx::codegen::Model scan_model() {

@@ -19,6 +19,8 @@ fx::codegen::Model dense_excite_model();
 fx::codegen::Model two_heads_model();
 // A cond and a while_loop (with a cond in its body): control flow.
 fx::codegen::Model control_flow_model();
+// Boxes selected by score, nonzero: sizes that depend on data.
+fx::codegen::Model selects_boxes_model();
 // fx::scan and fx::map (an Elman cell over time, a head on each step).
 fx::codegen::Model scan_model();
 // LeNet with lenet_calibration() as its calibration batches.
