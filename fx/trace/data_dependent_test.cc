@@ -256,6 +256,30 @@ TEST_CASE("a selection from a selection is bounded by the first's bound") {
   CHECK_THROWS_AS(gm(torch::full({100}, 2.0)), fx::GuardError);
 }
 
+TEST_CASE("a size the near traces explain wrongly is left unknown") {
+  // Nothing reads a size, so nothing needs checking; the metadata of the
+  // first 20 of u1 is u1 below 20 and 20 above: not u1, as the first
+  // traces alone (u1 <= 8) would have it, but unknown.
+  auto fn = [](torch::Tensor x) {
+    torch::Tensor kept = torch::masked_select(x, x > 0);
+    torch::Tensor large = kept.index({kept > 1});
+    return large.slice(0, 0, 20) * 2;
+  };
+  fx::Tracer tracer;
+  std::vector<c10::IValue> example = {torch::randn({100})};
+  fx::GraphModule gm(nullptr, tracer.trace(nullptr, fx::box_function(fn), example),
+                     tracer.take_attributes());
+  const std::string meta = meta_text(gm);
+  INFO(meta);
+  CHECK_THAT(meta, Catch::Contains("%index : f32[u1]"));
+  CHECK_THAT(meta, Catch::Contains("%slice : f32[?]"));
+  for (int64_t positive : {0, 7, 20, 60}) {
+    torch::Tensor x = -torch::ones({100});
+    x.slice(0, 0, positive).fill_(3.0);
+    CHECK(torch::equal(gm(x).toTensor(), fn(x)));
+  }
+}
+
 TEST_CASE("a size past which the program selects again is bounded there") {
   // Past 10 kept elements the program calls another operator whose size
   // depends on data, which a graph traced without it cannot hold: traced

@@ -81,6 +81,28 @@ TEST_CASE("sizes, affine functions, products and floor divisions are fitted") {
   }
 }
 
+TEST_CASE("metadata the near traces explain wrongly is left unknown") {
+  // The first 20 rows: [B] below B = 20, traced near B = 6; the trace at
+  // B's max (64) has 20, so the metadata says unknown, not B.
+  fx::Tracer tracer([] {
+    fx::TraceOptions options;
+    options.dynamic = {dim(0, 0, "B", 64)};
+    return options;
+  }());
+  std::unique_ptr<fx::Graph> graph = tracer.trace(
+      nullptr,
+      [](const std::vector<c10::IValue>& in) {
+        return c10::IValue(in[0].toTensor().slice(0, 0, 20).relu());
+      },
+      {torch::randn({6, 3})});
+  CHECK_FALSE(tracer.stats().read_sizes);
+  const std::string printed =
+      graph->to_string(fx::PrintOptions{.tensor_meta = true});
+  INFO(printed);
+  CHECK_THAT(printed, Catch::Contains("%x : f32[B, 3]") &&
+                          Catch::Contains("%slice : f32[?, 3]"));
+}
+
 TEST_CASE("a program that reads no size is traced again for its metadata") {
   fx::Tracer tracer([] {
     fx::TraceOptions options;

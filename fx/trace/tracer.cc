@@ -531,7 +531,27 @@ std::unique_ptr<Graph> Tracer::trace(
     }
     if (!stats.read_sizes) {
       // Nothing was specialized to the example's sizes: the other traces give
-      // only the metadata's symbolic sizes.
+      // only the metadata's symbolic sizes. Traced at the high bounds
+      // too, where every symbol has one, so that a size the near traces
+      // explain by a function that does not hold there (x.slice(0, 0, 20)
+      // is [B] below B = 20) is left unknown rather than wrong; a program
+      // that fails there fails eagerly too, and the trace is left out.
+      internal::SymbolSizes high = base.sizes;
+      bool bounded_above = true;
+      for (const DynamicDim& d : dims) {
+        const std::optional<int64_t> size = internal::highest_size(d);
+        bounded_above = bounded_above && size.has_value() && *size >= 2;
+        if (size) high[d.symbol] = *size;
+      }
+      bool traced = high == base.sizes;
+      for (const internal::Trace& t : others) traced = traced || t.sizes == high;
+      if (bounded_above && !traced) {
+        try {
+          others.push_back(trace_at(high, /*filled=*/false));
+        } catch (const TraceError&) {
+        } catch (const c10::Error&) {  // inputs at a large bound
+        }
+      }
       if (!others.empty()) internal::fit_metadata(base, others, dims);
       internal::mark_dynamic(*base.graph, dims);
     } else {

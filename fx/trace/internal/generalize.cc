@@ -598,6 +598,17 @@ void check_generalizes(const Trace& base, const std::vector<Trace>& others,
   fit_literals(base, pointers(others, more), dims);
 }
 
+namespace {
+
+bool at_least_two(const SymbolSizes& sizes) {
+  for (const auto& [symbol, size] : sizes) {
+    if (size < 2) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void generalize(Trace& base, const std::vector<Trace>& others,
                 const std::vector<DynamicDim>& dims,
                 const std::vector<const Trace*>& checks) {
@@ -605,10 +616,21 @@ void generalize(Trace& base, const std::vector<Trace>& others,
   Literals l = fit_literals(base, pointers(others, checks), dims);
   const std::vector<Node*>& nodes = l.nodes;
   const auto& fitted = l.fitted;
-  // The metadata's symbolic sizes from `others` alone.
-  l.other_nodes.resize(others.size());
-  l.sizes.resize(others.size() + 1);
-  fit_metadata(nodes, l.other_nodes, l.sizes, dims);
+  // The metadata's symbolic sizes from `others` and from the checks at
+  // sizes of 2 and more (at 0 and 1 a dimension's stride may be any, which
+  // no fit explains): a check at the high bounds tells a size the near
+  // traces explain wrongly (x.slice(0, 0, 20) is [B] below B = 20), which
+  // is then left unknown.
+  std::vector<std::vector<Node*>> meta_nodes(
+      l.other_nodes.begin(), l.other_nodes.begin() + others.size());
+  std::vector<SymbolSizes> meta_sizes(l.sizes.begin(),
+                                      l.sizes.begin() + others.size() + 1);
+  for (size_t c = 0; c < checks.size(); ++c) {
+    if (!at_least_two(checks[c]->sizes)) continue;
+    meta_nodes.push_back(l.other_nodes[others.size() + c]);
+    meta_sizes.push_back(l.sizes[others.size() + 1 + c]);
+  }
+  fit_metadata(nodes, meta_nodes, meta_sizes, dims);
   mark_dynamic(*base.graph, dims);
   Node* first = nullptr;
   for (Node* n : nodes) {
