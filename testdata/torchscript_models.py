@@ -52,6 +52,7 @@ class CachesAnchors(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.anchors = [torch.randn(3, 4), torch.randn(2, 4)]
+        self.norm = torch.nn.BatchNorm1d(4)
 
     def forward(self, boxes, scores):
         self.anchors = [a.to(dtype=boxes.dtype, device=boxes.device)
@@ -59,7 +60,7 @@ class CachesAnchors(torch.nn.Module):
         batch = Batch(boxes[scores > 0.5], [boxes.shape[0]])
         parts = [batch.tensors, self.anchors[0], self.anchors[1]]
         sizes = [p.shape[0] for p in parts]
-        joined = torch.cat(parts) * 2
+        joined = self.norm(torch.cat(parts)) * 2
         return [part.sum(0) + part.shape[0] for part in joined.split(sizes)]
 
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include "absl/strings/str_cat.h"
@@ -235,14 +236,23 @@ GraphModule symbolic_trace(const torch::jit::Module& module,
   // A graph reads attributes as they were when traced, on every call. An
   // attribute forward sets is right only if forward sets it to what it
   // held (cell_anchors cast to the dtype and device they have): checked
-  // by a call on the example inputs, after which the module is restored.
+  // by a call on the example inputs, after which the module is restored,
+  // its buffers' values too (batch norm's statistics, in training).
   if (!set_by_forward.empty()) {
     std::vector<std::string> differ;
     {
       struct Restore {
         const AttributeState& state;
-        ~Restore() { state.restore(); }
-      } restore{state};
+        std::vector<std::pair<at::Tensor, at::Tensor>> buffers;
+        ~Restore() {
+          state.restore();
+          torch::NoGradGuard no_grad;
+          for (auto& [buffer, value] : buffers) buffer.copy_(value);
+        }
+      } restore{state, {}};
+      for (const auto& [name, buffer] : named.buffers) {
+        restore.buffers.emplace_back(buffer, buffer.clone());
+      }
       torch::jit::GraphOptimizerEnabledGuard no_optimization(false);
       forward(example_inputs);
       for (const std::string& name : set_by_forward) {

@@ -170,6 +170,24 @@ TEST_CASE("a scripted model that keeps state between calls is refused") {
   CHECK(script.attr("calls").toInt() == 0);
 }
 
+TEST_CASE("checking what forward set leaves a training module's buffers") {
+  // In training, the check's eager call updates batch norm's statistics;
+  // the module's are restored.
+  torch::jit::Module script =
+      torch::jit::load(model_path("caches_anchors_scripted"));
+  script.train();
+  torch::jit::Module norm = script.attr("norm").toModule();
+  const at::Tensor mean = norm.attr("running_mean").toTensor().clone();
+  const at::Tensor eager_mean = [&] {
+    torch::jit::Module copy = script.deepcopy();
+    copy.forward({torch::rand({6, 4}), torch::ones({6})});
+    return copy.attr("norm").toModule().attr("running_mean").toTensor();
+  }();
+  CHECK_FALSE(torch::equal(eager_mean, mean));  // a call does change it
+  fx::symbolic_trace(script, {torch::rand({6, 4}), torch::ones({6})});
+  CHECK(torch::equal(norm.attr("running_mean").toTensor(), mean));
+}
+
 TEST_CASE("a failure in a traced file names the TorchScript node and module") {
   // torch.jit.trace gives its aten::Int nodes no source line.
   torch::jit::Module script =
