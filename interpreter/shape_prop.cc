@@ -16,6 +16,13 @@
 #include "fx/runtime/guards.h"
 
 namespace fx {
+namespace {
+
+// In ShapeProp::unbacked_sizes_: the operator's output keeps all it selects
+// from, and that is kept as the symbol's max.
+constexpr int64_t kAtBound = -1;
+
+}  // namespace
 
 ShapeProp::ShapeProp(GraphModule module, ShapePropOptions options)
     : Interpreter(std::move(module)), options_(options) {}
@@ -69,10 +76,36 @@ c10::IValue ShapeProp::propagate(std::vector<c10::IValue> inputs) {
 void ShapeProp::fit_symbolic(Recording& example,
                              const std::vector<c10::IValue>& inputs) {
   std::vector<DynamicDim> dims = dynamic_dims(module_->graph());
-  // The data-dependent sizes, unbounded where the inputs' sizes vary (the
-  // tracer's bounds).
+  // The data-dependent sizes, unbounded where the inputs' sizes vary. With
+  // fixed inputs, each is bounded by what its operator selects from at the
+  // others' bounds (u1 among u0's rows may be as many as u0 can: not the
+  // example's u0), found by a run with every such operator keeping all it
+  // selects from, as the tracer finds them (fx/trace/internal/bounds.h).
+  const bool fixed_inputs = dims.empty();
+  if (fixed_inputs && !unbacked_.empty()) {
+    SymbolSizes at_bounds;
+    for (const DynamicDim& d : unbacked_) at_bounds[d.symbol] = kAtBound;
+    std::vector<DynamicDim> found = unbacked_;
+    BufferSnapshot snapshot(*module_);
+    try {
+      unbacked_sizes_ = at_bounds;
+      unbacked_count_ = 0;
+      std::vector<c10::IValue> cloned;
+      for (const c10::IValue& v : inputs) {
+        cloned.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
+      }
+      run(std::move(cloned));
+    } catch (const std::exception&) {
+      // A graph that does not run there (a bound it checks): each bound
+      // stays what the example's run selected from.
+      unbacked_ = std::move(found);
+    }
+    unbacked_sizes_.reset();
+    snapshot.restore();
+    recorded_.clear();
+  }
   for (DynamicDim d : unbacked_) {
-    if (!dims.empty()) d.max = std::numeric_limits<int64_t>::max();
+    if (!fixed_inputs) d.max = std::numeric_limits<int64_t>::max();
     dims.push_back(d);
   }
   if (dims.empty()) return;
@@ -89,29 +122,53 @@ void ShapeProp::fit_symbolic(Recording& example,
   }
   std::vector<SymbolSizes> all = {sizes};
   std::vector<Recording> runs;
+  // Runs the graph at `at`; its recording joins `runs`.
+  auto run_at = [&](const SymbolSizes& at) {
+    recorded_.clear();
+    // Inputs without dynamic dimensions are cloned: a graph that writes
+    // into one must not write the caller's twice more.
+    std::vector<c10::IValue> resized = resized_inputs(inputs, dims, at);
+    for (size_t i = 0; i < resized.size(); ++i) {
+      if (resized[i].isTensor() && inputs[i].isTensor() &&
+          resized[i].toTensor().is_same(inputs[i].toTensor())) {
+        resized[i] = resized[i].toTensor().clone();
+      }
+    }
+    unbacked_sizes_ = at;
+    unbacked_count_ = 0;
+    run(std::move(resized));
+    runs.push_back(std::move(recorded_));
+  };
   // The buffers as they were once the runs are done.
   BufferSnapshot snapshot(*module_);
   try {
     for (SymbolSizes& other : sample_sizes(dims, sizes)) {
-      recorded_.clear();
-      // Inputs without dynamic dimensions are cloned: a graph that writes
-      // into one must not write the caller's twice more.
-      std::vector<c10::IValue> resized = resized_inputs(inputs, dims, other);
-      for (size_t i = 0; i < resized.size(); ++i) {
-        if (resized[i].isTensor() && inputs[i].isTensor() &&
-            resized[i].toTensor().is_same(inputs[i].toTensor())) {
-          resized[i] = resized[i].toTensor().clone();
-        }
-      }
-      unbacked_sizes_ = other;
-      unbacked_count_ = 0;
-      run(std::move(resized));
-      runs.push_back(std::move(recorded_));
+      run_at(other);
       all.push_back(std::move(other));
     }
   } catch (const std::exception&) {
     // Sizes the graph does not run at: the example's metadata only.
     runs.clear();
+  }
+  // And, for sizes that depend on data with the inputs fixed, at their
+  // bounds, so that a size the near runs explain by a function that does
+  // not hold there (x.slice(0, 0, 20) is [u1] below 20) is left unknown
+  // rather than wrong; left out where the graph does not run there (a bound
+  // it checks). Not at the inputs' max: a run is a real forward, which at
+  // B = 64 and T = 512 costs what a trace (metadata only) does not.
+  SymbolSizes high = sizes;
+  bool bounded = fixed_inputs && !runs.empty();
+  for (const DynamicDim& d : dims) {
+    bounded = bounded && d.max != std::numeric_limits<int64_t>::max() &&
+              d.max / d.multiple_of * d.multiple_of >= 2;
+    high[d.symbol] = d.max / d.multiple_of * d.multiple_of;
+  }
+  if (bounded && std::find(all.begin(), all.end(), high) == all.end()) {
+    try {
+      run_at(high);
+      all.push_back(high);
+    } catch (const std::exception&) {
+    }
   }
   unbacked_sizes_.reset();
   snapshot.restore();
@@ -218,10 +275,14 @@ c10::IValue ShapeProp::run_data_dependent(const Node& node,
     unbacked_.push_back(d);
     return value;
   }
-  // At another size: zeros (valid indices, values and counts) of its shape.
-  const int64_t u = k < unbacked_.size()
-                        ? unbacked_sizes_->at(unbacked_[k].symbol)
-                        : 0;
+  // At another size: zeros (valid indices, values and counts) of its shape;
+  // at its bound, all it selects from here, kept as its max.
+  int64_t u = k < unbacked_.size() ? unbacked_sizes_->at(unbacked_[k].symbol)
+                                   : 0;
+  if (u == kAtBound) {
+    u = size.max;
+    unbacked_[k].max = size.max;
+  }
   auto [args, kwargs] = fetch_args_kwargs_from_env(node);
   at::Device device = args.empty() || !args[0].isTensor()
                           ? at::Device(at::kCPU)
