@@ -82,6 +82,17 @@ void ShapeProp::fit_symbolic(Recording& example,
   // example's u0), found by a run with every such operator keeping all it
   // selects from, as the tracer finds them (fx/trace/internal/bounds.h).
   const bool fixed_inputs = dims.empty();
+  // `resized` with each tensor that is the caller's own cloned: a graph that
+  // writes into an input must not write the caller's again.
+  auto own = [&inputs](std::vector<c10::IValue> resized) {
+    for (size_t i = 0; i < resized.size(); ++i) {
+      if (resized[i].isTensor() && inputs[i].isTensor() &&
+          resized[i].toTensor().is_same(inputs[i].toTensor())) {
+        resized[i] = resized[i].toTensor().clone();
+      }
+    }
+    return resized;
+  };
   if (fixed_inputs && !unbacked_.empty()) {
     SymbolSizes at_bounds;
     for (const DynamicDim& d : unbacked_) at_bounds[d.symbol] = kAtBound;
@@ -90,11 +101,7 @@ void ShapeProp::fit_symbolic(Recording& example,
     try {
       unbacked_sizes_ = at_bounds;
       unbacked_count_ = 0;
-      std::vector<c10::IValue> cloned;
-      for (const c10::IValue& v : inputs) {
-        cloned.push_back(v.isTensor() ? c10::IValue(v.toTensor().clone()) : v);
-      }
-      run(std::move(cloned));
+      run(own(inputs));
     } catch (const std::exception&) {
       // A graph that does not run there (a bound it checks): each bound
       // stays what the example's run selected from.
@@ -125,18 +132,9 @@ void ShapeProp::fit_symbolic(Recording& example,
   // Runs the graph at `at`; its recording joins `runs`.
   auto run_at = [&](const SymbolSizes& at) {
     recorded_.clear();
-    // Inputs without dynamic dimensions are cloned: a graph that writes
-    // into one must not write the caller's twice more.
-    std::vector<c10::IValue> resized = resized_inputs(inputs, dims, at);
-    for (size_t i = 0; i < resized.size(); ++i) {
-      if (resized[i].isTensor() && inputs[i].isTensor() &&
-          resized[i].toTensor().is_same(inputs[i].toTensor())) {
-        resized[i] = resized[i].toTensor().clone();
-      }
-    }
     unbacked_sizes_ = at;
     unbacked_count_ = 0;
-    run(std::move(resized));
+    run(own(resized_inputs(inputs, dims, at)));
     runs.push_back(std::move(recorded_));
   };
   // The buffers as they were once the runs are done.
@@ -158,10 +156,9 @@ void ShapeProp::fit_symbolic(Recording& example,
   // B = 64 and T = 512 costs what a trace (metadata only) does not.
   SymbolSizes high = sizes;
   bool bounded = fixed_inputs && !runs.empty();
-  for (const DynamicDim& d : dims) {
-    bounded = bounded && d.max != std::numeric_limits<int64_t>::max() &&
-              d.max / d.multiple_of * d.multiple_of >= 2;
-    high[d.symbol] = d.max / d.multiple_of * d.multiple_of;
+  for (const DynamicDim& d : dims) {  // all data-dependent, each bounded
+    bounded = bounded && d.max >= 2;
+    high[d.symbol] = d.max;
   }
   if (bounded && std::find(all.begin(), all.end(), high) == all.end()) {
     try {
